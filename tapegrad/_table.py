@@ -1,0 +1,139 @@
+"""The op table: the single source of truth for every differentiable elementwise op.
+
+One row per op.  Everything else is derived from these rows by ``tapegrad/_codegen.py``:
+the opcode numbers, the branches of the Numba reverse sweep (``_kernels.py``), the fast
+Python recording methods (``_methods.py``), the ``tg.<name>`` functions and ``Tensor``
+methods, the node names users see (``grad_fn``), which inputs an op saves for backward,
+the op list in the docs, and the op tests (``tests/test_ops.py`` walks this table).
+
+Vocabulary of a row (fixed names, as in PyTorch's derivatives.yaml and HIPS autograd):
+
+- ``fwd``: the forward on Python floats, over ``x`` (first input), ``y``, ``z`` and the
+  module ``math``.  If it raises (``math.log(0.0)``), the value is taken from ``vfwd`` on
+  a NumPy float64 scalar instead, so results follow IEEE rules (``-inf``, ``nan``) as in
+  PyTorch.  ``fwd`` must also compile in Numba (it is the replay forward).
+- ``vfwd``: the forward on NumPy arrays (``np``).
+- ``dx``, ``dy``, ``dz``: the local partial derivative of the result with respect to each
+  input, over ``x``, ``y``, ``z`` and ``out`` (the result).  The sweep multiplies each by
+  the incoming gradient ``g`` in one shared update, so a rule never mentions ``g``.
+  Functions available: ``sqrt exp log sin cos sinh cosh`` (math) and ``sign``.
+- ``node``: the ``grad_fn`` class name, as PyTorch prints it; ``node_c`` the name used
+  when the second input is a Python number, if PyTorch names that case differently.
+- ``domain``: where the op tests sample each input (a smooth region of the op).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional, Tuple
+
+
+class Op(NamedTuple):
+    name: str
+    arity: int
+    fwd: str
+    vfwd: str
+    dx: str
+    dy: Optional[str] = None
+    dz: Optional[str] = None
+    node: str = ""
+    node_c: Optional[str] = None
+    domain: Tuple[Tuple[float, float], ...] = ((-2.0, 2.0),)
+    method: bool = True  # also a Tensor method (``x.sin()``)
+    dunder: Optional[str] = None  # Python operator protocol name (``mul`` -> ``__mul__``)
+    sig: Optional[str] = None  # Python signature of a ternary op ...
+    call: Optional[str] = None  # ... and how it maps onto (x, y, z)
+
+
+U = ((-2.0, 2.0),)
+POS = ((0.2, 3.0),)
+UNIT = ((-0.9, 0.9),)
+B2 = ((-2.0, 2.0), (-2.0, 2.0))
+
+OPS: Tuple[Op, ...] = (
+    # binary arithmetic -------------------------------------------------------------
+    Op("add", 2, "x + y", "np.add(x, y)", "1.0", "1.0", node="AddBackward0", dunder="add", domain=B2),
+    Op("sub", 2, "x - y", "np.subtract(x, y)", "1.0", "-1.0", node="SubBackward0", dunder="sub", domain=B2),
+    Op("mul", 2, "x * y", "np.multiply(x, y)", "y", "x", node="MulBackward0", dunder="mul", domain=B2),
+    # d/dx x/y = 1/y ; d/dy x/y = -x/y^2 = -out/y
+    Op("div", 2, "x / y", "np.true_divide(x, y)", "1.0 / y", "-out / y",
+       node="DivBackward0", dunder="truediv", domain=((-2.0, 2.0), (0.5, 2.0))),
+    # d/dx x^y = y x^(y-1) (0 where y == 0, as PyTorch) ; d/dy x^y = x^y log x (0 at x == 0, y >= 0)
+    Op("pow", 2, "math.pow(x, y)", "np.power(x, y)",
+       "0.0 if y == 0.0 else y * x ** (y - 1.0)",
+       "0.0 if (x == 0.0 and y >= 0.0) else out * log(x)",
+       node="PowBackward1", dunder="pow", node_c="PowBackward0", domain=((0.3, 2.0), (-2.0, 2.0))),
+    # atan2(x, y) = angle of (y, x): d/dx = y/(x^2+y^2) ; d/dy = -x/(x^2+y^2)
+    Op("atan2", 2, "math.atan2(x, y)", "np.arctan2(x, y)",
+       "y / (x * x + y * y)", "-x / (x * x + y * y)", node="Atan2Backward0",
+       domain=((0.3, 2.0), (0.3, 2.0))),
+    # ties split the gradient evenly, as PyTorch's maximum/minimum
+    Op("maximum", 2, "x if (x > y or x != x) else y", "np.maximum(x, y)",
+       "1.0 if x > y else (0.5 if x == y else 0.0)",
+       "1.0 if y > x else (0.5 if x == y else 0.0)", node="MaximumBackward0", domain=B2),
+    Op("minimum", 2, "x if (x < y or x != x) else y", "np.minimum(x, y)",
+       "1.0 if x < y else (0.5 if x == y else 0.0)",
+       "1.0 if y < x else (0.5 if x == y else 0.0)", node="MinimumBackward0", domain=B2),
+    # unary ---------------------------------------------------------------------------
+    Op("neg", 1, "-x", "np.negative(x)", "-1.0", node="NegBackward0", dunder="neg"),
+    Op("abs", 1, "abs(x)", "np.abs(x)", "sign(x)", node="AbsBackward0", dunder="abs"),  # abs'(0) = 0
+    Op("exp", 1, "math.exp(x)", "np.exp(x)", "out", node="ExpBackward0"),
+    Op("log", 1, "math.log(x)", "np.log(x)", "1.0 / x", node="LogBackward0", domain=POS),
+    Op("log1p", 1, "math.log1p(x)", "np.log1p(x)", "1.0 / (1.0 + x)", node="Log1PBackward0",
+       domain=((-0.8, 2.0),)),
+    Op("expm1", 1, "math.expm1(x)", "np.expm1(x)", "out + 1.0", node="Expm1Backward0"),
+    # sqrt'(0) = inf, as PyTorch
+    Op("sqrt", 1, "math.sqrt(x)", "np.sqrt(x)", "0.5 / out", node="SqrtBackward0", domain=POS),
+    Op("sin", 1, "math.sin(x)", "np.sin(x)", "cos(x)", node="SinBackward0"),
+    Op("cos", 1, "math.cos(x)", "np.cos(x)", "-sin(x)", node="CosBackward0"),
+    Op("tan", 1, "math.tan(x)", "np.tan(x)", "1.0 + out * out", node="TanBackward0",
+       domain=((-1.2, 1.2),)),
+    Op("asin", 1, "math.asin(x)", "np.arcsin(x)", "1.0 / sqrt(1.0 - x * x)",
+       node="AsinBackward0", domain=UNIT),
+    Op("acos", 1, "math.acos(x)", "np.arccos(x)", "-1.0 / sqrt(1.0 - x * x)",
+       node="AcosBackward0", domain=UNIT),
+    Op("atan", 1, "math.atan(x)", "np.arctan(x)", "1.0 / (1.0 + x * x)", node="AtanBackward0"),
+    Op("sinh", 1, "math.sinh(x)", "np.sinh(x)", "cosh(x)", node="SinhBackward0"),
+    Op("cosh", 1, "math.cosh(x)", "np.cosh(x)", "sinh(x)", node="CoshBackward0"),
+    Op("tanh", 1, "math.tanh(x)", "np.tanh(x)", "1.0 - out * out", node="TanhBackward0"),
+    # fused: sigma' = sigma (1 - sigma), stable for large |x|
+    Op("sigmoid", 1, "1.0 / (1.0 + math.exp(-x))", "1.0 / (1.0 + np.exp(-x))",
+       "out * (1.0 - out)", node="SigmoidBackward0", domain=((-4.0, 4.0),)),
+    Op("relu", 1, "x if x > 0.0 else 0.0 * x", "np.maximum(x, 0.0)",
+       "1.0 if x > 0.0 else 0.0", node="ReluBackward0"),  # relu'(0) = 0
+    # erf' = 2/sqrt(pi) exp(-x^2)
+    Op("erf", 1, "math.erf(x)", "_erf(x)", "1.1283791670955126 * exp(-x * x)",
+       node="ErfBackward0"),
+    # ternary -------------------------------------------------------------------------
+    # clamp(x, lo, hi): inclusive at both bounds, as PyTorch
+    Op("clamp", 3, "min(max(x, y), z)", "np.minimum(np.maximum(x, y), z)",
+       "1.0 if (x >= y and x <= z) else 0.0",
+       "1.0 if (x < y and y <= z) else 0.0",
+       "1.0 if (x > z or y > z) else 0.0",
+       node="ClampBackward1",
+       sig="input, min=None, max=None",
+       call="input, -math.inf if min is None else min, math.inf if max is None else max", domain=((-2.0, 2.0), (-1.0, -1.0), (1.0, 1.0))),
+    # where(cond, a, b): cond is not differentiable
+    Op("where", 3, "y if x != 0.0 else z", "np.where(x, y, z)", "0.0",
+       "1.0 if x != 0.0 else 0.0", "0.0 if x != 0.0 else 1.0",
+       node="WhereBackward0", sig="condition, input, other", call="condition, input, other", domain=((0.0, 1.0), (-2.0, 2.0), (-2.0, 2.0)), method=False),
+)
+
+# Structural opcodes follow the elementwise ones; the sweep treats them specially.
+STRUCTURAL = (
+    "leaf",    # a leaf tensor registered on this tape (gradient goes to .grad)
+    "link",    # a non-leaf tensor of another tape (gradient continues there)
+    "const",   # an array constant (no gradient)
+    "arg",     # extra operands of a ternary op (a, b hold its 2nd and 3rd inputs)
+    "pyfunc",  # head of an op whose backward runs in Python (custom Function, expand, ...)
+    "pyout",   # one output of a pyfunc (a holds the head)
+)
+
+# Comparisons give non-differentiable bool tensors.
+COMPARISONS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+
+def saved_inputs(op: Op) -> Tuple[bool, bool, bool, bool]:
+    """Which of (x, y, z, out) the op's backward reads: derived from its formulas."""
+    import re
+
+    text = " ".join(f for f in (op.dx, op.dy, op.dz) if f)
+    return tuple(bool(re.search(r"\b%s\b" % n, text)) for n in ("x", "y", "z", "out"))

@@ -1,0 +1,100 @@
+"""Custom differentiable operations: subclass ``Function`` with static ``forward(ctx, ...)``
+and ``backward(ctx, *grads)``, call ``MyFn.apply(...)``.  The op takes part in the tape as a
+``pyfunc`` entry whose backward calls yours; its node is named ``MyFnBackward``."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import functions as F
+from ..grad_mode import no_grad
+from ..tape import _tls
+from ..tensor import Tensor, _wrap
+
+
+class FunctionCtx:
+    """The ``ctx`` passed to ``forward`` and ``backward``."""
+
+    def __init__(self, needs_input_grad):
+        self.needs_input_grad = needs_input_grad
+        self._saved = ()
+
+    def save_for_backward(self, *tensors):
+        for t in tensors:
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError("save_for_backward can only save variables, but argument "
+                                f"{len(self._saved)} is of type {type(t).__name__}")
+        self._saved = tensors
+
+    @property
+    def saved_tensors(self):
+        return tuple(self._saved)
+
+    def mark_non_differentiable(self, *tensors):
+        pass
+
+    def set_materialize_grads(self, value):
+        pass
+
+
+def _shape_str(shape):
+    return "[" + ", ".join(str(n) for n in shape) + "]"
+
+
+class Function:
+    """Base class of custom autograd operations (see the module docstring)."""
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("You must implement the forward function for custom "
+                                  "autograd.Function.")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("You must implement either the backward or vjp method for "
+                                  "your custom autograd.Function to use it with backward mode AD.")
+
+    @classmethod
+    def apply(cls, *args):
+        needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        ctx = FunctionCtx(needs)
+        with no_grad():
+            out = cls.forward(ctx, *args)
+        is_tuple = isinstance(out, tuple)
+        outs = out if is_tuple else (out,)
+        T = _tls.rec
+        if T is None or not any(needs):
+            return out
+        name = f"{cls.__name__}Backward"
+        tensor_outs = [o if isinstance(o, Tensor) else _wrap(np.asarray(o)) for o in outs]
+        refs = [(a._i if a._t is T else T._ref(a)) if n else -1 for a, n in zip(args, needs)]
+
+        def backward_fn(grads_out):
+            gs = cls.backward(ctx, *[_wrap(g) for g in grads_out])
+            gs = gs if isinstance(gs, tuple) else (gs,)
+            if len(gs) != len(args):
+                raise RuntimeError(f"function {name} returned an incorrect number of gradients "
+                                   f"(expected {len(args)}, got {len(gs)})")
+            result = []
+            for k, (a, g, n) in enumerate(zip(args, gs, needs)):
+                if g is None or not n:
+                    result.append(None)
+                    continue
+                gv = g._v if isinstance(g, Tensor) else np.asarray(g)
+                gshape = () if gv.__class__ is float else np.shape(gv)
+                if gshape != tuple(a.shape):
+                    try:
+                        np.broadcast_to(np.zeros(gshape), a.shape)
+                        ok = np.prod(gshape, dtype=int) == a.numel()
+                    except ValueError:
+                        ok = False
+                    if not ok:
+                        raise RuntimeError(f"Function {name} returned an invalid gradient at index "
+                                           f"{k} - got {_shape_str(gshape)} but expected shape "
+                                           f"compatible with {_shape_str(a.shape)}")
+                    gv = np.reshape(gv, a.shape)
+                result.append(gv)
+            return result
+
+        idx = F.record(T, name, refs, [o._v for o in tensor_outs], backward_fn)
+        res = tuple(F._as_tensor(T, i, o._v) for i, o in zip(idx, tensor_outs))
+        return res if is_tuple else res[0]

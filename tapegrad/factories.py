@@ -1,0 +1,110 @@
+"""Tensor creation: ``tensor``, ``zeros``, ``ones``, ``full``, ``arange``, ``linspace``,
+``rand``, ``randn``, ``manual_seed``, ``zeros_like``, ``ones_like``."""
+from __future__ import annotations
+
+import numpy as np
+
+from .tensor import Tensor, _check_float, _wrap, dtype as _dtype, float64
+
+_rng = np.random.default_rng()
+
+
+def _np_dtype(dtype, default=None):
+    if dtype is None:
+        return default
+    if isinstance(dtype, _dtype):
+        return dtype.np
+    return np.dtype(dtype)
+
+
+def _make(v, requires_grad):
+    if requires_grad:
+        _check_float(v if isinstance(v, np.ndarray) else np.asarray(v))
+    return _wrap(v, requires_grad)
+
+
+def tensor(data, dtype=None, requires_grad=False):
+    """A new tensor from a number, a (nested) list or a NumPy array.
+
+    Python floats give float64; a float32 array stays float32; ints give int64."""
+    if isinstance(data, Tensor):
+        data = data._v
+    a = np.array(data, dtype=_np_dtype(dtype))
+    if dtype is None and a.dtype.kind == "i":
+        a = a.astype(np.int64)
+    elif dtype is None and a.dtype.kind == "f" and not isinstance(data, np.ndarray) \
+            and not isinstance(data, np.floating):
+        a = a.astype(np.float64)
+    return _make(a, requires_grad)
+
+
+def as_tensor(data, dtype=None):
+    """Like ``tensor`` (no copy for a matching NumPy array)."""
+    if isinstance(data, Tensor):
+        return data
+    return _wrap(np.asarray(data, dtype=_np_dtype(dtype)))
+
+
+def _size(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        return tuple(size[0])
+    return tuple(size)
+
+
+def zeros(*size, dtype=None, requires_grad=False):
+    """A tensor of zeros of the given shape (float64 unless ``dtype``)."""
+    return _make(np.zeros(_size(size), _np_dtype(dtype, np.float64)), requires_grad)
+
+
+def ones(*size, dtype=None, requires_grad=False):
+    """A tensor of ones of the given shape."""
+    return _make(np.ones(_size(size), _np_dtype(dtype, np.float64)), requires_grad)
+
+
+def full(size, fill_value, dtype=None, requires_grad=False):
+    """A tensor of the given shape filled with ``fill_value``."""
+    dt = _np_dtype(dtype, np.float64 if isinstance(fill_value, float) else None)
+    return _make(np.full(_size((size,)), fill_value, dt), requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, requires_grad=False):
+    """Values from ``start`` to ``end`` (exclusive) by ``step``."""
+    if end is None:
+        start, end = 0, start
+    a = np.arange(start, end, step, dtype=_np_dtype(dtype))
+    if dtype is None and a.dtype.kind == "i":
+        a = a.astype(np.int64)
+    return _make(a, requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, requires_grad=False):
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    return _make(np.linspace(start, end, steps, dtype=_np_dtype(dtype, np.float64)), requires_grad)
+
+
+def rand(*size, dtype=None, requires_grad=False):
+    """Uniform random values in [0, 1) (seeded by ``manual_seed``)."""
+    return _make(_rng.random(_size(size)).astype(_np_dtype(dtype, np.float64)), requires_grad)
+
+
+def randn(*size, dtype=None, requires_grad=False):
+    """Standard normal random values (seeded by ``manual_seed``)."""
+    return _make(_rng.standard_normal(_size(size)).astype(_np_dtype(dtype, np.float64)),
+                 requires_grad)
+
+
+def manual_seed(seed):
+    """Seed tapegrad's random generator (``rand``, ``randn``)."""
+    global _rng
+    _rng = np.random.default_rng(seed)
+    return _rng
+
+
+def zeros_like(t, dtype=None, requires_grad=False):
+    return zeros(*t.shape, dtype=dtype or (t.dtype if t.dtype is not float64 else None),
+                 requires_grad=requires_grad)
+
+
+def ones_like(t, dtype=None, requires_grad=False):
+    return ones(*t.shape, dtype=dtype or (t.dtype if t.dtype is not float64 else None),
+                requires_grad=requires_grad)

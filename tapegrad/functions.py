@@ -1,0 +1,149 @@
+"""Ops whose backward runs in Python (NumPy): the ``pyfunc`` entries of the tape.
+
+The elementwise ops of the op table sweep in Numba.  Everything else -- broadcasting,
+reductions, indexing, custom ``Function``s -- is one ``pyfunc`` head entry plus one
+``pyout`` entry per output; the Numba sweep stops at the head and calls ``backward``
+here with the outputs' adjoints.  Broadcasting is undone in one place: ``unbroadcast``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .tape import PYFUNC, PYOUT, _tls
+from .tensor import Tensor, _new, _wrap
+
+
+class PyOp:
+    """A recorded op with a Python backward: ``backward_fn(grads_out) -> grads_in``."""
+
+    __slots__ = ("name", "inputs", "backward_fn", "nout")
+
+    def __init__(self, name, inputs, backward_fn, nout):
+        self.name, self.inputs, self.backward_fn, self.nout = name, inputs, backward_fn, nout
+
+    def backward(self, sw, head):
+        grads_out = [sw.get(head + 1 + k) for k in range(self.nout)]
+        grads_in = self.backward_fn(grads_out)
+        for r, g in zip(self.inputs, grads_in):
+            if g is not None:
+                sw.add_ref(r, g)
+
+
+def record(T, name, refs, values, backward_fn):
+    """Record a Python-backward op on tape T; returns the output entries' indices."""
+    head = T._push(PYFUNC, -1, -1, 0.0)
+    T._py[head] = PyOp(name, tuple(refs), backward_fn, len(values))
+    T._stops.append(head)
+    return [T._push(PYOUT, head, -1, v) for v in values]
+
+
+def _as_tensor(T, i, v):
+    r = _new(Tensor)
+    r._v = v
+    r._t = T
+    r._i = i
+    return r
+
+
+def unbroadcast(g, shape):
+    """Sum gradient ``g`` down to ``shape`` (undo NumPy broadcasting)."""
+    g = np.asarray(g)
+    if g.shape == tuple(shape):
+        return g
+    lead = g.ndim - len(shape)
+    g = g.sum(axis=tuple(range(lead))) if lead > 0 else g
+    axes = tuple(k for k, n in enumerate(shape) if n == 1 and g.shape[k] != 1)
+    if axes:
+        g = g.sum(axis=axes, keepdims=True)
+    return g.reshape(shape)
+
+
+def _expand_ref(T, t, r, shape):
+    """Reference to ``t`` (entry r) broadcast to ``shape``, recorded as ExpandBackward0."""
+    v = t._v
+    src_shape = () if v.__class__ is float else v.shape
+    out = np.array(np.broadcast_to(np.asarray(v, np.float64), shape))
+
+    def backward(grads):
+        g = unbroadcast(grads[0], src_shape)
+        return [float(g) if src_shape == () else g]
+
+    return record(T, "ExpandBackward0", [r], [out], backward)[0]
+
+
+def apply(name, inputs, value, backward_fn):
+    """Run-time helper for Python-backward ops: returns the result tensor, recorded when
+    grad mode is on and an input requires grad.  ``backward_fn(g)`` returns input grads."""
+    T = _tls.rec
+    if T is None or not any(isinstance(t, Tensor) and t._t is not None for t in inputs):
+        return _wrap(np.asarray(value) if value.__class__ is not float else value)
+    if value.__class__ is not float:
+        value = np.asarray(value)
+        if value.ndim == 0 and value.dtype == np.float64:
+            value = float(value)
+    refs = [(t._i if t._t is T else T._ref(t)) if isinstance(t, Tensor) and t._t is not None
+            else -1 for t in inputs]
+    i = record(T, name, refs, [value], lambda gs: backward_fn(gs[0]))[0]
+    return _as_tensor(T, i, value)
+
+
+def _shape(t):
+    v = t._v
+    return () if v.__class__ is float else v.shape
+
+
+def sum(input, dim=None, keepdim=False):  # noqa: A001
+    """Sum of all elements (or along ``dim``)."""
+    shape = _shape(input)
+    v = np.sum(np.asarray(input._v), axis=dim, keepdims=keepdim)
+    name = "SumBackward0" if dim is None else "SumBackward1"
+
+    def backward(g):
+        g = np.asarray(g)
+        if dim is not None and not keepdim:
+            g = np.expand_dims(g, dim)
+        return [np.broadcast_to(g, shape).copy() if shape else float(g)]
+
+    return apply(name, [input], v, backward)
+
+
+def mean(input, dim=None, keepdim=False):
+    """Mean of all elements (or along ``dim``)."""
+    shape = _shape(input)
+    a = np.asarray(input._v)
+    v = np.mean(a, axis=dim, keepdims=keepdim)
+    count = a.size // max(np.asarray(v).size, 1) if a.size else 1
+    name = "MeanBackward0" if dim is None else "MeanBackward1"
+
+    def backward(g):
+        g = np.asarray(g) / count
+        if dim is not None and not keepdim:
+            g = np.expand_dims(g, dim)
+        return [np.broadcast_to(g, shape).copy() if shape else float(g)]
+
+    return apply(name, [input], v, backward)
+
+
+def index(input, idx):
+    """``input[idx]`` for integers, slices, ``...``, ``None``, masks and integer arrays."""
+    if isinstance(idx, Tensor):
+        idx = idx._v
+    elif isinstance(idx, tuple):
+        idx = tuple(i._v if isinstance(i, Tensor) else i for i in idx)
+    a = np.asarray(input._v)
+    if a.ndim == 0 and idx != () and idx is not Ellipsis:
+        raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                         "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
+    v = a[idx]
+    v = np.array(v) if isinstance(v, np.ndarray) else v
+    shape = a.shape
+    simple = isinstance(idx, int) or (isinstance(idx, tuple) and all(isinstance(i, int) for i in idx))
+    name = "SelectBackward0" if simple else ("SliceBackward0" if isinstance(idx, slice)
+                                             else "IndexBackward0")
+
+    def backward(g):
+        z = np.zeros(shape)
+        np.add.at(z, idx, g)
+        return [z]
+
+    return apply(name, [input], np.asarray(v), backward)

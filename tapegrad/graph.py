@@ -1,0 +1,101 @@
+"""``grad_fn`` views: backward-graph nodes computed from the tape when accessed.
+
+No node object exists while recording.  ``t.grad_fn`` builds a small view of ``t``'s tape
+entry whose class is named as PyTorch names it (``MulBackward0``); ``next_functions``
+walks the entry's operands.  Two views of the same entry compare equal.
+"""
+from __future__ import annotations
+
+from . import _table
+from .tape import ARG, CONST, LEAF, LINK, PYFUNC, PYOUT, _N
+
+_CLASSES = {}
+
+
+class Node:
+    """A backward node: the view of one tape entry."""
+
+    __slots__ = ("_tape", "_i")
+
+    def __init__(self, tape, i):
+        self._tape, self._i = tape, i
+
+    def name(self):
+        return type(self).__name__
+
+    @property
+    def next_functions(self):
+        """((node, output_nr), ...) for each input; (None, 0) for inputs without grad."""
+        T = self._tape
+        return tuple(_edge(T, r) for r in T._inputs(self._i))
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other._tape is self._tape and other._i == self._i
+
+    def __hash__(self):
+        return hash((id(self._tape), self._i))
+
+    def __repr__(self):
+        return f"<{self.name()} object at {hex(id(self))}>"
+
+
+class AccumulateGrad(Node):
+    """The node of a leaf tensor: its gradient accumulates into ``variable.grad``."""
+
+    __slots__ = ("variable",)
+    next_functions = ()
+
+    def __init__(self, variable):
+        self._tape, self._i = None, -1
+        self.variable = variable
+
+    def __eq__(self, other):
+        return type(other) is AccumulateGrad and other.variable is self.variable
+
+    def __hash__(self):
+        return hash(id(self.variable))
+
+
+def _node_class(name):
+    cls = _CLASSES.get(name)
+    if cls is None:
+        cls = _CLASSES[name] = type(name, (Node,), {"__slots__": (), "__module__": __name__})
+    return cls
+
+
+def node_name(T, i):
+    """The PyTorch-style node name of entry ``i``."""
+    code, ra, rb = T._entry(i)
+    if code == PYOUT:
+        return node_name(T, ra)
+    if code == PYFUNC:
+        return T._py[i].name
+    if code >= _N:
+        return _table.STRUCTURAL[code - _N]
+    op = _table.OPS[code]
+    if op.node_c and op.arity == 2 and rb < 0:
+        return op.node_c
+    return op.node
+
+
+def node_for(T, i):
+    code, ra, _ = T._entry(i)
+    if code == PYOUT:
+        i = ra
+    return _node_class(node_name(T, i))(T, i)
+
+
+def _edge(T, r):
+    if r < 0:
+        return (None, 0)
+    code, ra, _ = T._entry(r)
+    if code == LEAF:
+        return (AccumulateGrad(T._leaves[r]), 0)
+    if code == LINK:
+        S, j = T._links[r]
+        return _edge(S, j)
+    if code in (CONST, ARG):
+        return (None, 0)
+    if code == PYOUT:
+        return (node_for(T, ra), r - ra - 1)
+    return (node_for(T, r), 0)

@@ -1,0 +1,561 @@
+"""``Tensor``: a value plus, when it requires grad, its place on a tape.
+
+A 0-d float64 tensor keeps its value as a Python float (the fast path); every other tensor
+keeps a NumPy array.  Three slots carry the autograd state:
+
+- ``_t``: None when the tensor does not require grad, ``_UNREG`` for a leaf that requires
+  grad but is on no tape yet, else the Tape whose entry is this tensor;
+- ``_i``: that entry's index.
+A leaf is a tensor whose entry is a ``leaf`` entry (or that has none).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from . import _table
+from .tape import (_CHUNK, _N, ARG, CONST, PYFUNC, PYOUT, Tape, _tls)
+
+_new = object.__new__
+_UNREG = "unregistered-leaf"   # marker: a leaf that requires grad, not yet on a tape
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+class dtype:
+    """A tensor element type (``tg.float64``, ``tg.float32``, ``tg.int64``, ``tg.bool``)."""
+
+    __slots__ = ("name", "np", "is_floating_point")
+
+    def __init__(self, name, np_dtype):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.is_floating_point = self.np.kind == "f"
+
+    def __repr__(self):
+        return f"tapegrad.{self.name}"
+
+
+float16 = dtype("float16", np.float16)
+float32 = dtype("float32", np.float32)
+float64 = dtype("float64", np.float64)
+int8 = dtype("int8", np.int8)
+int16 = dtype("int16", np.int16)
+int32 = dtype("int32", np.int32)
+int64 = dtype("int64", np.int64)
+uint8 = dtype("uint8", np.uint8)
+bool_ = dtype("bool", np.bool_)
+float, double, long, int = float64, float64, int64, int64  # noqa: A001 (torch aliases)
+import builtins as _b  # noqa: E402  (the names above shadow builtins inside this module)
+
+float = _b.float  # noqa: A001
+int = _b.int      # noqa: A001
+_DTYPES = {d.np: d for d in (float16, float32, float64, int8, int16, int32, int64, uint8, bool_)}
+
+
+def _dtype_of(v):
+    if v.__class__ is float:
+        return float64
+    return _DTYPES[v.dtype]
+
+
+class Size(tuple):
+    """The shape of a tensor: a tuple that prints as ``tapegrad.Size([2, 3])``."""
+
+    def __repr__(self):
+        return f"tapegrad.Size({list(self)})"
+
+    def numel(self):
+        return _b.int(np.prod(self, dtype=np.int64))
+
+
+def _wrap(v, requires_grad=False):
+    """A new tensor holding value ``v`` (no autograd history)."""
+    if v.__class__ is not float:
+        if isinstance(v, np.ndarray):
+            if v.ndim == 0 and v.dtype == np.float64:
+                v = _b.float(v)
+        elif isinstance(v, np.floating) and v.dtype == np.float64:
+            v = _b.float(v)
+        else:
+            v = np.asarray(v)
+            if v.ndim == 0 and v.dtype == np.float64:
+                v = _b.float(v)
+    r = _new(Tensor)
+    r._v = v
+    r._t = _UNREG if requires_grad else None
+    return r
+
+
+def _record(code, refs, v):
+    """Record op ``code`` with operand references ``refs`` on the current tape."""
+    T = _tls.rec
+    if len(refs) == 3:
+        rb = T._push(ARG, refs[1], refs[2], 0.0)
+        i = T._push(code, refs[0], rb, v)
+    else:
+        i = T._push(code, refs[0], refs[1] if len(refs) > 1 else -1, v)
+    r = _new(Tensor)
+    r._v = v
+    r._t = T
+    r._i = i
+    return r
+
+
+def _operand_ref(T, t, shape):
+    """Reference from tape T to tensor/number ``t`` as an operand of an op with output
+    ``shape``; array operands of another shape are broadcast by a recorded expand."""
+    if isinstance(t, Tensor):
+        v = t._v
+        if t._t is None:  # a constant tensor
+            if shape == () or v.__class__ is float or v.size == 1:
+                return T._const(_b.float(np.asarray(v).reshape(())) if v.__class__ is not float else v)
+            return T._push(CONST, -1, -1, np.broadcast_to(np.asarray(v, np.float64), shape))
+        r = t._i if t._t is T else T._ref(t)
+        vshape = () if v.__class__ is float else v.shape
+        if vshape != shape:
+            from .functions import _expand_ref
+            r = _expand_ref(T, t, r, shape)
+        return r
+    return T._const(t)
+
+
+def _value_of(x, name, pos):
+    if isinstance(x, Tensor):
+        return x._v
+    if isinstance(x, (bool, _b.int, _b.float)):
+        return x
+    if isinstance(x, (np.ndarray, np.number)):
+        return x
+    raise TypeError(f"{name}(): argument (position {pos}) must be Tensor or number, "
+                    f"not {type(x).__name__}")
+
+
+def _result_dtype(args, vals):
+    """NumPy dtype of an elementwise result: floating, float64 unless all float tensors
+    are float32/float16 (Python numbers do not promote, as in PyTorch)."""
+    kinds = [v.dtype for a, v in zip(args, vals) if isinstance(a, Tensor) and v.__class__ is not float]
+    floats = [d for d in kinds if d.kind == "f"]
+    if any(isinstance(a, Tensor) and v.__class__ is float for a, v in zip(args, vals)):
+        floats.append(np.dtype(np.float64))
+    if floats:
+        return np.result_type(*floats)
+    return np.dtype(np.float64)
+
+
+def _generic(code, args):
+    """Every case the generated fast paths do not take: arrays, float32, mixed operands."""
+    op = _table.OPS[code]
+    first = 1 if op.name == "where" else 0
+    if not isinstance(args[first], Tensor) and not any(isinstance(a, Tensor) for a in args):
+        raise TypeError(f"{op.name}(): argument 'input' (position {first + 1}) must be Tensor, "
+                        f"not {type(args[first]).__name__}")
+    vals = [_value_of(a, op.name, k + 1) for k, a in enumerate(args)]
+    for a, v in zip(args, vals):
+        if isinstance(a, Tensor) and a._t is not None and op.name == "where" and a is args[0]:
+            raise RuntimeError("where(): the condition cannot require grad")
+    if all(v.__class__ is float or isinstance(v, (_b.int, _b.float)) for v in vals):
+        xs = [_b.float(v) for v in vals] + [0.0] * (3 - len(vals))
+        try:
+            v = _SF[code](*xs)
+        except (ArithmeticError, ValueError):
+            v = _ieee(code, *xs)
+        v = _b.float(v)
+    else:
+        dt = _result_dtype(args, vals)
+        arrs = [np.asarray(v) for v in vals]
+        if op.name == "where":
+            arrs[0] = arrs[0].astype(bool)
+        with np.errstate(all="ignore"):
+            v = _VF[code](*(arrs + [0.0] * (3 - len(arrs))))
+        v = np.asarray(v).astype(dt, copy=False)
+        if v.ndim == 0 and v.dtype == np.float64:
+            v = _b.float(v)
+    T = _tls.rec
+    if T is None or not any(isinstance(a, Tensor) and a._t is not None for a in args):
+        return _wrap(v)
+    shape = () if v.__class__ is float else v.shape
+    refs = []
+    for k, a in enumerate(args):
+        if op.name == "where" and k == 0:  # the condition, stored as 0/1
+            c = np.asarray(vals[0], dtype=np.float64)
+            refs.append(T._const(_b.float(c)) if c.ndim == 0 or shape == () else
+                        T._push(CONST, -1, -1, np.broadcast_to(c, shape)))
+        else:
+            refs.append(_operand_ref(T, a, shape))
+    return _record(code, refs, v)
+
+
+def _ieee(code, x, y, z):
+    """The op's value under IEEE rules (inf, nan) where Python's math raises."""
+    with np.errstate(all="ignore"):
+        return _b.float(_VF[code](np.float64(x), np.float64(y), np.float64(z)))
+
+
+def _fmt_scalar(x, integral, sci):
+    if x != x:
+        return "nan"
+    if x in (math.inf, -math.inf):
+        return "inf" if x > 0 else "-inf"
+    if sci:
+        return f"{x:.4e}"
+    if integral:
+        return f"{x:.0f}."
+    return f"{x:.4f}"
+
+
+def _format(v):
+    """Format a value as PyTorch prints tensors."""
+    a = np.asarray(v)
+    if a.dtype == np.bool_:
+        body = np.array2string(a, separator=", ", formatter={"bool": lambda b: str(b)},
+                               prefix="tensor(", threshold=1000)
+        return body
+    if a.dtype.kind in "iu":
+        return np.array2string(a, separator=", ", prefix="tensor(", threshold=1000)
+    fin = a[np.isfinite(a)] if a.size else a
+    integral = bool(fin.size == 0 or np.all(fin == np.round(fin)))
+    mx = _b.float(np.max(np.abs(fin))) if fin.size else 0.0
+    nz = np.abs(fin[fin != 0]) if fin.size else fin
+    sci = bool(fin.size and (mx >= 1e8 or (not integral and nz.size and np.min(nz) < 1e-4)))
+    if integral and not sci and mx >= 1e8:
+        sci = True
+    return np.array2string(a, separator=", ", prefix="tensor(", threshold=1000,
+                           formatter={"float_kind": lambda x: _fmt_scalar(x, integral, sci)})
+
+
+class Tensor:
+    """An n-dimensional value that can record the operations applied to it.
+
+    Create tensors with :func:`tapegrad.tensor` and the factories (``zeros``, ``randn``...).
+    """
+
+    __slots__ = ("_v", "_t", "_i", "_grad", "_hooks", "_retains", "_ver", "__weakref__")
+    __hash__ = object.__hash__
+
+    # -- autograd attributes ----------------------------------------------------------
+    @property
+    def requires_grad(self):
+        """True when operations on this tensor are recorded for differentiation."""
+        return self._t is not None
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        self.requires_grad_(flag)
+
+    @property
+    def is_leaf(self):
+        """True for tensors not produced by a recorded operation."""
+        t = self._t
+        return t.__class__ is not Tape or t._leaves.get(self._i) is self
+
+    @property
+    def grad_fn(self):
+        """The backward node of the op that produced this tensor (None for leaves)."""
+        t = self._t
+        if t.__class__ is not Tape or t._leaves.get(self._i) is self:
+            return None
+        from .graph import node_for
+        return node_for(t, self._i)
+
+    @property
+    def grad(self):
+        """The accumulated gradient (a Tensor) of a leaf, or of a tensor that retains grad."""
+        g = getattr(self, "_grad", None)
+        if g is None and not self.is_leaf and not getattr(self, "_retains", False):
+            warnings.warn(
+                "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. "
+                "Its .grad attribute won't be populated during autograd.backward(). If you "
+                "indeed want the .grad field to be populated for a non-leaf Tensor, use "
+                ".retain_grad() on the non-leaf Tensor. If you access the non-leaf Tensor by "
+                "mistake, make sure you access the leaf Tensor instead.", UserWarning, stacklevel=2)
+        return g
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None and not isinstance(value, Tensor):
+            raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of "
+                            f"type {type(value).__name__}")
+        if value is not None and value.shape != self.shape:
+            raise RuntimeError(f"assigned grad has data of a different size: {tuple(value.shape)} "
+                               f"vs {tuple(self.shape)}")
+        self._grad = value
+
+    @property
+    def retains_grad(self):
+        """True if a non-leaf tensor keeps its ``.grad`` (see ``retain_grad``)."""
+        return bool(getattr(self, "_retains", False))
+
+    def requires_grad_(self, requires_grad=True):
+        """Set ``requires_grad`` in place (leaves only); returns self."""
+        if not self.is_leaf:
+            if requires_grad:
+                return self
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to use "
+                "a computed variable in a subgraph that doesn't require differentiation use "
+                "var_no_grad = var.detach().")
+        if requires_grad:
+            if self._t is None:
+                _check_float(self._v)
+                self._t = _UNREG
+        else:
+            self._t = None
+        return self
+
+    def retain_grad(self):
+        """Keep the gradient of this non-leaf tensor in ``.grad`` after backward."""
+        if self._t is None:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self.is_leaf:
+            return
+        self._retains = True
+        import weakref
+        self._t._retain[self._i] = weakref.ref(self)
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` when this tensor's gradient is computed; a returned tensor
+        replaces the gradient.  Returns a handle with ``remove()``."""
+        if self._t is None:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.is_leaf:
+            hooks = getattr(self, "_hooks", None)
+            if hooks is None:
+                hooks = self._hooks = []
+        else:
+            T = self._t
+            hooks = T._hooks.setdefault(self._i, [])
+            T._stops.append(self._i)
+        hooks.append(hook)
+        return _HookHandle(hooks, hook)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (see ``tg.autograd.backward``)."""
+        from .autograd import backward
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    def detach(self):
+        """A new leaf sharing this tensor's value, cut from the graph."""
+        return _wrap(self._v)
+
+    def detach_(self):
+        self._t = None
+        return self
+
+    @property
+    def data(self):
+        """The value as a tensor that does not require grad (shares memory)."""
+        return _wrap(self._v)
+
+    @data.setter
+    def data(self, other):
+        self._v = other._v if isinstance(other, Tensor) else _wrap(other)._v
+
+    # -- values -------------------------------------------------------------------------
+    @property
+    def shape(self):
+        v = self._v
+        return Size(() if v.__class__ is float else v.shape)
+
+    def size(self, dim=None):
+        s = self.shape
+        return s if dim is None else s[dim]
+
+    @property
+    def ndim(self):
+        v = self._v
+        return 0 if v.__class__ is float else v.ndim
+
+    def dim(self):
+        return self.ndim
+
+    def numel(self):
+        v = self._v
+        return 1 if v.__class__ is float else _b.int(v.size)
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    @property
+    def dtype(self):
+        return _dtype_of(self._v)
+
+    def is_floating_point(self):
+        return self.dtype.is_floating_point
+
+    def item(self):
+        """The value of a one-element tensor as a Python number."""
+        v = self._v
+        if v.__class__ is float:
+            return v
+        if v.size != 1:
+            raise RuntimeError(f"a Tensor with {v.size} elements cannot be converted to Scalar")
+        return v.reshape(()).item()
+
+    def tolist(self):
+        v = self._v
+        return v if v.__class__ is float else v.tolist()
+
+    def numpy(self):
+        """The value as a NumPy array (shares memory for array tensors)."""
+        if self._t is not None:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+        v = self._v
+        return np.array(v) if v.__class__ is float else v
+
+    def __array__(self, dtype=None, copy=None):
+        if self._t is not None:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+        return np.asarray(self._v, dtype=dtype)
+
+    def __float__(self):
+        return _b.float(self.item())
+
+    def __int__(self):
+        return _b.int(self.item())
+
+    def __bool__(self):
+        v = self._v
+        if v.__class__ is not float and v.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self.item())
+
+    def __index__(self):
+        if self.dtype.is_floating_point:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return _b.int(self.item())
+
+    def __repr__(self):
+        body = _format(self._v)
+        extra = []
+        if self.dtype not in (float64, int64, bool_):
+            extra.append(f"dtype={self.dtype!r}")
+        fn = self.grad_fn if self._t.__class__ is Tape else None
+        if fn is not None:
+            extra.append(f"grad_fn=<{fn.name()}>")
+        elif self._t is not None:
+            extra.append("requires_grad=True")
+        return "tensor(" + ", ".join([body] + extra) + ")"
+
+    __str__ = __repr__
+
+    def __format__(self, spec):
+        if self.numel() == 1 and spec:
+            return format(self.item(), spec)
+        return repr(self)
+
+    def clone(self):
+        """A copy that stays in the graph (gradient flows back to self)."""
+        return self * 1.0 if self._t is not None else _wrap(np.copy(self._v) if self._v.__class__ is not float else self._v)
+
+    # -- comparisons (not differentiable) ------------------------------------------------
+    def _compare(self, other, fn):
+        b = other._v if isinstance(other, Tensor) else other
+        return _wrap(np.asarray(fn(np.asarray(self._v), np.asarray(b))))
+
+    def __lt__(self, o): return self._compare(o, np.less)
+    def __le__(self, o): return self._compare(o, np.less_equal)
+    def __gt__(self, o): return self._compare(o, np.greater)
+    def __ge__(self, o): return self._compare(o, np.greater_equal)
+    def __eq__(self, o): return self._compare(o, np.equal)
+    def __ne__(self, o): return self._compare(o, np.not_equal)
+
+    # -- in-place ops -----------------------------------------------------------------
+    def _inplace(self, compute):
+        """``self = compute(self)`` in place, under PyTorch's rules: an error on a leaf that
+        requires grad while grad mode is on; a recorded result becomes a new entry that
+        ``self`` now stands for, and the old entry is marked modified so that a backward
+        through an op that saved it raises instead of using a stale value."""
+        grad_on = _tls.rec is not None
+        if grad_on and self._t is not None and self.is_leaf:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                               "operation.")
+        r = compute(self)
+        old = self._t
+        if old.__class__ is Tape:
+            old._dirty.append((self._i, r._i if r._t is old else len(old)))
+        v = r._v
+        if self.dtype is not float64 and v.__class__ is float:
+            v = np.asarray(v, self.dtype.np)
+        elif v.__class__ is not float and v.dtype != self.dtype.np:
+            v = v.astype(self.dtype.np)
+        if r._t.__class__ is Tape:          # recorded: self is now the new entry
+            self._t, self._i, self._v = r._t, r._i, v
+        else:
+            if old.__class__ is Tape and old._leaves.get(self._i) is self:
+                self._t = _UNREG            # re-register with the new value on next use
+            if v.__class__ is not float and self._v.__class__ is not float:
+                self._v[...] = v            # really in place: .data and aliases see it
+            else:
+                self._v = v
+        self._ver = getattr(self, "_ver", 0) + 1
+        return self
+
+    def add_(self, other, alpha=1):
+        return self._inplace(lambda s: s + (other if alpha == 1 else other * alpha))
+
+    def sub_(self, other, alpha=1):
+        return self._inplace(lambda s: s - (other if alpha == 1 else other * alpha))
+
+    def mul_(self, other):
+        return self._inplace(lambda s: s * other)
+
+    def div_(self, other):
+        return self._inplace(lambda s: s / other)
+
+    def pow_(self, other):
+        return self._inplace(lambda s: s ** other)
+
+    def clamp_(self, min=None, max=None):
+        return self._inplace(lambda s: s.clamp(min, max))
+
+    def fill_(self, value):
+        """Fill with ``value`` in place (not differentiable with respect to self)."""
+        return self._inplace(lambda s: _wrap(np.full(s.shape, value, s.dtype.np) if s.ndim
+                                             else _b.float(value)))
+
+    def zero_(self):
+        """Fill with zeros in place (e.g. ``x.grad.zero_()``)."""
+        return self.fill_(0.0)
+
+    __iadd__ = add_
+    __isub__ = sub_
+    __imul__ = mul_
+    __itruediv__ = div_
+    __ipow__ = pow_
+
+    def __getitem__(self, idx):
+        from .functions import index
+        return index(self, idx)
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[k] for k in range(self.shape[0]))
+
+
+class _HookHandle:
+    def __init__(self, hooks, hook):
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self):
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
+def _check_float(v):
+    if v.__class__ is not float and v.dtype.kind not in "fc":
+        raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
+
+
+def _SF_VF():
+    from . import _methods as M
+    return M.SCALAR_FORWARD, M.ARRAY_FORWARD
+
+
+_SF = _VF = None  # filled in by tapegrad/__init__.py once _methods is imported
