@@ -216,7 +216,7 @@ def _ind(n):
 def _binary(op, k):
     """Fast path of ``op(tx, ty)`` for 0-d float64 tensors and Python numbers."""
     i3, i4, i5 = _ind(12), _ind(16), _ind(20)
-    src = [f"def {op.name}(tx, ty):",
+    src = [f"def {op.name}_(tx, ty):",
            f'    """{op.name}: elementwise, differentiable (node ``{op.node}``)."""',
            "    if tx.__class__ is Tensor:",
            "        x = tx._v",
@@ -241,7 +241,7 @@ def _binary(op, k):
     src.append(f"    return _generic({k}, (tx, ty))\n")
     if op.dunder:
         # reflected: ``c OP tensor`` with a Python number c on the left
-        src += [f"def r{op.name}(ty, tx):",
+        src += [f"def r{op.name}_(ty, tx):",
                 f'    """Reflected {op.name}: ``number {op.dunder} tensor``."""',
                 "    cx = tx.__class__",
                 "    if cx is float or cx is int:",
@@ -259,7 +259,7 @@ def _binary(op, k):
 
 def _unary(op, k):
     i3 = _ind(12)
-    src = [f"def {op.name}(tx):",
+    src = [f"def {op.name}_(tx):",
            f'    """{op.name}: elementwise, differentiable (node ``{op.node}``)."""',
            "    if tx.__class__ is Tensor:",
            "        x = tx._v",
@@ -274,7 +274,7 @@ def _unary(op, k):
 
 
 def _ternary(op, k):
-    return (f"def {op.name}({op.sig}):\n"
+    return (f"def {op.name}_({op.sig}):\n"
             f'    """{op.name}: elementwise, differentiable (node ``{op.node}``)."""\n'
             f"    return _generic({k}, ({op.call},))\n")
 
@@ -282,7 +282,7 @@ def _ternary(op, k):
 def methods_source() -> str:
     out = [HEADER, '"""Recording fast paths, one function per op of the table."""',
            "import math", "", "import numpy as np", "",
-           "from .tensor import Tensor, _tls, _generic, _new, _CHUNK, _erf", "", ""]
+           "from .tensor import Tensor, _tls, _generic, _ieee, _new, _CHUNK, _erf", "", ""]
     for k, op in enumerate(OPS):
         out.append({1: _unary, 2: _binary, 3: _ternary}[op.arity](op, k))
         out.append("")
@@ -292,8 +292,11 @@ def methods_source() -> str:
         out.append(f"def _vf_{op.name}(x, y, z):\n    return {op.vfwd}\n\n")
     out.append("SCALAR_FORWARD = (" + ", ".join(f"_sf_{op.name}" for op in OPS) + ",)")
     out.append("ARRAY_FORWARD = (" + ", ".join(f"_vf_{op.name}" for op in OPS) + ",)")
-    out.append("FUNCTIONS = {" + ", ".join(f"{op.name!r}: {op.name}" for op in OPS) + "}")
-    out.append("REFLECTED = {" + ", ".join(f"{op.name!r}: r{op.name}" for op in OPS if op.dunder and op.arity == 2) + "}")
+    out.append("FUNCTIONS = {" + ", ".join(f"{op.name!r}: {op.name}_" for op in OPS) + "}")
+    out.append("REFLECTED = {" + ", ".join(f"{op.name!r}: r{op.name}_" for op in OPS
+                                         if op.dunder and op.arity == 2) + "}")
+    out.append("for _name, _fn in list(FUNCTIONS.items()) + [('r' + k, f) for k, f in REFLECTED.items()]:")
+    out.append("    _fn.__name__ = _fn.__qualname__ = _name  # names shadow builtins (abs, pow) only here")
     return "\n".join(out) + "\n"
 
 

@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 
-from .tensor import Tensor, _tls, _generic, _new, _CHUNK, _erf
+from .tensor import Tensor, _tls, _generic, _ieee, _new, _CHUNK, _erf
 
 
-def add(tx, ty):
+def add_(tx, ty):
     """add: elementwise, differentiable (node ``AddBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -102,7 +102,7 @@ def add(tx, ty):
                 r._i = T._base + n
                 return r
     return _generic(0, (tx, ty))
-def radd(ty, tx):
+def radd_(ty, tx):
     """Reflected add: ``number add tensor``."""
     cx = tx.__class__
     if cx is float or cx is int:
@@ -147,7 +147,7 @@ def radd(ty, tx):
     return _generic(0, (tx, ty))
 
 
-def sub(tx, ty):
+def sub_(tx, ty):
     """sub: elementwise, differentiable (node ``SubBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -240,7 +240,7 @@ def sub(tx, ty):
                 r._i = T._base + n
                 return r
     return _generic(1, (tx, ty))
-def rsub(ty, tx):
+def rsub_(ty, tx):
     """Reflected sub: ``number sub tensor``."""
     cx = tx.__class__
     if cx is float or cx is int:
@@ -285,7 +285,7 @@ def rsub(ty, tx):
     return _generic(1, (tx, ty))
 
 
-def mul(tx, ty):
+def mul_(tx, ty):
     """mul: elementwise, differentiable (node ``MulBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -378,7 +378,7 @@ def mul(tx, ty):
                 r._i = T._base + n
                 return r
     return _generic(2, (tx, ty))
-def rmul(ty, tx):
+def rmul_(ty, tx):
     """Reflected mul: ``number mul tensor``."""
     cx = tx.__class__
     if cx is float or cx is int:
@@ -423,7 +423,7 @@ def rmul(ty, tx):
     return _generic(2, (tx, ty))
 
 
-def div(tx, ty):
+def div_(tx, ty):
     """div: elementwise, differentiable (node ``DivBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -516,7 +516,7 @@ def div(tx, ty):
                 r._i = T._base + n
                 return r
     return _generic(3, (tx, ty))
-def rdiv(ty, tx):
+def rdiv_(ty, tx):
     """Reflected div: ``number truediv tensor``."""
     cx = tx.__class__
     if cx is float or cx is int:
@@ -561,7 +561,7 @@ def rdiv(ty, tx):
     return _generic(3, (tx, ty))
 
 
-def pow(tx, ty):
+def pow_(tx, ty):
     """pow: elementwise, differentiable (node ``PowBackward1``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -654,7 +654,7 @@ def pow(tx, ty):
                 r._i = T._base + n
                 return r
     return _generic(4, (tx, ty))
-def rpow(ty, tx):
+def rpow_(ty, tx):
     """Reflected pow: ``number pow tensor``."""
     cx = tx.__class__
     if cx is float or cx is int:
@@ -699,7 +699,7 @@ def rpow(ty, tx):
     return _generic(4, (tx, ty))
 
 
-def atan2(tx, ty):
+def atan2_(tx, ty):
     """atan2: elementwise, differentiable (node ``Atan2Backward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -794,7 +794,7 @@ def atan2(tx, ty):
     return _generic(5, (tx, ty))
 
 
-def maximum(tx, ty):
+def maximum_(tx, ty):
     """maximum: elementwise, differentiable (node ``MaximumBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -889,7 +889,7 @@ def maximum(tx, ty):
     return _generic(6, (tx, ty))
 
 
-def minimum(tx, ty):
+def minimum_(tx, ty):
     """minimum: elementwise, differentiable (node ``MinimumBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -984,7 +984,7 @@ def minimum(tx, ty):
     return _generic(7, (tx, ty))
 
 
-def neg(tx):
+def neg_(tx):
     """neg: elementwise, differentiable (node ``NegBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -1025,7 +1025,7 @@ def neg(tx):
     return _generic(8, (tx,))
 
 
-def abs(tx):
+def abs_(tx):
     """abs: elementwise, differentiable (node ``AbsBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -1066,7 +1066,7 @@ def abs(tx):
     return _generic(9, (tx,))
 
 
-def exp(tx):
+def exp_(tx):
     """exp: elementwise, differentiable (node ``ExpBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -1107,7 +1107,7 @@ def exp(tx):
     return _generic(10, (tx,))
 
 
-def log(tx):
+def log_(tx):
     """log: elementwise, differentiable (node ``LogBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -1148,7 +1148,7 @@ def log(tx):
     return _generic(11, (tx,))
 
 
-def log1p(tx):
+def log1p_(tx):
     """log1p: elementwise, differentiable (node ``Log1PBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -1189,7 +1189,7 @@ def log1p(tx):
     return _generic(12, (tx,))
 
 
-def expm1(tx):
+def expm1_(tx):
     """expm1: elementwise, differentiable (node ``Expm1Backward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -1230,7 +1230,7 @@ def expm1(tx):
     return _generic(13, (tx,))
 
 
-def sqrt(tx):
+def sqrt_(tx):
     """sqrt: elementwise, differentiable (node ``SqrtBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -1271,7 +1271,7 @@ def sqrt(tx):
     return _generic(14, (tx,))
 
 
-def sin(tx):
+def sin_(tx):
     """sin: elementwise, differentiable (node ``SinBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -1312,7 +1312,7 @@ def sin(tx):
     return _generic(15, (tx,))
 
 
-def cos(tx):
+def cos_(tx):
     """cos: elementwise, differentiable (node ``CosBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -1353,7 +1353,7 @@ def cos(tx):
     return _generic(16, (tx,))
 
 
-def tan(tx):
+def tan_(tx):
     """tan: elementwise, differentiable (node ``TanBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -1394,7 +1394,7 @@ def tan(tx):
     return _generic(17, (tx,))
 
 
-def asin(tx):
+def asin_(tx):
     """asin: elementwise, differentiable (node ``AsinBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -1435,7 +1435,7 @@ def asin(tx):
     return _generic(18, (tx,))
 
 
-def acos(tx):
+def acos_(tx):
     """acos: elementwise, differentiable (node ``AcosBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -1476,7 +1476,7 @@ def acos(tx):
     return _generic(19, (tx,))
 
 
-def atan(tx):
+def atan_(tx):
     """atan: elementwise, differentiable (node ``AtanBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -1517,7 +1517,7 @@ def atan(tx):
     return _generic(20, (tx,))
 
 
-def sinh(tx):
+def sinh_(tx):
     """sinh: elementwise, differentiable (node ``SinhBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -1558,7 +1558,7 @@ def sinh(tx):
     return _generic(21, (tx,))
 
 
-def cosh(tx):
+def cosh_(tx):
     """cosh: elementwise, differentiable (node ``CoshBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -1599,7 +1599,7 @@ def cosh(tx):
     return _generic(22, (tx,))
 
 
-def tanh(tx):
+def tanh_(tx):
     """tanh: elementwise, differentiable (node ``TanhBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -1640,7 +1640,7 @@ def tanh(tx):
     return _generic(23, (tx,))
 
 
-def sigmoid(tx):
+def sigmoid_(tx):
     """sigmoid: elementwise, differentiable (node ``SigmoidBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -1681,7 +1681,7 @@ def sigmoid(tx):
     return _generic(24, (tx,))
 
 
-def relu(tx):
+def relu_(tx):
     """relu: elementwise, differentiable (node ``ReluBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -1722,7 +1722,7 @@ def relu(tx):
     return _generic(25, (tx,))
 
 
-def erf(tx):
+def erf_(tx):
     """erf: elementwise, differentiable (node ``ErfBackward0``)."""
     if tx.__class__ is Tensor:
         x = tx._v
@@ -1763,12 +1763,12 @@ def erf(tx):
     return _generic(26, (tx,))
 
 
-def clamp(input, min=None, max=None):
+def clamp_(input, min=None, max=None):
     """clamp: elementwise, differentiable (node ``ClampBackward1``)."""
     return _generic(27, (input, -math.inf if min is None else min, math.inf if max is None else max,))
 
 
-def where(condition, input, other):
+def where_(condition, input, other):
     """where: elementwise, differentiable (node ``WhereBackward0``)."""
     return _generic(28, (condition, input, other,))
 
@@ -2007,5 +2007,7 @@ def _vf_where(x, y, z):
 
 SCALAR_FORWARD = (_sf_add, _sf_sub, _sf_mul, _sf_div, _sf_pow, _sf_atan2, _sf_maximum, _sf_minimum, _sf_neg, _sf_abs, _sf_exp, _sf_log, _sf_log1p, _sf_expm1, _sf_sqrt, _sf_sin, _sf_cos, _sf_tan, _sf_asin, _sf_acos, _sf_atan, _sf_sinh, _sf_cosh, _sf_tanh, _sf_sigmoid, _sf_relu, _sf_erf, _sf_clamp, _sf_where,)
 ARRAY_FORWARD = (_vf_add, _vf_sub, _vf_mul, _vf_div, _vf_pow, _vf_atan2, _vf_maximum, _vf_minimum, _vf_neg, _vf_abs, _vf_exp, _vf_log, _vf_log1p, _vf_expm1, _vf_sqrt, _vf_sin, _vf_cos, _vf_tan, _vf_asin, _vf_acos, _vf_atan, _vf_sinh, _vf_cosh, _vf_tanh, _vf_sigmoid, _vf_relu, _vf_erf, _vf_clamp, _vf_where,)
-FUNCTIONS = {'add': add, 'sub': sub, 'mul': mul, 'div': div, 'pow': pow, 'atan2': atan2, 'maximum': maximum, 'minimum': minimum, 'neg': neg, 'abs': abs, 'exp': exp, 'log': log, 'log1p': log1p, 'expm1': expm1, 'sqrt': sqrt, 'sin': sin, 'cos': cos, 'tan': tan, 'asin': asin, 'acos': acos, 'atan': atan, 'sinh': sinh, 'cosh': cosh, 'tanh': tanh, 'sigmoid': sigmoid, 'relu': relu, 'erf': erf, 'clamp': clamp, 'where': where}
-REFLECTED = {'add': radd, 'sub': rsub, 'mul': rmul, 'div': rdiv, 'pow': rpow}
+FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'clamp': clamp_, 'where': where_}
+REFLECTED = {'add': radd_, 'sub': rsub_, 'mul': rmul_, 'div': rdiv_, 'pow': rpow_}
+for _name, _fn in list(FUNCTIONS.items()) + [('r' + k, f) for k, f in REFLECTED.items()]:
+    _fn.__name__ = _fn.__qualname__ = _name  # names shadow builtins (abs, pow) only here
