@@ -1,0 +1,169 @@
+"""The tape itself: entries, nesting, links between tapes, memory, long chains."""
+import gc
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+
+def test_entries_describe_the_program():
+    with tg.Tape() as tape:
+        x = tg.tensor(2.0, requires_grad=True)
+        y = (x * 3.0).sin()
+    entries = list(tape)
+    assert [e.op for e in entries] == ["leaf", "mul", "sin"]
+    assert entries[1].inputs == (0,) and entries[2].inputs == (1,)
+    assert entries[2].output == 2
+    assert entries[2].value == pytest.approx(math.sin(6.0))
+    assert len(tape) == 3
+    assert "3 entries" in repr(tape)
+    assert tape.nbytes > 0
+
+
+def test_gradient_does_not_touch_grad_and_backward_does():
+    with tg.Tape() as tape:
+        a = tg.tensor(1.5, requires_grad=True)
+        b = tg.tensor(-0.5, requires_grad=True)
+        y = a * a * b + b
+    ga, gb = tape.gradient(y, [a, b], retain_graph=True)
+    assert ga.item() == pytest.approx(2 * 1.5 * -0.5) and gb.item() == pytest.approx(1.5 ** 2 + 1)
+    assert a.grad is None and b.grad is None
+    tape.backward(y)
+    assert a.grad.item() == pytest.approx(ga.item())
+
+
+def test_innermost_tape_records():
+    with tg.Tape() as outer:
+        x = tg.tensor(1.0, requires_grad=True)
+        u = x * 2.0
+        with tg.Tape() as inner:
+            v = u * 3.0
+        w = v + 1.0
+    assert v._t is inner and w._t is outer and u._t is outer
+    w.backward()       # flows outer -> inner -> outer through links
+    assert x.grad.item() == 6.0
+
+
+def test_leaf_used_on_two_tapes_gets_the_sum():
+    x = tg.tensor(2.0, requires_grad=True)
+    with tg.Tape():
+        a = x * x
+    with tg.Tape():
+        b = x * 3.0
+    (a + b).backward()
+    assert x.grad.item() == 7.0
+
+
+def test_ten_thousand_op_chain_has_no_recursion_limit():
+    x = tg.tensor(1.0, requires_grad=True)
+    y = x
+    for _ in range(20_000):
+        y = y * 1.0001
+    y.backward()
+    assert x.grad.item() == pytest.approx(1.0001 ** 20_000)
+    fn = y.grad_fn   # the view is built from the tape: no deep Python object graph
+    assert fn.name() == "MulBackward0"
+
+
+def test_training_loop_memory_is_bounded():
+    w = tg.tensor(0.5, requires_grad=True)
+
+    def step():
+        loss = (w * 3.0 - 1.0) ** 2
+        loss.backward()
+        with tg.no_grad():
+            w.sub_(0.01 * w.grad)
+        w.grad.zero_()
+        return loss
+
+    for _ in range(200):
+        step()
+    tape = tg.current_tape()
+    gc.collect()
+    import tracemalloc
+    tracemalloc.start()
+    for _ in range(500):
+        step()
+    gc.collect()
+    small = tracemalloc.get_traced_memory()[0]
+    for _ in range(3000):
+        step()
+    gc.collect()
+    big = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    assert big - small < 200_000, (small, big)
+    assert len(tg.current_tape()) < 50  # the default tape rolls over after each backward
+    assert tape is not tg.current_tape()
+
+
+def test_no_grad_records_nothing():
+    with tg.Tape() as tape:
+        x = tg.tensor(1.0, requires_grad=True)
+        with tg.no_grad():
+            y = x * 2.0
+    assert len(tape) == 0 and not y.requires_grad and y.grad_fn is None
+
+
+def test_array_and_scalar_entries_share_one_tape():
+    with tg.Tape() as tape:
+        v = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        s = tg.tensor(2.0, requires_grad=True)
+        y = (v * s).sin()       # the scalar is broadcast by a recorded expand
+        z = y.sum() * s
+    z.backward()
+    vv = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(v.grad.numpy(), 2.0 * np.cos(vv * 2.0) * 2.0)
+    assert s.grad.item() == pytest.approx(np.sum(np.sin(vv * 2)) + 2.0 * np.sum(np.cos(vv * 2) * vv))
+    assert "ExpandBackward0" in [e.op for e in tape]
+
+
+def test_imports_and_runs_without_a_writable_cache(tmp_path):
+    """A read-only install must still import and differentiate (Numba compiles uncached)."""
+    code = textwrap.dedent("""
+        import tapegrad as tg
+        x = tg.tensor(2.0, requires_grad=True)
+        (x * x).backward()
+        print(x.grad.item())
+    """)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    import shutil
+    pkg = os.path.join(os.path.dirname(tg.__file__))
+    shutil.copytree(pkg, ro / "tapegrad", ignore=shutil.ignore_patterns("__pycache__"))
+    os.chmod(ro / "tapegrad", 0o555)
+    env = dict(os.environ, PYTHONPATH=str(ro), NUMBA_CACHE_DIR="/proc/nonexistent",
+               PYTHONDONTWRITEBYTECODE="1")
+    if os.geteuid() == 0:
+        pytest.skip("root can write anywhere: a read-only cache cannot be simulated")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "4.0"
+
+
+def test_jit_falls_back_when_numba_cannot_cache(monkeypatch):
+    """Numba raises at decoration when no cache directory is writable: we compile uncached."""
+    import numba
+    from tapegrad import _jit
+    real = numba.njit
+    calls = []
+
+    def fake_njit(*args, cache=False, **kw):
+        calls.append(cache)
+        if cache:
+            raise RuntimeError("cannot cache function 'f': no locator available for file 'x'")
+        return real(*args, cache=False, **kw)
+
+    monkeypatch.setattr(numba, "njit", fake_njit)
+
+    @_jit.jit
+    def f(x):
+        return x + 1.0
+
+    assert f(1.0) == 2.0 and calls == [True, False]
