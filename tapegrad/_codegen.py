@@ -166,9 +166,7 @@ _OPERAND = """\
 {ind}if {t}t is T:
 {ind}    r{t} = t{t}._i
 {ind}elif {t}t is None:
-{ind}    cs = T._c
-{ind}    cs.append({t})
-{ind}    r{t} = -len(cs)
+{ind}    r{t} = T._const_t({t})
 {ind}else:
 {ind}    r{t} = T._ref(t{t})
 """
@@ -239,7 +237,7 @@ def _binary(op, k):
     src.append(_OPERAND.format(ind=i4, t="x") + _CONST.format(ind=i4, t="y"))
     src.append(_PUSH.format(ind=i4, code=k))
     src.append(f"    return _generic({k}, (tx, ty))\n")
-    if op.dunder:
+    if op.dunder and not op.commutative:
         # reflected: ``c OP tensor`` with a Python number c on the left
         src += [f"def r{op.name}_(ty, tx):",
                 f'    """Reflected {op.name}: ``number {op.dunder} tensor``."""',
@@ -293,9 +291,11 @@ def methods_source() -> str:
     out.append("SCALAR_FORWARD = (" + ", ".join(f"_sf_{op.name}" for op in OPS) + ",)")
     out.append("ARRAY_FORWARD = (" + ", ".join(f"_vf_{op.name}" for op in OPS) + ",)")
     out.append("FUNCTIONS = {" + ", ".join(f"{op.name!r}: {op.name}_" for op in OPS) + "}")
-    out.append("REFLECTED = {" + ", ".join(f"{op.name!r}: r{op.name}_" for op in OPS
-                                         if op.dunder and op.arity == 2) + "}")
-    out.append("for _name, _fn in list(FUNCTIONS.items()) + [('r' + k, f) for k, f in REFLECTED.items()]:")
+    out.append("REFLECTED = {" + ", ".join(
+        f"{op.name!r}: {op.name}_" if op.commutative else f"{op.name!r}: r{op.name}_"
+        for op in OPS if op.dunder and op.arity == 2) + "}")
+    out.append("for _name, _fn in list(FUNCTIONS.items()) + [('r' + k, f) for k, f in REFLECTED.items()\n"
+               "                                           if f is not FUNCTIONS[k]]:")
     out.append("    _fn.__name__ = _fn.__qualname__ = _name  # names shadow builtins (abs, pow) only here")
     return "\n".join(out) + "\n"
 

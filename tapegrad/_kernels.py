@@ -111,7 +111,7 @@ def partials(o, x, y, z, out):
     elif o == 4:  # pow
         return 0.0 if y == 0.0 else y * x ** (y - 1.0), 0.0 if (x == 0.0 and y >= 0.0) else out * log(x), 0.0
     elif o == 5:  # atan2
-        return y / (x * x + y * y), -x / (x * x + y * y), 0.0
+        return 0.0 if (x == 0.0 and y == 0.0) else y / (x * x + y * y), 0.0 if (x == 0.0 and y == 0.0) else -x / (x * x + y * y), 0.0
     elif o == 6:  # maximum
         return 1.0 if x > y else (0.5 if x == y else 0.0), 1.0 if y > x else (0.5 if x == y else 0.0), 0.0
     elif o == 7:  # minimum

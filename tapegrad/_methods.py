@@ -38,17 +38,13 @@ def add_(tx, ty):
                     if xt is T:
                         rx = tx._i
                     elif xt is None:
-                        cs = T._c
-                        cs.append(x)
-                        rx = -len(cs)
+                        rx = T._const_t(x)
                     else:
                         rx = T._ref(tx)
                     if yt is T:
                         ry = ty._i
                     elif yt is None:
-                        cs = T._c
-                        cs.append(y)
-                        ry = -len(cs)
+                        ry = T._const_t(y)
                     else:
                         ry = T._ref(ty)
                     vs = T._v
@@ -80,9 +76,7 @@ def add_(tx, ty):
                 if xt is T:
                     rx = tx._i
                 elif xt is None:
-                    cs = T._c
-                    cs.append(x)
-                    rx = -len(cs)
+                    rx = T._const_t(x)
                 else:
                     rx = T._ref(tx)
                 cs = T._c
@@ -101,49 +95,6 @@ def add_(tx, ty):
                 r._t = T
                 r._i = T._base + n
                 return r
-    return _generic(0, (tx, ty))
-def radd_(ty, tx):
-    """Reflected add: ``number add tensor``."""
-    cx = tx.__class__
-    if cx is float or cx is int:
-        y = ty._v
-        if y.__class__ is float:
-            x = float(tx)
-            try:
-                v = x + y
-            except (ArithmeticError, ValueError):
-                v = _ieee(0, x, y, 0.0)
-            yt = ty._t
-            T = _tls.rec if yt is not None else None
-            if T is None:
-                r = _new(Tensor)
-                r._v = v
-                r._t = None
-                return r
-            cs = T._c
-            cs.append(x)
-            rx = -len(cs)
-            if yt is T:
-                ry = ty._i
-            elif yt is None:
-                cs = T._c
-                cs.append(y)
-                ry = -len(cs)
-            else:
-                ry = T._ref(ty)
-            vs = T._v
-            n = len(vs)
-            if n >= _CHUNK:
-                n = T._flush()
-            T._op.append(0)
-            T._a.append(rx)
-            T._b.append(ry)
-            vs.append(v)
-            r = _new(Tensor)
-            r._v = v
-            r._t = T
-            r._i = T._base + n
-            return r
     return _generic(0, (tx, ty))
 
 
@@ -176,17 +127,13 @@ def sub_(tx, ty):
                     if xt is T:
                         rx = tx._i
                     elif xt is None:
-                        cs = T._c
-                        cs.append(x)
-                        rx = -len(cs)
+                        rx = T._const_t(x)
                     else:
                         rx = T._ref(tx)
                     if yt is T:
                         ry = ty._i
                     elif yt is None:
-                        cs = T._c
-                        cs.append(y)
-                        ry = -len(cs)
+                        ry = T._const_t(y)
                     else:
                         ry = T._ref(ty)
                     vs = T._v
@@ -218,9 +165,7 @@ def sub_(tx, ty):
                 if xt is T:
                     rx = tx._i
                 elif xt is None:
-                    cs = T._c
-                    cs.append(x)
-                    rx = -len(cs)
+                    rx = T._const_t(x)
                 else:
                     rx = T._ref(tx)
                 cs = T._c
@@ -264,9 +209,7 @@ def rsub_(ty, tx):
             if yt is T:
                 ry = ty._i
             elif yt is None:
-                cs = T._c
-                cs.append(y)
-                ry = -len(cs)
+                ry = T._const_t(y)
             else:
                 ry = T._ref(ty)
             vs = T._v
@@ -314,17 +257,13 @@ def mul_(tx, ty):
                     if xt is T:
                         rx = tx._i
                     elif xt is None:
-                        cs = T._c
-                        cs.append(x)
-                        rx = -len(cs)
+                        rx = T._const_t(x)
                     else:
                         rx = T._ref(tx)
                     if yt is T:
                         ry = ty._i
                     elif yt is None:
-                        cs = T._c
-                        cs.append(y)
-                        ry = -len(cs)
+                        ry = T._const_t(y)
                     else:
                         ry = T._ref(ty)
                     vs = T._v
@@ -356,9 +295,7 @@ def mul_(tx, ty):
                 if xt is T:
                     rx = tx._i
                 elif xt is None:
-                    cs = T._c
-                    cs.append(x)
-                    rx = -len(cs)
+                    rx = T._const_t(x)
                 else:
                     rx = T._ref(tx)
                 cs = T._c
@@ -377,49 +314,6 @@ def mul_(tx, ty):
                 r._t = T
                 r._i = T._base + n
                 return r
-    return _generic(2, (tx, ty))
-def rmul_(ty, tx):
-    """Reflected mul: ``number mul tensor``."""
-    cx = tx.__class__
-    if cx is float or cx is int:
-        y = ty._v
-        if y.__class__ is float:
-            x = float(tx)
-            try:
-                v = x * y
-            except (ArithmeticError, ValueError):
-                v = _ieee(2, x, y, 0.0)
-            yt = ty._t
-            T = _tls.rec if yt is not None else None
-            if T is None:
-                r = _new(Tensor)
-                r._v = v
-                r._t = None
-                return r
-            cs = T._c
-            cs.append(x)
-            rx = -len(cs)
-            if yt is T:
-                ry = ty._i
-            elif yt is None:
-                cs = T._c
-                cs.append(y)
-                ry = -len(cs)
-            else:
-                ry = T._ref(ty)
-            vs = T._v
-            n = len(vs)
-            if n >= _CHUNK:
-                n = T._flush()
-            T._op.append(2)
-            T._a.append(rx)
-            T._b.append(ry)
-            vs.append(v)
-            r = _new(Tensor)
-            r._v = v
-            r._t = T
-            r._i = T._base + n
-            return r
     return _generic(2, (tx, ty))
 
 
@@ -452,17 +346,13 @@ def div_(tx, ty):
                     if xt is T:
                         rx = tx._i
                     elif xt is None:
-                        cs = T._c
-                        cs.append(x)
-                        rx = -len(cs)
+                        rx = T._const_t(x)
                     else:
                         rx = T._ref(tx)
                     if yt is T:
                         ry = ty._i
                     elif yt is None:
-                        cs = T._c
-                        cs.append(y)
-                        ry = -len(cs)
+                        ry = T._const_t(y)
                     else:
                         ry = T._ref(ty)
                     vs = T._v
@@ -494,9 +384,7 @@ def div_(tx, ty):
                 if xt is T:
                     rx = tx._i
                 elif xt is None:
-                    cs = T._c
-                    cs.append(x)
-                    rx = -len(cs)
+                    rx = T._const_t(x)
                 else:
                     rx = T._ref(tx)
                 cs = T._c
@@ -540,9 +428,7 @@ def rdiv_(ty, tx):
             if yt is T:
                 ry = ty._i
             elif yt is None:
-                cs = T._c
-                cs.append(y)
-                ry = -len(cs)
+                ry = T._const_t(y)
             else:
                 ry = T._ref(ty)
             vs = T._v
@@ -590,17 +476,13 @@ def pow_(tx, ty):
                     if xt is T:
                         rx = tx._i
                     elif xt is None:
-                        cs = T._c
-                        cs.append(x)
-                        rx = -len(cs)
+                        rx = T._const_t(x)
                     else:
                         rx = T._ref(tx)
                     if yt is T:
                         ry = ty._i
                     elif yt is None:
-                        cs = T._c
-                        cs.append(y)
-                        ry = -len(cs)
+                        ry = T._const_t(y)
                     else:
                         ry = T._ref(ty)
                     vs = T._v
@@ -632,9 +514,7 @@ def pow_(tx, ty):
                 if xt is T:
                     rx = tx._i
                 elif xt is None:
-                    cs = T._c
-                    cs.append(x)
-                    rx = -len(cs)
+                    rx = T._const_t(x)
                 else:
                     rx = T._ref(tx)
                 cs = T._c
@@ -678,9 +558,7 @@ def rpow_(ty, tx):
             if yt is T:
                 ry = ty._i
             elif yt is None:
-                cs = T._c
-                cs.append(y)
-                ry = -len(cs)
+                ry = T._const_t(y)
             else:
                 ry = T._ref(ty)
             vs = T._v
@@ -728,17 +606,13 @@ def atan2_(tx, ty):
                     if xt is T:
                         rx = tx._i
                     elif xt is None:
-                        cs = T._c
-                        cs.append(x)
-                        rx = -len(cs)
+                        rx = T._const_t(x)
                     else:
                         rx = T._ref(tx)
                     if yt is T:
                         ry = ty._i
                     elif yt is None:
-                        cs = T._c
-                        cs.append(y)
-                        ry = -len(cs)
+                        ry = T._const_t(y)
                     else:
                         ry = T._ref(ty)
                     vs = T._v
@@ -770,9 +644,7 @@ def atan2_(tx, ty):
                 if xt is T:
                     rx = tx._i
                 elif xt is None:
-                    cs = T._c
-                    cs.append(x)
-                    rx = -len(cs)
+                    rx = T._const_t(x)
                 else:
                     rx = T._ref(tx)
                 cs = T._c
@@ -823,17 +695,13 @@ def maximum_(tx, ty):
                     if xt is T:
                         rx = tx._i
                     elif xt is None:
-                        cs = T._c
-                        cs.append(x)
-                        rx = -len(cs)
+                        rx = T._const_t(x)
                     else:
                         rx = T._ref(tx)
                     if yt is T:
                         ry = ty._i
                     elif yt is None:
-                        cs = T._c
-                        cs.append(y)
-                        ry = -len(cs)
+                        ry = T._const_t(y)
                     else:
                         ry = T._ref(ty)
                     vs = T._v
@@ -865,9 +733,7 @@ def maximum_(tx, ty):
                 if xt is T:
                     rx = tx._i
                 elif xt is None:
-                    cs = T._c
-                    cs.append(x)
-                    rx = -len(cs)
+                    rx = T._const_t(x)
                 else:
                     rx = T._ref(tx)
                 cs = T._c
@@ -918,17 +784,13 @@ def minimum_(tx, ty):
                     if xt is T:
                         rx = tx._i
                     elif xt is None:
-                        cs = T._c
-                        cs.append(x)
-                        rx = -len(cs)
+                        rx = T._const_t(x)
                     else:
                         rx = T._ref(tx)
                     if yt is T:
                         ry = ty._i
                     elif yt is None:
-                        cs = T._c
-                        cs.append(y)
-                        ry = -len(cs)
+                        ry = T._const_t(y)
                     else:
                         ry = T._ref(ty)
                     vs = T._v
@@ -960,9 +822,7 @@ def minimum_(tx, ty):
                 if xt is T:
                     rx = tx._i
                 elif xt is None:
-                    cs = T._c
-                    cs.append(x)
-                    rx = -len(cs)
+                    rx = T._const_t(x)
                 else:
                     rx = T._ref(tx)
                 cs = T._c
@@ -1003,9 +863,7 @@ def neg_(tx):
             if xt is T:
                 rx = tx._i
             elif xt is None:
-                cs = T._c
-                cs.append(x)
-                rx = -len(cs)
+                rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
@@ -1044,9 +902,7 @@ def abs_(tx):
             if xt is T:
                 rx = tx._i
             elif xt is None:
-                cs = T._c
-                cs.append(x)
-                rx = -len(cs)
+                rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
@@ -1085,9 +941,7 @@ def exp_(tx):
             if xt is T:
                 rx = tx._i
             elif xt is None:
-                cs = T._c
-                cs.append(x)
-                rx = -len(cs)
+                rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
@@ -1126,9 +980,7 @@ def log_(tx):
             if xt is T:
                 rx = tx._i
             elif xt is None:
-                cs = T._c
-                cs.append(x)
-                rx = -len(cs)
+                rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
@@ -1167,9 +1019,7 @@ def log1p_(tx):
             if xt is T:
                 rx = tx._i
             elif xt is None:
-                cs = T._c
-                cs.append(x)
-                rx = -len(cs)
+                rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
@@ -1208,9 +1058,7 @@ def expm1_(tx):
             if xt is T:
                 rx = tx._i
             elif xt is None:
-                cs = T._c
-                cs.append(x)
-                rx = -len(cs)
+                rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
@@ -1249,9 +1097,7 @@ def sqrt_(tx):
             if xt is T:
                 rx = tx._i
             elif xt is None:
-                cs = T._c
-                cs.append(x)
-                rx = -len(cs)
+                rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
@@ -1290,9 +1136,7 @@ def sin_(tx):
             if xt is T:
                 rx = tx._i
             elif xt is None:
-                cs = T._c
-                cs.append(x)
-                rx = -len(cs)
+                rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
@@ -1331,9 +1175,7 @@ def cos_(tx):
             if xt is T:
                 rx = tx._i
             elif xt is None:
-                cs = T._c
-                cs.append(x)
-                rx = -len(cs)
+                rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
@@ -1372,9 +1214,7 @@ def tan_(tx):
             if xt is T:
                 rx = tx._i
             elif xt is None:
-                cs = T._c
-                cs.append(x)
-                rx = -len(cs)
+                rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
@@ -1413,9 +1253,7 @@ def asin_(tx):
             if xt is T:
                 rx = tx._i
             elif xt is None:
-                cs = T._c
-                cs.append(x)
-                rx = -len(cs)
+                rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
@@ -1454,9 +1292,7 @@ def acos_(tx):
             if xt is T:
                 rx = tx._i
             elif xt is None:
-                cs = T._c
-                cs.append(x)
-                rx = -len(cs)
+                rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
@@ -1495,9 +1331,7 @@ def atan_(tx):
             if xt is T:
                 rx = tx._i
             elif xt is None:
-                cs = T._c
-                cs.append(x)
-                rx = -len(cs)
+                rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
@@ -1536,9 +1370,7 @@ def sinh_(tx):
             if xt is T:
                 rx = tx._i
             elif xt is None:
-                cs = T._c
-                cs.append(x)
-                rx = -len(cs)
+                rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
@@ -1577,9 +1409,7 @@ def cosh_(tx):
             if xt is T:
                 rx = tx._i
             elif xt is None:
-                cs = T._c
-                cs.append(x)
-                rx = -len(cs)
+                rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
@@ -1618,9 +1448,7 @@ def tanh_(tx):
             if xt is T:
                 rx = tx._i
             elif xt is None:
-                cs = T._c
-                cs.append(x)
-                rx = -len(cs)
+                rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
@@ -1659,9 +1487,7 @@ def sigmoid_(tx):
             if xt is T:
                 rx = tx._i
             elif xt is None:
-                cs = T._c
-                cs.append(x)
-                rx = -len(cs)
+                rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
@@ -1700,9 +1526,7 @@ def relu_(tx):
             if xt is T:
                 rx = tx._i
             elif xt is None:
-                cs = T._c
-                cs.append(x)
-                rx = -len(cs)
+                rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
@@ -1741,9 +1565,7 @@ def erf_(tx):
             if xt is T:
                 rx = tx._i
             elif xt is None:
-                cs = T._c
-                cs.append(x)
-                rx = -len(cs)
+                rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
@@ -2008,6 +1830,7 @@ def _vf_where(x, y, z):
 SCALAR_FORWARD = (_sf_add, _sf_sub, _sf_mul, _sf_div, _sf_pow, _sf_atan2, _sf_maximum, _sf_minimum, _sf_neg, _sf_abs, _sf_exp, _sf_log, _sf_log1p, _sf_expm1, _sf_sqrt, _sf_sin, _sf_cos, _sf_tan, _sf_asin, _sf_acos, _sf_atan, _sf_sinh, _sf_cosh, _sf_tanh, _sf_sigmoid, _sf_relu, _sf_erf, _sf_clamp, _sf_where,)
 ARRAY_FORWARD = (_vf_add, _vf_sub, _vf_mul, _vf_div, _vf_pow, _vf_atan2, _vf_maximum, _vf_minimum, _vf_neg, _vf_abs, _vf_exp, _vf_log, _vf_log1p, _vf_expm1, _vf_sqrt, _vf_sin, _vf_cos, _vf_tan, _vf_asin, _vf_acos, _vf_atan, _vf_sinh, _vf_cosh, _vf_tanh, _vf_sigmoid, _vf_relu, _vf_erf, _vf_clamp, _vf_where,)
 FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'clamp': clamp_, 'where': where_}
-REFLECTED = {'add': radd_, 'sub': rsub_, 'mul': rmul_, 'div': rdiv_, 'pow': rpow_}
-for _name, _fn in list(FUNCTIONS.items()) + [('r' + k, f) for k, f in REFLECTED.items()]:
+REFLECTED = {'add': add_, 'sub': rsub_, 'mul': mul_, 'div': rdiv_, 'pow': rpow_}
+for _name, _fn in list(FUNCTIONS.items()) + [('r' + k, f) for k, f in REFLECTED.items()
+                                           if f is not FUNCTIONS[k]]:
     _fn.__name__ = _fn.__qualname__ = _name  # names shadow builtins (abs, pow) only here

@@ -36,9 +36,11 @@ class Op(NamedTuple):
     dz: Optional[str] = None
     node: str = ""
     node_c: Optional[str] = None
+    node_r: Optional[str] = None  # ... and when the first input is a Python number
     domain: Tuple[Tuple[float, float], ...] = ((-2.0, 2.0),)
     method: bool = True  # also a Tensor method (``x.sin()``)
     dunder: Optional[str] = None  # Python operator protocol name (``mul`` -> ``__mul__``)
+    commutative: bool = False     # ``2 * x`` records as ``x * 2``, as PyTorch does
     sig: Optional[str] = None  # Python signature of a ternary op ...
     call: Optional[str] = None  # ... and how it maps onto (x, y, z)
 
@@ -50,9 +52,12 @@ B2 = ((-2.0, 2.0), (-2.0, 2.0))
 
 OPS: Tuple[Op, ...] = (
     # binary arithmetic -------------------------------------------------------------
-    Op("add", 2, "x + y", "np.add(x, y)", "1.0", "1.0", node="AddBackward0", dunder="add", domain=B2),
-    Op("sub", 2, "x - y", "np.subtract(x, y)", "1.0", "-1.0", node="SubBackward0", dunder="sub", domain=B2),
-    Op("mul", 2, "x * y", "np.multiply(x, y)", "y", "x", node="MulBackward0", dunder="mul", domain=B2),
+    Op("add", 2, "x + y", "np.add(x, y)", "1.0", "1.0", node="AddBackward0", dunder="add",
+       commutative=True, domain=B2),
+    Op("sub", 2, "x - y", "np.subtract(x, y)", "1.0", "-1.0", node="SubBackward0", dunder="sub",
+       node_r="RsubBackward1", domain=B2),
+    Op("mul", 2, "x * y", "np.multiply(x, y)", "y", "x", node="MulBackward0", dunder="mul",
+       commutative=True, domain=B2),
     # d/dx x/y = 1/y ; d/dy x/y = -x/y^2 = -out/y
     Op("div", 2, "x / y", "np.true_divide(x, y)", "1.0 / y", "-out / y",
        node="DivBackward0", dunder="truediv", domain=((-2.0, 2.0), (0.5, 2.0))),
@@ -60,10 +65,12 @@ OPS: Tuple[Op, ...] = (
     Op("pow", 2, "math.pow(x, y)", "np.power(x, y)",
        "0.0 if y == 0.0 else y * x ** (y - 1.0)",
        "0.0 if (x == 0.0 and y >= 0.0) else out * log(x)",
-       node="PowBackward1", dunder="pow", node_c="PowBackward0", domain=((0.3, 2.0), (-2.0, 2.0))),
+       node="PowBackward1", dunder="pow", node_c="PowBackward0",
+       node_r="PowBackward2", domain=((0.3, 2.0), (-2.0, 2.0))),
     # atan2(x, y) = angle of (y, x): d/dx = y/(x^2+y^2) ; d/dy = -x/(x^2+y^2)
     Op("atan2", 2, "math.atan2(x, y)", "np.arctan2(x, y)",
-       "y / (x * x + y * y)", "-x / (x * x + y * y)", node="Atan2Backward0",
+       "0.0 if (x == 0.0 and y == 0.0) else y / (x * x + y * y)",
+       "0.0 if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)", node="Atan2Backward0",
        domain=((0.3, 2.0), (0.3, 2.0))),
     # ties split the gradient evenly, as PyTorch's maximum/minimum
     Op("maximum", 2, "x if (x > y or x != x) else y", "np.maximum(x, y)",

@@ -27,7 +27,7 @@ class Node:
     def next_functions(self):
         """((node, output_nr), ...) for each input; (None, 0) for inputs without grad."""
         T = self._tape
-        return tuple(_edge(T, r) for r in T._inputs(self._i))
+        return tuple(_edge(T, r) for r in _node_inputs(T, self._i))
 
     def __eq__(self, other):
         return type(other) is type(self) and other._tape is self._tape and other._i == self._i
@@ -63,6 +63,28 @@ def _node_class(name):
     return cls
 
 
+def _number_side(T, code, ra, rb):
+    """Which input of a binary op was a Python number PyTorch names specially: 1, 0 or None."""
+    op = _table.OPS[code]
+    if op.arity != 2:
+        return None
+    if op.node_c and rb < 0 and rb not in T._tc:
+        return 1
+    if op.node_r and ra < 0 and ra not in T._tc:
+        return 0
+    return None
+
+
+def _node_inputs(T, i):
+    refs = T._inputs(i)
+    code, ra, rb = T._entry(i)
+    if code < _N:
+        side = _number_side(T, code, ra, rb)
+        if side is not None:
+            return refs[1 - side:2 - side]
+    return refs
+
+
 def node_name(T, i):
     """The PyTorch-style node name of entry ``i``."""
     code, ra, rb = T._entry(i)
@@ -73,9 +95,8 @@ def node_name(T, i):
     if code >= _N:
         return _table.STRUCTURAL[code - _N]
     op = _table.OPS[code]
-    if op.node_c and op.arity == 2 and rb < 0:
-        return op.node_c
-    return op.node
+    side = _number_side(T, code, ra, rb)
+    return op.node if side is None else (op.node_c if side == 1 else op.node_r)
 
 
 def node_for(T, i):

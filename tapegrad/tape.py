@@ -75,7 +75,7 @@ class Tape:
 
     __slots__ = ("_op", "_a", "_b", "_v", "_c", "_base", "_fop", "_fa", "_fb", "_fv",
                  "_arr", "_leaves", "_links", "_linkcache", "_py", "_hooks", "_retain",
-                 "_stops", "_freed", "_dirty", "_sweeps", "__weakref__")
+                 "_stops", "_freed", "_dirty", "_sweeps", "_tc", "__weakref__")
 
     def __init__(self):
         self._op, self._a, self._b, self._v = [], [], [], []
@@ -96,6 +96,7 @@ class Tape:
         self._freed = None         # uint8 per entry: freed by a backward without retain_graph
         self._dirty = []           # (entry, tape length) for tensors modified in place
         self._sweeps = 0
+        self._tc = set()           # constant refs that came from tensors (not Python numbers)
 
     # -- context manager ------------------------------------------------------------
     def __enter__(self):
@@ -154,6 +155,13 @@ class Tape:
     def _const(self, c):
         self._c.append(float(c))
         return -len(self._c)
+
+    def _const_t(self, c):
+        """A constant that came from a tensor that does not require grad."""
+        self._c.append(float(c))
+        r = -len(self._c)
+        self._tc.add(r)
+        return r
 
     def _push_leaf(self, t):
         i = self._push(LEAF, -1, -1, t._v)

@@ -110,7 +110,7 @@ def _operand_ref(T, t, shape):
         v = t._v
         if t._t is None:  # a constant tensor
             if shape == () or v.__class__ is float or v.size == 1:
-                return T._const(_b.float(np.asarray(v).reshape(())) if v.__class__ is not float else v)
+                return T._const_t(_b.float(np.asarray(v).reshape(())) if v.__class__ is not float else v)
             return T._push(CONST, -1, -1, np.broadcast_to(np.asarray(v, np.float64), shape))
         r = t._i if t._t is T else T._ref(t)
         vshape = () if v.__class__ is float else v.shape
@@ -298,7 +298,8 @@ class Tensor:
                 "var_no_grad = var.detach().")
         if requires_grad:
             if self._t is None:
-                _check_float(self._v)
+                if self._v.__class__ is not float and self._v.dtype.kind not in "fc":
+                    raise RuntimeError("only Tensors of floating point dtype can require gradients")
                 self._t = _UNREG
         else:
             self._t = None
