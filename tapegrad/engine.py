@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .tape import Tape, _tls
-from .tensor import Size, Tensor, _wrap
+from .tensor import Size, Tensor, _new, _wrap
 
 
 def _shape_of(v):
@@ -40,23 +40,47 @@ def _is_leaf(t):
     return T.__class__ is not Tape or T._leaves.get(t._i) is t
 
 
+class Grads:
+    """Gradients gathered for leaves (and retained non-leaves), summed per tensor."""
+
+    __slots__ = ("ts", "gs", "_index", "retained")
+
+    def __init__(self):
+        self.ts, self.gs, self._index, self.retained = [], [], None, set()
+
+    def _idx(self):
+        if self._index is None:
+            self._index = {id(t): k for k, t in enumerate(self.ts)}
+        return self._index
+
+    def extend(self, ts, gs):
+        if not self.ts and len(set(map(id, ts))) == len(ts):  # the common case: one sweep
+            self.ts, self.gs = list(ts), list(gs)
+            return
+        index, all_ts, all_gs = self._idx(), self.ts, self.gs
+        for t, g in zip(ts, gs):
+            k = index.get(id(t))
+            if k is None:
+                index[id(t)] = len(all_ts)
+                all_ts.append(t)
+                all_gs.append(g)
+            else:
+                all_gs[k] = all_gs[k] + g
+
+    def get(self, t):
+        k = self._idx().get(id(t))
+        return None if k is None else self.gs[k]
+
+
 def run_backward(tensors, grad_tensors, retain_graph, inputs=None):
     """Sweep from ``tensors`` seeded with ``grad_tensors``.
 
-    Returns ``(leaf_grads, captured)``: ``leaf_grads`` maps id(leaf) -> [leaf, gradient]
-    for every leaf reached (and every retained non-leaf, under key ('r', id)); ``captured``
-    holds the gradients of ``inputs`` (list aligned with it, None where unreached).
+    Returns ``(grads, captured)``: ``grads`` (a Grads) holds the summed gradient of every
+    leaf reached and of every reached non-leaf that retains grad; ``captured`` holds the
+    gradients of ``inputs`` (aligned with it, None where unreached).
     """
     work = {}
-    leaf_acc = {}
-
-    def acc(key, t, g):
-        cur = leaf_acc.get(key)
-        if cur is None:
-            leaf_acc[key] = [t, g]
-        else:
-            cur[1] = cur[1] + g
-
+    acc = Grads()
     for k, (t, g) in enumerate(zip(tensors, grad_tensors)):
         if not isinstance(t, Tensor):
             raise TypeError(f"backward(): expected a Tensor, got {type(t).__name__}")
@@ -65,7 +89,7 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None):
                                "have a grad_fn")
         gv = _seed_value(k, t, g)
         if _is_leaf(t):
-            acc(id(t), t, gv)
+            acc.extend([t], [gv])
             continue
         seeds = work.setdefault(id(t._t), [t._t, {}])[1]
         seeds[t._i] = seeds[t._i] + gv if t._i in seeds else gv
@@ -84,17 +108,14 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None):
         swept.append(sw)
         reached = sw.reached
         if T._leaves:
-            idx = np.fromiter(T._leaves.keys(), np.int64, len(T._leaves))
+            leaves = T._leaves
+            idx = np.fromiter(leaves.keys(), np.int64, len(leaves))
             hit = idx[reached[idx] != 0].tolist()
+            ts = [leaves[i] for i in hit]
             if T._arr:
-                for i in hit:
-                    leaf = T._leaves[i]
-                    acc(id(leaf), leaf, sw.get(i))
+                acc.extend(ts, [sw.get(i) for i in hit])
             else:
-                leaves = T._leaves
-                for i, g in zip(hit, sw.adj[hit].tolist()):
-                    leaf = leaves[i]
-                    acc(id(leaf), leaf, g)
+                acc.extend(ts, sw.adj[hit].tolist())
         for i, (S, j) in T._links.items():
             if reached[i]:
                 s = work.setdefault(id(S), [S, {}])[1]
@@ -103,7 +124,8 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None):
         for i, ref in T._retain.items():
             t = ref()
             if t is not None and reached[i] and t._t is T and t._i == i:
-                acc(("r", id(t)), t, sw.get(i))
+                acc.extend([t], [sw.get(i)])
+                acc.retained.add(id(t))
         for pos, S, j in targets:
             if S is T and reached[j]:
                 g = sw.get(j)
@@ -121,9 +143,8 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None):
     if inputs is not None:
         for pos, x in enumerate(inputs):
             if _is_leaf(x):
-                hit = leaf_acc.get(id(x))
-                captured[pos] = None if hit is None else hit[1]
-    return leaf_acc, captured
+                captured[pos] = acc.get(x)
+    return acc, captured
 
 
 def _grad_value(t, g):
@@ -135,18 +156,31 @@ def _grad_value(t, g):
         else np.asarray(g, dtype=v.dtype)
 
 
-def accumulate(leaf_acc):
-    """Run leaf hooks on the summed gradients, then accumulate into ``.grad``."""
-    for key, (t, g) in leaf_acc.items():
-        g = _grad_value(t, g)
-        hooks = getattr(t, "_hooks", None) if key.__class__ is not tuple else None
-        if hooks:
+def accumulate(acc, only=None):
+    """Run leaf hooks on the summed gradients, then accumulate into ``.grad``
+    (only for tensors whose id is in ``only``, when given)."""
+    new = _new
+    retained = acc.retained
+    for t, g in zip(acc.ts, acc.gs):
+        if only is not None and id(t) not in only:
+            continue
+        if t._v.__class__ is not float or g.__class__ is not float:
+            g = _grad_value(t, g)
+        try:
+            hooks = t._hooks
+            cur = t._grad
+        except AttributeError:  # a non-leaf that retains grad
+            hooks = None
+            cur = getattr(t, "_grad", None)
+        if hooks and id(t) not in retained:
             for hook in list(hooks):
                 r = hook(_wrap(g))
                 if r is not None:
                     g = _grad_value(t, r._v if isinstance(r, Tensor) else r)
-        cur = getattr(t, "_grad", None)
         if cur is None:
-            t._grad = _wrap(g.copy() if g.__class__ is not float else g)
+            r = new(Tensor)
+            r._v = g if g.__class__ is float else g.copy()
+            r._t = None
+            t._grad = r
         else:
             cur._v = cur._v + g

@@ -131,10 +131,10 @@ class Tape:
                     new[:self._base] = old[:self._base]
                     setattr(self, name, new)
             s = slice(self._base, end)
-            self._fop[s] = self._op
-            self._fa[s] = self._a
-            self._fb[s] = self._b
-            self._fv[s] = self._v
+            self._fop[s] = np.fromiter(self._op, np.int8, n)
+            self._fa[s] = np.fromiter(self._a, np.int32, n)
+            self._fb[s] = np.fromiter(self._b, np.int32, n)
+            self._fv[s] = np.fromiter(self._v, np.float64, n)
             self._op.clear(); self._a.clear(); self._b.clear(); self._v.clear()
             self._base = end
         return 0
@@ -272,7 +272,7 @@ class Tape:
         from . import _kernels as K
         op, a, b, val = self._arrays()
         n = len(op)
-        consts = np.array(self._c, dtype=np.float64)
+        consts = np.fromiter(self._c, np.float64, len(self._c))
         off, nel, aval = self._layout(n)
         sw = Sweep(self, np.zeros(n), np.zeros(n, np.uint8), off, nel, np.zeros(len(aval)))
         freed = self._freed

@@ -85,6 +85,7 @@ def _wrap(v, requires_grad=False):
     r = _new(Tensor)
     r._v = v
     r._t = _UNREG if requires_grad else None
+    r._grad = r._hooks = None
     return r
 
 

@@ -33,11 +33,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if len(grads) != len(tensors):
         raise RuntimeError(f"grad_tensors should have the same length as tensors: got "
                            f"{len(grads)} and {len(tensors)}")
-    leaf_acc, _ = run_backward(tensors, grads, bool(retain_graph))
-    if inputs is not None:
-        keep = {id(t) for t in _as_list(inputs)}
-        leaf_acc = {k: v for k, v in leaf_acc.items() if (k[1] if isinstance(k, tuple) else k) in keep}
-    accumulate(leaf_acc)
+    acc, _ = run_backward(tensors, grads, bool(retain_graph))
+    accumulate(acc, None if inputs is None else {id(t) for t in _as_list(inputs)})
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
