@@ -186,7 +186,7 @@ _PUSH = """\
 {ind}T._a.append(rx)
 {ind}T._b.append(ry)
 {ind}vs.append(v)
-{ind}r = _new(Tensor)
+{ind}r = Tensor()
 {ind}r._v = v
 {ind}r._t = T
 {ind}r._i = T._base + n
@@ -194,11 +194,17 @@ _PUSH = """\
 """
 
 _PLAIN = """\
-{ind}r = _new(Tensor)
+{ind}r = Tensor()
 {ind}r._v = v
 {ind}r._t = None
 {ind}return r
 """
+
+
+def _rec_lines(ind):
+    """The current recording tape (None under no_grad), booting a new thread's state."""
+    return (f"{ind}try:\n{ind}    T = _rec_get()\n{ind}except LookupError:\n{ind}    T = _boot()\n"
+            f"{ind}if T is None:")
 
 
 def _value(op, k, ind, x="x", y="y"):
@@ -226,13 +232,15 @@ def _binary(op, k):
     src.append(_value(op, k, i5))
     src.append(f"{i5}xt = tx._t\n{i5}yt = ty._t\n{i5}if xt is None and yt is None:")
     src.append(_PLAIN.format(ind=i5 + "    "))
-    src.append(f"{i5}T = _tls.rec\n{i5}if T is None:")
+    src.append(_rec_lines(i5))
     src.append(_PLAIN.format(ind=i5 + "    "))
     src.append(_OPERAND.format(ind=i5, t="x") + _OPERAND.format(ind=i5, t="y"))
     src.append(_PUSH.format(ind=i5, code=k))
-    src.append(f"{i3}elif cy is float or cy is int:\n{i4}y = float(ty)")
+    src.append(f"{i3}elif cy is float or cy is int:\n{i4}y = ty if cy is float else float(ty)")
     src.append(_value(op, k, i4))
-    src.append(f"{i4}xt = tx._t\n{i4}T = _tls.rec if xt is not None else None\n{i4}if T is None:")
+    src.append(f"{i4}xt = tx._t\n{i4}if xt is None:")
+    src.append(_PLAIN.format(ind=i4 + "    "))
+    src.append(_rec_lines(i4))
     src.append(_PLAIN.format(ind=i4 + "    "))
     src.append(_OPERAND.format(ind=i4, t="x") + _CONST.format(ind=i4, t="y"))
     src.append(_PUSH.format(ind=i4, code=k))
@@ -245,9 +253,11 @@ def _binary(op, k):
                 "    if cx is float or cx is int:",
                 "        y = ty._v",
                 "        if y.__class__ is float:",
-                "            x = float(tx)"]
+                "            x = tx if cx is float else float(tx)"]
         src.append(_value(op, k, i3))
-        src.append(f"{i3}yt = ty._t\n{i3}T = _tls.rec if yt is not None else None\n{i3}if T is None:")
+        src.append(f"{i3}yt = ty._t\n{i3}if yt is None:")
+        src.append(_PLAIN.format(ind=i3 + "    "))
+        src.append(_rec_lines(i3))
         src.append(_PLAIN.format(ind=i3 + "    "))
         src.append(_CONST.format(ind=i3, t="x") + _OPERAND.format(ind=i3, t="y"))
         src.append(_PUSH.format(ind=i3, code=k))
@@ -263,7 +273,9 @@ def _unary(op, k):
            "        x = tx._v",
            "        if x.__class__ is float:"]
     src.append(_value(op, k, i3, y="0.0"))
-    src.append(f"{i3}xt = tx._t\n{i3}T = _tls.rec if xt is not None else None\n{i3}if T is None:")
+    src.append(f"{i3}xt = tx._t\n{i3}if xt is None:")
+    src.append(_PLAIN.format(ind=i3 + "    "))
+    src.append(_rec_lines(i3))
     src.append(_PLAIN.format(ind=i3 + "    "))
     src.append(_OPERAND.format(ind=i3, t="x") + f"{i3}ry = -1\n")
     src.append(_PUSH.format(ind=i3, code=k))
@@ -280,7 +292,8 @@ def _ternary(op, k):
 def methods_source() -> str:
     out = [HEADER, '"""Recording fast paths, one function per op of the table."""',
            "import math", "", "import numpy as np", "",
-           "from .tensor import Tensor, _tls, _generic, _ieee, _new, _CHUNK, _erf", "", ""]
+           "from .tape import boot as _boot, rec_get as _rec_get",
+           "from .tensor import Tensor, _generic, _ieee, _CHUNK, _erf", "", ""]
     for k, op in enumerate(OPS):
         out.append({1: _unary, 2: _binary, 3: _ternary}[op.arity](op, k))
         out.append("")

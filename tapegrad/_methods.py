@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 
-from .tensor import Tensor, _tls, _generic, _ieee, _new, _CHUNK, _erf
+from .tape import boot as _boot, rec_get as _rec_get
+from .tensor import Tensor, _generic, _ieee, _CHUNK, _erf
 
 
 def add_(tx, ty):
@@ -25,13 +26,16 @@ def add_(tx, ty):
                     xt = tx._t
                     yt = ty._t
                     if xt is None and yt is None:
-                        r = _new(Tensor)
+                        r = Tensor()
                         r._v = v
                         r._t = None
                         return r
-                    T = _tls.rec
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
                     if T is None:
-                        r = _new(Tensor)
+                        r = Tensor()
                         r._v = v
                         r._t = None
                         return r
@@ -55,21 +59,29 @@ def add_(tx, ty):
                     T._a.append(rx)
                     T._b.append(ry)
                     vs.append(v)
-                    r = _new(Tensor)
+                    r = Tensor()
                     r._v = v
                     r._t = T
                     r._i = T._base + n
                     return r
             elif cy is float or cy is int:
-                y = float(ty)
+                y = ty if cy is float else float(ty)
                 try:
                     v = x + y
                 except (ArithmeticError, ValueError):
                     v = _ieee(0, x, y, 0.0)
                 xt = tx._t
-                T = _tls.rec if xt is not None else None
+                if xt is None:
+                    r = Tensor()
+                    r._v = v
+                    r._t = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
                 if T is None:
-                    r = _new(Tensor)
+                    r = Tensor()
                     r._v = v
                     r._t = None
                     return r
@@ -90,7 +102,7 @@ def add_(tx, ty):
                 T._a.append(rx)
                 T._b.append(ry)
                 vs.append(v)
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = T
                 r._i = T._base + n
@@ -114,13 +126,16 @@ def sub_(tx, ty):
                     xt = tx._t
                     yt = ty._t
                     if xt is None and yt is None:
-                        r = _new(Tensor)
+                        r = Tensor()
                         r._v = v
                         r._t = None
                         return r
-                    T = _tls.rec
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
                     if T is None:
-                        r = _new(Tensor)
+                        r = Tensor()
                         r._v = v
                         r._t = None
                         return r
@@ -144,21 +159,29 @@ def sub_(tx, ty):
                     T._a.append(rx)
                     T._b.append(ry)
                     vs.append(v)
-                    r = _new(Tensor)
+                    r = Tensor()
                     r._v = v
                     r._t = T
                     r._i = T._base + n
                     return r
             elif cy is float or cy is int:
-                y = float(ty)
+                y = ty if cy is float else float(ty)
                 try:
                     v = x - y
                 except (ArithmeticError, ValueError):
                     v = _ieee(1, x, y, 0.0)
                 xt = tx._t
-                T = _tls.rec if xt is not None else None
+                if xt is None:
+                    r = Tensor()
+                    r._v = v
+                    r._t = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
                 if T is None:
-                    r = _new(Tensor)
+                    r = Tensor()
                     r._v = v
                     r._t = None
                     return r
@@ -179,7 +202,7 @@ def sub_(tx, ty):
                 T._a.append(rx)
                 T._b.append(ry)
                 vs.append(v)
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = T
                 r._i = T._base + n
@@ -191,15 +214,23 @@ def rsub_(ty, tx):
     if cx is float or cx is int:
         y = ty._v
         if y.__class__ is float:
-            x = float(tx)
+            x = tx if cx is float else float(tx)
             try:
                 v = x - y
             except (ArithmeticError, ValueError):
                 v = _ieee(1, x, y, 0.0)
             yt = ty._t
-            T = _tls.rec if yt is not None else None
+            if yt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
             if T is None:
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = None
                 return r
@@ -220,7 +251,7 @@ def rsub_(ty, tx):
             T._a.append(rx)
             T._b.append(ry)
             vs.append(v)
-            r = _new(Tensor)
+            r = Tensor()
             r._v = v
             r._t = T
             r._i = T._base + n
@@ -244,13 +275,16 @@ def mul_(tx, ty):
                     xt = tx._t
                     yt = ty._t
                     if xt is None and yt is None:
-                        r = _new(Tensor)
+                        r = Tensor()
                         r._v = v
                         r._t = None
                         return r
-                    T = _tls.rec
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
                     if T is None:
-                        r = _new(Tensor)
+                        r = Tensor()
                         r._v = v
                         r._t = None
                         return r
@@ -274,21 +308,29 @@ def mul_(tx, ty):
                     T._a.append(rx)
                     T._b.append(ry)
                     vs.append(v)
-                    r = _new(Tensor)
+                    r = Tensor()
                     r._v = v
                     r._t = T
                     r._i = T._base + n
                     return r
             elif cy is float or cy is int:
-                y = float(ty)
+                y = ty if cy is float else float(ty)
                 try:
                     v = x * y
                 except (ArithmeticError, ValueError):
                     v = _ieee(2, x, y, 0.0)
                 xt = tx._t
-                T = _tls.rec if xt is not None else None
+                if xt is None:
+                    r = Tensor()
+                    r._v = v
+                    r._t = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
                 if T is None:
-                    r = _new(Tensor)
+                    r = Tensor()
                     r._v = v
                     r._t = None
                     return r
@@ -309,7 +351,7 @@ def mul_(tx, ty):
                 T._a.append(rx)
                 T._b.append(ry)
                 vs.append(v)
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = T
                 r._i = T._base + n
@@ -333,13 +375,16 @@ def div_(tx, ty):
                     xt = tx._t
                     yt = ty._t
                     if xt is None and yt is None:
-                        r = _new(Tensor)
+                        r = Tensor()
                         r._v = v
                         r._t = None
                         return r
-                    T = _tls.rec
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
                     if T is None:
-                        r = _new(Tensor)
+                        r = Tensor()
                         r._v = v
                         r._t = None
                         return r
@@ -363,21 +408,29 @@ def div_(tx, ty):
                     T._a.append(rx)
                     T._b.append(ry)
                     vs.append(v)
-                    r = _new(Tensor)
+                    r = Tensor()
                     r._v = v
                     r._t = T
                     r._i = T._base + n
                     return r
             elif cy is float or cy is int:
-                y = float(ty)
+                y = ty if cy is float else float(ty)
                 try:
                     v = x / y
                 except (ArithmeticError, ValueError):
                     v = _ieee(3, x, y, 0.0)
                 xt = tx._t
-                T = _tls.rec if xt is not None else None
+                if xt is None:
+                    r = Tensor()
+                    r._v = v
+                    r._t = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
                 if T is None:
-                    r = _new(Tensor)
+                    r = Tensor()
                     r._v = v
                     r._t = None
                     return r
@@ -398,7 +451,7 @@ def div_(tx, ty):
                 T._a.append(rx)
                 T._b.append(ry)
                 vs.append(v)
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = T
                 r._i = T._base + n
@@ -410,15 +463,23 @@ def rdiv_(ty, tx):
     if cx is float or cx is int:
         y = ty._v
         if y.__class__ is float:
-            x = float(tx)
+            x = tx if cx is float else float(tx)
             try:
                 v = x / y
             except (ArithmeticError, ValueError):
                 v = _ieee(3, x, y, 0.0)
             yt = ty._t
-            T = _tls.rec if yt is not None else None
+            if yt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
             if T is None:
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = None
                 return r
@@ -439,7 +500,7 @@ def rdiv_(ty, tx):
             T._a.append(rx)
             T._b.append(ry)
             vs.append(v)
-            r = _new(Tensor)
+            r = Tensor()
             r._v = v
             r._t = T
             r._i = T._base + n
@@ -463,13 +524,16 @@ def pow_(tx, ty):
                     xt = tx._t
                     yt = ty._t
                     if xt is None and yt is None:
-                        r = _new(Tensor)
+                        r = Tensor()
                         r._v = v
                         r._t = None
                         return r
-                    T = _tls.rec
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
                     if T is None:
-                        r = _new(Tensor)
+                        r = Tensor()
                         r._v = v
                         r._t = None
                         return r
@@ -493,21 +557,29 @@ def pow_(tx, ty):
                     T._a.append(rx)
                     T._b.append(ry)
                     vs.append(v)
-                    r = _new(Tensor)
+                    r = Tensor()
                     r._v = v
                     r._t = T
                     r._i = T._base + n
                     return r
             elif cy is float or cy is int:
-                y = float(ty)
+                y = ty if cy is float else float(ty)
                 try:
                     v = math.pow(x, y)
                 except (ArithmeticError, ValueError):
                     v = _ieee(4, x, y, 0.0)
                 xt = tx._t
-                T = _tls.rec if xt is not None else None
+                if xt is None:
+                    r = Tensor()
+                    r._v = v
+                    r._t = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
                 if T is None:
-                    r = _new(Tensor)
+                    r = Tensor()
                     r._v = v
                     r._t = None
                     return r
@@ -528,7 +600,7 @@ def pow_(tx, ty):
                 T._a.append(rx)
                 T._b.append(ry)
                 vs.append(v)
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = T
                 r._i = T._base + n
@@ -540,15 +612,23 @@ def rpow_(ty, tx):
     if cx is float or cx is int:
         y = ty._v
         if y.__class__ is float:
-            x = float(tx)
+            x = tx if cx is float else float(tx)
             try:
                 v = math.pow(x, y)
             except (ArithmeticError, ValueError):
                 v = _ieee(4, x, y, 0.0)
             yt = ty._t
-            T = _tls.rec if yt is not None else None
+            if yt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
             if T is None:
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = None
                 return r
@@ -569,7 +649,7 @@ def rpow_(ty, tx):
             T._a.append(rx)
             T._b.append(ry)
             vs.append(v)
-            r = _new(Tensor)
+            r = Tensor()
             r._v = v
             r._t = T
             r._i = T._base + n
@@ -593,13 +673,16 @@ def atan2_(tx, ty):
                     xt = tx._t
                     yt = ty._t
                     if xt is None and yt is None:
-                        r = _new(Tensor)
+                        r = Tensor()
                         r._v = v
                         r._t = None
                         return r
-                    T = _tls.rec
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
                     if T is None:
-                        r = _new(Tensor)
+                        r = Tensor()
                         r._v = v
                         r._t = None
                         return r
@@ -623,21 +706,29 @@ def atan2_(tx, ty):
                     T._a.append(rx)
                     T._b.append(ry)
                     vs.append(v)
-                    r = _new(Tensor)
+                    r = Tensor()
                     r._v = v
                     r._t = T
                     r._i = T._base + n
                     return r
             elif cy is float or cy is int:
-                y = float(ty)
+                y = ty if cy is float else float(ty)
                 try:
                     v = math.atan2(x, y)
                 except (ArithmeticError, ValueError):
                     v = _ieee(5, x, y, 0.0)
                 xt = tx._t
-                T = _tls.rec if xt is not None else None
+                if xt is None:
+                    r = Tensor()
+                    r._v = v
+                    r._t = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
                 if T is None:
-                    r = _new(Tensor)
+                    r = Tensor()
                     r._v = v
                     r._t = None
                     return r
@@ -658,7 +749,7 @@ def atan2_(tx, ty):
                 T._a.append(rx)
                 T._b.append(ry)
                 vs.append(v)
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = T
                 r._i = T._base + n
@@ -682,13 +773,16 @@ def maximum_(tx, ty):
                     xt = tx._t
                     yt = ty._t
                     if xt is None and yt is None:
-                        r = _new(Tensor)
+                        r = Tensor()
                         r._v = v
                         r._t = None
                         return r
-                    T = _tls.rec
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
                     if T is None:
-                        r = _new(Tensor)
+                        r = Tensor()
                         r._v = v
                         r._t = None
                         return r
@@ -712,21 +806,29 @@ def maximum_(tx, ty):
                     T._a.append(rx)
                     T._b.append(ry)
                     vs.append(v)
-                    r = _new(Tensor)
+                    r = Tensor()
                     r._v = v
                     r._t = T
                     r._i = T._base + n
                     return r
             elif cy is float or cy is int:
-                y = float(ty)
+                y = ty if cy is float else float(ty)
                 try:
                     v = x if (x > y or x != x) else y
                 except (ArithmeticError, ValueError):
                     v = _ieee(6, x, y, 0.0)
                 xt = tx._t
-                T = _tls.rec if xt is not None else None
+                if xt is None:
+                    r = Tensor()
+                    r._v = v
+                    r._t = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
                 if T is None:
-                    r = _new(Tensor)
+                    r = Tensor()
                     r._v = v
                     r._t = None
                     return r
@@ -747,7 +849,7 @@ def maximum_(tx, ty):
                 T._a.append(rx)
                 T._b.append(ry)
                 vs.append(v)
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = T
                 r._i = T._base + n
@@ -771,13 +873,16 @@ def minimum_(tx, ty):
                     xt = tx._t
                     yt = ty._t
                     if xt is None and yt is None:
-                        r = _new(Tensor)
+                        r = Tensor()
                         r._v = v
                         r._t = None
                         return r
-                    T = _tls.rec
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
                     if T is None:
-                        r = _new(Tensor)
+                        r = Tensor()
                         r._v = v
                         r._t = None
                         return r
@@ -801,21 +906,29 @@ def minimum_(tx, ty):
                     T._a.append(rx)
                     T._b.append(ry)
                     vs.append(v)
-                    r = _new(Tensor)
+                    r = Tensor()
                     r._v = v
                     r._t = T
                     r._i = T._base + n
                     return r
             elif cy is float or cy is int:
-                y = float(ty)
+                y = ty if cy is float else float(ty)
                 try:
                     v = x if (x < y or x != x) else y
                 except (ArithmeticError, ValueError):
                     v = _ieee(7, x, y, 0.0)
                 xt = tx._t
-                T = _tls.rec if xt is not None else None
+                if xt is None:
+                    r = Tensor()
+                    r._v = v
+                    r._t = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
                 if T is None:
-                    r = _new(Tensor)
+                    r = Tensor()
                     r._v = v
                     r._t = None
                     return r
@@ -836,7 +949,7 @@ def minimum_(tx, ty):
                 T._a.append(rx)
                 T._b.append(ry)
                 vs.append(v)
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = T
                 r._i = T._base + n
@@ -854,9 +967,17 @@ def neg_(tx):
             except (ArithmeticError, ValueError):
                 v = _ieee(8, x, 0.0, 0.0)
             xt = tx._t
-            T = _tls.rec if xt is not None else None
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
             if T is None:
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = None
                 return r
@@ -875,7 +996,7 @@ def neg_(tx):
             T._a.append(rx)
             T._b.append(ry)
             vs.append(v)
-            r = _new(Tensor)
+            r = Tensor()
             r._v = v
             r._t = T
             r._i = T._base + n
@@ -893,9 +1014,17 @@ def abs_(tx):
             except (ArithmeticError, ValueError):
                 v = _ieee(9, x, 0.0, 0.0)
             xt = tx._t
-            T = _tls.rec if xt is not None else None
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
             if T is None:
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = None
                 return r
@@ -914,7 +1043,7 @@ def abs_(tx):
             T._a.append(rx)
             T._b.append(ry)
             vs.append(v)
-            r = _new(Tensor)
+            r = Tensor()
             r._v = v
             r._t = T
             r._i = T._base + n
@@ -932,9 +1061,17 @@ def exp_(tx):
             except (ArithmeticError, ValueError):
                 v = _ieee(10, x, 0.0, 0.0)
             xt = tx._t
-            T = _tls.rec if xt is not None else None
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
             if T is None:
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = None
                 return r
@@ -953,7 +1090,7 @@ def exp_(tx):
             T._a.append(rx)
             T._b.append(ry)
             vs.append(v)
-            r = _new(Tensor)
+            r = Tensor()
             r._v = v
             r._t = T
             r._i = T._base + n
@@ -971,9 +1108,17 @@ def log_(tx):
             except (ArithmeticError, ValueError):
                 v = _ieee(11, x, 0.0, 0.0)
             xt = tx._t
-            T = _tls.rec if xt is not None else None
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
             if T is None:
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = None
                 return r
@@ -992,7 +1137,7 @@ def log_(tx):
             T._a.append(rx)
             T._b.append(ry)
             vs.append(v)
-            r = _new(Tensor)
+            r = Tensor()
             r._v = v
             r._t = T
             r._i = T._base + n
@@ -1010,9 +1155,17 @@ def log1p_(tx):
             except (ArithmeticError, ValueError):
                 v = _ieee(12, x, 0.0, 0.0)
             xt = tx._t
-            T = _tls.rec if xt is not None else None
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
             if T is None:
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = None
                 return r
@@ -1031,7 +1184,7 @@ def log1p_(tx):
             T._a.append(rx)
             T._b.append(ry)
             vs.append(v)
-            r = _new(Tensor)
+            r = Tensor()
             r._v = v
             r._t = T
             r._i = T._base + n
@@ -1049,9 +1202,17 @@ def expm1_(tx):
             except (ArithmeticError, ValueError):
                 v = _ieee(13, x, 0.0, 0.0)
             xt = tx._t
-            T = _tls.rec if xt is not None else None
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
             if T is None:
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = None
                 return r
@@ -1070,7 +1231,7 @@ def expm1_(tx):
             T._a.append(rx)
             T._b.append(ry)
             vs.append(v)
-            r = _new(Tensor)
+            r = Tensor()
             r._v = v
             r._t = T
             r._i = T._base + n
@@ -1088,9 +1249,17 @@ def sqrt_(tx):
             except (ArithmeticError, ValueError):
                 v = _ieee(14, x, 0.0, 0.0)
             xt = tx._t
-            T = _tls.rec if xt is not None else None
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
             if T is None:
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = None
                 return r
@@ -1109,7 +1278,7 @@ def sqrt_(tx):
             T._a.append(rx)
             T._b.append(ry)
             vs.append(v)
-            r = _new(Tensor)
+            r = Tensor()
             r._v = v
             r._t = T
             r._i = T._base + n
@@ -1127,9 +1296,17 @@ def sin_(tx):
             except (ArithmeticError, ValueError):
                 v = _ieee(15, x, 0.0, 0.0)
             xt = tx._t
-            T = _tls.rec if xt is not None else None
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
             if T is None:
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = None
                 return r
@@ -1148,7 +1325,7 @@ def sin_(tx):
             T._a.append(rx)
             T._b.append(ry)
             vs.append(v)
-            r = _new(Tensor)
+            r = Tensor()
             r._v = v
             r._t = T
             r._i = T._base + n
@@ -1166,9 +1343,17 @@ def cos_(tx):
             except (ArithmeticError, ValueError):
                 v = _ieee(16, x, 0.0, 0.0)
             xt = tx._t
-            T = _tls.rec if xt is not None else None
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
             if T is None:
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = None
                 return r
@@ -1187,7 +1372,7 @@ def cos_(tx):
             T._a.append(rx)
             T._b.append(ry)
             vs.append(v)
-            r = _new(Tensor)
+            r = Tensor()
             r._v = v
             r._t = T
             r._i = T._base + n
@@ -1205,9 +1390,17 @@ def tan_(tx):
             except (ArithmeticError, ValueError):
                 v = _ieee(17, x, 0.0, 0.0)
             xt = tx._t
-            T = _tls.rec if xt is not None else None
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
             if T is None:
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = None
                 return r
@@ -1226,7 +1419,7 @@ def tan_(tx):
             T._a.append(rx)
             T._b.append(ry)
             vs.append(v)
-            r = _new(Tensor)
+            r = Tensor()
             r._v = v
             r._t = T
             r._i = T._base + n
@@ -1244,9 +1437,17 @@ def asin_(tx):
             except (ArithmeticError, ValueError):
                 v = _ieee(18, x, 0.0, 0.0)
             xt = tx._t
-            T = _tls.rec if xt is not None else None
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
             if T is None:
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = None
                 return r
@@ -1265,7 +1466,7 @@ def asin_(tx):
             T._a.append(rx)
             T._b.append(ry)
             vs.append(v)
-            r = _new(Tensor)
+            r = Tensor()
             r._v = v
             r._t = T
             r._i = T._base + n
@@ -1283,9 +1484,17 @@ def acos_(tx):
             except (ArithmeticError, ValueError):
                 v = _ieee(19, x, 0.0, 0.0)
             xt = tx._t
-            T = _tls.rec if xt is not None else None
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
             if T is None:
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = None
                 return r
@@ -1304,7 +1513,7 @@ def acos_(tx):
             T._a.append(rx)
             T._b.append(ry)
             vs.append(v)
-            r = _new(Tensor)
+            r = Tensor()
             r._v = v
             r._t = T
             r._i = T._base + n
@@ -1322,9 +1531,17 @@ def atan_(tx):
             except (ArithmeticError, ValueError):
                 v = _ieee(20, x, 0.0, 0.0)
             xt = tx._t
-            T = _tls.rec if xt is not None else None
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
             if T is None:
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = None
                 return r
@@ -1343,7 +1560,7 @@ def atan_(tx):
             T._a.append(rx)
             T._b.append(ry)
             vs.append(v)
-            r = _new(Tensor)
+            r = Tensor()
             r._v = v
             r._t = T
             r._i = T._base + n
@@ -1361,9 +1578,17 @@ def sinh_(tx):
             except (ArithmeticError, ValueError):
                 v = _ieee(21, x, 0.0, 0.0)
             xt = tx._t
-            T = _tls.rec if xt is not None else None
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
             if T is None:
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = None
                 return r
@@ -1382,7 +1607,7 @@ def sinh_(tx):
             T._a.append(rx)
             T._b.append(ry)
             vs.append(v)
-            r = _new(Tensor)
+            r = Tensor()
             r._v = v
             r._t = T
             r._i = T._base + n
@@ -1400,9 +1625,17 @@ def cosh_(tx):
             except (ArithmeticError, ValueError):
                 v = _ieee(22, x, 0.0, 0.0)
             xt = tx._t
-            T = _tls.rec if xt is not None else None
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
             if T is None:
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = None
                 return r
@@ -1421,7 +1654,7 @@ def cosh_(tx):
             T._a.append(rx)
             T._b.append(ry)
             vs.append(v)
-            r = _new(Tensor)
+            r = Tensor()
             r._v = v
             r._t = T
             r._i = T._base + n
@@ -1439,9 +1672,17 @@ def tanh_(tx):
             except (ArithmeticError, ValueError):
                 v = _ieee(23, x, 0.0, 0.0)
             xt = tx._t
-            T = _tls.rec if xt is not None else None
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
             if T is None:
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = None
                 return r
@@ -1460,7 +1701,7 @@ def tanh_(tx):
             T._a.append(rx)
             T._b.append(ry)
             vs.append(v)
-            r = _new(Tensor)
+            r = Tensor()
             r._v = v
             r._t = T
             r._i = T._base + n
@@ -1478,9 +1719,17 @@ def sigmoid_(tx):
             except (ArithmeticError, ValueError):
                 v = _ieee(24, x, 0.0, 0.0)
             xt = tx._t
-            T = _tls.rec if xt is not None else None
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
             if T is None:
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = None
                 return r
@@ -1499,7 +1748,7 @@ def sigmoid_(tx):
             T._a.append(rx)
             T._b.append(ry)
             vs.append(v)
-            r = _new(Tensor)
+            r = Tensor()
             r._v = v
             r._t = T
             r._i = T._base + n
@@ -1517,9 +1766,17 @@ def relu_(tx):
             except (ArithmeticError, ValueError):
                 v = _ieee(25, x, 0.0, 0.0)
             xt = tx._t
-            T = _tls.rec if xt is not None else None
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
             if T is None:
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = None
                 return r
@@ -1538,7 +1795,7 @@ def relu_(tx):
             T._a.append(rx)
             T._b.append(ry)
             vs.append(v)
-            r = _new(Tensor)
+            r = Tensor()
             r._v = v
             r._t = T
             r._i = T._base + n
@@ -1556,9 +1813,17 @@ def erf_(tx):
             except (ArithmeticError, ValueError):
                 v = _ieee(26, x, 0.0, 0.0)
             xt = tx._t
-            T = _tls.rec if xt is not None else None
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
             if T is None:
-                r = _new(Tensor)
+                r = Tensor()
                 r._v = v
                 r._t = None
                 return r
@@ -1577,7 +1842,7 @@ def erf_(tx):
             T._a.append(rx)
             T._b.append(ry)
             vs.append(v)
-            r = _new(Tensor)
+            r = Tensor()
             r._v = v
             r._t = T
             r._i = T._base + n

@@ -27,6 +27,8 @@ def tensor(data, dtype=None, requires_grad=False):
     """A new tensor from a number, a (nested) list or a NumPy array.
 
     Python floats give float64; a float32 array stays float32; ints give int64."""
+    if data.__class__ is float and dtype is None:  # the scalar fast path
+        return _wrap(data, requires_grad)
     if isinstance(data, Tensor):
         data = data._v
     a = np.array(data, dtype=_np_dtype(dtype))

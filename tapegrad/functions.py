@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .tape import PYFUNC, PYOUT, _tls
+from .tape import PYFUNC, PYOUT, recording
 from .tensor import Tensor, _new, _wrap
 
 
@@ -74,7 +74,7 @@ def _expand_ref(T, t, r, shape):
 def apply(name, inputs, value, backward_fn):
     """Run-time helper for Python-backward ops: returns the result tensor, recorded when
     grad mode is on and an input requires grad.  ``backward_fn(g)`` returns input grads."""
-    T = _tls.rec
+    T = recording()
     if T is None or not any(isinstance(t, Tensor) and t._t is not None for t in inputs):
         return _wrap(np.asarray(value) if value.__class__ is not float else value)
     if value.__class__ is not float:

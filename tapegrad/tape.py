@@ -16,8 +16,8 @@ and before each sweep, the lists are moved into NumPy arrays, so a long tape cos
 """
 from __future__ import annotations
 
+import contextvars
 import threading
-import weakref
 from typing import Iterator, NamedTuple, Tuple
 
 import numpy as np
@@ -39,22 +39,45 @@ SECOND_BACKWARD = (
     "calling backward.")
 
 
+# The tape ops record onto (None under no_grad) is read by every recorded op, so it lives
+# in a ContextVar: its get() is ~4x cheaper than a threading.local attribute.  A new thread
+# starts with an empty context: the first read raises LookupError and boots its state.
+_rec = contextvars.ContextVar("tapegrad_recording_tape")
+rec_get = _rec.get
+
+
 class _State(threading.local):
-    """Per-thread recording state.  ``rec`` is the tape ops record onto, None under no_grad."""
+    """Per-thread recording state: grad mode, the ``with Tape()`` stack, the default tape."""
 
     def __init__(self):
         self.grad_enabled = True
         self.stack = []          # explicit ``with Tape()`` tapes, innermost last
         self.implicit = Tape()   # the default tape of this thread
-        self.rec = self.implicit
+        self.refresh()
+
+    @property
+    def rec(self):
+        """The tape ops record onto now, or None under no_grad."""
+        if not self.grad_enabled:
+            return None
+        return self.stack[-1] if self.stack else self.implicit
 
     def refresh(self):
-        if not self.grad_enabled:
-            self.rec = None
-        elif self.stack:
-            self.rec = self.stack[-1]
-        else:
-            self.rec = self.implicit
+        _rec.set(self.rec)
+
+
+def boot():
+    """The recording tape of a thread whose context has none yet."""
+    _tls.refresh()
+    return _rec.get()
+
+
+def recording():
+    """The tape ops record onto in this thread now (None under ``no_grad``)."""
+    try:
+        return _rec.get()
+    except LookupError:
+        return boot()
 
 
 class Entry(NamedTuple):
@@ -378,4 +401,4 @@ _tls = _State()
 
 def current_tape():
     """The tape ops record onto in this thread now (None under ``no_grad``)."""
-    return _tls.rec
+    return recording()

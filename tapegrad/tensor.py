@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 
 from . import _table
-from .tape import (_CHUNK, _N, ARG, CONST, PYFUNC, PYOUT, Tape, _tls)
+from .tape import (_CHUNK, _N, ARG, CONST, PYFUNC, PYOUT, Tape, boot, rec_get, recording)
 
 _new = object.__new__
 _UNREG = "unregistered-leaf"   # marker: a leaf that requires grad, not yet on a tape
@@ -91,7 +91,7 @@ def _wrap(v, requires_grad=False):
 
 def _record(code, refs, v):
     """Record op ``code`` with operand references ``refs`` on the current tape."""
-    T = _tls.rec
+    T = recording()
     if len(refs) == 3:
         rb = T._push(ARG, refs[1], refs[2], 0.0)
         i = T._push(code, refs[0], rb, v)
@@ -173,7 +173,7 @@ def _generic(code, args):
         v = np.asarray(v).astype(dt, copy=False)
         if v.ndim == 0 and v.dtype == np.float64:
             v = _b.float(v)
-    T = _tls.rec
+    T = recording()
     if T is None or not any(isinstance(a, Tensor) and a._t is not None for a in args):
         return _wrap(v)
     shape = () if v.__class__ is float else v.shape
@@ -473,7 +473,7 @@ class Tensor:
         requires grad while grad mode is on; a recorded result becomes a new entry that
         ``self`` now stands for, and the old entry is marked modified so that a backward
         through an op that saved it raises instead of using a stale value."""
-        grad_on = _tls.rec is not None
+        grad_on = recording() is not None
         if grad_on and self._t is not None and self.is_leaf:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                                "operation.")

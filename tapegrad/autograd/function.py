@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import functions as F
 from ..grad_mode import no_grad
-from ..tape import _tls
+from ..tape import recording
 from ..tensor import Tensor, _wrap
 
 
@@ -61,7 +61,7 @@ class Function:
             out = cls.forward(ctx, *args)
         is_tuple = isinstance(out, tuple)
         outs = out if is_tuple else (out,)
-        T = _tls.rec
+        T = recording()
         if T is None or not any(needs):
             return out
         name = f"{cls.__name__}Backward"
