@@ -172,9 +172,9 @@ _OPERAND = """\
 """
 
 _CONST = """\
-{ind}cs = T._c
-{ind}cs.append({t})
-{ind}r{t} = -len(cs)
+{ind}r{t} = T._cmap.get({t})
+{ind}if r{t} is None:
+{ind}    r{t} = T._const({t})
 """
 
 _PUSH = """\

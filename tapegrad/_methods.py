@@ -91,9 +91,9 @@ def add_(tx, ty):
                     rx = T._const_t(x)
                 else:
                     rx = T._ref(tx)
-                cs = T._c
-                cs.append(y)
-                ry = -len(cs)
+                ry = T._cmap.get(y)
+                if ry is None:
+                    ry = T._const(y)
                 vs = T._v
                 n = len(vs)
                 if n >= _CHUNK:
@@ -191,9 +191,9 @@ def sub_(tx, ty):
                     rx = T._const_t(x)
                 else:
                     rx = T._ref(tx)
-                cs = T._c
-                cs.append(y)
-                ry = -len(cs)
+                ry = T._cmap.get(y)
+                if ry is None:
+                    ry = T._const(y)
                 vs = T._v
                 n = len(vs)
                 if n >= _CHUNK:
@@ -234,9 +234,9 @@ def rsub_(ty, tx):
                 r._v = v
                 r._t = None
                 return r
-            cs = T._c
-            cs.append(x)
-            rx = -len(cs)
+            rx = T._cmap.get(x)
+            if rx is None:
+                rx = T._const(x)
             if yt is T:
                 ry = ty._i
             elif yt is None:
@@ -340,9 +340,9 @@ def mul_(tx, ty):
                     rx = T._const_t(x)
                 else:
                     rx = T._ref(tx)
-                cs = T._c
-                cs.append(y)
-                ry = -len(cs)
+                ry = T._cmap.get(y)
+                if ry is None:
+                    ry = T._const(y)
                 vs = T._v
                 n = len(vs)
                 if n >= _CHUNK:
@@ -440,9 +440,9 @@ def div_(tx, ty):
                     rx = T._const_t(x)
                 else:
                     rx = T._ref(tx)
-                cs = T._c
-                cs.append(y)
-                ry = -len(cs)
+                ry = T._cmap.get(y)
+                if ry is None:
+                    ry = T._const(y)
                 vs = T._v
                 n = len(vs)
                 if n >= _CHUNK:
@@ -483,9 +483,9 @@ def rdiv_(ty, tx):
                 r._v = v
                 r._t = None
                 return r
-            cs = T._c
-            cs.append(x)
-            rx = -len(cs)
+            rx = T._cmap.get(x)
+            if rx is None:
+                rx = T._const(x)
             if yt is T:
                 ry = ty._i
             elif yt is None:
@@ -589,9 +589,9 @@ def pow_(tx, ty):
                     rx = T._const_t(x)
                 else:
                     rx = T._ref(tx)
-                cs = T._c
-                cs.append(y)
-                ry = -len(cs)
+                ry = T._cmap.get(y)
+                if ry is None:
+                    ry = T._const(y)
                 vs = T._v
                 n = len(vs)
                 if n >= _CHUNK:
@@ -632,9 +632,9 @@ def rpow_(ty, tx):
                 r._v = v
                 r._t = None
                 return r
-            cs = T._c
-            cs.append(x)
-            rx = -len(cs)
+            rx = T._cmap.get(x)
+            if rx is None:
+                rx = T._const(x)
             if yt is T:
                 ry = ty._i
             elif yt is None:
@@ -738,9 +738,9 @@ def atan2_(tx, ty):
                     rx = T._const_t(x)
                 else:
                     rx = T._ref(tx)
-                cs = T._c
-                cs.append(y)
-                ry = -len(cs)
+                ry = T._cmap.get(y)
+                if ry is None:
+                    ry = T._const(y)
                 vs = T._v
                 n = len(vs)
                 if n >= _CHUNK:
@@ -838,9 +838,9 @@ def maximum_(tx, ty):
                     rx = T._const_t(x)
                 else:
                     rx = T._ref(tx)
-                cs = T._c
-                cs.append(y)
-                ry = -len(cs)
+                ry = T._cmap.get(y)
+                if ry is None:
+                    ry = T._const(y)
                 vs = T._v
                 n = len(vs)
                 if n >= _CHUNK:
@@ -938,9 +938,9 @@ def minimum_(tx, ty):
                     rx = T._const_t(x)
                 else:
                     rx = T._ref(tx)
-                cs = T._c
-                cs.append(y)
-                ry = -len(cs)
+                ry = T._cmap.get(y)
+                if ry is None:
+                    ry = T._const(y)
                 vs = T._v
                 n = len(vs)
                 if n >= _CHUNK:

@@ -98,7 +98,7 @@ class Tape:
 
     __slots__ = ("_op", "_a", "_b", "_v", "_c", "_base", "_fop", "_fa", "_fb", "_fv",
                  "_arr", "_leaves", "_links", "_linkcache", "_py", "_hooks", "_retain",
-                 "_stops", "_freed", "_dirty", "_sweeps", "_tc", "__weakref__")
+                 "_stops", "_freed", "_dirty", "_sweeps", "_tc", "_cmap", "__weakref__")
 
     def __init__(self):
         self._op, self._a, self._b, self._v = [], [], [], []
@@ -120,6 +120,7 @@ class Tape:
         self._dirty = []           # (entry, tape length) for tensors modified in place
         self._sweeps = 0
         self._tc = set()           # constant refs that came from tensors (not Python numbers)
+        self._cmap = {}            # Python-number constant -> its reference (deduplicated)
 
     # -- context manager ------------------------------------------------------------
     def __enter__(self):
@@ -176,8 +177,16 @@ class Tape:
         return i
 
     def _const(self, c):
-        self._c.append(float(c))
-        return -len(self._c)
+        """Reference to the Python-number constant ``c``; equal constants share one slot
+        (except zeros, whose sign matters, and NaN)."""
+        c = float(c)
+        r = self._cmap.get(c)
+        if r is None:
+            self._c.append(c)
+            r = -len(self._c)
+            if c != 0.0:
+                self._cmap[c] = r
+        return r
 
     def _const_t(self, c):
         """A constant that came from a tensor that does not require grad."""
@@ -250,7 +259,7 @@ class Tape:
     @property
     def nbytes(self):
         """Bytes held by this tape's entry storage (arrays, lists and array values)."""
-        listed = 4 * 8 * len(self._v) + 8 * len(self._c)
+        listed = 4 * 8 * len(self._v) + 8 * len(self._c) + 100 * len(self._cmap)
         frozen = self._fop.nbytes + self._fa.nbytes + self._fb.nbytes + self._fv.nbytes
         return frozen + listed + sum(v.nbytes for v in self._arr.values())
 

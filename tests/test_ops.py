@@ -169,3 +169,17 @@ def test_python_numbers_on_either_side():
     y.backward()
     expect = -1 + 2 - 0.25 - 1 / 9 + math.log(2) * 8 + 6
     assert x.grad.item() == pytest.approx(expect)
+
+
+def test_equal_constants_share_a_slot_but_signed_zeros_do_not():
+    with tg.Tape() as tape:
+        x = tg.tensor(2.0, requires_grad=True)
+        y = x * 100.0 + x * 100.0 + x * 100
+        a = x * -0.0
+        b = x * 0.0
+    assert tape._c.count(100.0) == 1
+    ga, = tg.autograd.grad(a, [x])
+    gb, = tg.autograd.grad(b, [x])
+    assert math.copysign(1.0, ga.item()) == -1.0 and math.copysign(1.0, gb.item()) == 1.0
+    y.backward()
+    assert x.grad.item() == 300.0
