@@ -313,10 +313,34 @@ def methods_source() -> str:
     return "\n".join(out) + "\n"
 
 
+START, END = "<!-- op table: start (generated) -->", "<!-- op table: end -->"
+
+
+def ops_markdown() -> str:
+    """The op list of the README, as a Markdown table."""
+    rows = ["| op | inputs | node | local partials (d out / d input) |", "|---|---|---|---|"]
+    for op in OPS:
+        parts = "; ".join(f"`{f}`" for f in (op.dx, op.dy, op.dz)[:op.arity])
+        rows.append(f"| `{op.name}` | {op.arity} | `{op.node}` | {parts} |")
+    return "\n".join(rows)
+
+
+def readme_source() -> str:
+    text = (HERE.parent / "README.md").read_text()
+    if START not in text:
+        return text
+    head, rest = text.split(START, 1)
+    tail = rest.split(END, 1)[1]
+    return f"{head}{START}\n{ops_markdown()}\n{END}{tail}"
+
+
 def generate(check: bool = False) -> bool:
     """Write the generated modules; with ``check``, only report whether they are current."""
     current = True
-    for name, text in (("_kernels.py", kernels_source()), ("_methods.py", methods_source())):
+    outputs = [("_kernels.py", kernels_source()), ("_methods.py", methods_source())]
+    if (HERE.parent / "README.md").exists():
+        outputs.append(("../README.md", readme_source()))
+    for name, text in outputs:
         path = HERE / name
         old = path.read_text() if path.exists() else None
         if old != text:
