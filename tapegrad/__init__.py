@@ -12,7 +12,7 @@ from . import _methods, _table
 from . import tensor as _tensor_mod
 from .factories import (arange, as_tensor, full, linspace, manual_seed, ones, ones_like, rand,
                         randn, tensor, zeros, zeros_like)
-from .functions import mean, sum  # noqa: A004
+from . import api as _api
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .tape import Tape, current_tape
 from .tensor import (Size, Tensor, bool_, dtype, float16, float32, float64, int8, int16, int32,
@@ -44,8 +44,9 @@ def _attach():
     Tensor.true_divide = Tensor.divide = Tensor.div
     Tensor.multiply, Tensor.subtract = Tensor.mul, Tensor.sub
     Tensor.clip = Tensor.clamp
-    Tensor.sum = sum
-    Tensor.mean = mean
+    for name, fn in _api.METHODS.items():
+        setattr(Tensor, name, fn)
+    g.update(_api.FUNCTIONS)
     g["divide"] = g["true_divide"] = g["div"]
     g["multiply"], g["subtract"], g["negative"] = g["mul"], g["sub"], g["neg"]
     g["clip"] = g["clamp"]

@@ -532,8 +532,30 @@ class Tensor:
     __ipow__ = pow_
 
     def __getitem__(self, idx):
-        from .functions import index
-        return index(self, idx)
+        from .api import getitem
+        return getitem(self, idx)
+
+    def __setitem__(self, idx, value):
+        from .api import setitem
+        setitem(self, idx, value)
+
+    def __matmul__(self, other):
+        from .api import matmul
+        return matmul(self, other)
+
+    def __rmatmul__(self, other):
+        from .api import matmul
+        return matmul(other, self)
+
+    @property
+    def T(self):
+        from .api import _T
+        return _T(self)
+
+    @property
+    def mT(self):
+        from .api import transpose
+        return transpose(self, -2, -1)
 
     def __iter__(self):
         if self.ndim == 0:

@@ -1,0 +1,297 @@
+"""PyTorch-shaped functions and methods over the array-op table (``array_ops.ARRAY_OPS``).
+
+Each function here only maps PyTorch's signature onto a row of the table (``call``); the
+math lives in the table.  ``tapegrad/__init__.py`` exposes them as ``tg.<name>`` and, for
+rows marked ``method``, as ``Tensor`` methods.
+"""
+from __future__ import annotations
+
+import builtins as _b
+from collections import namedtuple
+
+import numpy as np
+
+from .array_ops import ARRAY_OPS, _shape_arg, call
+from .tensor import Tensor, _wrap
+
+MaxMin = namedtuple("MaxMin", ["values", "indices"])
+_INT = (int, np.integer)
+
+
+def _dims(dim):
+    return tuple(dim) if isinstance(dim, list) else dim
+
+
+def sum(input, dim=None, keepdim=False, dtype=None):  # noqa: A001
+    """Sum of all elements, or over ``dim`` (int or tuple)."""
+    return call("sum", input, dim=_dims(dim), keepdim=keepdim)
+
+
+def mean(input, dim=None, keepdim=False, dtype=None):
+    """Mean of all elements, or over ``dim``."""
+    return call("mean", input, dim=_dims(dim), keepdim=keepdim)
+
+
+def prod(input, dim=None, keepdim=False, dtype=None):
+    """Product of all elements, or over ``dim`` (an int)."""
+    return call("prod", input, dim=dim, keepdim=keepdim)
+
+
+def _extreme(kind, input, dim, keepdim, other):
+    if isinstance(dim, Tensor):   # tg.max(a, b): the elementwise maximum
+        other, dim = dim, None
+    if other is not None:
+        from . import _methods as M
+        return M.FUNCTIONS["maximum" if kind == "max" else "minimum"](input, other)
+    if dim is None:
+        return call(f"{kind}_all", input)
+    vals, idx = call(f"{kind}_dim", input, dim=dim, keepdim=keepdim)
+    return MaxMin(vals, idx)
+
+
+def max(input, dim=None, keepdim=False, *, other=None):  # noqa: A001
+    """``max(x)``: the largest element (ties share the gradient); ``max(x, dim)``:
+    ``(values, indices)`` (the gradient goes to the index); ``max(x, y)``: maximum."""
+    return _extreme("max", input, dim, keepdim, other)
+
+
+def min(input, dim=None, keepdim=False, *, other=None):  # noqa: A001
+    """Like ``max``, for the smallest elements."""
+    return _extreme("min", input, dim, keepdim, other)
+
+
+def amax(input, dim=(), keepdim=False):
+    """Largest elements over ``dim`` (all dims by default); ties share the gradient."""
+    return call("amax", input, dim=_dims(dim) if dim != () else None, keepdim=keepdim)
+
+
+def amin(input, dim=(), keepdim=False):
+    return call("amin", input, dim=_dims(dim) if dim != () else None, keepdim=keepdim)
+
+
+def var(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
+    """Variance (unbiased by default, as PyTorch)."""
+    return call("var", input, dim=_dims(dim), unbiased=unbiased, keepdim=keepdim,
+                correction=correction)
+
+
+def std(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
+    return call("std", input, dim=_dims(dim), unbiased=unbiased, keepdim=keepdim,
+                correction=correction)
+
+
+def norm(input, p="fro", dim=None, keepdim=False):
+    """Vector norm (2-norm by default) of all elements or over ``dim``."""
+    p = 2 if p in ("fro", None) else p
+    return call("norm", input, p=p, dim=_dims(dim), keepdim=keepdim)
+
+
+def logsumexp(input, dim, keepdim=False):
+    """log(sum(exp(x))) over ``dim``, computed stably."""
+    return call("logsumexp", input, dim=_dims(dim), keepdim=keepdim)
+
+
+def softmax(input, dim, dtype=None):
+    return call("softmax", input, dim=dim)
+
+
+def log_softmax(input, dim, dtype=None):
+    return call("log_softmax", input, dim=dim)
+
+
+def matmul(input, other):
+    """Matrix product with NumPy/PyTorch semantics (dot, mv, mm, batched)."""
+    if input.ndim == 0 or other.ndim == 0:
+        raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
+                           f"{input.ndim}D and {other.ndim}D")
+    a, b = input.shape, other.shape
+    k_a = a[-1]
+    k_b = b[0] if len(b) == 1 else b[-2]
+    if k_a != k_b:
+        if len(a) == 2 and len(b) == 2:
+            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a[0]}x{a[1]} and "
+                               f"{b[0]}x{b[1]})")
+        raise RuntimeError(f"size mismatch in matmul: {tuple(a)} @ {tuple(b)}")
+    return call("matmul", input, other)
+
+
+def mm(input, mat2):
+    if input.ndim != 2 or mat2.ndim != 2:
+        raise RuntimeError("self must be a matrix")
+    return matmul(input, mat2)
+
+
+def mv(input, vec):
+    return matmul(input, vec)
+
+
+def dot(input, other):
+    if input.ndim != 1 or other.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
+    return matmul(input, other)
+
+
+def outer(input, vec2):
+    return call("outer", input, vec2)
+
+
+def t(input):
+    return input if input.ndim < 2 else call("t", input)
+
+
+def transpose(input, dim0, dim1):
+    return call("transpose", input, dim0=dim0, dim1=dim1)
+
+
+def permute(input, *dims):
+    return call("permute", input, dims=_shape_arg(dims))
+
+
+def _T(self):
+    """The tensor with its dimensions reversed (``x.T``)."""
+    if self.ndim < 2:
+        return self
+    return call("permute", self, dims=tuple(range(self.ndim - 1, -1, -1)))
+
+
+def reshape(input, *shape):
+    shape = _shape_arg(shape)
+    try:
+        np.empty(input.shape).reshape(shape)
+    except ValueError:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size "
+                           f"{input.numel()}") from None
+    return call("reshape", input, shape=shape)
+
+
+view = reshape
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    s = tuple(input.shape)
+    if not s:
+        return reshape(input, (1,))
+    e = end_dim % len(s)
+    st = start_dim % len(s)
+    n = int(np.prod(s[st:e + 1], dtype=np.int64))
+    return reshape(input, s[:st] + (n,) + s[e + 1:])
+
+
+def squeeze(input, dim=None):
+    return call("squeeze", input, dim=dim)
+
+
+def unsqueeze(input, dim):
+    return call("unsqueeze", input, dim=dim)
+
+
+def expand(input, *sizes):
+    return call("expand", input, shape=_shape_arg(sizes))
+
+
+def expand_as(input, other):
+    return expand(input, tuple(other.shape))
+
+
+def cat(tensors, dim=0):
+    """Concatenate tensors along ``dim``."""
+    return call("cat", *tensors, dim=dim)
+
+
+concat = cat
+
+
+def stack(tensors, dim=0):
+    """Stack tensors along a new dimension ``dim``."""
+    return call("stack", *tensors, dim=dim)
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    return call("split", tensor, split_size_or_sections, dim=dim)
+
+
+def chunk(input, chunks, dim=0):
+    n = input.shape[dim]
+    return split(input, -(-n // chunks), dim)
+
+
+def _index_value(idx):
+    if isinstance(idx, Tensor):
+        v = idx._v
+        return np.asarray(v) if v.__class__ is not float else v
+    if isinstance(idx, list):
+        return np.asarray(idx)
+    if isinstance(idx, tuple):
+        return tuple(_index_value(i) for i in idx)
+    return idx
+
+
+def _check_index(input, idx):
+    parts = idx if isinstance(idx, tuple) else (idx,)
+    dims = [k for k, p in enumerate(parts) if p is not None and p is not Ellipsis]
+    if len(dims) > input.ndim and not any(isinstance(p, np.ndarray) and p.dtype == bool for p in parts):
+        if input.ndim == 0:
+            raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                             "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
+        raise IndexError(f"too many indices for tensor of dimension {input.ndim}")
+    try:
+        np.empty(input.shape, dtype=np.int8)[idx]
+    except IndexError as e:
+        msg = str(e)
+        m = __import__("re").search(r"index (-?\d+) is out of bounds for axis (\d+) with size (\d+)", msg)
+        if m:
+            raise IndexError(f"index {m.group(1)} is out of bounds for dimension {m.group(2)} "
+                             f"with size {m.group(3)}") from None
+        raise IndexError(msg) from None
+    except (TypeError, ValueError) as e:
+        raise IndexError(str(e)) from None
+
+
+def getitem(input, idx):
+    """``x[idx]``: integers, slices, ``...``, ``None``, bool masks and integer arrays."""
+    idx = _index_value(idx)
+    _check_index(input, idx)
+    return call("getitem", input, idx)
+
+
+def setitem(input, idx, value):
+    """``x[idx] = value``, in place under the in-place rules (recorded as CopySlices)."""
+    idx = _index_value(idx)
+    _check_index(input, idx)
+    input._inplace(lambda s: call("index_put", s, idx, value))
+
+
+def gather(input, dim, index):
+    index = _index_value(index)
+    if np.any(index >= input.shape[dim]) or np.any(index < -input.shape[dim]):
+        raise RuntimeError(f"index {int(np.max(index))} is out of bounds for dimension {dim} "
+                           f"with size {input.shape[dim]}")
+    return call("gather", input, dim, index)
+
+
+def index_select(input, dim, index):
+    index = _index_value(index)
+    if np.any(index >= input.shape[dim]) or np.any(index < -input.shape[dim]):
+        raise IndexError(f"index out of range in self")
+    return call("index_select", input, dim, index)
+
+
+def take(input, index):
+    index = _index_value(index)
+    if np.any(index >= input.numel()) or np.any(index < -input.numel()):
+        raise IndexError(f"out of range: tried to access index {int(np.max(index))} on a "
+                         f"tensor of {input.numel()} elements.")
+    return call("take", input, index)
+
+
+# Tensor methods (name -> function); PyTorch's method signatures take ``self`` first.
+METHODS = {
+    "sum": sum, "mean": mean, "prod": prod, "max": max, "min": min, "amax": amax,
+    "amin": amin, "var": var, "std": std, "norm": norm, "logsumexp": logsumexp,
+    "softmax": softmax, "log_softmax": log_softmax, "matmul": matmul, "mm": mm, "mv": mv,
+    "dot": dot, "outer": outer, "t": t, "transpose": transpose, "permute": permute,
+    "reshape": reshape, "view": view, "flatten": flatten, "squeeze": squeeze,
+    "unsqueeze": unsqueeze, "expand": expand, "expand_as": expand_as, "split": split,
+    "chunk": chunk, "gather": gather, "index_select": index_select, "take": take,
+}
+FUNCTIONS = dict(METHODS, cat=cat, concat=concat, stack=stack)

@@ -1,0 +1,163 @@
+"""Array-op-table-driven tests: every row of ``tapegrad.array_ops.ARRAY_OPS`` has a case
+here (``test_every_array_op_has_a_case`` fails otherwise).  Gradients are checked against
+central differences along a random direction (as HIPS autograd's ``check_grads``) in float64,
+and against PyTorch when it is installed."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.array_ops import ARRAY_OPS
+
+RNG = np.random.default_rng(1)
+
+# row name -> list of (function of tensors, input shapes)
+CASES = {
+    "sum": [(lambda x: x.sum(), [(3, 4)]), (lambda x: x.sum(1), [(3, 4)]),
+            (lambda x: x.sum((0, 2), keepdim=True), [(2, 3, 4)]), (lambda x: x.sum(), [()])],
+    "mean": [(lambda x: x.mean(), [(3, 4)]), (lambda x: x.mean(-1, keepdim=True), [(3, 4)])],
+    "prod": [(lambda x: x.prod(), [(2, 3)]), (lambda x: x.prod(1), [(3, 4)])],
+    "amax": [(lambda x: x.amax(1), [(3, 4)]), (lambda x: x.amax(), [(3, 4)])],
+    "amin": [(lambda x: x.amin(0), [(3, 4)])],
+    "max_dim": [(lambda x: x.max(1).values, [(3, 4)]), (lambda x: x.max(0, keepdim=True)[0], [(3, 4)])],
+    "min_dim": [(lambda x: x.min(1).values, [(3, 4)])],
+    "max_all": [(lambda x: x.max(), [(3, 4)])],
+    "min_all": [(lambda x: x.min(), [(3, 4)])],
+    "var": [(lambda x: x.var(), [(3, 4)]), (lambda x: x.var(1, unbiased=False), [(3, 4)])],
+    "std": [(lambda x: x.std(), [(3, 4)]), (lambda x: x.std(0), [(3, 4)])],
+    "norm": [(lambda x: x.norm(), [(3, 4)]), (lambda x: x.norm(dim=1), [(3, 4)]),
+             (lambda x: x.norm(p=1), [(5,)])],
+    "logsumexp": [(lambda x: x.logsumexp(1), [(3, 4)])],
+    "softmax": [(lambda x: x.softmax(1), [(3, 4)]), (lambda x: x.softmax(0), [(3, 4)])],
+    "log_softmax": [(lambda x: x.log_softmax(-1), [(3, 4)])],
+    "matmul": [(lambda a, b: a @ b, [(3, 4), (4, 2)]), (lambda a, b: a @ b, [(4,), (4,)]),
+               (lambda a, b: a @ b, [(3, 4), (4,)]), (lambda a, b: a @ b, [(4,), (4, 2)]),
+               (lambda a, b: a @ b, [(2, 3, 4), (2, 4, 5)]), (lambda a, b: a @ b, [(2, 3, 4), (4, 5)])],
+    "outer": [(lambda a, b: tg.outer(a, b), [(3,), (4,)])],
+    "reshape": [(lambda x: x.reshape(4, 3), [(3, 4)]), (lambda x: x.view(-1), [(3, 4)]),
+                (lambda x: x.flatten(), [(2, 3, 4)])],
+    "transpose": [(lambda x: x.transpose(0, 2), [(2, 3, 4)])],
+    "t": [(lambda x: x.t(), [(3, 4)])],
+    "permute": [(lambda x: x.permute(2, 0, 1), [(2, 3, 4)]), (lambda x: x.T, [(3, 4)])],
+    "squeeze": [(lambda x: x.squeeze(), [(3, 1, 4)]), (lambda x: x.squeeze(1), [(3, 1, 4)])],
+    "unsqueeze": [(lambda x: x.unsqueeze(1), [(3, 4)])],
+    "expand": [(lambda x: x.expand(3, 4), [(4,)]), (lambda x: x.expand(2, -1, 4), [(3, 1)])],
+    "cat": [(lambda a, b: tg.cat([a, b], 1), [(3, 2), (3, 4)])],
+    "stack": [(lambda a, b: tg.stack([a, b], 1), [(3, 4), (3, 4)])],
+    "split": [(lambda x: x.split(2, 1)[1] * 2.0 + x.split(2, 1)[0], [(3, 4)]),
+              (lambda x: x.chunk(3)[2], [(5, 2)])],
+    "getitem": [(lambda x: x[1], [(3, 4)]), (lambda x: x[:, 1:3], [(3, 4)]),
+                (lambda x: x[..., None, 0], [(3, 4)]), (lambda x: x[[0, 2, 0]], [(3, 4)]),
+                (lambda x: x[tg.tensor([[True, False, True, True]] * 3)], [(3, 4)])],
+    "gather": [(lambda x: x.gather(1, tg.tensor([[0, 0], [1, 3], [2, 2]])), [(3, 4)])],
+    "index_select": [(lambda x: x.index_select(0, tg.tensor([2, 0, 2])), [(3, 4)])],
+    "take": [(lambda x: x.take(tg.tensor([0, 5, 5, 11])), [(3, 4)])],
+}
+
+
+def _index_put(x, v):
+    y = x * 1.0
+    y[1:, 2] = v
+    return y * y
+
+
+CASES["index_put"] = [(_index_put, [(3, 4), (2,)])]
+
+
+def test_every_array_op_has_a_case():
+    assert set(CASES) == set(ARRAY_OPS), "add a CASES entry for each new array op"
+
+
+def _check(fn, shapes):
+    xs = [RNG.normal(size=s) for s in shapes]
+    ts = [tg.tensor(x, requires_grad=True) for x in xs]
+    y = fn(*ts)
+    w = RNG.normal(size=tuple(y.shape))
+    y.backward(tg.tensor(w))
+    direction = [RNG.normal(size=s) for s in shapes]
+    h = 1e-6
+
+    def f(shift):
+        with tg.no_grad():
+            out = fn(*[tg.tensor(x + shift * d) for x, d in zip(xs, direction)])
+        return np.sum(np.asarray(out.tolist()) * w)
+
+    fd = (f(h) - f(-h)) / (2 * h)
+    analytic = sum(np.sum(t.grad.numpy() * d) for t, d in zip(ts, direction))
+    assert analytic == pytest.approx(fd, rel=1e-5, abs=1e-6)
+    for t, s in zip(ts, shapes):
+        assert tuple(t.grad.shape) == tuple(s)
+
+
+@pytest.mark.parametrize("name,k", [(n, k) for n, cs in CASES.items() for k in range(len(cs))])
+def test_array_op_gradient(name, k):
+    fn, shapes = CASES[name][k]
+    _check(fn, shapes)
+
+
+@pytest.mark.parametrize("name,k", [(n, k) for n, cs in CASES.items() for k in range(len(cs))])
+def test_array_op_matches_pytorch(name, k):
+    torch = pytest.importorskip("torch")
+    fn, shapes = CASES[name][k]
+    xs = [RNG.normal(size=s) for s in shapes]
+    ts = [tg.tensor(x, requires_grad=True) for x in xs]
+    y = fn(*ts)
+    tt = [torch.tensor(x, requires_grad=True) for x in xs]
+    import tapegrad
+    # run the same lambda on torch tensors (tg.* calls map onto torch.* by name)
+    saved = {n: getattr(tapegrad, n) for n in ("tensor", "cat", "stack", "outer")}
+    try:
+        tapegrad.tensor = lambda d, **k: torch.tensor(d)
+        tapegrad.cat, tapegrad.stack, tapegrad.outer = torch.cat, torch.stack, torch.outer
+        yt = fn(*tt)
+    finally:
+        for n, f in saved.items():
+            setattr(tapegrad, n, f)
+    np.testing.assert_allclose(np.asarray(y.tolist()), yt.detach().numpy(), rtol=1e-10, atol=1e-12)
+    assert y.grad_fn.name() == yt.grad_fn.name()
+    w = RNG.normal(size=tuple(y.shape))
+    y.backward(tg.tensor(w))
+    yt.backward(torch.tensor(w))
+    for a, b in zip(ts, tt):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_broadcasting_grads_keep_input_shapes():
+    a = tg.tensor(RNG.normal(size=(3, 1)), requires_grad=True)
+    b = tg.tensor(RNG.normal(size=(4,)), requires_grad=True)
+    c = tg.tensor(1.5, requires_grad=True)
+    ((a + b) * c).sum().backward()
+    assert tuple(a.grad.shape) == (3, 1) and tuple(b.grad.shape) == (4,) and a.grad.ndim == 2
+    assert c.grad.ndim == 0
+    np.testing.assert_allclose(a.grad.numpy(), np.full((3, 1), 4 * 1.5))
+
+
+def test_max_ties_split_and_max_dim_routes():
+    x = tg.tensor([1.0, 3.0, 3.0], requires_grad=True)
+    x.max().backward()
+    assert x.grad.tolist() == [0.0, 0.5, 0.5]
+    y = tg.tensor([[1.0, 3.0, 3.0]], requires_grad=True)
+    v, i = y.max(1)
+    v.sum().backward()
+    assert y.grad.tolist() == [[0.0, 1.0, 0.0]] and i.tolist() == [1]
+
+
+def test_repeated_integer_indices_accumulate():
+    x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    x[[0, 0, 2]].sum().backward()
+    assert x.grad.tolist() == [2.0, 0.0, 1.0]
+
+
+def test_bad_indices_raise_clear_errors():
+    x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    with pytest.raises(IndexError, match="index 5 is out of bounds for dimension 0 with size 3"):
+        x[5]
+    with pytest.raises(IndexError, match="too many indices"):
+        x[0, 0]
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        tg.randn(2, 3).gather(1, tg.tensor([[0], [7]]))
+    with pytest.raises(IndexError, match="out of range"):
+        x.take(tg.tensor([3]))
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        tg.randn(2, 3) @ tg.randn(2, 3)
+    with pytest.raises(RuntimeError, match="is invalid for input of size 6"):
+        tg.randn(2, 3).reshape(4, 2)
