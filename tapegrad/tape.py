@@ -29,6 +29,7 @@ _N = len(_table.OPS)
 LEAF, LINK, CONST, ARG, PYFUNC, PYOUT = range(_N, _N + len(_table.STRUCTURAL))
 _NAMES = tuple(op.name for op in _table.OPS) + _table.STRUCTURAL
 _EMPTY_I = np.zeros(0, dtype=np.int64)
+_ARITY3 = np.array([op.arity == 3 for op in _table.OPS] + [False] * len(_table.STRUCTURAL))
 _EMPTY_F = np.zeros(0, dtype=np.float64)
 
 SECOND_BACKWARD = (
@@ -284,19 +285,30 @@ class Tape:
         return out[0] if single else list(out)
 
     # -- the sweep ---------------------------------------------------------------------
-    def _layout(self, n):
-        """Flat layout of the array entries: offsets, sizes and values."""
+    def _layout(self, op, a, b):
+        """Flat layout of the array entries the Numba sweep touches (elementwise ops and
+        their operands): offsets, sizes and values.  Other array entries (inputs and outputs
+        of Python ops only: weights feeding a matmul, say) keep their adjoints in a dict."""
         if not self._arr:
             return _EMPTY_I, _EMPTY_I, _EMPTY_F
+        n = len(op)
+        keys = np.fromiter(self._arr.keys(), np.int64, len(self._arr))
+        elem = keys[op[keys] < _N]
+        if not len(elem):
+            return np.full(n, -1, np.int64), _EMPTY_I, _EMPTY_F
+        ra, rb = a[elem].astype(np.int64), b[elem].astype(np.int64)
+        tern = _ARITY3[op[elem]]
+        rc = np.where(tern, b[np.maximum(rb, 0)], -1)
+        rb = np.where(tern, a[np.maximum(rb, 0)], rb)
+        refs = np.concatenate((elem, ra, rb, rc))
+        flat = np.unique(refs[refs >= 0])
+        arrs = self._arr
+        sizes = np.fromiter((arrs[k].size for k in flat.tolist()), np.int64, len(flat))
         off = np.full(n, -1, np.int64)
         nel = np.zeros(n, np.int64)
-        keys = sorted(self._arr)
-        sizes = [self._arr[k].size for k in keys]
-        starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
-        off[keys] = starts
-        nel[keys] = sizes
-        aval = np.concatenate([np.ravel(self._arr[k]).astype(np.float64, copy=False)
-                               for k in keys]) if keys else _EMPTY_F
+        off[flat] = np.cumsum(sizes) - sizes
+        nel[flat] = sizes
+        aval = np.concatenate([arrs[k] for k in flat.tolist()], axis=None, dtype=np.float64)
         return off, nel, aval
 
     def _sweep(self, seeds):
@@ -305,7 +317,7 @@ class Tape:
         op, a, b, val = self._arrays()
         n = len(op)
         consts = np.fromiter(self._c, np.float64, len(self._c))
-        off, nel, aval = self._layout(n)
+        off, nel, aval = self._layout(op, a, b)
         sw = Sweep(self, np.zeros(n), np.zeros(n, np.uint8), off, nel, np.zeros(len(aval)))
         freed = self._freed
         if freed is None or len(freed) < n:
@@ -361,37 +373,56 @@ class Tape:
 
 
 class Sweep:
-    """The adjoints of one reverse sweep over a tape (scalar and array entries)."""
+    """The adjoints of one reverse sweep over a tape: scalar entries in ``adj``, array
+    entries of the Numba layout in ``aadj``, other array entries in the dict ``side``."""
 
-    __slots__ = ("tape", "adj", "reached", "off", "nel", "aadj")
+    __slots__ = ("tape", "adj", "reached", "off", "nel", "aadj", "side")
 
     def __init__(self, tape, adj, reached, off, nel, aadj):
         self.tape, self.adj, self.reached = tape, adj, reached
         self.off, self.nel, self.aadj = off, nel, aadj
+        self.side = {}
+
+    def _flat(self, i):
+        """Offset of array entry ``i`` in ``aadj``, or -1 when it lives in ``side``."""
+        return self.off[i] if len(self.off) else -1
 
     def get(self, i):
         """The adjoint of entry ``i``: a float, or an ndarray shaped like its value."""
         arr = self.tape._arr.get(i)
         if arr is None:
             return float(self.adj[i])
-        o = self.off[i]
-        return self.aadj[o:o + self.nel[i]].reshape(arr.shape).copy()
+        o = self._flat(i)
+        if o >= 0:
+            return self.aadj[o:o + self.nel[i]].reshape(arr.shape).copy()
+        g = self.side.get(i)
+        return np.zeros(arr.shape) if g is None else g.copy()
 
     def set(self, i, g):
         arr = self.tape._arr.get(i)
         if arr is None:
             self.adj[i] = g
-        else:
-            o = self.off[i]
+            return
+        o = self._flat(i)
+        if o >= 0:
             self.aadj[o:o + self.nel[i]] = np.broadcast_to(g, arr.shape).ravel()
+        else:
+            self.side[i] = np.array(np.broadcast_to(g, arr.shape), dtype=np.float64)
 
     def add(self, i, g):
         arr = self.tape._arr.get(i)
         if arr is None:
             self.adj[i] += float(np.sum(g)) if g.__class__ is not float else g
-        else:
-            o = self.off[i]
+            return
+        o = self._flat(i)
+        if o >= 0:
             self.aadj[o:o + self.nel[i]] += np.broadcast_to(g, arr.shape).ravel()
+        else:
+            cur = self.side.get(i)
+            if cur is None:
+                self.side[i] = np.array(np.broadcast_to(g, arr.shape), dtype=np.float64)
+            else:
+                cur += g
 
     def add_ref(self, r, g):
         """Add ``g`` into the adjoint of operand reference ``r`` (constants ignored)."""

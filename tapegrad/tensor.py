@@ -145,8 +145,55 @@ def _result_dtype(args, vals):
     return np.dtype(np.float64)
 
 
+_F64 = np.dtype(np.float64)
+_ND = np.ndarray
+_PAD = ((), (0.0, 0.0), (0.0,), ())
+
+
 def _generic(code, args):
-    """Every case the generated fast paths do not take: arrays, float32, mixed operands."""
+    """Every case the generated scalar fast paths do not take: arrays, float32, mixed.
+
+    First a fast path for float64 arrays of one shape mixed with Python numbers (the common
+    array case): the NumPy ufunc runs without ``np.errstate`` (which costs more than the
+    ufunc on small arrays), so NumPy may warn about inf/nan results there."""
+    shape = None
+    rg = False
+    vals = []
+    for a in args:
+        c = a.__class__
+        if c is Tensor:
+            v = a._v
+            if v.__class__ is not _ND or v.dtype is not _F64 or (shape is not None and v.shape != shape):
+                break
+            shape = v.shape
+            vals.append(v)
+            if a._t is not None:
+                rg = True
+        elif c is _b.float or c is _b.int:
+            vals.append(a)
+        else:
+            break
+    else:
+        if shape is not None and code != _WHERE:
+            v = _VF[code](*vals, *_PAD[len(vals)])
+            if not rg:
+                return _wrap(v)
+            T = recording()
+            if T is None:
+                return _wrap(v)
+            refs = []
+            for a in args:
+                if a.__class__ is Tensor:
+                    t = a._t
+                    refs.append(a._i if t is T else (T._ref(a) if t is not None else
+                                                      T._push(CONST, -1, -1, a._v)))
+                else:
+                    refs.append(T._const(a))
+            return _record(code, refs, v)
+    return _generic_slow(code, args)
+
+
+def _generic_slow(code, args):
     op = _table.OPS[code]
     first = 1 if op.name == "where" else 0
     if not isinstance(args[first], Tensor) and not any(isinstance(a, Tensor) for a in args):
@@ -583,3 +630,4 @@ def _SF_VF():
 
 
 _SF = _VF = None  # filled in by tapegrad/__init__.py once _methods is imported
+_WHERE = [op.name for op in _table.OPS].index("where")

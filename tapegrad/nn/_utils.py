@@ -1,0 +1,40 @@
+"""Helpers shared by ``tapegrad.nn`` and ``tapegrad.optim``: values of tensors as NumPy, and
+writing a new value into a tensor in place without recording.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..grad_mode import no_grad
+from ..tensor import Tensor, _wrap
+
+
+def value(x):
+    """The value of a tensor, NumPy array or number as a NumPy array (no copy)."""
+    return np.asarray(x._v if isinstance(x, Tensor) else x)
+
+
+def needs_grad(x):
+    """True when ``x`` is a tensor that requires grad."""
+    return isinstance(x, Tensor) and x._t is not None
+
+
+def set_value(t, new):
+    """Overwrite the value of tensor ``t`` with ``new`` (an ndarray or a number of a shape
+    broadcastable to ``t``'s) in place and without recording.
+
+    This is ``with tg.no_grad(): t.copy_(new)``.  It goes through ``Tensor._inplace`` -- the
+    code path of ``sub_``/``add_``/``fill_`` under ``no_grad`` -- so that the tape is told:
+    the old entry is marked modified (a backward through an op that saved the old value
+    raises instead of silently using it) and a leaf is re-registered with its new value on
+    next use.  Writing ``t._v`` directly (or ``t.data = ...``) skips both (see the report on
+    ``Tensor.data``).  Array values are written into the existing array, so aliases (e.g.
+    ``t.data``) see the new value, as in PyTorch.
+    """
+    copy_ = getattr(Tensor, "copy_", None)
+    with no_grad():
+        if copy_ is not None:
+            copy_(t, _wrap(new))
+        else:
+            t._inplace(lambda s: _wrap(new))
+    return t

@@ -1,0 +1,439 @@
+"""Views for people: a tape as a table (HTML for Jupyter, text for terminals) and the
+backward graph of a tensor as a Graphviz drawing.
+
+    tape_summary(tape)       # the Wengert list:  "   1  mul  v0, 2  -> v1 = 4"
+    tape_html(tape)          # the same as an HTML table (Jupyter shows it for a tape)
+    draw(e).render("e.png")  # tensors as boxes, backward nodes (MulBackward0, ...) as ellipses
+
+The tables never walk a whole tape: op counts come from the tape's arrays with NumPy and
+rows are built for the first and last few entries only, so a 1M-entry tape renders at once.
+``draw`` walks ``grad_fn.next_functions`` as PyTorch users do; its DOT text needs nothing
+installed, rendering it needs the ``graphviz`` package (``pip install "tapegrad[viz]"``) and
+the Graphviz ``dot`` program.
+"""
+from __future__ import annotations
+
+import html
+import pathlib
+import sys
+from collections import Counter, deque
+
+import numpy as np
+
+from .tape import ARG, PYFUNC, PYOUT, _NAMES
+from .tensor import Tensor
+
+__all__ = ["tape_html", "tape_summary", "draw", "Graph", "GraphvizNotFound"]
+
+
+# -- tapes as tables ---------------------------------------------------------------------
+
+def _num(v, shape=False):
+    """A float or an array, short enough for a table cell or a graph label."""
+    if isinstance(v, np.ndarray) and v.ndim > 0:
+        body = np.array2string(v, precision=4, threshold=6, edgeitems=2, separator=", ",
+                               max_line_width=60)
+        return f"{body} {tuple(v.shape)}" if shape else body
+    return format(float(v), ".6g")
+
+
+def _ref(tape, r):
+    """An operand reference: ``v7`` for entry 7, the number itself for a constant."""
+    return f"v{r}" if r >= 0 else format(tape._c[-r - 1], ".8g")
+
+
+def _row(tape, i, sweep):
+    """(index, op, inputs, output, value, adjoint) of entry ``i``, as strings."""
+    code, ra, rb = tape._entry(i)
+    if code == PYFUNC:
+        op, refs = tape._py[i].name, tape._py[i].inputs
+    elif code == PYOUT:
+        op, refs = _NAMES[code], (ra,)       # output k of the pyfunc head ``ra``
+    elif code == ARG:
+        op, refs = _NAMES[code], (ra, rb)    # 2nd and 3rd inputs of the ternary op after it
+    else:
+        op, refs = _NAMES[code], tape._inputs(i)
+    value = "" if code in (PYFUNC, ARG) else _num(tape._value(i), shape=True)
+    return (str(i), op, ", ".join(_ref(tape, r) for r in refs), f"v{i}", value,
+            _adjoint(sweep, i))
+
+
+def _adjoint(sweep, i):
+    """Entry ``i``'s adjoint in a Sweep or a dict ``{entry: adjoint}``; '' when it has none."""
+    if sweep is None:
+        return ""
+    reached = getattr(sweep, "reached", None)
+    if reached is not None and (i >= len(reached) or not reached[i]):
+        return ""
+    g = sweep.get(i)
+    return "" if g is None else _num(g)
+
+
+def _shown(n, max_rows):
+    """The entries a table shows: all of them, or the first and last few, and how many not."""
+    if n <= max_rows:
+        return list(range(n)), [], 0
+    head = max(1, (max_rows + 1) // 2)
+    tail = max(1, max_rows - head)
+    return list(range(head)), list(range(n - tail, n)), n - head - tail
+
+
+def _counts(tape):
+    """{op name: entries}, most frequent first; read from the tape's arrays, not a loop."""
+    op = tape._arrays()[0]
+    per_code = np.bincount(op.view(np.uint8), minlength=len(_NAMES))
+    counts = Counter({_NAMES[c]: int(k) for c, k in enumerate(per_code) if k})
+    if tape._py:  # python ops by their own names (SumBackward0, a custom Function, ...)
+        del counts[_NAMES[PYFUNC]]
+        counts.update(p.name for p in tape._py.values())
+    return counts.most_common()
+
+
+def _size(nbytes):
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes} B"
+
+
+def _headline(tape):
+    n = len(tape)
+    return (f"Tape: {n:,} {'entry' if n == 1 else 'entries'}, {len(tape._leaves):,} leaves, "
+            f"{len(tape._py):,} python ops, {_size(tape.nbytes)}")
+
+
+def tape_summary(tape, max_rows=20, sweep=None):
+    """The tape as a plain-text Wengert list, one entry a line::
+
+        Tape: 3 entries, 1 leaves, 0 python ops, 1.08 kB
+        ops: leaf 1, mul 1, sin 1
+           0  leaf             -> v0 = 2
+           1  mul   v0, 3      -> v1 = 6
+           2  sin   v1         -> v2 = -0.279415
+
+    Operands ``vK`` are entries, bare numbers are constants.  Tapes longer than
+    ``max_rows`` show their first and last entries only.  With ``sweep`` (a ``Sweep`` or a
+    dict ``{entry: adjoint}``) each line ends with the entry's adjoint.
+    """
+    n = len(tape)
+    counts = _counts(tape)
+    lines = [_headline(tape), "ops: " + ", ".join(f"{op} {k:,}" for op, k in counts)]
+    head, tail, hidden = _shown(n, max_rows)
+    rows = [_row(tape, i, sweep) for i in head + tail]
+    if not rows:
+        return lines[0]
+    w = [max(len(r[k]) for r in rows) for k in range(4)]
+
+    def line(r):
+        s = f"  {r[0]:>{w[0]}}  {r[1]:<{w[1]}}  {r[2]:<{w[2]}}  -> {r[3]:<{w[3]}}"
+        s += f" = {r[4]}" if r[4] else ""
+        return (s + (f"   adjoint {r[5]}" if r[5] else "")).rstrip()
+
+    lines += [line(r) for r in rows[:len(head)]]
+    if hidden:
+        lines.append(f"  {'':>{w[0]}}  ... {hidden:,} entries not shown ...")
+    lines += [line(r) for r in rows[len(head):]]
+    return "\n".join(lines)
+
+
+_CSS = """<style>
+.tapegrad-tape table {border-collapse: collapse; font-size: 12px}
+.tapegrad-tape th, .tapegrad-tape td {padding: 1px 10px; text-align: left;
+  font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace}
+.tapegrad-tape td.n {text-align: right}
+.tapegrad-tape tr.gap td {text-align: center; font-style: italic; opacity: 0.7}
+.tapegrad-tape .ops {margin: 2px 0 6px 0; font-size: 12px}
+</style>"""
+
+
+def tape_html(tape, max_rows=50, sweep=None):
+    """The tape as an HTML table (index, op, inputs, output, value, and the adjoint when
+    ``sweep`` -- a ``Sweep`` or a dict ``{entry: adjoint}`` -- is given), headed by a summary:
+    entries, leaves, python ops, memory and the number of entries per op.  Tapes longer than
+    ``max_rows`` show their first and last entries only."""
+    esc = html.escape
+    n = len(tape)
+    counts = _counts(tape)
+    head, tail, hidden = _shown(n, max_rows)
+    cols = ["#", "op", "inputs", "output", "value"] + (["adjoint"] if sweep is not None else [])
+    right = {0, 4, 5}
+
+    def tr(i):
+        cells = _row(tape, i, sweep)[:len(cols)]
+        return "<tr>" + "".join(f'<td class="n">{esc(c)}</td>' if k in right else
+                                f"<td>{esc(c)}</td>" for k, c in enumerate(cells)) + "</tr>"
+
+    body = [tr(i) for i in head]
+    if hidden:
+        body.append(f'<tr class="gap"><td colspan="{len(cols)}">&#8942; {hidden:,} entries '
+                    f"not shown &#8942;</td></tr>")
+    body += [tr(i) for i in tail]
+    ops = " &middot; ".join(f"{esc(op)}&nbsp;{k:,}" for op, k in counts)
+    table = ("<table><thead><tr>" + "".join(f"<th>{c}</th>" for c in cols) +
+             "</tr></thead><tbody>" + "".join(body) + "</tbody></table>") if n else ""
+    return (f'{_CSS}<div class="tapegrad-tape"><div><b>{esc(_headline(tape))}</b></div>'
+            f'<div class="ops">{ops}</div>{table}</div>')
+
+
+# -- the backward graph ------------------------------------------------------------------
+
+_INSTALL = ('Install both with: pip install "tapegrad[viz]" (the Python package) and '
+            "apt-get install graphviz (the dot program; macOS: brew install graphviz, conda: "
+            "conda install graphviz). Graph.source holds the DOT text without them.")
+
+
+class GraphvizNotFound(RuntimeError):
+    """Rendering needs the ``graphviz`` Python package and the Graphviz ``dot`` program."""
+
+
+class Graph:
+    """A drawn backward graph: ``.source`` is its DOT text; ``.render(path)`` writes a PNG or
+    SVG file, and Jupyter shows it as SVG (both need Graphviz installed)."""
+
+    def __init__(self, source, nodes, edges):
+        self.source = source
+        self.nodes, self.edges = nodes, edges
+
+    def pipe(self, format="svg"):
+        """The rendered graph as bytes in ``format`` (any format ``dot -T`` knows)."""
+        try:
+            import graphviz
+        except ImportError as exc:
+            raise GraphvizNotFound(
+                "rendering a tapegrad graph needs the graphviz Python package, which is not "
+                "installed, and the Graphviz 'dot' program. " + _INSTALL) from exc
+        try:
+            return graphviz.Source(self.source).pipe(format=format)
+        except graphviz.ExecutableNotFound as exc:
+            raise GraphvizNotFound(
+                "rendering a tapegrad graph needs the Graphviz 'dot' program, which was not "
+                "found on PATH. " + _INSTALL) from exc
+
+    def render(self, path, format=None):
+        """Write the graph to ``path`` as ``format`` ("png", "svg", "pdf", ...; by default
+        the path's suffix, else png); returns the path."""
+        path = pathlib.Path(path)
+        fmt = format or path.suffix.lstrip(".").lower() or "png"
+        path.write_bytes(self.pipe(fmt))
+        return path
+
+    def _repr_svg_(self):
+        return self.pipe("svg").decode("utf-8")
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        try:
+            return {"image/svg+xml": self._repr_svg_()}
+        except GraphvizNotFound as exc:  # a notebook without Graphviz still shows something
+            return {"text/plain": f"{exc}\n\n{self.source}"}
+
+    def __repr__(self):
+        return f"<tapegrad.viz.Graph: {self.nodes} nodes, {self.edges} edges>"
+
+
+_MORE = ("more",)
+_MIN_CHAIN = 3
+_STYLE = {  # light fills; tensors are boxes, backward nodes ellipses
+    "leaf": 'shape=box, style="filled,rounded", fillcolor="#dbeafe"',
+    "root": 'shape=box, style="filled,rounded", fillcolor="#dcfce7"',
+    "tensor": 'shape=box, style="filled,rounded", fillcolor="#f3f4f6"',
+    "op": 'shape=ellipse, style=filled, fillcolor="#fef9c3"',
+    "acc": 'shape=ellipse, style=filled, fillcolor="#fde7c8"',
+    "chain": 'shape=ellipse, style=filled, fillcolor="#fef9c3", peripheries=2',
+    "more": 'shape=plaintext, style="", fontcolor="#6b7280"',
+}
+
+
+def _key(node):
+    """The identity of a backward node: its tape entry, or its leaf for AccumulateGrad."""
+    if hasattr(node, "variable"):
+        return ("leaf", id(node.variable))
+    return ("op", id(node._tape), node._i)
+
+
+def _tensor_key(t):
+    """(node key, output number) of the edge that carries tensor ``t``'s gradient."""
+    node = t.grad_fn
+    if node is None:
+        return ("leaf", id(t)), 0
+    return _key(node), (t._i - node._i - 1 if t._i != node._i else 0)
+
+
+def _caller_names(depth=2):
+    """Tensors bound to names in the caller's frame (globals, then locals, which win)."""
+    frame = sys._getframe(depth)
+    out = {}
+    for scope in (frame.f_globals, frame.f_locals):
+        out.update((k, v) for k, v in scope.items()
+                   if isinstance(v, Tensor) and not k.startswith("_"))
+    return out
+
+
+def _walk(root, max_nodes):
+    """Breadth-first over ``next_functions``: {key: node}, {key: [(input key, nr)]}, and how
+    many inputs were left out at ``max_nodes``."""
+    nodes, inputs, cut = {_key(root): root}, {}, 0
+    queue = deque([root])
+    while queue:
+        node = queue.popleft()
+        ins = inputs[_key(node)] = []
+        for nxt, nr in node.next_functions:
+            if nxt is None:
+                continue
+            k = _key(nxt)
+            if k not in nodes:
+                if max_nodes is not None and len(nodes) >= max_nodes:
+                    ins.append((_MORE, 0))
+                    cut += 1
+                    continue
+                nodes[k] = nxt
+                queue.append(nxt)
+            ins.append((k, nr))
+    return nodes, inputs, cut
+
+
+def _chains(nodes, inputs, consumers, boxed):
+    """Maximal runs of single-input backward nodes, each the only consumer of the next,
+    listed from the output end; only runs of ``_MIN_CHAIN`` or more."""
+    def single(k):
+        ins = inputs.get(k, ())
+        return k[0] == "op" and len(ins) == 1 and ins[0][0] is not _MORE and k not in boxed
+
+    def link(k):  # the node k's single input continues its chain
+        if not single(k):
+            return None
+        m = inputs[k][0][0]
+        return m if single(m) and consumers[m] == 1 else None
+
+    starts = [k for k in nodes if single(k)]
+    below = {link(k) for k in starts} - {None}
+    runs = []
+    for k in starts:
+        if k in below:   # not the top of a run
+            continue
+        run = [k]
+        while (m := link(run[-1])) is not None:
+            run.append(m)
+        if len(run) >= _MIN_CHAIN:
+            runs.append(run)
+    return runs
+
+
+def _dot_str(s):
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def draw(y, show_values=True, show_grads=True, collapse_chains=False, max_nodes=500,
+         names=None):
+    """The backward graph of tensor ``y``, drawn as torchviz draws PyTorch's.
+
+    Tensors are boxes (name or shape, value, gradient): the leaves on top in blue, ``y`` at
+    the bottom in green, named intermediate tensors in grey.  Backward nodes are ellipses
+    named as ``grad_fn`` names them (``MulBackward0``; ``AccumulateGrad`` for a leaf).
+    Arrows follow the forward data flow; ``backward()`` walks them in reverse.
+
+    ``names``: ``{name: tensor}`` used to label tensors; by default the tensors bound to
+    names in the caller's scope.  ``collapse_chains``: draw each run of three or more
+    single-input nodes as one node with its count.  ``max_nodes``: stop walking after this
+    many backward nodes (None: no limit).  Returns a :class:`Graph` (``.source``,
+    ``.render(path)``; Jupyter displays it).
+    """
+    if names is None:
+        names = _caller_names()
+    named = {}                                    # tensor key -> (name, tensor)
+    for name, t in names.items():
+        if isinstance(t, Tensor) and t.requires_grad:
+            named.setdefault(_tensor_key(t), (name, t))
+
+    if y.grad_fn is not None:
+        root = y.grad_fn
+    elif y.requires_grad:
+        from .graph import AccumulateGrad
+        root = AccumulateGrad(y)
+    else:
+        root = None
+    nodes, inputs, cut = _walk(root, max_nodes) if root is not None else ({}, {}, 0)
+
+    # Tensor boxes, keyed like the edge that carries their gradient: every leaf, y, and the
+    # named intermediates.  style, tensor, name
+    boxes = {}
+    for k, node in nodes.items():
+        if k[0] == "leaf":
+            boxes[(k, 0)] = ("leaf", node.variable, named.get((k, 0), (None,))[0])
+    for tk, (name, t) in named.items():
+        if tk[0][0] == "op" and tk[0] in nodes:
+            boxes[tk] = ("tensor", t, name)
+    if root is None:
+        ykey = (("tensor", id(y)), 0)
+        yname = next((n for n, t in names.items() if t is y), None)
+    else:
+        ykey = _tensor_key(y)
+        yname = named.get(ykey, (None,))[0]
+    if ykey not in boxes or ykey[0][0] == "op":
+        boxes[ykey] = ("root", y, yname)
+
+    runs = []
+    if collapse_chains:
+        consumers = Counter(m for ins in inputs.values() for m, _ in ins)
+        boxed = {tk[0] for tk in boxes if tk != ykey}
+        runs = _chains(nodes, inputs, consumers, boxed)
+
+    # DOT: backward nodes n0.., collapsed chains c0.., tensors t0..
+    ident = {k: f"n{j}" for j, k in enumerate(nodes)}
+    lines = ["digraph backward {",
+             '  graph [rankdir=TB, bgcolor=white, nodesep=0.3, ranksep=0.35];',
+             '  node [fontname="Helvetica", fontsize=11, color="#6b7280", penwidth=0.8, '
+             "height=0.35];",
+             '  edge [color="#6b7280", arrowsize=0.7];']
+    for j, run in enumerate(runs):
+        kinds = Counter(type(nodes[k]).__name__ for k in run)
+        if len(kinds) == 1:
+            label = f"{next(iter(kinds))} \u00d7{len(run):,}"
+        else:
+            top = ", ".join(f"{n} \u00d7{c:,}" for n, c in kinds.most_common(2))
+            label = f"chain of {len(run):,} nodes\n{top}" + (", ..." if len(kinds) > 2 else "")
+        ident.update((k, f"c{j}") for k in run)
+        lines.append(f"  c{j} [label={_dot_str(label)}, {_STYLE['chain']}];")
+    for k, node in nodes.items():
+        if ident[k][0] == "n":
+            style, tip = ("acc", "") if k[0] == "leaf" else ("op", f', tooltip="tape entry {k[2]}"')
+            lines.append(f"  {ident[k]} [label={_dot_str(type(node).__name__)}, "
+                         f"{_STYLE[style]}{tip}];")
+    if cut:
+        ident[_MORE] = "more"
+        label = f"... more not drawn (max_nodes={max_nodes})"
+        lines.append(f"  more [label={_dot_str(label)}, {_STYLE['more']}];")
+
+    box_id = {tk: f"t{j}" for j, tk in enumerate(boxes)}
+    for tk, (style, t, name) in boxes.items():
+        label = _box_label(t, name, show_values, show_grads)
+        lines.append(f"  {box_id[tk]} [label={_dot_str(label)}, {_STYLE[style]}];")
+
+    edges = []
+    for tk, (style, _, _) in boxes.items():
+        if tk[0] in ident:                        # (a y that requires no grad stands alone)
+            edges.append((box_id[tk], ident[tk[0]]) if style == "leaf" else
+                         (ident[tk[0]], box_id[tk]))
+    for k, ins in inputs.items():
+        for m, nr in ins:
+            if ident[m] == ident[k]:
+                continue                          # inside a collapsed chain
+            via = (m, nr) in boxes and m[0] == "op"
+            edges.append((box_id[(m, nr)] if via else ident[m], ident[k]))
+    lines += [f"  {a} -> {b};" for a, b in edges]
+    lines.append("}")
+    return Graph("\n".join(lines) + "\n", len(set(ident.values())) + len(boxes), len(edges))
+
+
+def _box_label(t, name, show_values, show_grads):
+    """A tensor box: its name (or "tensor") and shape, value and gradient."""
+    v = t._v
+    head = name or "tensor"
+    if isinstance(v, np.ndarray) and v.ndim > 0:
+        head += f" {tuple(v.shape)}"
+    rows = [head]
+    if show_values:
+        rows.append(_num(v))
+    g = getattr(t, "_grad", None)                 # not .grad: it warns for non-leaves
+    if show_grads and g is not None:
+        rows.append("grad " + _num(g._v))
+    return "\n".join(rows)
