@@ -123,19 +123,36 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
                     or (SAVES_Z[o] and rc >= 0 and dirty[rc] > i) or (SAVES_OUT[o] and dirty[i] > i)):
                 return 2, i
         if has_arr and off[i] >= 0:
+            # array entry: elementwise over its elements; an operand that is a scalar
+            # entry or a constant broadcasts (its adjoint sums over the elements)
             oi = off[i]
+            xa = off[ra] if ra >= 0 else -1
+            ya = off[rb] if rb >= 0 else -1
+            za = off[rc] if rc >= 0 else -1
+            x = val[ra] if ra >= 0 else consts[-ra - 1]
+            y = val[rb] if rb >= 0 else consts[-rb - 1]
+            z = val[rc] if rc >= 0 else consts[-rc - 1]
             for k in range(nel[i]):
-                x = aval[off[ra] + k] if ra >= 0 else consts[-ra - 1]
-                y = aval[off[rb] + k] if rb >= 0 else consts[-rb - 1]
-                z = aval[off[rc] + k] if rc >= 0 else consts[-rc - 1]
+                if xa >= 0:
+                    x = aval[xa + k]
+                if ya >= 0:
+                    y = aval[ya + k]
+                if za >= 0:
+                    z = aval[za + k]
                 g = aadj[oi + k]
                 dx, dy, dz = partials(o, x, y, z, aval[oi + k])
-                if ra >= 0:
-                    aadj[off[ra] + k] += g * dx
-                if rb >= 0:
-                    aadj[off[rb] + k] += g * dy
-                if rc >= 0:
-                    aadj[off[rc] + k] += g * dz
+                if xa >= 0:
+                    aadj[xa + k] += g * dx
+                elif ra >= 0:
+                    adj[ra] += g * dx
+                if ya >= 0:
+                    aadj[ya + k] += g * dy
+                elif rb >= 0:
+                    adj[rb] += g * dy
+                if za >= 0:
+                    aadj[za + k] += g * dz
+                elif rc >= 0:
+                    adj[rc] += g * dz
         else:
             x = val[ra] if ra >= 0 else consts[-ra - 1]
             y = val[rb] if rb >= 0 else consts[-rb - 1]

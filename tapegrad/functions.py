@@ -59,7 +59,9 @@ def unbroadcast(g, shape):
 
 
 def _expand_ref(T, t, r, shape):
-    """Reference to ``t`` (entry r) broadcast to ``shape``, recorded as ExpandBackward0."""
+    """Reference to ``t`` (entry r) broadcast to ``shape``: a ``broadcast`` entry, the one
+    place where gradients are summed back to an operand's shape.  ``next_functions`` looks
+    through it, as PyTorch's graph has no node for implicit broadcasting."""
     v = t._v
     src_shape = () if v.__class__ is float else v.shape
     out = np.array(np.broadcast_to(np.asarray(v, np.float64), shape))
@@ -68,7 +70,7 @@ def _expand_ref(T, t, r, shape):
         g = unbroadcast(grads[0], src_shape)
         return [float(g) if src_shape == () else g]
 
-    return record(T, "ExpandBackward0", [r], [out], backward)[0]
+    return record(T, "broadcast", [r], [out], backward)[0]
 
 
 def apply(name, inputs, value, backward_fn):

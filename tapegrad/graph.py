@@ -118,5 +118,8 @@ def _edge(T, r):
     if code in (CONST, ARG):
         return (None, 0)
     if code == PYOUT:
+        op = T._py[ra]
+        if op.name == "broadcast":  # implicit broadcasting has no node, as in PyTorch
+            return _edge(T, op.inputs[0])
         return (node_for(T, ra), r - ra - 1)
     return (node_for(T, r), 0)

@@ -29,7 +29,6 @@ _N = len(_table.OPS)
 LEAF, LINK, CONST, ARG, PYFUNC, PYOUT = range(_N, _N + len(_table.STRUCTURAL))
 _NAMES = tuple(op.name for op in _table.OPS) + _table.STRUCTURAL
 _EMPTY_I = np.zeros(0, dtype=np.int64)
-_ARITY3 = np.array([op.arity == 3 for op in _table.OPS] + [False] * len(_table.STRUCTURAL))
 _EMPTY_F = np.zeros(0, dtype=np.float64)
 
 SECOND_BACKWARD = (
@@ -99,7 +98,7 @@ class Tape:
 
     __slots__ = ("_op", "_a", "_b", "_v", "_c", "_base", "_fop", "_fa", "_fb", "_fv",
                  "_arr", "_leaves", "_links", "_linkcache", "_py", "_hooks", "_retain",
-                 "_stops", "_freed", "_dirty", "_sweeps", "_tc", "_cmap", "__weakref__")
+                 "_stops", "_freed", "_dirty", "_sweeps", "_tc", "_cmap", "_flat", "__weakref__")
 
     def __init__(self):
         self._op, self._a, self._b, self._v = [], [], [], []
@@ -122,6 +121,7 @@ class Tape:
         self._sweeps = 0
         self._tc = set()           # constant refs that came from tensors (not Python numbers)
         self._cmap = {}            # Python-number constant -> its reference (deduplicated)
+        self._flat = {}            # array entries the Numba sweep reads (an ordered set)
 
     # -- context manager ------------------------------------------------------------
     def __enter__(self):
@@ -172,8 +172,11 @@ class Tape:
             n = self._flush()
         i = self._base + n
         if v.__class__ is not float:
-            self._arr[i] = v
-            v = np.nan
+            if v.ndim:
+                self._arr[i] = v
+                v = np.nan
+            else:           # 0-d values are scalar entries, whatever their dtype
+                v = float(v)
         self._op.append(code); self._a.append(ra); self._b.append(rb); vs.append(v)
         return i
 
@@ -285,30 +288,23 @@ class Tape:
         return out[0] if single else list(out)
 
     # -- the sweep ---------------------------------------------------------------------
-    def _layout(self, op, a, b):
+    def _layout(self, n):
         """Flat layout of the array entries the Numba sweep touches (elementwise ops and
-        their operands): offsets, sizes and values.  Other array entries (inputs and outputs
-        of Python ops only: weights feeding a matmul, say) keep their adjoints in a dict."""
+        their array operands, noted in ``_flat`` when recorded): offsets, sizes, values.
+        Other array entries (inputs and outputs of Python ops only, such as the weights
+        of a matmul) keep their adjoints in a dict."""
         if not self._arr:
             return _EMPTY_I, _EMPTY_I, _EMPTY_F
-        n = len(op)
-        keys = np.fromiter(self._arr.keys(), np.int64, len(self._arr))
-        elem = keys[op[keys] < _N]
-        if not len(elem):
-            return np.full(n, -1, np.int64), _EMPTY_I, _EMPTY_F
-        ra, rb = a[elem].astype(np.int64), b[elem].astype(np.int64)
-        tern = _ARITY3[op[elem]]
-        rc = np.where(tern, b[np.maximum(rb, 0)], -1)
-        rb = np.where(tern, a[np.maximum(rb, 0)], rb)
-        refs = np.concatenate((elem, ra, rb, rc))
-        flat = np.unique(refs[refs >= 0])
-        arrs = self._arr
-        sizes = np.fromiter((arrs[k].size for k in flat.tolist()), np.int64, len(flat))
         off = np.full(n, -1, np.int64)
+        if not self._flat:
+            return off, _EMPTY_I, _EMPTY_F
+        keys = list(self._flat)
+        arrs = [self._arr[k] for k in keys]
+        sizes = np.fromiter((x.size for x in arrs), np.int64, len(arrs))
         nel = np.zeros(n, np.int64)
-        off[flat] = np.cumsum(sizes) - sizes
-        nel[flat] = sizes
-        aval = np.concatenate([arrs[k] for k in flat.tolist()], axis=None, dtype=np.float64)
+        off[keys] = np.cumsum(sizes) - sizes
+        nel[keys] = sizes
+        aval = np.concatenate(arrs, axis=None, dtype=np.float64)
         return off, nel, aval
 
     def _sweep(self, seeds):
@@ -317,7 +313,7 @@ class Tape:
         op, a, b, val = self._arrays()
         n = len(op)
         consts = np.fromiter(self._c, np.float64, len(self._c))
-        off, nel, aval = self._layout(op, a, b)
+        off, nel, aval = self._layout(n)
         sw = Sweep(self, np.zeros(n), np.zeros(n, np.uint8), off, nel, np.zeros(len(aval)))
         freed = self._freed
         if freed is None or len(freed) < n:

@@ -90,14 +90,20 @@ def _wrap(v, requires_grad=False):
 
 
 def _record(code, refs, v):
-    """Record op ``code`` with operand references ``refs`` on the current tape."""
+    """Record elementwise op ``code`` with operand references ``refs`` on the current tape."""
     T = recording()
     if len(refs) == 3:
         rb = T._push(ARG, refs[1], refs[2], 0.0)
         i = T._push(code, refs[0], rb, v)
     else:
         i = T._push(code, refs[0], refs[1] if len(refs) > 1 else -1, v)
-    r = _new(Tensor)
+    if i in T._arr:  # the sweep reads this entry and its array operands elementwise
+        flat, arr = T._flat, T._arr
+        flat[i] = None
+        for r in refs:
+            if r in arr:
+                flat[r] = None
+    r = Tensor()
     r._v = v
     r._t = T
     r._i = i
@@ -115,7 +121,7 @@ def _operand_ref(T, t, shape):
             return T._push(CONST, -1, -1, np.broadcast_to(np.asarray(v, np.float64), shape))
         r = t._i if t._t is T else T._ref(t)
         vshape = () if v.__class__ is float else v.shape
-        if vshape != shape:
+        if vshape != shape and vshape != ():  # 0-d operands broadcast in the sweep itself
             from .functions import _expand_ref
             r = _expand_ref(T, t, r, shape)
         return r

@@ -28,9 +28,13 @@ __all__ = ["tape_html", "tape_summary", "draw", "Graph", "GraphvizNotFound"]
 
 # -- tapes as tables ---------------------------------------------------------------------
 
+def _is_array(v):
+    return isinstance(v, np.ndarray) and v.ndim > 0
+
+
 def _num(v, shape=False):
     """A float or an array, short enough for a table cell or a graph label."""
-    if isinstance(v, np.ndarray) and v.ndim > 0:
+    if _is_array(v):
         body = np.array2string(v, precision=4, threshold=6, edgeitems=2, separator=", ",
                                max_line_width=60)
         return f"{body} {tuple(v.shape)}" if shape else body
@@ -271,55 +275,53 @@ def _caller_names(depth=2):
 def _walk(root, max_nodes):
     """Breadth-first over ``next_functions``: {key: node}, {key: [(input key, nr)]}, and how
     many inputs were left out at ``max_nodes``."""
-    nodes, inputs, cut = {_key(root): root}, {}, 0
-    queue = deque([root])
+    rk = _key(root)
+    nodes, inputs, cut = {rk: root}, {}, 0
+    queue = deque([(rk, root)])
+    limit = float("inf") if max_nodes is None else max_nodes
     while queue:
-        node = queue.popleft()
-        ins = inputs[_key(node)] = []
+        key, node = queue.popleft()
+        ins = inputs[key] = []
         for nxt, nr in node.next_functions:
             if nxt is None:
                 continue
             k = _key(nxt)
             if k not in nodes:
-                if max_nodes is not None and len(nodes) >= max_nodes:
+                if len(nodes) >= limit:
                     ins.append((_MORE, 0))
                     cut += 1
                     continue
                 nodes[k] = nxt
-                queue.append(nxt)
+                queue.append((k, nxt))
             ins.append((k, nr))
     return nodes, inputs, cut
 
 
-def _chains(nodes, inputs, consumers, boxed):
+def _chains(inputs, consumers, boxed):
     """Maximal runs of single-input backward nodes, each the only consumer of the next,
     listed from the output end; only runs of ``_MIN_CHAIN`` or more."""
-    def single(k):
-        ins = inputs.get(k, ())
-        return k[0] == "op" and len(ins) == 1 and ins[0][0] is not _MORE and k not in boxed
-
-    def link(k):  # the node k's single input continues its chain
-        if not single(k):
-            return None
+    single = {k for k, ins in inputs.items()
+              if k[0] == "op" and len(ins) == 1 and ins[0][0] is not _MORE and k not in boxed}
+    down = {}                                     # k -> its single input, same run
+    for k in single:
         m = inputs[k][0][0]
-        return m if single(m) and consumers[m] == 1 else None
-
-    starts = [k for k in nodes if single(k)]
-    below = {link(k) for k in starts} - {None}
+        if m in single and consumers[m] == 1:
+            down[k] = m
     runs = []
-    for k in starts:
-        if k in below:   # not the top of a run
-            continue
+    for k in down.keys() - set(down.values()):   # the top of each run
         run = [k]
-        while (m := link(run[-1])) is not None:
-            run.append(m)
+        while run[-1] in down:
+            run.append(down[run[-1]])
         if len(run) >= _MIN_CHAIN:
             runs.append(run)
     return runs
 
 
-def _dot_str(s):
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+def _dot_str(s, left=False):
+    """A quoted DOT string; ``left``: its lines left-justified (arrays in a box)."""
+    nl = "\\l" if left else "\\n"
+    s = s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", nl)
+    return f'"{s}{nl if left else ""}"'
 
 
 def draw(y, show_values=True, show_grads=True, collapse_chains=False, max_nodes=500,
@@ -375,12 +377,12 @@ def draw(y, show_values=True, show_grads=True, collapse_chains=False, max_nodes=
     if collapse_chains:
         consumers = Counter(m for ins in inputs.values() for m, _ in ins)
         boxed = {tk[0] for tk in boxes if tk != ykey}
-        runs = _chains(nodes, inputs, consumers, boxed)
+        runs = _chains(inputs, consumers, boxed)
 
     # DOT: backward nodes n0.., collapsed chains c0.., tensors t0..
     ident = {k: f"n{j}" for j, k in enumerate(nodes)}
     lines = ["digraph backward {",
-             '  graph [rankdir=TB, bgcolor=white, nodesep=0.3, ranksep=0.35];',
+             '  graph [rankdir=TB, ordering=in, bgcolor=white, nodesep=0.3, ranksep=0.35];',
              '  node [fontname="Helvetica", fontsize=11, color="#6b7280", penwidth=0.8, '
              "height=0.35];",
              '  edge [color="#6b7280", arrowsize=0.7];']
@@ -405,20 +407,20 @@ def draw(y, show_values=True, show_grads=True, collapse_chains=False, max_nodes=
 
     box_id = {tk: f"t{j}" for j, tk in enumerate(boxes)}
     for tk, (style, t, name) in boxes.items():
-        label = _box_label(t, name, show_values, show_grads)
-        lines.append(f"  {box_id[tk]} [label={_dot_str(label)}, {_STYLE[style]}];")
+        label = _dot_str(_box_label(t, name, show_values, show_grads), left=_is_array(t._v))
+        lines.append(f"  {box_id[tk]} [label={label}, {_STYLE[style]}];")
 
-    edges = []
-    for tk, (style, _, _) in boxes.items():
-        if tk[0] in ident:                        # (a y that requires no grad stands alone)
-            edges.append((box_id[tk], ident[tk[0]]) if style == "leaf" else
-                         (ident[tk[0]], box_id[tk]))
+    edges = []                                    # inputs in argument order (ordering=in)
     for k, ins in inputs.items():
         for m, nr in ins:
             if ident[m] == ident[k]:
                 continue                          # inside a collapsed chain
             via = (m, nr) in boxes and m[0] == "op"
             edges.append((box_id[(m, nr)] if via else ident[m], ident[k]))
+    for tk, (style, _, _) in boxes.items():
+        if tk[0] in ident:                        # (a y that requires no grad stands alone)
+            edges.append((box_id[tk], ident[tk[0]]) if style == "leaf" else
+                         (ident[tk[0]], box_id[tk]))
     lines += [f"  {a} -> {b};" for a, b in edges]
     lines.append("}")
     return Graph("\n".join(lines) + "\n", len(set(ident.values())) + len(boxes), len(edges))
@@ -426,14 +428,15 @@ def draw(y, show_values=True, show_grads=True, collapse_chains=False, max_nodes=
 
 def _box_label(t, name, show_values, show_grads):
     """A tensor box: its name (or "tensor") and shape, value and gradient."""
-    v = t._v
-    head = name or "tensor"
-    if isinstance(v, np.ndarray) and v.ndim > 0:
-        head += f" {tuple(v.shape)}"
-    rows = [head]
+    v, g = t._v, getattr(t, "_grad", None)       # not .grad: it warns for non-leaves
+    if not _is_array(v):                                 # a = 2 / grad = 4
+        rows = [(name or "tensor") + (f" = {_num(v)}" if show_values else "")]
+        if show_grads and g is not None:
+            rows.append(f"grad = {_num(g._v)}")
+        return "\n".join(rows)
+    rows = [f"{name or 'tensor'} {tuple(v.shape)}"]   # W (2, 3) / [[...]] / grad [[...]]
     if show_values:
         rows.append(_num(v))
-    g = getattr(t, "_grad", None)                 # not .grad: it warns for non-leaves
     if show_grads and g is not None:
         rows.append("grad " + _num(g._v))
     return "\n".join(rows)

@@ -114,13 +114,24 @@ def test_array_and_scalar_entries_share_one_tape():
     with tg.Tape() as tape:
         v = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
         s = tg.tensor(2.0, requires_grad=True)
-        y = (v * s).sin()       # the scalar is broadcast by a recorded expand
+        y = (v * s).sin()       # the 0-d tensor broadcasts inside the sweep
         z = y.sum() * s
     z.backward()
     vv = np.array([1.0, 2.0, 3.0])
     np.testing.assert_allclose(v.grad.numpy(), 2.0 * np.cos(vv * 2.0) * 2.0)
     assert s.grad.item() == pytest.approx(np.sum(np.sin(vv * 2)) + 2.0 * np.sum(np.cos(vv * 2) * vv))
-    assert "ExpandBackward0" in [e.op for e in tape]
+    assert [e.op for e in tape][:4] == ["leaf", "leaf", "mul", "sin"]
+    nf = (v * s).grad_fn.next_functions     # as PyTorch: no node for broadcasting
+    assert [n.variable for n, _ in nf] == [v, s]
+
+
+def test_broadcast_arrays_are_hidden_from_next_functions():
+    a = tg.tensor(np.ones((3, 1)), requires_grad=True)
+    b = tg.tensor(np.ones(4), requires_grad=True)
+    with tg.Tape() as tape:
+        c = a + b
+    assert "broadcast" in [e.op for e in tape]   # the one place that sums gradients back
+    assert [n.variable for n, _ in c.grad_fn.next_functions] == [a, b]
 
 
 def test_imports_and_runs_without_a_writable_cache(tmp_path):

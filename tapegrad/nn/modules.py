@@ -1,0 +1,685 @@
+"""``Module``, ``Parameter`` and the layers of ``tapegrad.nn``.
+
+Parameters.  ``tg.Tensor`` is a ``__slots__`` class whose recording fast paths test
+``x.__class__ is Tensor``, so a ``Parameter`` subclass would fall off every fast path.
+Instead ``nn.Parameter(t)`` returns a plain leaf ``Tensor`` with ``requires_grad=True`` (sharing
+``t``'s value), and a ``Module`` treats *any leaf tensor that requires grad assigned as an
+attribute* as a parameter (``self.w = tg.randn(3, requires_grad=True)`` registers ``w``).
+``isinstance(x, nn.Parameter)`` is true for exactly those tensors.  A tensor that does not
+require grad stays a plain attribute (use ``register_buffer`` for state that should go into
+``state_dict``); assigning one to a registered parameter's name raises, as in PyTorch.
+"""
+from __future__ import annotations
+
+import math
+from collections import OrderedDict, namedtuple
+
+import numpy as np
+
+from ..tensor import Tensor, _wrap
+from . import functional as F
+from . import init
+from ._utils import set_value
+
+__all__ = ["Parameter", "Module", "Sequential", "ModuleList", "ParameterList", "Identity",
+           "Linear", "ReLU", "LeakyReLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "Dropout",
+           "MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss"]
+
+
+def _is_param(value):
+    return isinstance(value, Tensor) and value._t is not None and value.is_leaf
+
+
+class _ParameterMeta(type):
+    def __instancecheck__(cls, obj):
+        return _is_param(obj)
+
+
+class Parameter(metaclass=_ParameterMeta):
+    """``Parameter(data=None, requires_grad=True)``: a leaf tensor that requires grad.
+
+    Returns a plain ``tg.Tensor`` sharing ``data``'s value (see the module docstring);
+    ``isinstance(t, Parameter)`` is true for every leaf tensor that requires grad."""
+
+    def __new__(cls, data=None, requires_grad=True):
+        if data is None:
+            v = np.zeros(0)
+        elif isinstance(data, Tensor):
+            v = data._v
+        else:
+            v = np.asarray(data, dtype=np.float64 if not isinstance(data, np.ndarray) else None)
+        t = _wrap(v)
+        if requires_grad:
+            t.requires_grad_(True)
+        return t
+
+
+_IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
+def _addindent(s, num_spaces):
+    lines = s.split("\n")
+    if len(lines) == 1:
+        return s
+    first = lines.pop(0)
+    return first + "\n" + "\n".join(num_spaces * " " + line for line in lines)
+
+
+def _np_copy(t):
+    v = t._v
+    return np.array(v)
+
+
+class Module:
+    """Base class of all layers and models (PyTorch's ``nn.Module``).
+
+    Subclasses call ``super().__init__()`` and assign parameters (leaf tensors that require
+    grad) and submodules as attributes; ``forward`` defines the computation and
+    ``module(x)`` calls it."""
+
+    training: bool
+
+    def __init__(self, *args, **kwargs):
+        if args or kwargs:
+            raise TypeError(f"{type(self).__name__}.__init__() got unexpected arguments")
+        d = self.__dict__
+        d["training"] = True
+        d["_parameters"] = OrderedDict()
+        d["_buffers"] = OrderedDict()
+        d["_non_persistent_buffers_set"] = set()
+        d["_modules"] = OrderedDict()
+
+    def forward(self, *input):
+        raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
+                                  f'"forward" function')
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # -- attribute registration ---------------------------------------------------------
+    def __setattr__(self, name, value):
+        d = self.__dict__
+        params = d.get("_parameters")
+        if _is_param(value):
+            if params is None:
+                raise AttributeError("cannot assign parameters before Module.__init__() call")
+            self._drop(name)
+            params[name] = value
+        elif isinstance(value, Module):
+            modules = d.get("_modules")
+            if modules is None:
+                raise AttributeError("cannot assign module before Module.__init__() call")
+            self._drop(name)
+            modules[name] = value
+        elif params is not None and name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as parameter '{name}' "
+                                "(a leaf tensor that requires grad, or None, expected)")
+            params[name] = None
+        elif d.get("_modules") is not None and name in d["_modules"]:
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as child module "
+                                f"'{name}' (Module or None expected)")
+            d["_modules"][name] = None
+        elif d.get("_buffers") is not None and name in d["_buffers"]:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
+                                "(Tensor or None expected)")
+            d["_buffers"][name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def _drop(self, name):
+        d = self.__dict__
+        d.pop(name, None)
+        for key in ("_parameters", "_buffers", "_modules"):
+            reg = d.get(key)
+            if reg is not None:
+                reg.pop(name, None)
+        s = d.get("_non_persistent_buffers_set")
+        if s is not None:
+            s.discard(name)
+
+    def __getattr__(self, name):
+        d = self.__dict__
+        for key in ("_parameters", "_buffers", "_modules"):
+            reg = d.get(key)
+            if reg is not None and name in reg:
+                return reg[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name):
+        d = self.__dict__
+        for key in ("_parameters", "_buffers", "_modules"):
+            if name in d.get(key, ()):
+                del d[key][name]
+                d["_non_persistent_buffers_set"].discard(name)
+                return
+        object.__delattr__(self, name)
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers)
+                      | set(self._modules))
+
+    def register_parameter(self, name, param):
+        """Register ``param`` (a leaf tensor that requires grad, or None) as ``name``."""
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign parameter before Module.__init__() call")
+        if not isinstance(name, str) or "." in name or name == "":
+            raise KeyError(f'parameter name can\'t contain "." or be empty, got {name!r}')
+        if hasattr(self, name) and name not in self._parameters:
+            raise KeyError(f"attribute '{name}' already exists")
+        if param is not None and not _is_param(param):
+            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
+                            f"'{name}' (a leaf tensor that requires grad, or None, required)")
+        self._parameters[name] = param
+
+    def register_buffer(self, name, tensor, persistent=True):
+        """Register a tensor that is state but not a parameter (saved in ``state_dict``
+        unless ``persistent=False``)."""
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        if not isinstance(name, str) or "." in name or name == "":
+            raise KeyError(f'buffer name can\'t contain "." or be empty, got {name!r}')
+        if hasattr(self, name) and name not in self._buffers:
+            raise KeyError(f"attribute '{name}' already exists")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer "
+                            f"'{name}' (Tensor or None required)")
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
+
+    def add_module(self, name, module):
+        """Register ``module`` (or None) as the child ``name``."""
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        if not isinstance(name, str) or "." in name or name == "":
+            raise KeyError(f'module name can\'t contain "." or be empty, got {name!r}')
+        if hasattr(self, name) and name not in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        self._modules[name] = module
+
+    register_module = add_module
+
+    # -- traversal ----------------------------------------------------------------------
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        if memo is None:
+            memo = set()
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
+        yield prefix, self
+        for name, m in self._modules.items():
+            if m is None:
+                continue
+            sub = prefix + ("." if prefix else "") + name
+            yield from m.named_modules(memo, sub, remove_duplicate)
+
+    def modules(self):
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self):
+        seen = set()
+        for name, m in self._modules.items():
+            if m is not None and id(m) not in seen:
+                seen.add(id(m))
+                yield name, m
+
+    def children(self):
+        for _, m in self.named_children():
+            yield m
+
+    def _named_members(self, key, prefix, recurse, remove_duplicate=True):
+        seen = set()
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse \
+            else [(prefix, self)]
+        for mprefix, m in mods:
+            for name, v in getattr(m, key).items():
+                if v is None or (remove_duplicate and id(v) in seen):
+                    continue
+                if remove_duplicate:
+                    seen.add(id(v))
+                yield mprefix + ("." if mprefix else "") + name, v
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """(dotted name, parameter) pairs, each parameter once: ``0.weight`` in a Sequential."""
+        return self._named_members("_parameters", prefix, recurse, remove_duplicate)
+
+    def parameters(self, recurse=True):
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._named_members("_buffers", prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def get_submodule(self, target):
+        if target == "":
+            return self
+        m = self
+        for item in target.split("."):
+            if not hasattr(m, item):
+                raise AttributeError(f"{type(m).__name__} has no attribute `{item}`")
+            m = getattr(m, item)
+            if not isinstance(m, Module):
+                raise AttributeError(f"`{item}` is not an nn.Module")
+        return m
+
+    def get_parameter(self, target):
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if name not in mod._parameters:
+            raise AttributeError(f"{type(mod).__name__} has no parameter `{name}`")
+        return mod._parameters[name]
+
+    def apply(self, fn):
+        """Call ``fn`` on every submodule (children first) and on self; returns self."""
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    # -- modes and gradients --------------------------------------------------------------
+    def train(self, mode=True):
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        self.training = mode
+        for m in self.children():
+            m.train(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad=True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        """Reset the gradients of all parameters (to None by default, as PyTorch 2)."""
+        for p in self.parameters():
+            if set_to_none:
+                p._grad = None
+            elif p._grad is not None:
+                p._grad.zero_()
+
+    # -- state ----------------------------------------------------------------------------
+    def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
+        """An ordered dict ``name -> value`` of all parameters and persistent buffers.
+
+        Values are NumPy copies (``keep_vars=True``: the tensors themselves)."""
+        if destination is None:
+            destination = OrderedDict()
+        for mprefix, m in self.named_modules(prefix=prefix.rstrip("."), remove_duplicate=False):
+            dot = mprefix + ("." if mprefix else "")
+            for name, p in m._parameters.items():
+                if p is not None:
+                    destination[dot + name] = p if keep_vars else _np_copy(p)
+            for name, b in m._buffers.items():
+                if b is not None and name not in m._non_persistent_buffers_set:
+                    destination[dot + name] = b if keep_vars else _np_copy(b)
+        return destination
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        """Copy values (NumPy arrays, tapegrad or torch tensors, numbers) into the parameters
+        and buffers in place.  ``strict``: raise on missing or unexpected keys."""
+        own = self.state_dict(keep_vars=True)
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        errors = []
+        staged = []
+        for k, t in own.items():
+            if k not in state_dict:
+                continue
+            v = state_dict[k]
+            if isinstance(v, Tensor):
+                v = v._v
+            elif hasattr(v, "detach") and hasattr(v, "numpy"):   # a torch tensor
+                v = v.detach().cpu().numpy()
+            v = np.asarray(v)
+            if v.shape != tuple(t.shape):
+                errors.append(f'size mismatch for {k}: copying a param with shape '
+                              f'{_torch_size(v.shape)} from checkpoint, the shape in current '
+                              f'model is {_torch_size(t.shape)}.')
+                continue
+            staged.append((t, v))
+        if strict:
+            if unexpected:
+                errors.insert(0, "Unexpected key(s) in state_dict: "
+                              + ", ".join(f'"{k}"' for k in unexpected) + ". ")
+            if missing:
+                errors.insert(0, "Missing key(s) in state_dict: "
+                              + ", ".join(f'"{k}"' for k in missing) + ". ")
+        if errors:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                               + "\n\t".join(errors))
+        for t, v in staged:
+            set_value(t, v.astype(t.dtype.np, copy=True))
+        return _IncompatibleKeys(missing, unexpected)
+
+    # -- printing -------------------------------------------------------------------------
+    def extra_repr(self):
+        return ""
+
+    def _get_name(self):
+        return type(self).__name__
+
+    def __repr__(self):
+        extra_lines = []
+        extra = self.extra_repr()
+        if extra:
+            extra_lines = extra.split("\n")
+        child_lines = []
+        for key, module in self._modules.items():
+            mod_str = _addindent(repr(module), 2)
+            child_lines.append("(" + key + "): " + mod_str)
+        lines = extra_lines + child_lines
+        main = self._get_name() + "("
+        if lines:
+            if len(extra_lines) == 1 and not child_lines:
+                main += extra_lines[0]
+            else:
+                main += "\n  " + "\n  ".join(lines) + "\n"
+        return main + ")"
+
+
+def _torch_size(shape):
+    return f"torch.Size({list(shape)})"
+
+
+# -- containers ---------------------------------------------------------------------------
+class Sequential(Module):
+    """Modules applied in order: ``Sequential(Linear(2, 16), ReLU(), Linear(16, 2))`` (or an
+    ``OrderedDict`` of named modules)."""
+
+    def __init__(self, *args):
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], OrderedDict):
+            for key, module in args[0].items():
+                self.add_module(key, module)
+        else:
+            for idx, module in enumerate(args):
+                self.add_module(str(idx), module)
+
+    def forward(self, input):
+        for module in self._modules.values():
+            input = module(input)
+        return input
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return Sequential(OrderedDict(list(self._modules.items())[idx]))
+        mods = list(self._modules.values())
+        n = len(mods)
+        if not -n <= idx < n:
+            raise IndexError(f"index {idx} is out of range")
+        return mods[idx]
+
+    def __setitem__(self, idx, module):
+        key = list(self._modules.keys())[idx]
+        setattr(self, key, module)
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+
+class ModuleList(Module):
+    """A list of modules, registered as ``0``, ``1``, ..."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.extend(modules)
+
+    def __getitem__(self, idx):
+        mods = list(self._modules.values())
+        if isinstance(idx, slice):
+            return ModuleList(mods[idx])
+        return mods[idx]
+
+    def __setitem__(self, idx, module):
+        key = list(self._modules.keys())[idx]
+        setattr(self, key, module)
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+
+class ParameterList(Module):
+    """A list of parameters, registered as ``0``, ``1``, ... (e.g. the weights of a neuron
+    built from 0-d scalar tensors).  Iterates over the tensors themselves."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        self.__dict__["_list"] = []
+        if values is not None:
+            self.extend(values)
+
+    def __getitem__(self, idx):
+        return self._list[idx]
+
+    def __len__(self):
+        return len(self._list)
+
+    def __iter__(self):
+        return iter(self._list)
+
+    def append(self, value):
+        if not _is_param(value):
+            value = Parameter(value)
+        self.register_parameter(str(len(self._list)), value)
+        self._list.append(value)
+        return self
+
+    def extend(self, values):
+        for v in values:
+            self.append(v)
+        return self
+
+    def extra_repr(self):
+        lines = []
+        for k, p in enumerate(self._list):
+            shape = "x".join(str(n) for n in p.shape) or "()"
+            lines.append(f"({k}): Parameter containing: [tapegrad.{p.dtype.name} of size {shape}]")
+        return "\n".join(lines)
+
+
+# -- layers -------------------------------------------------------------------------------
+class Identity(Module):
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, input):
+        return input
+
+
+class Linear(Module):
+    """``y = x @ weight.T + bias`` with ``weight`` (out_features, in_features).
+
+    Initialised as PyTorch: ``kaiming_uniform_(weight, a=sqrt(5))`` -- i.e. U(-1/sqrt(fan_in),
+    1/sqrt(fan_in)) -- and ``bias`` from U(-1/sqrt(fan_in), 1/sqrt(fan_in))."""
+
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        np_dtype = np.float64 if dtype is None else getattr(dtype, "np", dtype)
+        self.weight = Parameter(np.empty((out_features, in_features), np_dtype))
+        if bias:
+            self.bias = Parameter(np.empty(out_features, np_dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in = self.in_features
+            bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input):
+        return F.linear(input, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
+
+class ReLU(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return input.relu()
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class LeakyReLU(Module):
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__()
+        self.negative_slope, self.inplace = negative_slope, inplace
+
+    def forward(self, input):
+        return F.leaky_relu(input, self.negative_slope)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
+
+
+class Tanh(Module):
+    def forward(self, input):
+        return input.tanh()
+
+
+class Sigmoid(Module):
+    def forward(self, input):
+        return input.sigmoid()
+
+
+class Softmax(Module):
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.softmax(input, self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Softmax):
+    def forward(self, input):
+        return F.log_softmax(input, self.dim)
+
+
+class Dropout(Module):
+    """Inverted dropout in training mode (zero with probability ``p``, scale by 1/(1-p));
+    the identity in eval mode."""
+
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        if p < 0 or p > 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p, self.inplace = p, inplace
+
+    def forward(self, input):
+        return F.dropout(input, self.p, self.training)
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+# -- losses -------------------------------------------------------------------------------
+class _Loss(Module):
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__()
+        self.reduction = reduction
+
+
+class MSELoss(_Loss):
+    def forward(self, input, target):
+        return F.mse_loss(input, target, reduction=self.reduction)
+
+
+class L1Loss(_Loss):
+    def forward(self, input, target):
+        return F.l1_loss(input, target, reduction=self.reduction)
+
+
+class CrossEntropyLoss(_Loss):
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                 reduction="mean", label_smoothing=0.0):
+        super().__init__(reduction=reduction)
+        self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
+        self.register_buffer("weight", weight)
+
+    def forward(self, input, target):
+        return F.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                               reduction=self.reduction, label_smoothing=self.label_smoothing)
+
+
+class NLLLoss(_Loss):
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                 reduction="mean"):
+        super().__init__(reduction=reduction)
+        self.ignore_index = ignore_index
+        self.register_buffer("weight", weight)
+
+    def forward(self, input, target):
+        return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                          reduction=self.reduction)
+
+
+class BCELoss(_Loss):
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(reduction=reduction)
+        self.register_buffer("weight", weight)
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
+
+
+class BCEWithLogitsLoss(_Loss):
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean",
+                 pos_weight=None):
+        super().__init__(reduction=reduction)
+        self.register_buffer("weight", weight)
+        self.register_buffer("pos_weight", pos_weight)
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy_with_logits(input, target, weight=self.weight,
+                                                  reduction=self.reduction,
+                                                  pos_weight=self.pos_weight)
