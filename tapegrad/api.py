@@ -115,6 +115,15 @@ def matmul(input, other):
     return call("matmul", input, other)
 
 
+def linear(input, weight, bias=None):
+    """``input @ weight.T + bias`` as one fused op (``tg.nn.functional.linear``)."""
+    if input.shape[-1] != weight.shape[-1]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied "
+                           f"({input.numel() // input.shape[-1]}x{input.shape[-1]} and "
+                           f"{weight.shape[-1]}x{weight.shape[0]})")
+    return call("linear", input, weight) if bias is None else call("linear", input, weight, bias)
+
+
 def mm(input, mat2):
     if input.ndim != 2 or mat2.ndim != 2:
         raise RuntimeError("self must be a matrix")
@@ -294,4 +303,4 @@ METHODS = {
     "unsqueeze": unsqueeze, "expand": expand, "expand_as": expand_as, "split": split,
     "chunk": chunk, "gather": gather, "index_select": index_select, "take": take,
 }
-FUNCTIONS = dict(METHODS, cat=cat, concat=concat, stack=stack)
+FUNCTIONS = dict(METHODS, cat=cat, concat=concat, stack=stack, linear=linear)

@@ -74,11 +74,11 @@ def call(name, *args, **params):
     else:
         value = _out(ans, dt)
         node = op.node(*vals, **params) if callable(op.node) else op.node
-        positions = [k for k, a in enumerate(args) if isinstance(a, Tensor)]
+        needs = [(k, a._t is not None) for k, a in enumerate(args) if isinstance(a, Tensor)]
 
         def backward(g):
             grads = op.vjp(np.asarray(g), np.asarray(value), *vals, **params)
-            return [_shape_grad(grads[k], vals[k]) for k in positions]
+            return [_shape_grad(grads[k], vals[k]) if need else None for k, need in needs]
 
         res = F.apply(node, tensors, value, backward)
     return res if extra is None else (res, _wrap(extra))
@@ -90,12 +90,12 @@ def _record_many(op, args, vals, outs, params):
     tensors = [a for a in args if isinstance(a, Tensor)]
     if T is None or not any(t._t is not None for t in tensors):
         return tuple(_wrap(v) for v in outs)
-    positions = [k for k, a in enumerate(args) if isinstance(a, Tensor)]
+    needs = [(k, a._t is not None) for k, a in enumerate(args) if isinstance(a, Tensor)]
     refs = [(t._i if t._t is T else T._ref(t)) if t._t is not None else -1 for t in tensors]
 
     def backward(gs):
         grads = op.vjp([np.asarray(g) for g in gs], outs, *vals, **params)
-        return [_shape_grad(grads[k], vals[k]) for k in positions]
+        return [_shape_grad(grads[k], vals[k]) if need else None for k, need in needs]
 
     node = op.node(*vals, **params) if callable(op.node) else op.node
     idx = F.record(T, node, refs, outs, backward)
@@ -103,13 +103,17 @@ def _record_many(op, args, vals, outs, params):
 
 
 def _shape_grad(g, x):
+    """An input's gradient, shaped like the input.  A rule may return a thunk (a function
+    of no arguments) for a costly gradient: it is only called when the input needs it."""
+    if callable(g):
+        g = g()
     if g is None:
         return None
     x = np.asarray(x)
     g = np.asarray(g, dtype=np.float64)
     if g.shape != x.shape:
         g = F.unbroadcast(g, x.shape) if g.ndim >= x.ndim else np.broadcast_to(g, x.shape)
-    return float(g) if x.ndim == 0 else np.array(g)
+    return float(g) if x.ndim == 0 else g
 
 
 def _axes(dim, ndim):
@@ -372,13 +376,38 @@ def _(g, ans, a, b):
         g2 = np.expand_dims(g2, -2)
     if b.ndim == 1:
         g2 = np.expand_dims(g2, -1)
-    ga = np.matmul(g2, np.swapaxes(b2, -1, -2))
-    gb = np.matmul(np.swapaxes(a2, -1, -2), g2)
-    if a.ndim == 1:
-        ga = ga[..., 0, :]
-    if b.ndim == 1:
-        gb = gb[..., :, 0]
-    return (F.unbroadcast(ga, a.shape), F.unbroadcast(gb, b.shape))
+
+    def ga():
+        r = np.matmul(g2, np.swapaxes(b2, -1, -2))
+        return F.unbroadcast(r[..., 0, :] if a.ndim == 1 else r, a.shape)
+
+    def gb():
+        r = np.matmul(np.swapaxes(a2, -1, -2), g2)
+        return F.unbroadcast(r[..., :, 0] if b.ndim == 1 else r, b.shape)
+
+    return (ga, gb)
+
+
+def _linear_node(x, w, b=None):
+    if x.ndim == 2:
+        return "MmBackward0" if b is None else "AddmmBackward0"
+    return "UnsafeViewBackward0" if b is None else "ViewBackward0"
+
+
+@defop("linear", _linear_node, method=False)
+def linear(x, w, b=None):
+    """x W^T + b, fused (no transposed copy of W, no broadcast entry for b)."""
+    out = np.matmul(x, w.T)
+    return out if b is None else out + b
+
+
+@linear.defvjp
+def _(g, ans, x, w, b=None):
+    # dx = g W ; dW = g^T x (summed over leading dims) ; db = sum of g over leading dims
+    g2 = g.reshape(-1, g.shape[-1])
+    return (lambda: g @ w,
+            lambda: g2.T @ x.reshape(-1, x.shape[-1]),
+            None if b is None else (lambda: g2.sum(0)))
 
 
 @defop("outer", "MulBackward0")
@@ -386,7 +415,7 @@ def outer(a, b):
     return np.outer(a, b)
 
 
-outer.defvjp(lambda g, ans, a, b: (g @ b, a @ g))
+outer.defvjp(lambda g, ans, a, b: (lambda: g @ b, lambda: a @ g))
 
 
 # -- shapes -------------------------------------------------------------------------------

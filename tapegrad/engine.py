@@ -179,8 +179,12 @@ def accumulate(acc, only=None):
                     g = _grad_value(t, r._v if isinstance(r, Tensor) else r)
         if cur is None:
             r = new(Tensor)
-            r._v = g if g.__class__ is float else g.copy()
+            # a gradient the sweep made for this call is owned outright; views are copied
+            r._v = g if g.__class__ is float or (g.base is None and g.flags.writeable) else g.copy()
             r._t = None
+            r._grad = r._hooks = None
             t._grad = r
+        elif cur._v.__class__ is not float and cur._v.dtype == np.result_type(cur._v, g):
+            cur._v += g       # accumulate in place, as PyTorch does
         else:
             cur._v = cur._v + g

@@ -372,12 +372,13 @@ class Sweep:
     """The adjoints of one reverse sweep over a tape: scalar entries in ``adj``, array
     entries of the Numba layout in ``aadj``, other array entries in the dict ``side``."""
 
-    __slots__ = ("tape", "adj", "reached", "off", "nel", "aadj", "side")
+    __slots__ = ("tape", "adj", "reached", "off", "nel", "aadj", "side", "owned")
 
     def __init__(self, tape, adj, reached, off, nel, aadj):
         self.tape, self.adj, self.reached = tape, adj, reached
         self.off, self.nel, self.aadj = off, nel, aadj
         self.side = {}
+        self.owned = set()
 
     def _flat(self, i):
         """Offset of array entry ``i`` in ``aadj``, or -1 when it lives in ``side``."""
@@ -389,10 +390,10 @@ class Sweep:
         if arr is None:
             return float(self.adj[i])
         o = self._flat(i)
-        if o >= 0:
-            return self.aadj[o:o + self.nel[i]].reshape(arr.shape).copy()
+        if o >= 0:   # a view: entry i's slot no longer changes once the sweep is past it
+            return self.aadj[o:o + self.nel[i]].reshape(arr.shape)
         g = self.side.get(i)
-        return np.zeros(arr.shape) if g is None else g.copy()
+        return np.zeros(arr.shape) if g is None else g
 
     def set(self, i, g):
         arr = self.tape._arr.get(i)
@@ -415,10 +416,14 @@ class Sweep:
             self.aadj[o:o + self.nel[i]] += np.broadcast_to(g, arr.shape).ravel()
         else:
             cur = self.side.get(i)
-            if cur is None:
-                self.side[i] = np.array(np.broadcast_to(g, arr.shape), dtype=np.float64)
-            else:
+            if cur is not None:
                 cur += g
+            elif (g.__class__ is np.ndarray and g.base is None and g.flags.writeable
+                  and g.shape == arr.shape and g.dtype == np.float64 and id(g) not in self.owned):
+                self.side[i] = g          # a fresh array from a vjp: adopt it, no copy
+                self.owned.add(id(g))     # (a vjp returning one array twice gets a copy)
+            else:
+                self.side[i] = np.array(np.broadcast_to(g, arr.shape), dtype=np.float64)
 
     def add_ref(self, r, g):
         """Add ``g`` into the adjoint of operand reference ``r`` (constants ignored)."""

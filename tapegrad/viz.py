@@ -32,13 +32,14 @@ def _is_array(v):
     return isinstance(v, np.ndarray) and v.ndim > 0
 
 
-def _num(v, shape=False):
-    """A float or an array, short enough for a table cell or a graph label."""
+def _num(v, cell=False):
+    """A float or an array, short enough for a graph label; ``cell``: on one line, with
+    the array's shape (a table cell)."""
     if _is_array(v):
         body = np.array2string(v, precision=4, threshold=6, edgeitems=2, separator=", ",
                                max_line_width=60)
-        return f"{body} {tuple(v.shape)}" if shape else body
-    return format(float(v), ".6g")
+        return f"{' '.join(body.split())} {tuple(v.shape)}" if cell else body
+    return format(float(v), ".8g" if cell else ".6g")
 
 
 def _ref(tape, r):
@@ -57,7 +58,7 @@ def _row(tape, i, sweep):
         op, refs = _NAMES[code], (ra, rb)    # 2nd and 3rd inputs of the ternary op after it
     else:
         op, refs = _NAMES[code], tape._inputs(i)
-    value = "" if code in (PYFUNC, ARG) else _num(tape._value(i), shape=True)
+    value = "" if code in (PYFUNC, ARG) else _num(tape._value(i), cell=True)
     return (str(i), op, ", ".join(_ref(tape, r) for r in refs), f"v{i}", value,
             _adjoint(sweep, i))
 
@@ -70,7 +71,7 @@ def _adjoint(sweep, i):
     if reached is not None and (i >= len(reached) or not reached[i]):
         return ""
     g = sweep.get(i)
-    return "" if g is None else _num(g)
+    return "" if g is None else _num(g, cell=True)
 
 
 def _shown(n, max_rows):
@@ -126,11 +127,11 @@ def tape_summary(tape, max_rows=20, sweep=None):
     rows = [_row(tape, i, sweep) for i in head + tail]
     if not rows:
         return lines[0]
-    w = [max(len(r[k]) for r in rows) for k in range(4)]
+    w = [max(len(r[k]) for r in rows) for k in range(5)]
 
     def line(r):
         s = f"  {r[0]:>{w[0]}}  {r[1]:<{w[1]}}  {r[2]:<{w[2]}}  -> {r[3]:<{w[3]}}"
-        s += f" = {r[4]}" if r[4] else ""
+        s += f" = {r[4]:<{w[4]}}" if r[4] else " " * (w[4] + 3)
         return (s + (f"   adjoint {r[5]}" if r[5] else "")).rstrip()
 
     lines += [line(r) for r in rows[:len(head)]]
@@ -234,7 +235,6 @@ class Graph:
         return f"<tapegrad.viz.Graph: {self.nodes} nodes, {self.edges} edges>"
 
 
-_MORE = ("more",)
 _MIN_CHAIN = 3
 _STYLE = {  # light fills; tensors are boxes, backward nodes ellipses
     "leaf": 'shape=box, style="filled,rounded", fillcolor="#dbeafe"',
@@ -245,20 +245,24 @@ _STYLE = {  # light fills; tensors are boxes, backward nodes ellipses
     "chain": 'shape=ellipse, style=filled, fillcolor="#fef9c3", peripheries=2',
     "more": 'shape=plaintext, style="", fontcolor="#6b7280"',
 }
+_HEAD = """digraph backward {
+  graph [rankdir=TB, ordering=in, bgcolor=white, nodesep=0.3, ranksep=0.35];
+  node [fontname="Helvetica", fontsize=11, color="#6b7280", penwidth=0.8, height=0.35];
+  edge [color="#6b7280", arrowsize=0.7];"""
 
 
 def _key(node):
     """The identity of a backward node: its tape entry, or its leaf for AccumulateGrad."""
     if hasattr(node, "variable"):
-        return ("leaf", id(node.variable))
-    return ("op", id(node._tape), node._i)
+        return id(node.variable)
+    return (id(node._tape), node._i)
 
 
 def _tensor_key(t):
     """(node key, output number) of the edge that carries tensor ``t``'s gradient."""
     node = t.grad_fn
     if node is None:
-        return ("leaf", id(t)), 0
+        return id(t), 0
     return _key(node), (t._i - node._i - 1 if t._i != node._i else 0)
 
 
@@ -273,43 +277,46 @@ def _caller_names(depth=2):
 
 
 def _walk(root, max_nodes):
-    """Breadth-first over ``next_functions``: {key: node}, {key: [(input key, nr)]}, and how
-    many inputs were left out at ``max_nodes``."""
-    rk = _key(root)
-    nodes, inputs, cut = {rk: root}, {}, 0
-    queue = deque([(rk, root)])
+    """Breadth-first over ``next_functions`` from ``root``.  Returns the nodes (node j is
+    ``nodes[j]``), {node key: j}, each node's inputs as [(j, output_nr)] in argument order
+    (j = -1: left out at ``max_nodes``), and how many inputs were left out."""
+    nodes, index, inputs, cut = [root], {_key(root): 0}, [], 0
     limit = float("inf") if max_nodes is None else max_nodes
-    while queue:
-        key, node = queue.popleft()
-        ins = inputs[key] = []
+    for node in nodes:                            # grows as the walk goes: breadth-first
+        ins = []
         for nxt, nr in node.next_functions:
             if nxt is None:
                 continue
             k = _key(nxt)
-            if k not in nodes:
+            j = index.get(k)
+            if j is None:
                 if len(nodes) >= limit:
-                    ins.append((_MORE, 0))
+                    ins.append((-1, 0))
                     cut += 1
                     continue
-                nodes[k] = nxt
-                queue.append((k, nxt))
-            ins.append((k, nr))
-    return nodes, inputs, cut
+                j = index[k] = len(nodes)
+                nodes.append(nxt)
+            ins.append((j, nr))
+        inputs.append(ins)
+    return nodes, index, inputs, cut
 
 
-def _chains(inputs, consumers, boxed):
+def _chains(nodes, inputs, boxed):
     """Maximal runs of single-input backward nodes, each the only consumer of the next,
-    listed from the output end; only runs of ``_MIN_CHAIN`` or more."""
-    single = {k for k, ins in inputs.items()
-              if k[0] == "op" and len(ins) == 1 and ins[0][0] is not _MORE and k not in boxed}
-    down = {}                                     # k -> its single input, same run
-    for k in single:
-        m = inputs[k][0][0]
-        if m in single and consumers[m] == 1:
-            down[k] = m
+    from the output end; only runs of ``_MIN_CHAIN`` or more.  ``boxed``: nodes whose
+    output is drawn as a tensor box (which ends a run)."""
+    consumers = Counter(j for ins in inputs for j, _ in ins)
+    single = [len(ins) == 1 and ins[0][0] >= 0 and j not in boxed and
+              not hasattr(nodes[j], "variable") for j, ins in enumerate(inputs)]
+    down = {}                                     # j -> its single input, in the same run
+    for j, ins in enumerate(inputs):
+        if single[j]:
+            m = ins[0][0]
+            if single[m] and consumers[m] == 1:
+                down[j] = m
     runs = []
-    for k in down.keys() - set(down.values()):   # the top of each run
-        run = [k]
+    for j in sorted(down.keys() - set(down.values())):   # the top of each run
+        run = [j]
         while run[-1] in down:
             run.append(down[run[-1]])
         if len(run) >= _MIN_CHAIN:
@@ -336,16 +343,11 @@ def draw(y, show_values=True, show_grads=True, collapse_chains=False, max_nodes=
     ``names``: ``{name: tensor}`` used to label tensors; by default the tensors bound to
     names in the caller's scope.  ``collapse_chains``: draw each run of three or more
     single-input nodes as one node with its count.  ``max_nodes``: stop walking after this
-    many backward nodes (None: no limit).  Returns a :class:`Graph` (``.source``,
-    ``.render(path)``; Jupyter displays it).
+    many backward nodes (None: no limit; collapsing a long chain needs it).  Returns a
+    :class:`Graph` (``.source``, ``.render(path)``; Jupyter displays it).
     """
     if names is None:
         names = _caller_names()
-    named = {}                                    # tensor key -> (name, tensor)
-    for name, t in names.items():
-        if isinstance(t, Tensor) and t.requires_grad:
-            named.setdefault(_tensor_key(t), (name, t))
-
     if y.grad_fn is not None:
         root = y.grad_fn
     elif y.requires_grad:
@@ -353,83 +355,74 @@ def draw(y, show_values=True, show_grads=True, collapse_chains=False, max_nodes=
         root = AccumulateGrad(y)
     else:
         root = None
-    nodes, inputs, cut = _walk(root, max_nodes) if root is not None else ({}, {}, 0)
+    nodes, index, inputs, cut = _walk(root, max_nodes) if root else ([], {}, [], 0)
 
-    # Tensor boxes, keyed like the edge that carries their gradient: every leaf, y, and the
-    # named intermediates.  style, tensor, name
-    boxes = {}
-    for k, node in nodes.items():
-        if k[0] == "leaf":
-            boxes[(k, 0)] = ("leaf", node.variable, named.get((k, 0), (None,))[0])
-    for tk, (name, t) in named.items():
-        if tk[0][0] == "op" and tk[0] in nodes:
-            boxes[tk] = ("tensor", t, name)
-    if root is None:
-        ykey = (("tensor", id(y)), 0)
+    # Tensor boxes, keyed (node j, output_nr) like the edge that carries their gradient:
+    # every leaf, the named intermediates, and y.  Values: (style, tensor, name).
+    named = {}
+    for name, t in names.items():
+        if isinstance(t, Tensor) and t.requires_grad:
+            k, nr = _tensor_key(t)
+            if k in index:
+                named.setdefault((index[k], nr), (name, t))
+    boxes = {(j, 0): ("leaf", node.variable, named.get((j, 0), (None,))[0])
+             for j, node in enumerate(nodes) if hasattr(node, "variable")}
+    boxes.update((jn, ("tensor", t, name)) for jn, (name, t) in named.items() if jn not in boxes)
+    if root is None:                              # y requires no grad: a lone box
         yname = next((n for n, t in names.items() if t is y), None)
-    else:
-        ykey = _tensor_key(y)
-        yname = named.get(ykey, (None,))[0]
-    if ykey not in boxes or ykey[0][0] == "op":
-        boxes[ykey] = ("root", y, yname)
+        boxes[(-2, 0)] = ("root", y, yname)
+    elif y.grad_fn is not None:
+        yj = (0, _tensor_key(y)[1])
+        boxes[yj] = ("root", y, named.get(yj, (None,))[0])
 
+    ident = [f"n{j}" for j in range(len(nodes))] + ["more"]   # ident[-1]: the cut marker
+    lines = [_HEAD]
     runs = []
     if collapse_chains:
-        consumers = Counter(m for ins in inputs.values() for m, _ in ins)
-        boxed = {tk[0] for tk in boxes if tk != ykey}
-        runs = _chains(inputs, consumers, boxed)
-
-    # DOT: backward nodes n0.., collapsed chains c0.., tensors t0..
-    ident = {k: f"n{j}" for j, k in enumerate(nodes)}
-    lines = ["digraph backward {",
-             '  graph [rankdir=TB, ordering=in, bgcolor=white, nodesep=0.3, ranksep=0.35];',
-             '  node [fontname="Helvetica", fontsize=11, color="#6b7280", penwidth=0.8, '
-             "height=0.35];",
-             '  edge [color="#6b7280", arrowsize=0.7];']
-    for j, run in enumerate(runs):
-        kinds = Counter(type(nodes[k]).__name__ for k in run)
-        if len(kinds) == 1:
-            label = f"{next(iter(kinds))} \u00d7{len(run):,}"
-        else:
-            top = ", ".join(f"{n} \u00d7{c:,}" for n, c in kinds.most_common(2))
-            label = f"chain of {len(run):,} nodes\n{top}" + (", ..." if len(kinds) > 2 else "")
-        ident.update((k, f"c{j}") for k in run)
-        lines.append(f"  c{j} [label={_dot_str(label)}, {_STYLE['chain']}];")
-    for k, node in nodes.items():
-        if ident[k][0] == "n":
-            style, tip = ("acc", "") if k[0] == "leaf" else ("op", f', tooltip="tape entry {k[2]}"')
-            lines.append(f"  {ident[k]} [label={_dot_str(type(node).__name__)}, "
-                         f"{_STYLE[style]}{tip}];")
+        runs = _chains(nodes, inputs, {j for j, _ in boxes if j != 0})
+    for r, run in enumerate(runs):
+        kinds = Counter(type(nodes[j]).__name__ for j in run)
+        label = ", ".join(f"{name} \u00d7{c:,}" for name, c in kinds.most_common(2))
+        if len(kinds) > 1:
+            label = f"chain of {len(run):,} nodes\n{label}" + (", ..." if len(kinds) > 2 else "")
+        for j in run:
+            ident[j] = f"c{r}"
+        lines.append(f"  c{r} [label={_dot_str(label)}, {_STYLE['chain']}];")
+    for j, node in enumerate(nodes):
+        if ident[j][0] == "n":
+            acc = hasattr(node, "variable")
+            tip = "" if acc else f', tooltip="tape entry {node._i}"'
+            lines.append(f"  n{j} [label={_dot_str(type(node).__name__)}, "
+                         f"{_STYLE['acc' if acc else 'op']}{tip}];")
     if cut:
-        ident[_MORE] = "more"
-        label = f"... more not drawn (max_nodes={max_nodes})"
-        lines.append(f"  more [label={_dot_str(label)}, {_STYLE['more']}];")
-
-    box_id = {tk: f"t{j}" for j, tk in enumerate(boxes)}
-    for tk, (style, t, name) in boxes.items():
+        lines.append(f"  more [label={_dot_str(f'... more not drawn (max_nodes={max_nodes})')}"
+                     f", {_STYLE['more']}];")
+    box_id = {jn: f"t{b}" for b, jn in enumerate(boxes)}
+    for jn, (style, t, name) in boxes.items():
         label = _dot_str(_box_label(t, name, show_values, show_grads), left=_is_array(t._v))
-        lines.append(f"  {box_id[tk]} [label={label}, {_STYLE[style]}];")
+        lines.append(f"  {box_id[jn]} [label={label}, {_STYLE[style]}];")
 
     edges = []                                    # inputs in argument order (ordering=in)
-    for k, ins in inputs.items():
+    for j, ins in enumerate(inputs):
         for m, nr in ins:
-            if ident[m] == ident[k]:
+            if ident[m] == ident[j]:
                 continue                          # inside a collapsed chain
-            via = (m, nr) in boxes and m[0] == "op"
-            edges.append((box_id[(m, nr)] if via else ident[m], ident[k]))
-    for tk, (style, _, _) in boxes.items():
-        if tk[0] in ident:                        # (a y that requires no grad stands alone)
-            edges.append((box_id[tk], ident[tk[0]]) if style == "leaf" else
-                         (ident[tk[0]], box_id[tk]))
+            via = (m, nr) in boxes and boxes[(m, nr)][0] != "leaf"
+            edges.append((box_id[(m, nr)] if via else ident[m], ident[j]))
+    for (j, nr), (style, _, _) in boxes.items():
+        if j >= 0:                                # leaf -> AccumulateGrad, grad_fn -> output
+            edges.append((box_id[(j, nr)], ident[j]) if style == "leaf" else
+                         (ident[j], box_id[(j, nr)]))
     lines += [f"  {a} -> {b};" for a, b in edges]
-    lines.append("}")
-    return Graph("\n".join(lines) + "\n", len(set(ident.values())) + len(boxes), len(edges))
+    lines.append("}\n")
+    drawn = len(set(ident[:len(nodes)])) + bool(cut) + len(boxes)
+    return Graph("\n".join(lines), drawn, len(edges))
 
 
 def _box_label(t, name, show_values, show_grads):
     """A tensor box: its name (or "tensor") and shape, value and gradient."""
     v, g = t._v, getattr(t, "_grad", None)       # not .grad: it warns for non-leaves
-    if not _is_array(v):                                 # a = 2 / grad = 4
+    if not _is_array(v):                          # a = 2 / grad = 4
         rows = [(name or "tensor") + (f" = {_num(v)}" if show_values else "")]
         if show_grads and g is not None:
             rows.append(f"grad = {_num(g._v)}")

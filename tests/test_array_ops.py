@@ -33,6 +33,8 @@ CASES = {
                (lambda a, b: a @ b, [(3, 4), (4,)]), (lambda a, b: a @ b, [(4,), (4, 2)]),
                (lambda a, b: a @ b, [(2, 3, 4), (2, 4, 5)]), (lambda a, b: a @ b, [(2, 3, 4), (4, 5)])],
     "outer": [(lambda a, b: tg.outer(a, b), [(3,), (4,)])],
+    "linear": [(lambda x, w, b: tg.linear(x, w, b), [(5, 3), (4, 3), (4,)]),
+               (lambda x, w: tg.linear(x, w), [(2, 5, 3), (4, 3)])],
     "reshape": [(lambda x: x.reshape(4, 3), [(3, 4)]), (lambda x: x.view(-1), [(3, 4)]),
                 (lambda x: x.flatten(), [(2, 3, 4)])],
     "transpose": [(lambda x: x.transpose(0, 2), [(2, 3, 4)])],
@@ -104,10 +106,11 @@ def test_array_op_matches_pytorch(name, k):
     tt = [torch.tensor(x, requires_grad=True) for x in xs]
     import tapegrad
     # run the same lambda on torch tensors (tg.* calls map onto torch.* by name)
-    saved = {n: getattr(tapegrad, n) for n in ("tensor", "cat", "stack", "outer")}
+    saved = {n: getattr(tapegrad, n) for n in ("tensor", "cat", "stack", "outer", "linear")}
     try:
         tapegrad.tensor = lambda d, **k: torch.tensor(d)
         tapegrad.cat, tapegrad.stack, tapegrad.outer = torch.cat, torch.stack, torch.outer
+        tapegrad.linear = torch.nn.functional.linear
         yt = fn(*tt)
     finally:
         for n, f in saved.items():
