@@ -342,13 +342,21 @@ def ops_markdown() -> str:
     return "\n".join(rows)
 
 
+def array_ops_markdown() -> str:
+    """The array-op rows of ``array_ops.py`` (read from its ``@defop`` lines)."""
+    src = (HERE / "array_ops.py").read_text()
+    names = re.findall(r'^@defop\("(\w+)"', src, re.M)
+    return ("Array ops (NumPy backward, `tapegrad/array_ops.py`): "
+            + ", ".join(f"`{n}`" for n in names) + ".")
+
+
 def readme_source() -> str:
     text = (HERE.parent / "README.md").read_text()
     if START not in text:
         return text
     head, rest = text.split(START, 1)
     tail = rest.split(END, 1)[1]
-    return f"{head}{START}\n{ops_markdown()}\n{END}{tail}"
+    return f"{head}{START}\n{ops_markdown()}\n\n{array_ops_markdown()}\n{END}{tail}"
 
 
 def generate(check: bool = False) -> bool:
