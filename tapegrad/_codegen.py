@@ -317,9 +317,14 @@ def methods_source() -> str:
     # forward functions used by the generic (array / mixed) path
     for k, op in enumerate(OPS):
         out.append(f"def _sf_{op.name}(x, y, z):\n    return {op.fwd}\n\n")
-        out.append(f"def _vf_{op.name}(x, y, z):\n    return {op.vfwd}\n\n")
+        out.append(f"def _vf_{op.name}(x, y=0.0, z=0.0):\n    return {op.vfwd}\n\n")
     out.append("SCALAR_FORWARD = (" + ", ".join(f"_sf_{op.name}" for op in OPS) + ",)")
-    out.append("ARRAY_FORWARD = (" + ", ".join(f"_vf_{op.name}" for op in OPS) + ",)")
+    # where the NumPy forward is one ufunc call, the table entry is the ufunc itself
+    direct = {k: m.group(1) for k, op in enumerate(OPS)
+              if (m := re.fullmatch(r"(np\.\w+)\(x(?:, y)?\)", op.vfwd))
+              and op.vfwd.count(",") == op.arity - 1}
+    out.append("ARRAY_FORWARD = (" + ", ".join(direct.get(k, f"_vf_{op.name}")
+                                               for k, op in enumerate(OPS)) + ",)")
     out.append("FUNCTIONS = {" + ", ".join(f"{op.name!r}: {op.name}_" for op in OPS) + "}")
     out.append("REFLECTED = {" + ", ".join(
         f"{op.name!r}: {op.name}_" if op.commutative else f"{op.name!r}: r{op.name}_"

@@ -1864,7 +1864,7 @@ def _sf_add(x, y, z):
     return x + y
 
 
-def _vf_add(x, y, z):
+def _vf_add(x, y=0.0, z=0.0):
     return np.add(x, y)
 
 
@@ -1872,7 +1872,7 @@ def _sf_sub(x, y, z):
     return x - y
 
 
-def _vf_sub(x, y, z):
+def _vf_sub(x, y=0.0, z=0.0):
     return np.subtract(x, y)
 
 
@@ -1880,7 +1880,7 @@ def _sf_mul(x, y, z):
     return x * y
 
 
-def _vf_mul(x, y, z):
+def _vf_mul(x, y=0.0, z=0.0):
     return np.multiply(x, y)
 
 
@@ -1888,7 +1888,7 @@ def _sf_div(x, y, z):
     return x / y
 
 
-def _vf_div(x, y, z):
+def _vf_div(x, y=0.0, z=0.0):
     return np.true_divide(x, y)
 
 
@@ -1896,7 +1896,7 @@ def _sf_pow(x, y, z):
     return math.pow(x, y)
 
 
-def _vf_pow(x, y, z):
+def _vf_pow(x, y=0.0, z=0.0):
     return np.power(x, y)
 
 
@@ -1904,7 +1904,7 @@ def _sf_atan2(x, y, z):
     return math.atan2(x, y)
 
 
-def _vf_atan2(x, y, z):
+def _vf_atan2(x, y=0.0, z=0.0):
     return np.arctan2(x, y)
 
 
@@ -1912,7 +1912,7 @@ def _sf_maximum(x, y, z):
     return x if (x > y or x != x) else y
 
 
-def _vf_maximum(x, y, z):
+def _vf_maximum(x, y=0.0, z=0.0):
     return np.maximum(x, y)
 
 
@@ -1920,7 +1920,7 @@ def _sf_minimum(x, y, z):
     return x if (x < y or x != x) else y
 
 
-def _vf_minimum(x, y, z):
+def _vf_minimum(x, y=0.0, z=0.0):
     return np.minimum(x, y)
 
 
@@ -1928,7 +1928,7 @@ def _sf_neg(x, y, z):
     return -x
 
 
-def _vf_neg(x, y, z):
+def _vf_neg(x, y=0.0, z=0.0):
     return np.negative(x)
 
 
@@ -1936,7 +1936,7 @@ def _sf_abs(x, y, z):
     return abs(x)
 
 
-def _vf_abs(x, y, z):
+def _vf_abs(x, y=0.0, z=0.0):
     return np.abs(x)
 
 
@@ -1944,7 +1944,7 @@ def _sf_exp(x, y, z):
     return math.exp(x)
 
 
-def _vf_exp(x, y, z):
+def _vf_exp(x, y=0.0, z=0.0):
     return np.exp(x)
 
 
@@ -1952,7 +1952,7 @@ def _sf_log(x, y, z):
     return math.log(x)
 
 
-def _vf_log(x, y, z):
+def _vf_log(x, y=0.0, z=0.0):
     return np.log(x)
 
 
@@ -1960,7 +1960,7 @@ def _sf_log1p(x, y, z):
     return math.log1p(x)
 
 
-def _vf_log1p(x, y, z):
+def _vf_log1p(x, y=0.0, z=0.0):
     return np.log1p(x)
 
 
@@ -1968,7 +1968,7 @@ def _sf_expm1(x, y, z):
     return math.expm1(x)
 
 
-def _vf_expm1(x, y, z):
+def _vf_expm1(x, y=0.0, z=0.0):
     return np.expm1(x)
 
 
@@ -1976,7 +1976,7 @@ def _sf_sqrt(x, y, z):
     return math.sqrt(x)
 
 
-def _vf_sqrt(x, y, z):
+def _vf_sqrt(x, y=0.0, z=0.0):
     return np.sqrt(x)
 
 
@@ -1984,7 +1984,7 @@ def _sf_sin(x, y, z):
     return math.sin(x)
 
 
-def _vf_sin(x, y, z):
+def _vf_sin(x, y=0.0, z=0.0):
     return np.sin(x)
 
 
@@ -1992,7 +1992,7 @@ def _sf_cos(x, y, z):
     return math.cos(x)
 
 
-def _vf_cos(x, y, z):
+def _vf_cos(x, y=0.0, z=0.0):
     return np.cos(x)
 
 
@@ -2000,7 +2000,7 @@ def _sf_tan(x, y, z):
     return math.tan(x)
 
 
-def _vf_tan(x, y, z):
+def _vf_tan(x, y=0.0, z=0.0):
     return np.tan(x)
 
 
@@ -2008,7 +2008,7 @@ def _sf_asin(x, y, z):
     return math.asin(x)
 
 
-def _vf_asin(x, y, z):
+def _vf_asin(x, y=0.0, z=0.0):
     return np.arcsin(x)
 
 
@@ -2016,7 +2016,7 @@ def _sf_acos(x, y, z):
     return math.acos(x)
 
 
-def _vf_acos(x, y, z):
+def _vf_acos(x, y=0.0, z=0.0):
     return np.arccos(x)
 
 
@@ -2024,7 +2024,7 @@ def _sf_atan(x, y, z):
     return math.atan(x)
 
 
-def _vf_atan(x, y, z):
+def _vf_atan(x, y=0.0, z=0.0):
     return np.arctan(x)
 
 
@@ -2032,7 +2032,7 @@ def _sf_sinh(x, y, z):
     return math.sinh(x)
 
 
-def _vf_sinh(x, y, z):
+def _vf_sinh(x, y=0.0, z=0.0):
     return np.sinh(x)
 
 
@@ -2040,7 +2040,7 @@ def _sf_cosh(x, y, z):
     return math.cosh(x)
 
 
-def _vf_cosh(x, y, z):
+def _vf_cosh(x, y=0.0, z=0.0):
     return np.cosh(x)
 
 
@@ -2048,7 +2048,7 @@ def _sf_tanh(x, y, z):
     return math.tanh(x)
 
 
-def _vf_tanh(x, y, z):
+def _vf_tanh(x, y=0.0, z=0.0):
     return np.tanh(x)
 
 
@@ -2056,7 +2056,7 @@ def _sf_sigmoid(x, y, z):
     return 1.0 / (1.0 + math.exp(-x))
 
 
-def _vf_sigmoid(x, y, z):
+def _vf_sigmoid(x, y=0.0, z=0.0):
     return 1.0 / (1.0 + np.exp(-x))
 
 
@@ -2064,7 +2064,7 @@ def _sf_relu(x, y, z):
     return x if x > 0.0 else 0.0 * x
 
 
-def _vf_relu(x, y, z):
+def _vf_relu(x, y=0.0, z=0.0):
     return np.maximum(x, 0.0)
 
 
@@ -2072,7 +2072,7 @@ def _sf_erf(x, y, z):
     return math.erf(x)
 
 
-def _vf_erf(x, y, z):
+def _vf_erf(x, y=0.0, z=0.0):
     return _erf(x)
 
 
@@ -2080,7 +2080,7 @@ def _sf_clamp(x, y, z):
     return min(max(x, y), z)
 
 
-def _vf_clamp(x, y, z):
+def _vf_clamp(x, y=0.0, z=0.0):
     return np.minimum(np.maximum(x, y), z)
 
 
@@ -2088,12 +2088,12 @@ def _sf_where(x, y, z):
     return y if x != 0.0 else z
 
 
-def _vf_where(x, y, z):
+def _vf_where(x, y=0.0, z=0.0):
     return np.where(x, y, z)
 
 
 SCALAR_FORWARD = (_sf_add, _sf_sub, _sf_mul, _sf_div, _sf_pow, _sf_atan2, _sf_maximum, _sf_minimum, _sf_neg, _sf_abs, _sf_exp, _sf_log, _sf_log1p, _sf_expm1, _sf_sqrt, _sf_sin, _sf_cos, _sf_tan, _sf_asin, _sf_acos, _sf_atan, _sf_sinh, _sf_cosh, _sf_tanh, _sf_sigmoid, _sf_relu, _sf_erf, _sf_clamp, _sf_where,)
-ARRAY_FORWARD = (_vf_add, _vf_sub, _vf_mul, _vf_div, _vf_pow, _vf_atan2, _vf_maximum, _vf_minimum, _vf_neg, _vf_abs, _vf_exp, _vf_log, _vf_log1p, _vf_expm1, _vf_sqrt, _vf_sin, _vf_cos, _vf_tan, _vf_asin, _vf_acos, _vf_atan, _vf_sinh, _vf_cosh, _vf_tanh, _vf_sigmoid, _vf_relu, _vf_erf, _vf_clamp, _vf_where,)
+ARRAY_FORWARD = (np.add, np.subtract, np.multiply, np.true_divide, np.power, np.arctan2, np.maximum, np.minimum, np.negative, np.abs, np.exp, np.log, np.log1p, np.expm1, np.sqrt, np.sin, np.cos, np.tan, np.arcsin, np.arccos, np.arctan, np.sinh, np.cosh, np.tanh, _vf_sigmoid, _vf_relu, _vf_erf, _vf_clamp, _vf_where,)
 FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'clamp': clamp_, 'where': where_}
 REFLECTED = {'add': add_, 'sub': rsub_, 'mul': mul_, 'div': rdiv_, 'pow': rpow_}
 for _name, _fn in list(FUNCTIONS.items()) + [('r' + k, f) for k, f in REFLECTED.items()

@@ -152,8 +152,8 @@ def _result_dtype(args, vals):
 
 
 _F64 = np.dtype(np.float64)
+_NAN = math.nan
 _ND = np.ndarray
-_PAD = ((), (0.0, 0.0), (0.0,), ())
 
 
 def _generic(code, args):
@@ -180,22 +180,47 @@ def _generic(code, args):
         else:
             break
     else:
-        if shape is not None and code != _WHERE:
-            v = _VF[code](*vals, *_PAD[len(vals)])
+        if shape is not None and len(args) < 3:
+            v = _VF[code](*vals)
             if not rg:
                 return _wrap(v)
-            T = recording()
+            try:
+                T = rec_get()
+            except LookupError:
+                T = boot()
             if T is None:
                 return _wrap(v)
-            refs = []
-            for a in args:
-                if a.__class__ is Tensor:
-                    t = a._t
-                    refs.append(a._i if t is T else (T._ref(a) if t is not None else
-                                                      T._push(CONST, -1, -1, a._v)))
-                else:
-                    refs.append(T._const(a))
-            return _record(code, refs, v)
+            x = args[0]
+            t = x._t if x.__class__ is Tensor else None
+            ra = (x._i if t is T else (T._ref(x) if t is not None else T._push(CONST, -1, -1, x._v))) \
+                if x.__class__ is Tensor else T._const(x)
+            rb = -1
+            if len(args) == 2:
+                y = args[1]
+                t = y._t if y.__class__ is Tensor else None
+                rb = (y._i if t is T else (T._ref(y) if t is not None else T._push(CONST, -1, -1, y._v))) \
+                    if y.__class__ is Tensor else T._const(y)
+            vs = T._v
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._op.append(code)
+            T._a.append(ra)
+            T._b.append(rb)
+            vs.append(_NAN)
+            T._arr[i] = v
+            flat = T._flat
+            flat[i] = None  # the sweep reads this entry and its array operands elementwise
+            if ra >= 0:
+                flat[ra] = None
+            if rb >= 0:
+                flat[rb] = None
+            r = Tensor()
+            r._v = v
+            r._t = T
+            r._i = i
+            return r
     return _generic_slow(code, args)
 
 
@@ -222,7 +247,7 @@ def _generic_slow(code, args):
         if op.name == "where":
             arrs[0] = arrs[0].astype(bool)
         with np.errstate(all="ignore"):
-            v = _VF[code](*(arrs + [0.0] * (3 - len(arrs))))
+            v = _VF[code](*arrs)
         v = np.asarray(v).astype(dt, copy=False)
         if v.ndim == 0 and v.dtype == np.float64:
             v = _b.float(v)
@@ -244,7 +269,7 @@ def _generic_slow(code, args):
 def _ieee(code, x, y, z):
     """The op's value under IEEE rules (inf, nan) where Python's math raises."""
     with np.errstate(all="ignore"):
-        return _b.float(_VF[code](np.float64(x), np.float64(y), np.float64(z)))
+        return _b.float(_VF[code](*(np.float64(v) for v in (x, y, z)[:_ARITY[code]])))
 
 
 def _fmt_scalar(x, integral, sci):
@@ -637,3 +662,4 @@ def _SF_VF():
 
 _SF = _VF = None  # filled in by tapegrad/__init__.py once _methods is imported
 _WHERE = [op.name for op in _table.OPS].index("where")
+_ARITY = tuple(op.arity for op in _table.OPS)

@@ -58,9 +58,10 @@ def _row(tape, i, sweep):
         op, refs = _NAMES[code], (ra, rb)    # 2nd and 3rd inputs of the ternary op after it
     else:
         op, refs = _NAMES[code], tape._inputs(i)
-    value = "" if code in (PYFUNC, ARG) else _num(tape._value(i), cell=True)
-    return (str(i), op, ", ".join(_ref(tape, r) for r in refs), f"v{i}", value,
-            _adjoint(sweep, i))
+    if code in (PYFUNC, ARG):                    # no value of their own: bookkeeping rows
+        return str(i), op, ", ".join(_ref(tape, r) for r in refs), f"v{i}", "", ""
+    return (str(i), op, ", ".join(_ref(tape, r) for r in refs), f"v{i}",
+            _num(tape._value(i), cell=True), _adjoint(sweep, i))
 
 
 def _adjoint(sweep, i):
@@ -143,9 +144,9 @@ def tape_summary(tape, max_rows=20, sweep=None):
 
 _CSS = """<style>
 .tapegrad-tape table {border-collapse: collapse; font-size: 12px}
-.tapegrad-tape th, .tapegrad-tape td {padding: 1px 10px; text-align: left;
+.tapegrad-tape th, .tapegrad-tape td {padding: 1px 10px; text-align: left; white-space: nowrap;
   font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace}
-.tapegrad-tape td.n {text-align: right}
+.tapegrad-tape .n {text-align: right}
 .tapegrad-tape tr.gap td {text-align: center; font-style: italic; opacity: 0.7}
 .tapegrad-tape .ops {margin: 2px 0 6px 0; font-size: 12px}
 </style>"""
@@ -161,21 +162,20 @@ def tape_html(tape, max_rows=50, sweep=None):
     counts = _counts(tape)
     head, tail, hidden = _shown(n, max_rows)
     cols = ["#", "op", "inputs", "output", "value"] + (["adjoint"] if sweep is not None else [])
-    right = {0, 4, 5}
+    right = {0, 4, 5}                            # numbers align right
 
-    def tr(i):
-        cells = _row(tape, i, sweep)[:len(cols)]
-        return "<tr>" + "".join(f'<td class="n">{esc(c)}</td>' if k in right else
-                                f"<td>{esc(c)}</td>" for k, c in enumerate(cells)) + "</tr>"
+    def tr(tag, cells):
+        return "<tr>" + "".join(f'<{tag} class="n">{esc(c)}</{tag}>' if k in right else
+                                f"<{tag}>{esc(c)}</{tag}>" for k, c in enumerate(cells)) + "</tr>"
 
-    body = [tr(i) for i in head]
+    body = [tr("td", _row(tape, i, sweep)[:len(cols)]) for i in head]
     if hidden:
         body.append(f'<tr class="gap"><td colspan="{len(cols)}">&#8942; {hidden:,} entries '
                     f"not shown &#8942;</td></tr>")
-    body += [tr(i) for i in tail]
+    body += [tr("td", _row(tape, i, sweep)[:len(cols)]) for i in tail]
     ops = " &middot; ".join(f"{esc(op)}&nbsp;{k:,}" for op, k in counts)
-    table = ("<table><thead><tr>" + "".join(f"<th>{c}</th>" for c in cols) +
-             "</tr></thead><tbody>" + "".join(body) + "</tbody></table>") if n else ""
+    table = (f"<table><thead>{tr('th', cols)}</thead><tbody>{''.join(body)}</tbody></table>"
+             if n else "")
     return (f'{_CSS}<div class="tapegrad-tape"><div><b>{esc(_headline(tape))}</b></div>'
             f'<div class="ops">{ops}</div>{table}</div>')
 
