@@ -66,6 +66,7 @@ def amax(input, dim=(), keepdim=False):
 
 
 def amin(input, dim=(), keepdim=False):
+    """Smallest elements over ``dim`` (all dims by default); ties share the gradient."""
     return call("amin", input, dim=_dims(dim) if dim != () else None, keepdim=keepdim)
 
 
@@ -76,6 +77,7 @@ def var(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
 
 
 def std(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
+    """Standard deviation (unbiased by default, as PyTorch)."""
     return call("std", input, dim=_dims(dim), unbiased=unbiased, keepdim=keepdim,
                 correction=correction)
 
@@ -92,10 +94,12 @@ def logsumexp(input, dim, keepdim=False):
 
 
 def softmax(input, dim, dtype=None):
+    """exp(x) / sum(exp(x)) along ``dim``, computed stably."""
     return call("softmax", input, dim=dim)
 
 
 def log_softmax(input, dim, dtype=None):
+    """log(softmax(x)) along ``dim``, computed stably."""
     return call("log_softmax", input, dim=dim)
 
 
@@ -125,34 +129,41 @@ def linear(input, weight, bias=None):
 
 
 def mm(input, mat2):
+    """Matrix product of two 2-D tensors."""
     if input.ndim != 2 or mat2.ndim != 2:
         raise RuntimeError("self must be a matrix")
     return matmul(input, mat2)
 
 
 def mv(input, vec):
+    """Matrix-vector product."""
     return matmul(input, vec)
 
 
 def dot(input, other):
+    """Dot product of two 1-D tensors."""
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
     return matmul(input, other)
 
 
 def outer(input, vec2):
+    """Outer product of two 1-D tensors."""
     return call("outer", input, vec2)
 
 
 def t(input):
+    """Transpose of a 2-D tensor (a 0-D or 1-D tensor is returned as is)."""
     return input if input.ndim < 2 else call("t", input)
 
 
 def transpose(input, dim0, dim1):
+    """Swap dimensions ``dim0`` and ``dim1``."""
     return call("transpose", input, dim0=dim0, dim1=dim1)
 
 
 def permute(input, *dims):
+    """Reorder dimensions."""
     return call("permute", input, dims=_shape_arg(dims))
 
 
@@ -164,6 +175,7 @@ def _T(self):
 
 
 def reshape(input, *shape):
+    """The same values in a new shape (``-1`` infers one dimension)."""
     shape = _shape_arg(shape)
     try:
         np.empty(input.shape).reshape(shape)
@@ -177,6 +189,7 @@ view = reshape
 
 
 def flatten(input, start_dim=0, end_dim=-1):
+    """Merge dimensions ``start_dim`` to ``end_dim`` into one."""
     s = tuple(input.shape)
     if not s:
         return reshape(input, (1,))
@@ -187,18 +200,22 @@ def flatten(input, start_dim=0, end_dim=-1):
 
 
 def squeeze(input, dim=None):
+    """Remove dimensions of size 1 (or only ``dim``)."""
     return call("squeeze", input, dim=dim)
 
 
 def unsqueeze(input, dim):
+    """Insert a dimension of size 1 at ``dim``."""
     return call("unsqueeze", input, dim=dim)
 
 
 def expand(input, *sizes):
+    """Broadcast to ``sizes`` (``-1`` keeps a dimension); the gradient sums back."""
     return call("expand", input, shape=_shape_arg(sizes))
 
 
 def expand_as(input, other):
+    """``expand`` to the shape of ``other``."""
     return expand(input, tuple(other.shape))
 
 
@@ -216,10 +233,12 @@ def stack(tensors, dim=0):
 
 
 def split(tensor, split_size_or_sections, dim=0):
+    """Split into pieces of ``split_size_or_sections`` along ``dim``."""
     return call("split", tensor, split_size_or_sections, dim=dim)
 
 
 def chunk(input, chunks, dim=0):
+    """Split into ``chunks`` pieces of (nearly) equal size along ``dim``."""
     n = input.shape[dim]
     return split(input, -(-n // chunks), dim)
 
@@ -271,6 +290,7 @@ def setitem(input, idx, value):
 
 
 def gather(input, dim, index):
+    """Values along ``dim`` at ``index`` (repeated indices accumulate in backward)."""
     index = _index_value(index)
     if np.any(index >= input.shape[dim]) or np.any(index < -input.shape[dim]):
         raise RuntimeError(f"index {int(np.max(index))} is out of bounds for dimension {dim} "
@@ -279,6 +299,7 @@ def gather(input, dim, index):
 
 
 def index_select(input, dim, index):
+    """Slices of ``input`` along ``dim`` at the integer ``index``."""
     index = _index_value(index)
     if np.any(index >= input.shape[dim]) or np.any(index < -input.shape[dim]):
         raise IndexError(f"index out of range in self")
@@ -286,6 +307,7 @@ def index_select(input, dim, index):
 
 
 def take(input, index):
+    """Elements of the flattened input at ``index``."""
     index = _index_value(index)
     if np.any(index >= input.numel()) or np.any(index < -input.numel()):
         raise IndexError(f"out of range: tried to access index {int(np.max(index))} on a "

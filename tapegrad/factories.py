@@ -103,10 +103,12 @@ def manual_seed(seed):
 
 
 def zeros_like(t, dtype=None, requires_grad=False):
+    """Zeros with the shape (and dtype) of ``t``."""
     return zeros(*t.shape, dtype=dtype or (t.dtype if t.dtype is not float64 else None),
                  requires_grad=requires_grad)
 
 
 def ones_like(t, dtype=None, requires_grad=False):
+    """Ones with the shape (and dtype) of ``t``."""
     return ones(*t.shape, dtype=dtype or (t.dtype if t.dtype is not float64 else None),
                 requires_grad=requires_grad)

@@ -67,6 +67,7 @@ class Size(tuple):
         return f"tapegrad.Size({list(self)})"
 
     def numel(self):
+        """The number of elements."""
         return _b.int(np.prod(self, dtype=np.int64))
 
 
@@ -420,6 +421,7 @@ class Tensor:
         return _wrap(self._v)
 
     def detach_(self):
+        """Cut this tensor from the graph in place (it becomes a leaf without grad)."""
         self._t = None
         return self
 
@@ -435,19 +437,23 @@ class Tensor:
     # -- values -------------------------------------------------------------------------
     @property
     def shape(self):
+        """The shape, as a ``tapegrad.Size`` (a tuple)."""
         v = self._v
         return Size(() if v.__class__ is float else v.shape)
 
     def size(self, dim=None):
+        """The shape, or its length along ``dim``."""
         s = self.shape
         return s if dim is None else s[dim]
 
     @property
     def ndim(self):
+        """The number of dimensions."""
         v = self._v
         return 0 if v.__class__ is float else v.ndim
 
     def dim(self):
+        """The number of dimensions."""
         return self.ndim
 
     def numel(self):
@@ -461,9 +467,11 @@ class Tensor:
 
     @property
     def dtype(self):
+        """The element type (``tg.float64``, ``tg.float32``, ...)."""
         return _dtype_of(self._v)
 
     def is_floating_point(self):
+        """True for floating-point dtypes."""
         return self.dtype.is_floating_point
 
     def item(self):
@@ -476,6 +484,7 @@ class Tensor:
         return v.reshape(()).item()
 
     def tolist(self):
+        """The value as a (nested) list of Python numbers, or a number for 0-d."""
         v = self._v
         return v if v.__class__ is float else v.tolist()
 
@@ -577,21 +586,27 @@ class Tensor:
         return self
 
     def add_(self, other, alpha=1):
+        """In place ``self += alpha * other``."""
         return self._inplace(lambda s: s + (other if alpha == 1 else other * alpha))
 
     def sub_(self, other, alpha=1):
+        """In place ``self -= alpha * other``."""
         return self._inplace(lambda s: s - (other if alpha == 1 else other * alpha))
 
     def mul_(self, other):
+        """In place ``self *= other``."""
         return self._inplace(lambda s: s * other)
 
     def div_(self, other):
+        """In place ``self /= other``."""
         return self._inplace(lambda s: s / other)
 
     def pow_(self, other):
+        """In place ``self **= other``."""
         return self._inplace(lambda s: s ** other)
 
     def clamp_(self, min=None, max=None):
+        """In place ``clamp``."""
         return self._inplace(lambda s: s.clamp(min, max))
 
     def fill_(self, value):
@@ -627,11 +642,13 @@ class Tensor:
 
     @property
     def T(self):
+        """The tensor with its dimensions reversed."""
         from .api import _T
         return _T(self)
 
     @property
     def mT(self):
+        """The last two dimensions swapped."""
         from .api import transpose
         return transpose(self, -2, -1)
 
