@@ -19,6 +19,7 @@ from .tensor import (Size, Tensor, bool_, dtype, float16, float32, float64, int8
                      int64, uint8)
 from . import autograd  # noqa: E402
 from .autograd import Function  # noqa: F401
+from . import viz  # noqa: E402
 
 bool = bool_  # noqa: A001  (tg.bool, as torch.bool)
 double, long = float64, int64

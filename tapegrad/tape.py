@@ -272,6 +272,15 @@ class Tape:
         return (f"<tapegrad.Tape: {n} entries, {len(self._leaves)} leaves, "
                 f"{len(self._py)} python ops, {self.nbytes / 1e6:.3g} MB>")
 
+    def summary(self, max_rows=20):
+        """Print the tape as a Wengert list (first and last entries of a long tape)."""
+        from .viz import tape_summary
+        print(tape_summary(self, max_rows))
+
+    def _repr_html_(self):
+        from .viz import tape_html
+        return tape_html(self)
+
     # -- gradients --------------------------------------------------------------------
     def backward(self, y, gradient=None, retain_graph=None):
         """Run the reverse sweep from ``y`` and accumulate into the leaves' ``.grad``."""

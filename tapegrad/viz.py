@@ -13,10 +13,9 @@ the Graphviz ``dot`` program.
 """
 from __future__ import annotations
 
-import html
 import pathlib
 import sys
-from collections import Counter, deque
+from collections import Counter
 
 import numpy as np
 
@@ -157,7 +156,7 @@ def tape_html(tape, max_rows=50, sweep=None):
     ``sweep`` -- a ``Sweep`` or a dict ``{entry: adjoint}`` -- is given), headed by a summary:
     entries, leaves, python ops, memory and the number of entries per op.  Tapes longer than
     ``max_rows`` show their first and last entries only."""
-    esc = html.escape
+    from html import escape as esc               # (not at import: tables are rare)
     n = len(tape)
     counts = _counts(tape)
     head, tail, hidden = _shown(n, max_rows)
@@ -195,9 +194,9 @@ class Graph:
     """A drawn backward graph: ``.source`` is its DOT text; ``.render(path)`` writes a PNG or
     SVG file, and Jupyter shows it as SVG (both need Graphviz installed)."""
 
-    def __init__(self, source, nodes, edges):
+    def __init__(self, source, n_nodes, n_edges):
         self.source = source
-        self.nodes, self.edges = nodes, edges
+        self.n_nodes, self.n_edges = n_nodes, n_edges
 
     def pipe(self, format="svg"):
         """The rendered graph as bytes in ``format`` (any format ``dot -T`` knows)."""
@@ -232,7 +231,7 @@ class Graph:
             return {"text/plain": f"{exc}\n\n{self.source}"}
 
     def __repr__(self):
-        return f"<tapegrad.viz.Graph: {self.nodes} nodes, {self.edges} edges>"
+        return f"<tapegrad.viz.Graph: {self.n_nodes} nodes, {self.n_edges} edges>"
 
 
 _MIN_CHAIN = 3
@@ -306,13 +305,13 @@ def _chains(nodes, inputs, boxed):
     from the output end; only runs of ``_MIN_CHAIN`` or more.  ``boxed``: nodes whose
     output is drawn as a tensor box (which ends a run)."""
     consumers = Counter(j for ins in inputs for j, _ in ins)
-    single = [len(ins) == 1 and ins[0][0] >= 0 and j not in boxed and
-              not hasattr(nodes[j], "variable") for j, ins in enumerate(inputs)]
+    single = [len(ins) == 1 and j not in boxed and not hasattr(nodes[j], "variable")
+              for j, ins in enumerate(inputs)]
     down = {}                                     # j -> its single input, in the same run
     for j, ins in enumerate(inputs):
         if single[j]:
             m = ins[0][0]
-            if single[m] and consumers[m] == 1:
+            if m >= 0 and single[m] and consumers[m] == 1:   # (m = -1: cut at max_nodes)
                 down[j] = m
     runs = []
     for j in sorted(down.keys() - set(down.values())):   # the top of each run
