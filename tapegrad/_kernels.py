@@ -9,18 +9,18 @@ import numpy as np
 
 from ._jit import jit
 
-N_ELEMENTWISE = 29
-LEAF = 29
-LINK = 30
-CONST = 31
-ARG = 32
-PYFUNC = 33
-PYOUT = 34
-ARITY = np.array([2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 0, 0, 0, 0, 0, 0], dtype=np.int8)
-SAVES_X = np.array([False, False, True, False, True, True, True, True, False, True, False, True, True, False, False, True, True, False, True, True, True, True, True, False, False, True, True, True, True, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_Y = np.array([False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_Z = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_OUT = np.array([False, False, False, True, True, False, False, False, False, False, True, False, False, True, True, False, False, True, False, False, False, False, False, True, True, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+N_ELEMENTWISE = 34
+LEAF = 34
+LINK = 35
+CONST = 36
+ARG = 37
+PYFUNC = 38
+PYOUT = 39
+ARITY = np.array([2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 0, 0, 0, 0, 0, 0], dtype=np.int8)
+SAVES_X = np.array([False, False, True, False, True, True, True, True, False, True, False, True, True, False, False, True, True, False, True, True, True, True, True, False, False, True, True, False, False, False, False, False, True, True, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_Y = np.array([False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_Z = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_OUT = np.array([False, False, False, True, True, False, False, False, False, False, True, False, False, True, True, False, False, True, False, False, False, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
 SAVES = SAVES_X | SAVES_Y | SAVES_Z | SAVES_OUT
 
 
@@ -90,9 +90,19 @@ def forward(o, x, y, z):
         return x if x > 0.0 else 0.0 * x
     elif o == 26:  # erf
         return math.erf(x)
-    elif o == 27:  # clamp
+    elif o == 27:  # sign
+        return 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0 * x)
+    elif o == 28:  # round
+        return float(round(x))
+    elif o == 29:  # floor
+        return float(math.floor(x))
+    elif o == 30:  # ceil
+        return float(math.ceil(x))
+    elif o == 31:  # trunc
+        return float(math.trunc(x))
+    elif o == 32:  # clamp
         return min(max(x, y), z)
-    elif o == 28:  # where
+    elif o == 33:  # where
         return y if x != 0.0 else z
     return math.nan
 
@@ -154,9 +164,19 @@ def partials(o, x, y, z, out):
         return 1.0 if x > 0.0 else 0.0, 0.0, 0.0
     elif o == 26:  # erf
         return 1.1283791670955126 * exp(-x * x), 0.0, 0.0
-    elif o == 27:  # clamp
+    elif o == 27:  # sign
+        return 0.0, 0.0, 0.0
+    elif o == 28:  # round
+        return 0.0, 0.0, 0.0
+    elif o == 29:  # floor
+        return 0.0, 0.0, 0.0
+    elif o == 30:  # ceil
+        return 0.0, 0.0, 0.0
+    elif o == 31:  # trunc
+        return 0.0, 0.0, 0.0
+    elif o == 32:  # clamp
         return 1.0 if (x >= y and x <= z) else 0.0, 1.0 if (x < y and y <= z) else 0.0, 1.0 if (x > z or y > z) else 0.0
-    elif o == 28:  # where
+    elif o == 33:  # where
         return 0.0, 1.0 if x != 0.0 else 0.0, 0.0 if x != 0.0 else 1.0
     return 0.0, 0.0, 0.0
 

@@ -1850,14 +1850,249 @@ def erf_(tx):
     return _generic(26, (tx,))
 
 
+def sign_(tx):
+    """sign: elementwise, differentiable (node ``SignBackward0``)."""
+    if tx.__class__ is Tensor:
+        x = tx._v
+        if x.__class__ is float:
+            try:
+                v = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0 * x)
+            except (ArithmeticError, ValueError):
+                v = _ieee(27, x, 0.0, 0.0)
+            xt = tx._t
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            if xt is T:
+                rx = tx._i
+            elif xt is None:
+                rx = T._const_t(x)
+            else:
+                rx = T._ref(tx)
+            ry = -1
+            vs = T._v
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            T._op.append(27)
+            T._a.append(rx)
+            T._b.append(ry)
+            vs.append(v)
+            r = Tensor()
+            r._v = v
+            r._t = T
+            r._i = T._base + n
+            return r
+    return _generic(27, (tx,))
+
+
+def round_(tx):
+    """round: elementwise, differentiable (node ``RoundBackward0``)."""
+    if tx.__class__ is Tensor:
+        x = tx._v
+        if x.__class__ is float:
+            try:
+                v = float(round(x))
+            except (ArithmeticError, ValueError):
+                v = _ieee(28, x, 0.0, 0.0)
+            xt = tx._t
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            if xt is T:
+                rx = tx._i
+            elif xt is None:
+                rx = T._const_t(x)
+            else:
+                rx = T._ref(tx)
+            ry = -1
+            vs = T._v
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            T._op.append(28)
+            T._a.append(rx)
+            T._b.append(ry)
+            vs.append(v)
+            r = Tensor()
+            r._v = v
+            r._t = T
+            r._i = T._base + n
+            return r
+    return _generic(28, (tx,))
+
+
+def floor_(tx):
+    """floor: elementwise, differentiable (node ``FloorBackward0``)."""
+    if tx.__class__ is Tensor:
+        x = tx._v
+        if x.__class__ is float:
+            try:
+                v = float(math.floor(x))
+            except (ArithmeticError, ValueError):
+                v = _ieee(29, x, 0.0, 0.0)
+            xt = tx._t
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            if xt is T:
+                rx = tx._i
+            elif xt is None:
+                rx = T._const_t(x)
+            else:
+                rx = T._ref(tx)
+            ry = -1
+            vs = T._v
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            T._op.append(29)
+            T._a.append(rx)
+            T._b.append(ry)
+            vs.append(v)
+            r = Tensor()
+            r._v = v
+            r._t = T
+            r._i = T._base + n
+            return r
+    return _generic(29, (tx,))
+
+
+def ceil_(tx):
+    """ceil: elementwise, differentiable (node ``CeilBackward0``)."""
+    if tx.__class__ is Tensor:
+        x = tx._v
+        if x.__class__ is float:
+            try:
+                v = float(math.ceil(x))
+            except (ArithmeticError, ValueError):
+                v = _ieee(30, x, 0.0, 0.0)
+            xt = tx._t
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            if xt is T:
+                rx = tx._i
+            elif xt is None:
+                rx = T._const_t(x)
+            else:
+                rx = T._ref(tx)
+            ry = -1
+            vs = T._v
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            T._op.append(30)
+            T._a.append(rx)
+            T._b.append(ry)
+            vs.append(v)
+            r = Tensor()
+            r._v = v
+            r._t = T
+            r._i = T._base + n
+            return r
+    return _generic(30, (tx,))
+
+
+def trunc_(tx):
+    """trunc: elementwise, differentiable (node ``TruncBackward0``)."""
+    if tx.__class__ is Tensor:
+        x = tx._v
+        if x.__class__ is float:
+            try:
+                v = float(math.trunc(x))
+            except (ArithmeticError, ValueError):
+                v = _ieee(31, x, 0.0, 0.0)
+            xt = tx._t
+            if xt is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = Tensor()
+                r._v = v
+                r._t = None
+                return r
+            if xt is T:
+                rx = tx._i
+            elif xt is None:
+                rx = T._const_t(x)
+            else:
+                rx = T._ref(tx)
+            ry = -1
+            vs = T._v
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            T._op.append(31)
+            T._a.append(rx)
+            T._b.append(ry)
+            vs.append(v)
+            r = Tensor()
+            r._v = v
+            r._t = T
+            r._i = T._base + n
+            return r
+    return _generic(31, (tx,))
+
+
 def clamp_(input, min=None, max=None):
     """clamp: elementwise, differentiable (node ``ClampBackward1``)."""
-    return _generic(27, (input, -math.inf if min is None else min, math.inf if max is None else max,))
+    return _generic(32, (input, -math.inf if min is None else min, math.inf if max is None else max,))
 
 
 def where_(condition, input, other):
     """where: elementwise, differentiable (node ``WhereBackward0``)."""
-    return _generic(28, (condition, input, other,))
+    return _generic(33, (condition, input, other,))
 
 
 def _sf_add(x, y, z):
@@ -2076,6 +2311,46 @@ def _vf_erf(x, y=0.0, z=0.0):
     return _erf(x)
 
 
+def _sf_sign(x, y, z):
+    return 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0 * x)
+
+
+def _vf_sign(x, y=0.0, z=0.0):
+    return np.sign(x)
+
+
+def _sf_round(x, y, z):
+    return float(round(x))
+
+
+def _vf_round(x, y=0.0, z=0.0):
+    return np.round(x)
+
+
+def _sf_floor(x, y, z):
+    return float(math.floor(x))
+
+
+def _vf_floor(x, y=0.0, z=0.0):
+    return np.floor(x)
+
+
+def _sf_ceil(x, y, z):
+    return float(math.ceil(x))
+
+
+def _vf_ceil(x, y=0.0, z=0.0):
+    return np.ceil(x)
+
+
+def _sf_trunc(x, y, z):
+    return float(math.trunc(x))
+
+
+def _vf_trunc(x, y=0.0, z=0.0):
+    return np.trunc(x)
+
+
 def _sf_clamp(x, y, z):
     return min(max(x, y), z)
 
@@ -2092,9 +2367,9 @@ def _vf_where(x, y=0.0, z=0.0):
     return np.where(x, y, z)
 
 
-SCALAR_FORWARD = (_sf_add, _sf_sub, _sf_mul, _sf_div, _sf_pow, _sf_atan2, _sf_maximum, _sf_minimum, _sf_neg, _sf_abs, _sf_exp, _sf_log, _sf_log1p, _sf_expm1, _sf_sqrt, _sf_sin, _sf_cos, _sf_tan, _sf_asin, _sf_acos, _sf_atan, _sf_sinh, _sf_cosh, _sf_tanh, _sf_sigmoid, _sf_relu, _sf_erf, _sf_clamp, _sf_where,)
-ARRAY_FORWARD = (np.add, np.subtract, np.multiply, np.true_divide, np.power, np.arctan2, np.maximum, np.minimum, np.negative, np.abs, np.exp, np.log, np.log1p, np.expm1, np.sqrt, np.sin, np.cos, np.tan, np.arcsin, np.arccos, np.arctan, np.sinh, np.cosh, np.tanh, _vf_sigmoid, _vf_relu, _vf_erf, _vf_clamp, _vf_where,)
-FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'clamp': clamp_, 'where': where_}
+SCALAR_FORWARD = (_sf_add, _sf_sub, _sf_mul, _sf_div, _sf_pow, _sf_atan2, _sf_maximum, _sf_minimum, _sf_neg, _sf_abs, _sf_exp, _sf_log, _sf_log1p, _sf_expm1, _sf_sqrt, _sf_sin, _sf_cos, _sf_tan, _sf_asin, _sf_acos, _sf_atan, _sf_sinh, _sf_cosh, _sf_tanh, _sf_sigmoid, _sf_relu, _sf_erf, _sf_sign, _sf_round, _sf_floor, _sf_ceil, _sf_trunc, _sf_clamp, _sf_where,)
+ARRAY_FORWARD = (np.add, np.subtract, np.multiply, np.true_divide, np.power, np.arctan2, np.maximum, np.minimum, np.negative, np.abs, np.exp, np.log, np.log1p, np.expm1, np.sqrt, np.sin, np.cos, np.tan, np.arcsin, np.arccos, np.arctan, np.sinh, np.cosh, np.tanh, _vf_sigmoid, _vf_relu, _vf_erf, np.sign, np.round, np.floor, np.ceil, np.trunc, _vf_clamp, _vf_where,)
+FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'sign': sign_, 'round': round_, 'floor': floor_, 'ceil': ceil_, 'trunc': trunc_, 'clamp': clamp_, 'where': where_}
 REFLECTED = {'add': add_, 'sub': rsub_, 'mul': mul_, 'div': rdiv_, 'pow': rpow_}
 for _name, _fn in list(FUNCTIONS.items()) + [('r' + k, f) for k, f in REFLECTED.items()
                                            if f is not FUNCTIONS[k]]:

@@ -109,6 +109,13 @@ OPS: Tuple[Op, ...] = (
     # erf' = 2/sqrt(pi) exp(-x^2)
     Op("erf", 1, "math.erf(x)", "_erf(x)", "1.1283791670955126 * exp(-x * x)",
        node="ErfBackward0"),
+    # piecewise constant: zero gradient almost everywhere, as PyTorch
+    Op("sign", 1, "1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0 * x)", "np.sign(x)", "0.0",
+       node="SignBackward0"),
+    Op("round", 1, "float(round(x))", "np.round(x)", "0.0", node="RoundBackward0"),
+    Op("floor", 1, "float(math.floor(x))", "np.floor(x)", "0.0", node="FloorBackward0"),
+    Op("ceil", 1, "float(math.ceil(x))", "np.ceil(x)", "0.0", node="CeilBackward0"),
+    Op("trunc", 1, "float(math.trunc(x))", "np.trunc(x)", "0.0", node="TruncBackward0"),
     # ternary -------------------------------------------------------------------------
     # clamp(x, lo, hi): inclusive at both bounds, as PyTorch
     Op("clamp", 3, "min(max(x, y), z)", "np.minimum(np.maximum(x, y), z)",

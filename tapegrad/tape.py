@@ -234,6 +234,8 @@ class Tape:
         return int(self._fop[i]), int(self._fa[i]), int(self._fb[i])
 
     def _value(self, i):
+        if self._entry(i)[0] == PYFUNC:
+            return None   # a Python op's head holds no value: its outputs follow it
         if i in self._arr:
             return self._arr[i]
         return self._v[i - self._base] if i >= self._base else float(self._fv[i])
@@ -242,7 +244,7 @@ class Tape:
         """Operand references of entry ``i`` in argument order (constants are < 0)."""
         code, ra, rb = self._entry(i)
         if code == PYOUT:
-            return self._inputs(ra)
+            return (ra,)
         if code == PYFUNC:
             return tuple(self._py[i].inputs)
         if code >= _N:

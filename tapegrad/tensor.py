@@ -301,8 +301,13 @@ def _format(v):
     sci = bool(fin.size and (mx >= 1e8 or (not integral and nz.size and np.min(nz) < 1e-4)))
     if integral and not sci and mx >= 1e8:
         sci = True
+    flat = a.ravel()
+    shown = flat if flat.size <= 1000 else np.concatenate([flat[:500], flat[-500:]])
+    width = max((len(_fmt_scalar(x, integral, sci)) for x in shown[np.isfinite(shown)].tolist()),
+                default=0)
+    # pad to one width so that columns line up (``tensor([ 1.5000, -2.0000])``)
     return np.array2string(a, separator=", ", prefix="tensor(", threshold=1000,
-                           formatter={"float_kind": lambda x: _fmt_scalar(x, integral, sci)})
+                           formatter={"float_kind": lambda x: _fmt_scalar(x, integral, sci).rjust(width)})
 
 
 class Tensor:

@@ -41,6 +41,11 @@ REFERENCE = {
     "sigmoid": lambda x: 1.0 / (1.0 + math.exp(-x)),
     "relu": lambda x: max(x, 0.0),
     "erf": math.erf,
+    "sign": lambda x: math.copysign(1.0, x) if x else 0.0,
+    "round": lambda x: float(round(x)),
+    "floor": lambda x: float(math.floor(x)),
+    "ceil": lambda x: float(math.ceil(x)),
+    "trunc": lambda x: float(math.trunc(x)),
     "clamp": lambda x, lo, hi: min(max(x, lo), hi),
     "where": lambda c, x, y: x if c else y,
 }

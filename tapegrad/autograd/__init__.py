@@ -1,6 +1,8 @@
 """``tapegrad.autograd``: ``backward``, ``grad`` and custom ``Function`` (PyTorch's API)."""
 from __future__ import annotations
 
+import gc
+
 from ..engine import accumulate, run_backward
 from ..tensor import Tensor, _wrap
 from .function import Function, FunctionCtx
@@ -33,8 +35,16 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if len(grads) != len(tensors):
         raise RuntimeError(f"grad_tensors should have the same length as tensors: got "
                            f"{len(grads)} and {len(tensors)}")
-    acc, _ = run_backward(tensors, grads, bool(retain_graph))
-    accumulate(acc, None if inputs is None else {id(t) for t in _as_list(inputs)})
+    # Creating a .grad tensor per leaf would trigger the cyclic garbage collector again and
+    # again on large graphs (2x the backward time at 100k leaves); nothing here makes cycles.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        acc, _ = run_backward(tensors, grads, bool(retain_graph))
+        accumulate(acc, None if inputs is None else {id(t) for t in _as_list(inputs)})
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
