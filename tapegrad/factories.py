@@ -2,9 +2,14 @@
 ``rand``, ``randn``, ``manual_seed``, ``zeros_like``, ``ones_like``."""
 from __future__ import annotations
 
+from typing import Any, Optional, Sequence, Union
+
 import numpy as np
 
 from .tensor import Tensor, _check_float, _wrap, dtype as _dtype, float64
+
+DType = Optional[Union[_dtype, np.dtype, type, str]]
+Number = Union[int, float, bool]
 
 _rng = np.random.default_rng()
 
@@ -23,7 +28,7 @@ def _make(v, requires_grad):
     return _wrap(v, requires_grad)
 
 
-def tensor(data, dtype=None, requires_grad=False):
+def tensor(data: Any, dtype: DType = None, requires_grad: bool = False) -> Tensor:
     """A new tensor from a number, a (nested) list or a NumPy array.
 
     Python floats give float64; a float32 array stays float32; ints give int64."""
@@ -40,7 +45,7 @@ def tensor(data, dtype=None, requires_grad=False):
     return _make(a, requires_grad)
 
 
-def as_tensor(data, dtype=None):
+def as_tensor(data: Any, dtype: DType = None) -> Tensor:
     """Like ``tensor`` (no copy for a matching NumPy array)."""
     if isinstance(data, Tensor):
         return data
@@ -53,23 +58,25 @@ def _size(size):
     return tuple(size)
 
 
-def zeros(*size, dtype=None, requires_grad=False):
+def zeros(*size: Union[int, Sequence[int]], dtype: DType = None, requires_grad: bool = False) -> Tensor:
     """A tensor of zeros of the given shape (float64 unless ``dtype``)."""
     return _make(np.zeros(_size(size), _np_dtype(dtype, np.float64)), requires_grad)
 
 
-def ones(*size, dtype=None, requires_grad=False):
+def ones(*size: Union[int, Sequence[int]], dtype: DType = None, requires_grad: bool = False) -> Tensor:
     """A tensor of ones of the given shape."""
     return _make(np.ones(_size(size), _np_dtype(dtype, np.float64)), requires_grad)
 
 
-def full(size, fill_value, dtype=None, requires_grad=False):
+def full(size: Union[int, Sequence[int]], fill_value: Number, dtype: DType = None,
+         requires_grad: bool = False) -> Tensor:
     """A tensor of the given shape filled with ``fill_value``."""
     dt = _np_dtype(dtype, np.float64 if isinstance(fill_value, float) else None)
     return _make(np.full(_size((size,)), fill_value, dt), requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, requires_grad=False):
+def arange(start: Number, end: Optional[Number] = None, step: Number = 1, dtype: DType = None,
+           requires_grad: bool = False) -> Tensor:
     """Values from ``start`` to ``end`` (exclusive) by ``step``."""
     if end is None:
         start, end = 0, start
@@ -79,36 +86,37 @@ def arange(start, end=None, step=1, dtype=None, requires_grad=False):
     return _make(a, requires_grad)
 
 
-def linspace(start, end, steps, dtype=None, requires_grad=False):
+def linspace(start: Number, end: Number, steps: int, dtype: DType = None,
+             requires_grad: bool = False) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
     return _make(np.linspace(start, end, steps, dtype=_np_dtype(dtype, np.float64)), requires_grad)
 
 
-def rand(*size, dtype=None, requires_grad=False):
+def rand(*size: Union[int, Sequence[int]], dtype: DType = None, requires_grad: bool = False) -> Tensor:
     """Uniform random values in [0, 1) (seeded by ``manual_seed``)."""
     return _make(_rng.random(_size(size)).astype(_np_dtype(dtype, np.float64)), requires_grad)
 
 
-def randn(*size, dtype=None, requires_grad=False):
+def randn(*size: Union[int, Sequence[int]], dtype: DType = None, requires_grad: bool = False) -> Tensor:
     """Standard normal random values (seeded by ``manual_seed``)."""
     return _make(_rng.standard_normal(_size(size)).astype(_np_dtype(dtype, np.float64)),
                  requires_grad)
 
 
-def manual_seed(seed):
+def manual_seed(seed: int) -> np.random.Generator:
     """Seed tapegrad's random generator (``rand``, ``randn``)."""
     global _rng
     _rng = np.random.default_rng(seed)
     return _rng
 
 
-def zeros_like(t, dtype=None, requires_grad=False):
+def zeros_like(t: Tensor, dtype: DType = None, requires_grad: bool = False) -> Tensor:
     """Zeros with the shape (and dtype) of ``t``."""
     return zeros(*t.shape, dtype=dtype or (t.dtype if t.dtype is not float64 else None),
                  requires_grad=requires_grad)
 
 
-def ones_like(t, dtype=None, requires_grad=False):
+def ones_like(t: Tensor, dtype: DType = None, requires_grad: bool = False) -> Tensor:
     """Ones with the shape (and dtype) of ``t``."""
     return ones(*t.shape, dtype=dtype or (t.dtype if t.dtype is not float64 else None),
                 requires_grad=requires_grad)

@@ -6,7 +6,7 @@ import functools
 from .tape import _tls
 
 
-def is_grad_enabled():
+def is_grad_enabled() -> bool:
     """True when operations on tensors that require grad are recorded (this thread)."""
     return _tls.grad_enabled
 
@@ -55,7 +55,7 @@ class enable_grad(_Mode):
 class set_grad_enabled(_Mode):
     """Set grad mode now; as a context manager or decorator, restore it afterwards."""
 
-    def __init__(self, mode):
+    def __init__(self, mode: bool) -> None:
         self._mode = bool(mode)
         self._prev = _set(self._mode)
 

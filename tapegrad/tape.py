@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from typing import Iterator, NamedTuple, Tuple
+from typing import Iterator, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -140,7 +140,7 @@ class Tape:
         return False
 
     # -- recording --------------------------------------------------------------------
-    def __len__(self):
+    def __len__(self) -> int:
         return self._base + len(self._v)
 
     def _flush(self):
@@ -274,7 +274,7 @@ class Tape:
         return (f"<tapegrad.Tape: {n} entries, {len(self._leaves)} leaves, "
                 f"{len(self._py)} python ops, {self.nbytes / 1e6:.3g} MB>")
 
-    def summary(self, max_rows=20):
+    def summary(self, max_rows: int = 20) -> None:
         """Print the tape as a Wengert list (first and last entries of a long tape)."""
         from .viz import tape_summary
         print(tape_summary(self, max_rows))
@@ -284,12 +284,12 @@ class Tape:
         return tape_html(self)
 
     # -- gradients --------------------------------------------------------------------
-    def backward(self, y, gradient=None, retain_graph=None):
+    def backward(self, y, gradient=None, retain_graph: Optional[bool] = None) -> None:
         """Run the reverse sweep from ``y`` and accumulate into the leaves' ``.grad``."""
         from .autograd import backward
         backward(y, gradient, retain_graph=retain_graph)
 
-    def gradient(self, y, sources, gradient=None, retain_graph=None):
+    def gradient(self, y, sources, gradient=None, retain_graph: Optional[bool] = None):
         """Gradients of ``y`` with respect to ``sources`` (a tensor or a list of them),
         returned without touching ``.grad`` (like ``tg.autograd.grad``)."""
         from .autograd import grad
@@ -451,6 +451,6 @@ def _grad_tensor(g):
 _tls = _State()
 
 
-def current_tape():
+def current_tape() -> Optional["Tape"]:
     """The tape ops record onto in this thread now (None under ``no_grad``)."""
     return recording()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Callable, Optional, Union
 
 import numpy as np
 
@@ -46,11 +47,7 @@ int32 = dtype("int32", np.int32)
 int64 = dtype("int64", np.int64)
 uint8 = dtype("uint8", np.uint8)
 bool_ = dtype("bool", np.bool_)
-float, double, long, int = float64, float64, int64, int64  # noqa: A001 (torch aliases)
-import builtins as _b  # noqa: E402  (the names above shadow builtins inside this module)
-
-float = _b.float  # noqa: A001
-int = _b.int      # noqa: A001
+import builtins as _b  # noqa: E402  (methods named float/int/... below read the builtins)
 _DTYPES = {d.np: d for d in (float16, float32, float64, int8, int16, int32, int64, uint8, bool_)}
 
 
@@ -372,7 +369,7 @@ class Tensor:
         """True if a non-leaf tensor keeps its ``.grad`` (see ``retain_grad``)."""
         return bool(getattr(self, "_retains", False))
 
-    def requires_grad_(self, requires_grad=True):
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         """Set ``requires_grad`` in place (leaves only); returns self."""
         if not self.is_leaf:
             if requires_grad:
@@ -390,7 +387,7 @@ class Tensor:
             self._t = None
         return self
 
-    def retain_grad(self):
+    def retain_grad(self) -> None:
         """Keep the gradient of this non-leaf tensor in ``.grad`` after backward."""
         if self._t is None:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
@@ -400,7 +397,7 @@ class Tensor:
         import weakref
         self._t._retain[self._i] = weakref.ref(self)
 
-    def register_hook(self, hook):
+    def register_hook(self, hook: Callable[["Tensor"], Optional["Tensor"]]) -> "_HookHandle":
         """Call ``hook(grad)`` when this tensor's gradient is computed; a returned tensor
         replaces the gradient.  Returns a handle with ``remove()``."""
         if self._t is None:
@@ -416,12 +413,13 @@ class Tensor:
         hooks.append(hook)
         return _HookHandle(hooks, hook)
 
-    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    def backward(self, gradient=None, retain_graph: Optional[bool] = None,
+                 create_graph: bool = False, inputs=None) -> None:
         """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (see ``tg.autograd.backward``)."""
         from .autograd import backward
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
-    def detach(self):
+    def detach(self) -> "Tensor":
         """A new leaf sharing this tensor's value, cut from the graph."""
         return _wrap(self._v)
 
@@ -479,7 +477,7 @@ class Tensor:
         """True for floating-point dtypes."""
         return self.dtype.is_floating_point
 
-    def item(self):
+    def item(self) -> Union[float, int, bool]:
         """The value of a one-element tensor as a Python number."""
         v = self._v
         if v.__class__ is float:
@@ -493,7 +491,7 @@ class Tensor:
         v = self._v
         return v if v.__class__ is float else v.tolist()
 
-    def numpy(self):
+    def numpy(self) -> np.ndarray:
         """The value as a NumPy array (shares memory for array tensors)."""
         if self._t is not None:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "

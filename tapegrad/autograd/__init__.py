@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+from typing import Optional, Sequence, Tuple, Union
 
 from ..engine import accumulate, run_backward
 from ..tensor import Tensor, _wrap
@@ -23,7 +24,12 @@ def _check_create_graph(create_graph):
             "of tapegrad; it needs the backward pass recorded onto the tape.")
 
 
-def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+Tensors = Union[Tensor, Sequence[Tensor]]
+
+
+def backward(tensors: Tensors, grad_tensors: Optional[Union[Tensor, Sequence]] = None,
+             retain_graph: Optional[bool] = None, create_graph: bool = False,
+             inputs: Optional[Tensors] = None) -> None:
     """Compute the sum of gradients of ``tensors`` and accumulate them into the leaves' ``.grad``.
 
     ``grad_tensors`` gives the vector of the vector-Jacobian product for non-scalar outputs.
@@ -47,8 +53,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             gc.enable()
 
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
-         allow_unused=None, is_grads_batched=False, materialize_grads=False):
+def grad(outputs: Tensors, inputs: Tensors, grad_outputs: Optional[Union[Tensor, Sequence]] = None,
+         retain_graph: Optional[bool] = None, create_graph: bool = False,
+         allow_unused: Optional[bool] = None, is_grads_batched: bool = False,
+         materialize_grads: bool = False) -> Tuple[Optional[Tensor], ...]:
     """Gradients of ``outputs`` with respect to ``inputs``, returned as a tuple; ``.grad``
     is left alone.  Inputs not reached raise unless ``allow_unused=True`` (then None)."""
     _check_create_graph(create_graph)
