@@ -13,7 +13,11 @@
 
 Both print the training accuracy and the time, and the results go to
 ``benchmarks/results/train_mlp.json`` (``--out``).  The datasets and models are also used by
-``tests/test_nn.py`` at smaller sizes.
+``tests/test_nn.py`` (the spirals at full size, fewer steps; the moons at 100 points).
+
+Run as a script, BLAS is limited to one thread (``--threads``; ``OPENBLAS_NUM_THREADS`` etc.
+are set before NumPy is imported): on a 2-core machine OpenBLAS's second thread spins and
+slowed the tensor-style run up to 5x when anything else was running.
 
 Usage::
 
@@ -23,16 +27,25 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
-import json
 import os
-import platform
-import random
 import sys
-import time
-from pathlib import Path
 
-import numpy as np
+if __name__ == "__main__":
+    _pre = argparse.ArgumentParser(add_help=False)
+    _pre.add_argument("--threads", type=int, default=1)
+    _threads = _pre.parse_known_args()[0].threads
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                 "NUMBA_NUM_THREADS"):
+        os.environ[_var] = str(_threads)      # before numpy is imported
+
+import datetime as _dt  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import random  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -184,6 +197,8 @@ def train_scalar(X, y, hidden=(16, 16), steps=300, lr=0.03, batch_size=50, seed=
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller data, for a smoke run")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="BLAS/OpenMP threads (set before NumPy loads; default 1)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = ap.parse_args(argv)
     n = 300 if args.quick else 1000
@@ -207,7 +222,7 @@ def main(argv=None):
     meta = {"date": _dt.datetime.now().isoformat(timespec="seconds"),
             "python": platform.python_version(), "numpy": np.__version__,
             "machine": platform.machine(), "processor": platform.processor(),
-            "cpus": os.cpu_count(), "quick": args.quick}
+            "cpus": os.cpu_count(), "quick": args.quick, "threads": args.threads}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
     print(f"wrote {args.out}")

@@ -56,8 +56,10 @@ def _attach():
 _attach()
 del _attach
 
+from . import nn, optim  # noqa: E402  (tg.nn, tg.optim: built on the API above)
+
 __version__ = "0.1.0"
 __all__ = ["Tensor", "Tape", "tensor", "zeros", "ones", "full", "arange", "linspace", "rand",
            "randn", "manual_seed", "zeros_like", "ones_like", "no_grad", "enable_grad",
            "set_grad_enabled", "is_grad_enabled", "autograd", "Function", "float32", "float64",
-           "Size", "dtype", "current_tape"] + [op.name for op in _table.OPS]
+           "Size", "dtype", "current_tape", "nn", "optim", "viz"] + [op.name for op in _table.OPS]

@@ -28,16 +28,17 @@ class ArrayOp(NamedTuple):
     vjp: Callable               # (g, ans, *values, **params) -> tuple of input gradients
     method: bool = True         # also a Tensor method
     outputs: Optional[Callable] = None  # for multi-output ops: ans -> (differentiable, extra)
+    cast: bool = True           # results take the inputs' float dtype (float32 stays float32)
 
 
 ARRAY_OPS = {}
 
 
-def defop(name, node, method=True, outputs=None):
+def defop(name, node, method=True, outputs=None, cast=True):
     """Register ``forward`` (the decorated function) with its ``vjp`` (``forward.vjp``)."""
     def register(forward):
         def with_vjp(vjp):
-            ARRAY_OPS[name] = ArrayOp(name, node, forward, vjp, method, outputs)
+            ARRAY_OPS[name] = ArrayOp(name, node, forward, vjp, method, outputs, cast)
             return vjp
         forward.defvjp = with_vjp
         return forward
@@ -67,7 +68,8 @@ def call(name, *args, **params):
     extra = None
     if op.outputs is not None:
         ans, extra = op.outputs(ans)
-    dt = next((np.asarray(a._v).dtype for a in tensors if a._v.__class__ is not float), None)
+    dt = next((np.asarray(a._v).dtype for a in tensors if a._v.__class__ is not float), None) \
+        if op.cast else None
     if isinstance(ans, tuple):  # several differentiable outputs (split, chunk)
         outs = [_out(v, dt) for v in ans]
         res = _record_many(op, args, vals, outs, params)
@@ -602,3 +604,12 @@ def _(g, ans, x, idx, v):
     gx[idx] = 0.0
     gv = np.asarray(g)[idx]
     return (gx, None, F.unbroadcast(gv, np.shape(v)) if np.ndim(gv) >= np.ndim(v) else gv)
+
+
+@defop("to_dtype", "ToCopyBackward0", method=False, cast=False)
+def to_dtype(x, dtype):
+    return x.astype(dtype)
+
+
+# the result's gradient has the result's dtype (as in PyTorch), then converts back
+to_dtype.defvjp(lambda g, ans, x, dtype: (g.astype(dtype).astype(x.dtype),))

@@ -2,13 +2,17 @@
 
 Updates run on the parameters' NumPy values, without recording, and follow PyTorch's
 single-tensor ("for-loop") implementations operation by operation, so that the same initial
-parameters and gradients give the same parameters (to rounding) after any number of steps.
-Array state (momentum buffers, Adam moments) is updated in place with NumPy; 0-d parameters
-(whose value is a Python float, the scalar fast path) are updated with Python float arithmetic.
+parameters and gradients give the same parameters after any number of steps (to rounding:
+PyTorch's vectorized CPU kernels use fused multiply-adds in places).
+A float64 array parameter and its state (momentum buffer, Adam moments) are updated in place
+by one fused, vectorized Numba loop (one pass over memory instead of PyTorch's six to ten);
+other arrays (float32, non-contiguous) by the same operations in NumPy; 0-d parameters (whose
+value is a Python float, the scalar fast path) by Python float arithmetic.
 
-The new value is written back with ``nn._utils.set_value`` -- ``with tg.no_grad():`` +
-``Tensor._inplace``, the code path of ``p.sub_(...)`` under ``no_grad`` -- which marks the old
-tape entry as modified and re-registers the leaf, so the next forward records the new value.
+The new value is written back with ``nn._utils.write`` / ``mark_written`` -- under
+``tg.no_grad()``, through ``Tensor._inplace``, the code path of ``p.sub_(...)`` -- which marks
+the old tape entry as modified and re-registers the leaf, so the next forward records the new
+value and a backward through a graph that saved the old value raises.
 """
 from __future__ import annotations
 
@@ -16,8 +20,9 @@ import math
 
 import numpy as np
 
-from .grad_mode import enable_grad
-from .nn._utils import set_value
+from ._jit import jit
+from .grad_mode import enable_grad, no_grad
+from .nn._utils import mark_written, write
 from .tensor import Tensor
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
@@ -95,8 +100,9 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        for group in self.param_groups:
-            self._update_group(group)
+        with no_grad():
+            for group in self.param_groups:
+                self._update_group(group)
         return loss
 
     def _update_group(self, group):
@@ -153,16 +159,6 @@ class Optimizer:
         return s + "\n)"
 
 
-def _grad_value(p, maximize):
-    g = p._grad
-    if g is None:
-        return None
-    g = g._v
-    if maximize:
-        g = -g
-    return g
-
-
 class SGD(Optimizer):
     """Stochastic gradient descent with optional momentum (PyTorch's formulation: the buffer
     starts as the first gradient), dampening, Nesterov momentum and weight decay."""
@@ -186,10 +182,22 @@ class SGD(Optimizer):
         wd, nesterov, maximize = group["weight_decay"], group["nesterov"], group["maximize"]
         state = self.state
         for p in group["params"]:
-            g = _grad_value(p, maximize)
-            if g is None:
+            if p._grad is None:
                 continue
             x = p._v
+            graw = p._grad._v
+            if x.__class__ is not float and _fusable(x, graw):   # one Numba pass, in place
+                st = state.get(p) if mom else None
+                first = mom and st is None
+                if first:
+                    st = state[p] = {"momentum_buffer": np.empty(x.shape, np.float64)}
+                buf = st["momentum_buffer"] if mom else x
+                _sgd_kernel(x.reshape(-1), graw.reshape(-1), buf.reshape(-1), float(lr),
+                            float(mom), float(damp), float(wd), bool(nesterov),
+                            -1.0 if maximize else 1.0, bool(first))   # one signature
+                mark_written(p)
+                continue
+            g = -graw if maximize else graw
             if x.__class__ is float:                      # 0-d parameter: Python floats
                 if wd:
                     g = g + wd * x
@@ -202,8 +210,9 @@ class SGD(Optimizer):
                         buf = st["momentum_buffer"] * mom + (1.0 - damp) * g
                         st["momentum_buffer"] = buf
                     g = g + mom * buf if nesterov else buf
-                set_value(p, x - lr * g)
+                write(p, x - lr * g)
                 continue
+            # NumPy fallback (float32 or non-contiguous values), the same operations
             if wd:
                 g = g + wd * x
             if mom:
@@ -216,7 +225,23 @@ class SGD(Optimizer):
                     buf *= mom
                     buf += (1.0 - damp) * g if damp else g
                 g = g + mom * buf if nesterov else buf
-            set_value(p, x - lr * g)
+            write(p, x - lr * g)
+
+
+@jit
+def _sgd_kernel(p, g, buf, lr, mom, damp, wd, nesterov, sign, first):
+    """One SGD step over flat float64 arrays, in place, in one pass, with PyTorch's
+    single-tensor SGD operations in its order (``sign`` = -1 to maximize)."""
+    for i in range(p.size):
+        x = p[i]
+        gi = sign * g[i]
+        if wd != 0.0:
+            gi = gi + wd * x                                  # grad.add(p, alpha=wd)
+        if mom != 0.0:
+            b = gi if first else buf[i] * mom + (1.0 - damp) * gi
+            buf[i] = b
+            gi = gi + mom * b if nesterov else b
+        p[i] = x + (-lr) * gi                                 # p.add_(grad, alpha=-lr)
 
 
 class Adam(Optimizer):
@@ -246,28 +271,40 @@ class Adam(Optimizer):
         wd, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
         decoupled = self._decoupled
         state = self.state
-        w1 = 1.0 - b1
+        w1 = 1.0 - float(b1)
         for p in group["params"]:
-            g = _grad_value(p, maximize)
-            if g is None:
+            if p._grad is None:
                 continue
             x = p._v
             scalar = x.__class__ is float
             st = state.get(p)
             if st is None:
-                z = 0.0 if scalar else np.zeros(x.shape, np.float64)
-                st = state[p] = {"step": 0.0, "exp_avg": z,
-                                 "exp_avg_sq": 0.0 if scalar else np.zeros(x.shape, np.float64)}
+                def zero():
+                    return 0.0 if scalar else np.zeros(x.shape, np.float64)
+                st = state[p] = {"step": 0.0, "exp_avg": zero(), "exp_avg_sq": zero()}
                 if amsgrad:
-                    st["max_exp_avg_sq"] = 0.0 if scalar else np.zeros(x.shape, np.float64)
+                    st["max_exp_avg_sq"] = zero()
             step = st["step"] = st["step"] + 1.0
-            if decoupled:
-                x = x * (1.0 - lr * wd)               # AdamW: p.mul_(1 - lr * wd)
-            elif wd:
-                g = g + wd * x
             bc1 = 1.0 - b1 ** step
             bc2_sqrt = math.sqrt(1.0 - b2 ** step)
             step_size = lr / bc1
+            g = p._grad._v
+            if not scalar and _fusable(x, g):       # one Numba pass, in place
+                m, v = st["exp_avg"], st["exp_avg_sq"]
+                vmax = st["max_exp_avg_sq"] if amsgrad else m
+                _adam_kernel(x.reshape(-1), g.reshape(-1), m.reshape(-1), v.reshape(-1),
+                             vmax.reshape(-1), -1.0 if maximize else 1.0,
+                             1.0 - lr * wd if decoupled else 1.0, 0.0 if decoupled else float(wd),
+                             bool(w1 < 0.5), w1 if w1 < 0.5 else -(1.0 - w1), float(b2),
+                             float(eps), float(step_size), bc2_sqrt, bool(amsgrad))
+                mark_written(p)
+                continue
+            if maximize:
+                g = -g
+            if decoupled:
+                x = x * (1.0 - lr * wd)               # AdamW: p.mul_(1 - lr * wd)
+            elif wd:
+                g = g + wd * x                        # Adam: grad.add(p, alpha=wd)
             if scalar:
                 m = st["exp_avg"]                     # torch: exp_avg.lerp_(g, 1 - b1)
                 m = st["exp_avg"] = m + w1 * (g - m) if w1 < 0.5 else g - (g - m) * (1.0 - w1)
@@ -275,20 +312,19 @@ class Adam(Optimizer):
                 if amsgrad:
                     v = st["max_exp_avg_sq"] = max(st["max_exp_avg_sq"], v)
                 denom = math.sqrt(v) / bc2_sqrt + eps
-                set_value(p, x - step_size * (m / denom))
+                write(p, x - step_size * (m / denom))
                 continue
+            # NumPy fallback (float32 or non-contiguous values), the same operations
             m, v = st["exp_avg"], st["exp_avg_sq"]
-            # exp_avg.lerp_(g, w1): torch computes m + w1 * (g - m) for w1 < 0.5
-            if w1 < 0.5:
-                t = g - m
+            t = g - m
+            if w1 < 0.5:                              # torch's lerp: m + w1 * (g - m)
                 t *= w1
                 m += t
-            else:                                    # torch: g - (g - m) * (1 - w1)
-                t = g - m
+            else:                                     # ... or g - (g - m) * (1 - w1)
                 t *= 1.0 - w1
                 np.subtract(g, t, out=m)
             v *= b2
-            t = g * (1.0 - b2)                      # torch: addcmul_(g, g, value=1 - b2)
+            t = g * (1.0 - b2)                       # torch: addcmul_(g, g, value=1 - b2)
             t *= g
             v += t
             if amsgrad:
@@ -298,10 +334,38 @@ class Adam(Optimizer):
             denom = np.sqrt(v)
             denom /= bc2_sqrt
             denom += eps
-            np.divide(m, denom, out=denom)          # denom now holds m / denom
+            np.divide(m, denom, out=denom)           # denom now holds m / denom
             denom *= -step_size
-            denom += x                               # the new value
-            set_value(p, denom)
+            denom += x                                # the new value
+            write(p, denom)
+
+
+def _fusable(x, g):
+    return (x.dtype == np.float64 and g.dtype == np.float64 and x.flags.c_contiguous
+            and x.flags.writeable and g.flags.c_contiguous and x.shape == g.shape)
+
+
+@jit
+def _adam_kernel(p, g, m, v, vmax, sign, decay, wd, lo, c, b2, eps, step_size, bc2_sqrt,
+                 amsgrad):
+    """One Adam(W) step over flat float64 arrays, in place, in one pass, with PyTorch's
+    single-tensor Adam operations in its order.  Options come as numbers (``sign`` = -1 to
+    maximize, ``decay`` = 1 - lr * wd for AdamW, else 1; ``wd`` the L2 term of Adam) and
+    loop-invariant tests, so that LLVM vectorizes the loop (7x faster than with branches)."""
+    for i in range(p.size):
+        x = p[i] * decay                               # AdamW: p.mul_(1 - lr * wd)
+        gi = sign * g[i]
+        if wd != 0.0:
+            gi = gi + wd * x                           # Adam: grad.add(p, alpha=wd)
+        mi = m[i]
+        mi = (mi if lo else gi) + c * (gi - mi)        # exp_avg.lerp_(grad, 1 - beta1)
+        m[i] = mi
+        vi = v[i] * b2 + (1.0 - b2) * gi * gi          # exp_avg_sq.mul_(b2).addcmul_(g, g)
+        v[i] = vi
+        if amsgrad:
+            vi = max(vmax[i], vi)
+            vmax[i] = vi
+        p[i] = x + (-step_size) * (mi / (math.sqrt(vi) / bc2_sqrt + eps))   # addcdiv_
 
 
 class AdamW(Adam):

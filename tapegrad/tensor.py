@@ -436,6 +436,38 @@ class Tensor:
     @data.setter
     def data(self, other):
         self._v = other._v if isinstance(other, Tensor) else _wrap(other)._v
+        t = self._t
+        if t.__class__ is Tape and t._leaves.get(self._i) is self:
+            t._dirty.append((self._i, len(t)))
+            self._t = _UNREG   # re-register with the new value on next use
+
+    def copy_(self, src):
+        """Copy ``src``'s values into this tensor, in place (broadcasting ``src``)."""
+        return self._inplace(lambda s: s * 0.0 + src)
+
+    def to(self, dtype):
+        """This tensor converted to ``dtype`` (differentiable, as PyTorch's ``to``)."""
+        from .array_ops import call
+        if self.dtype is dtype:
+            return self
+        return call("to_dtype", self, dtype=dtype.np)
+
+    def double(self):
+        """``to(tg.float64)``."""
+        return self.to(float64)
+
+    def float(self):
+        """``to(tg.float32)``."""
+        return self.to(float32)
+
+    def __reduce_ex__(self, protocol):
+        # pickling and deepcopy keep the value and requires_grad, never the tape
+        v = self._v
+        return (_rebuild, (v if v.__class__ is _b.float else np.array(v), self._t is not None))
+
+    def __deepcopy__(self, memo):
+        v = self._v
+        return _wrap(v if v.__class__ is _b.float else np.array(v), self._t is not None)
 
     # -- values -------------------------------------------------------------------------
     @property
@@ -668,6 +700,10 @@ class _HookHandle:
     def remove(self):
         if self._hook in self._hooks:
             self._hooks.remove(self._hook)
+
+
+def _rebuild(v, requires_grad):
+    return _wrap(v, requires_grad)
 
 
 def _check_float(v):

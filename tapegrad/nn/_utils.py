@@ -21,20 +21,28 @@ def needs_grad(x):
 
 def set_value(t, new):
     """Overwrite the value of tensor ``t`` with ``new`` (an ndarray or a number of a shape
-    broadcastable to ``t``'s) in place and without recording.
+    broadcastable to ``t``'s) in place and without recording; returns ``t``.
 
     This is ``with tg.no_grad(): t.copy_(new)``.  It goes through ``Tensor._inplace`` -- the
     code path of ``sub_``/``add_``/``fill_`` under ``no_grad`` -- so that the tape is told:
     the old entry is marked modified (a backward through an op that saved the old value
     raises instead of silently using it) and a leaf is re-registered with its new value on
-    next use.  Writing ``t._v`` directly (or ``t.data = ...``) skips both (see the report on
-    ``Tensor.data``).  Array values are written into the existing array, so aliases (e.g.
-    ``t.data``) see the new value, as in PyTorch.
+    next use.  Writing ``t._v`` directly (or ``t.data = ...``) skips both.  Array values are
+    written into the existing array, so aliases (e.g. ``t.data``) see the new value, as in
+    PyTorch.
     """
-    copy_ = getattr(Tensor, "copy_", None)
     with no_grad():
-        if copy_ is not None:
-            copy_(t, _wrap(new))
-        else:
-            t._inplace(lambda s: _wrap(new))
-    return t
+        return write(t, new)
+
+
+def write(t, new):
+    """``set_value`` for callers already under ``tg.no_grad()`` (an optimizer step enters it
+    once: the context manager costs more than the write)."""
+    return t._inplace(lambda s: _wrap(new))
+
+
+def mark_written(t):
+    """Tell the tape that the array value of ``t`` was just changed in place by the caller
+    (e.g. a fused optimizer kernel writing ``t._v``): the bookkeeping of ``write`` without a
+    copy (NumPy's ``a[...] = a`` is a no-op).  Call under ``tg.no_grad()``."""
+    return t._inplace(lambda s: _wrap(s._v))

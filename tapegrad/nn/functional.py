@@ -1,20 +1,19 @@
 """``tapegrad.nn.functional``: activations and losses (PyTorch's ``torch.nn.functional``).
 
-Losses, ``softmax``/``log_softmax``, ``linear`` and ``dropout`` are each ONE recorded op (a
-``pyfunc`` entry made with ``tapegrad.functions.apply``) whose backward is NumPy code, with
-PyTorch's node names (``NllLossBackward0``, ``AddmmBackward0``, ...).  Fusing keeps them
-numerically stable (log-sum-exp, ``log1p(exp(-|x|))``) and makes them one tape entry instead of
-a dozen.  Gradients are computed only for the inputs that require grad.
+Every loss, ``dropout`` and ``leaky_relu`` is ONE recorded op (a ``pyfunc`` entry made with
+``tapegrad.functions.apply``) whose backward is NumPy code, with PyTorch's node names
+(``NllLossBackward0``, ``MseLossBackward0``, ...).  Fusing keeps them numerically stable
+(log-sum-exp, ``log(1 + exp(-x))`` as ``logaddexp``) and makes each one tape entry instead of a
+dozen.  Loss gradients are computed only for the inputs that require grad.  ``linear``,
+``softmax`` and ``log_softmax`` are the core's array ops (``tg.linear``, ``Tensor.softmax``).
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from .. import api as _api
 from ..factories import rand
 from ..functions import apply, unbroadcast
-from ..tensor import Tensor
 from ._utils import needs_grad, value as _val
 
 __all__ = ["relu", "tanh", "sigmoid", "leaky_relu", "softmax", "log_softmax", "linear",
@@ -55,30 +54,32 @@ def _softmax_dim(ndim):
     return 0 if ndim in (0, 1, 3) else 1
 
 
-def _lift(x, dim):
-    """0-d values are treated as 1-element vectors; returns (array, dim, restore-shape)."""
-    if x.ndim == 0:
-        return x.reshape(1), 0, ()
-    return x, dim, None
-
-
-def softmax(input, dim=None, dtype=None):
-    """exp(x) / sum(exp(x)) along ``dim``, computed stably (``SoftmaxBackward0``)."""
-    x = _val(input)
-    if dtype is not None:
-        x = x.astype(getattr(dtype, "np", dtype))
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """exp(x) / sum(exp(x)) along ``dim``, computed stably (``SoftmaxBackward0``; the core's
+    ``Tensor.softmax``)."""
     if dim is None:
-        dim = _softmax_dim(x.ndim)
-    a, d, shape0 = _lift(x, dim)
-    e = np.exp(a - a.max(axis=d, keepdims=True))
-    s = e / e.sum(axis=d, keepdims=True)
+        dim = _softmax_dim(input.ndim)
+    return _api.softmax(_with_dtype(input, dtype), dim)
 
-    def backward(g):
-        g = np.asarray(g).reshape(s.shape)
-        gi = s * (g - (g * s).sum(axis=d, keepdims=True))
-        return [gi if shape0 is None else gi.reshape(shape0)]
 
-    return apply("SoftmaxBackward0", [input], s if shape0 is None else s.reshape(shape0), backward)
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """x - logsumexp(x) along ``dim``, computed stably (``LogSoftmaxBackward0``; the core's
+    ``Tensor.log_softmax``)."""
+    if dim is None:
+        dim = _softmax_dim(input.ndim)
+    return _api.log_softmax(_with_dtype(input, dtype), dim)
+
+
+def _with_dtype(input, dtype):
+    """``input`` cast to ``dtype`` first (PyTorch's ``dtype=`` argument; ``ToCopyBackward0``)."""
+    if dtype is None:
+        return input
+    x = _val(input)
+    np_dtype = getattr(dtype, "np", None) or np.dtype(dtype)
+    if x.dtype == np_dtype:
+        return input
+    return apply("ToCopyBackward0", [input], x.astype(np_dtype),
+                 lambda g: [np.asarray(g).astype(x.dtype)])
 
 
 def _log_softmax_np(a, d):
@@ -86,60 +87,18 @@ def _log_softmax_np(a, d):
     return z - np.log(np.exp(z).sum(axis=d, keepdims=True))
 
 
-def log_softmax(input, dim=None, dtype=None):
-    """x - logsumexp(x) along ``dim``, computed stably (``LogSoftmaxBackward0``)."""
-    x = _val(input)
-    if dtype is not None:
-        x = x.astype(getattr(dtype, "np", dtype))
-    if dim is None:
-        dim = _softmax_dim(x.ndim)
-    a, d, shape0 = _lift(x, dim)
-    ls = _log_softmax_np(a, d)
-
-    def backward(g):
-        g = np.asarray(g).reshape(ls.shape)
-        gi = g - np.exp(ls) * g.sum(axis=d, keepdims=True)
-        return [gi if shape0 is None else gi.reshape(shape0)]
-
-    return apply("LogSoftmaxBackward0", [input], ls if shape0 is None else ls.reshape(shape0),
-                 backward)
-
-
 # -- layers ----------------------------------------------------------------------------
 def linear(input, weight, bias=None):
-    """``input @ weight.T + bias`` as one op (``AddmmBackward0``; ``MmBackward0`` without bias).
-
-    ``input`` is (*, in_features), ``weight`` (out_features, in_features), ``bias``
-    (out_features,)."""
-    x, w = _val(input), _val(weight)
-    out = x @ w.T
-    if bias is not None:
-        out += _val(bias)  # out is a fresh array (or a NumPy scalar for 1-d @ 1-d)
-    nx, nw, nb = needs_grad(input), needs_grad(weight), needs_grad(bias)
-
-    def backward(g):
-        g = np.asarray(g)
-        gx = gw = gb = None
-        if nx:
-            gx = g @ w if w.ndim == 2 else np.multiply.outer(g, w)
-        if nw or nb:
-            g2 = g.reshape(-1, w.shape[0]) if w.ndim == 2 else g.reshape(-1)
-            if nw:
-                x2 = x.reshape(-1, x.shape[-1])
-                gw = g2.T @ x2 if w.ndim == 2 else g2 @ x2
-            if nb:
-                gb = g2.sum(axis=0)
-                gb = gb.reshape(np.shape(_val(bias)))
-        return [gx, gw, gb]
-
-    return apply("AddmmBackward0" if bias is not None else "MmBackward0",
-                 [input, weight, bias], out, backward)
+    """``input @ weight.T + bias`` as one op: the core's fused ``tg.linear``
+    (``AddmmBackward0`` for 2-d input, ``MmBackward0`` without bias)."""
+    return _api.linear(input, weight, bias)
 
 
 def dropout(input, p=0.5, training=True, inplace=False):
     """Inverted dropout: in training, zero each element with probability ``p`` and scale the
-    rest by 1/(1-p); the identity otherwise (returns ``input`` itself).  The mask comes from
-    tapegrad's generator (``tg.rand``), so ``tg.manual_seed`` makes it reproducible."""
+    rest by 1/(1-p) (one ``MulBackward0`` node, as PyTorch on CPU); the identity otherwise
+    (returns ``input`` itself).  The mask comes from tapegrad's generator (``tg.rand``), so
+    ``tg.manual_seed`` makes it reproducible."""
     if p < 0.0 or p > 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
@@ -156,7 +115,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
     def backward(g):
         return [np.asarray(g) * scale]
 
-    return apply("NativeDropoutBackward0", [input], out, backward)
+    return apply("MulBackward0", [input], out, backward)   # PyTorch's name on CPU
 
 
 # -- losses ----------------------------------------------------------------------------
@@ -260,7 +219,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     """Cross-entropy between logits ``input`` (N, C) [or (C,), or (N, C, d1, ...)] and integer
     class ``target`` (N,) [or class probabilities shaped like ``input``].
 
-    One fused op (log-softmax + NLL, node ``NllLossBackward0``): the forward uses log-sum-exp,
+    One fused op (log-softmax + NLL, node ``NllLossBackward0``; ``NllLoss2DBackward0`` with
+    spatial dimensions): the forward uses log-sum-exp,
     the backward is ``(softmax - onehot) * w / N``.  ``weight`` (C,), ``ignore_index``,
     ``reduction`` and ``label_smoothing`` follow PyTorch (the weighted mean divides by the sum
     of the targets' weights)."""
@@ -305,7 +265,13 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         gx *= gl[:, None]
         return [restore(gx), None, None]
 
-    return apply("NllLossBackward0", [input, target, weight], out, backward)
+    return apply(_nll_name(x), [input, target, weight], out, backward)
+
+
+def _nll_name(x):
+    # PyTorch: nll_loss2d for inputs with spatial dimensions (its "none" reduction of a
+    # non-4-d input is a ViewBackward0 of it; here it stays one NllLoss2DBackward0 node)
+    return "NllLoss2DBackward0" if x.ndim >= 3 else "NllLossBackward0"
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
@@ -330,7 +296,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         gx[rows, tc] = -w * gl
         return [restore(gx), None, None]
 
-    return apply("NllLossBackward0", [input, target, weight], out, backward)
+    return apply(_nll_name(x), [input, target, weight], out, backward)
 
 
 def _softplus(x):
@@ -416,5 +382,3 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
 
     return apply("BinaryCrossEntropyBackward0", [input, target, weight], out, backward)
 
-
-del math
