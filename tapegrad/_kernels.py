@@ -182,7 +182,8 @@ def partials(o, x, y, z, out):
 
 
 @jit
-def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, aadj, start, stop):
+def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, aadj, start, stop,
+            pending):
     """Walk entries ``start`` down to ``stop + 1``, accumulating adjoints of reached entries.
 
     An operand reference ``r >= 0`` is an entry; ``r < 0`` is the constant ``consts[-r - 1]``
@@ -190,17 +191,25 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
     adjoint in ``val``/``adj``; array entries (``off[i] >= 0``) keep ``nel[i]`` elements at
     ``off[i]`` in ``aval``/``aadj``.  Returns ``(0, -1)``, or ``(1, i)`` when entry ``i`` was
     freed by an earlier backward, or ``(2, i)`` when an input entry ``i`` saved was modified
-    in place after it was recorded.
+    in place after it was recorded.  ``pending`` counts the reached entries in the range not
+    yet processed: the walk ends when it drops to 0, so a backward costs the size of its
+    graph, not of the whole tape below it.
     """
     has_arr = off.shape[0] > 0
     has_dirty = dirty.shape[0] > 0
     for i in range(start, stop, -1):
+        if pending == 0:
+            break
         if reached[i] == 0:
             continue
+        pending -= 1
         o = op[i]
         if o >= N_ELEMENTWISE:
             if o == PYOUT:
-                reached[a[i]] = 1
+                h = a[i]
+                if reached[h] == 0 and h > stop:
+                    pending += 1
+                reached[h] = 1
             continue
         if freed[i] != 0 and SAVES[o]:
             return 1, i
@@ -258,10 +267,16 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
             if rc >= 0:
                 adj[rc] += g * dz
         if ra >= 0:
+            if reached[ra] == 0 and ra > stop:
+                pending += 1
             reached[ra] = 1
         if rb >= 0:
+            if reached[rb] == 0 and rb > stop:
+                pending += 1
             reached[rb] = 1
         if rc >= 0:
+            if reached[rc] == 0 and rc > stop:
+                pending += 1
             reached[rc] = 1
     return 0, -1
 

@@ -345,7 +345,7 @@ class Tape:
         pos = start
         args = (op, a, b, val, consts, sw.adj, sw.reached, freed, dirty, off, nel, aval, sw.aadj)
         for s in stops:
-            self._check(*K.reverse(*args, pos, s))
+            self._check(*K.reverse(*args, pos, s, _pending(sw.reached, s, pos)))
             pos = s
             if not sw.reached[s]:
                 continue
@@ -362,7 +362,7 @@ class Tape:
                 self._py[s].backward(sw, s)
                 pos = s - 1
         if pos >= 0:
-            self._check(*K.reverse(*args, pos, -1))
+            self._check(*K.reverse(*args, pos, -1, _pending(sw.reached, -1, pos)))
         self._sweeps += 1
         return sw
 
@@ -377,6 +377,11 @@ class Tape:
                 f"an inplace operation: it was saved by entry {i} ({node}) of {self!r}, and "
                 "changed after it was saved. Hint: the gradient would be wrong, so it is not "
                 "computed; avoid the in-place operation or clone the tensor first.")
+
+
+def _pending(reached, stop, start):
+    """Reached entries in (stop, start]: where the kernel still has work."""
+    return int(np.count_nonzero(reached[stop + 1:start + 1]))
 
 
 class Sweep:
