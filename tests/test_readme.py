@@ -22,3 +22,10 @@ def test_readme_starts_with_the_two_commands():
     assert block[1].endswith('pip install -e ".[test]" && python -m pytest -q')
     ci = (README.parent / ".ci" / "run").read_text()
     assert block[1] in ci
+
+
+def test_readme_nn_example_runs():
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    ns = {}
+    exec(compile("import tapegrad as tg\n" + blocks[1], "README nn example", "exec"), ns)
+    assert ns["loss"].item() < 0.7   # it trains: below the loss of a coin flip (ln 2)
