@@ -178,3 +178,18 @@ def test_jit_falls_back_when_numba_cannot_cache(monkeypatch):
         return x + 1.0
 
     assert f(1.0) == 2.0 and calls == [True, False]
+
+
+def test_a_tape_is_freed_when_nothing_refers_to_it():
+    import weakref
+    x = tg.tensor(2.0, requires_grad=True)
+    with tg.Tape() as tape:
+        y = (x * x).sin()
+    ref = weakref.ref(tape)
+    y.backward()
+    del tape, y
+    # the leaf still names its last tape (it re-registers on the next one it is used on)
+    with tg.Tape():
+        (x * 3.0).backward()
+    gc.collect()
+    assert ref() is None
