@@ -164,3 +164,45 @@ def test_bad_indices_raise_clear_errors():
         tg.randn(2, 3) @ tg.randn(2, 3)
     with pytest.raises(RuntimeError, match="is invalid for input of size 6"):
         tg.randn(2, 3).reshape(4, 2)
+
+
+def _random_broadcast_pair(rng):
+    """Two shapes that broadcast: dims of size 1 dropped or kept, 0-d, empty dims."""
+    nd = int(rng.integers(0, 4))
+    base = [int(rng.choice([0, 1, 2, 3])) if rng.random() < 0.15 else int(rng.integers(1, 4))
+            for _ in range(nd)]
+    a = [n if rng.random() < 0.6 else 1 for n in base]
+    b = [n if rng.random() < 0.6 else 1 for n in base]
+    a = a[int(rng.integers(0, nd + 1)):] if rng.random() < 0.3 else a
+    return tuple(a), tuple(b)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_elementwise_broadcasting_random_shapes(seed):
+    """Binary elementwise ops over random broadcastable shapes (0-d and empty dims too):
+    gradients have the inputs' shapes and match central differences."""
+    rng = np.random.default_rng(seed)
+    sa, sb = _random_broadcast_pair(rng)
+    op = [lambda x, y: x * y + x, lambda x, y: tg.atan2(x, y + 3.0), lambda x, y: (x - y).tanh(),
+          lambda x, y: tg.maximum(x, y) * y][seed % 4]
+    xa, xb = rng.normal(size=sa), rng.normal(size=sb)
+    ta, tb = tg.tensor(xa, requires_grad=True), tg.tensor(xb, requires_grad=True)
+    out = op(ta, tb)
+    w = rng.normal(size=tuple(out.shape))
+    (out * tg.tensor(w)).sum().backward()
+    assert tuple(ta.grad.shape) == sa and tuple(tb.grad.shape) == sb
+    h = 1e-6
+    for t, x, other in ((ta, xa, lambda v: op(tg.tensor(v), tg.tensor(xb))),
+                        (tb, xb, lambda v: op(tg.tensor(xa), tg.tensor(v)))):
+        d = rng.normal(size=x.shape)
+        fd = (np.sum(np.asarray(other(x + h * d).tolist()) * w)
+              - np.sum(np.asarray(other(x - h * d).tolist()) * w)) / (2 * h)
+        assert np.sum(t.grad.numpy() * d) == pytest.approx(fd, rel=1e-5, abs=1e-6)
+
+
+def test_empty_tensors_reduce_and_differentiate():
+    x = tg.tensor(np.zeros((0, 3)), requires_grad=True)
+    y = (x * 2.0).sum(0)
+    assert y.tolist() == [0.0, 0.0, 0.0]
+    y.sum().backward()
+    assert tuple(x.grad.shape) == (0, 3)
