@@ -397,7 +397,25 @@ def _torch_size(shape):
 
 
 # -- containers ---------------------------------------------------------------------------
-class Sequential(Module):
+class _NumberedModules(Module):
+    """What Sequential and ModuleList share: children named ``0``, ``1``, ... in order."""
+
+    def __setitem__(self, idx, module):
+        key = list(self._modules.keys())[idx]
+        setattr(self, key, module)
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+
+class Sequential(_NumberedModules):
     """Modules applied in order: ``Sequential(Linear(2, 16), ReLU(), Linear(16, 2))`` (or an
     ``OrderedDict`` of named modules)."""
 
@@ -424,22 +442,9 @@ class Sequential(Module):
             raise IndexError(f"index {idx} is out of range")
         return mods[idx]
 
-    def __setitem__(self, idx, module):
-        key = list(self._modules.keys())[idx]
-        setattr(self, key, module)
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
 
 
-class ModuleList(Module):
+class ModuleList(_NumberedModules):
     """A list of modules, registered as ``0``, ``1``, ..."""
 
     def __init__(self, modules=None):
@@ -453,19 +458,6 @@ class ModuleList(Module):
             return ModuleList(mods[idx])
         return mods[idx]
 
-    def __setitem__(self, idx, module):
-        key = list(self._modules.keys())[idx]
-        setattr(self, key, module)
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
 
     def extend(self, modules):
         for m in modules:
