@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import List
 
 HERE = Path(__file__).resolve().parent
 
@@ -321,6 +322,64 @@ def _ternary(op, k):
             f"    return _generic({k}, ({op.call},))\n")
 
 
+class _GraphRule:
+    """Turn a partial-derivative formula into Python over tensors, for ``create_graph``:
+    the branch values become recorded tensor expressions (so they can be differentiated
+    again); the conditions are only selectors, evaluated on plain values (``xv``...)."""
+
+    FUNCS = {"sqrt", "exp", "log", "sin", "cos", "sinh", "cosh", "sign"}
+
+    def tensor(self, node):
+        import ast
+        if isinstance(node, ast.IfExp):
+            return (f"_sel({self.cond(node.test)}, {self.tensor(node.body)}, "
+                    f"{self.tensor(node.orelse)})")
+        if isinstance(node, ast.Call):
+            assert node.func.id in self.FUNCS, node.func.id
+            return f"_f_{node.func.id}({', '.join(self.tensor(a) for a in node.args)})"
+        if isinstance(node, ast.BinOp):
+            return f"({self.tensor(node.left)} {_OPS[type(node.op).__name__]} {self.tensor(node.right)})"
+        if isinstance(node, ast.UnaryOp):
+            return f"(-{self.tensor(node.operand)})"
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Constant):
+            return repr(node.value)
+        raise ValueError(ast.dump(node))
+
+    def cond(self, node):
+        import ast
+        if isinstance(node, ast.BoolOp):
+            fn = "np.logical_and" if isinstance(node.op, ast.And) else "np.logical_or"
+            return f"{fn}({self.cond(node.values[0])}, {self.cond(node.values[1])})"
+        if isinstance(node, ast.Compare):
+            return (f"({self.cond(node.left)} {_OPS[type(node.ops[0]).__name__]} "
+                    f"{self.cond(node.comparators[0])})")
+        if isinstance(node, ast.Name):
+            return node.id + "v"
+        if isinstance(node, ast.Constant):
+            return repr(node.value)
+        raise ValueError(ast.dump(node))
+
+
+_OPS = {"Add": "+", "Sub": "-", "Mult": "*", "Div": "/", "Pow": "**", "Gt": ">", "GtE": ">=",
+        "Lt": "<", "LtE": "<=", "Eq": "==", "NotEq": "!="}
+
+
+def graph_rules_source() -> List[str]:
+    """``GRAPH_PARTIALS``: per op, its partials as recorded tensor expressions."""
+    import ast
+    rule = _GraphRule()
+    out = []
+    for op in OPS:
+        parts = [rule.tensor(ast.parse(f, mode="eval").body) if f else "None"
+                 for f in (op.dx, op.dy, op.dz)[:op.arity]]
+        out.append(f"def _gp_{op.name}(x, y, z, out, xv, yv, zv, outv):\n"
+                   f"    return ({', '.join(parts)},)\n\n")
+    out.append("GRAPH_PARTIALS = (" + ", ".join(f"_gp_{op.name}" for op in OPS) + ",)")
+    return out
+
+
 def methods_source() -> str:
     out = [HEADER, '"""Recording fast paths, one function per op of the table."""',
            "import math", "", "import numpy as np", "",
@@ -341,6 +400,11 @@ def methods_source() -> str:
     out.append("ARRAY_FORWARD = (" + ", ".join(direct.get(k, f"_vf_{op.name}")
                                                for k, op in enumerate(OPS)) + ",)")
     out.append("FUNCTIONS = {" + ", ".join(f"{op.name!r}: {op.name}_" for op in OPS) + "}")
+    out.append("")
+    out.append("from .higher import _sel, _f_sqrt, _f_exp, _f_log, _f_sin, _f_cos, _f_sinh, "
+               "_f_cosh, _f_sign  # noqa: E402")
+    out.append("")
+    out += graph_rules_source()
     out.append("REFLECTED = {" + ", ".join(
         f"{op.name!r}: {op.name}_" if op.commutative else f"{op.name!r}: r{op.name}_"
         for op in OPS if op.dunder and op.arity == 2) + "}")

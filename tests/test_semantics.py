@@ -279,8 +279,6 @@ def test_autograd_grad_allow_unused():
     assert g2 is None
 
 
-@pytest.mark.xfail(raises=NotImplementedError, strict=True,
-                   reason="create_graph (higher-order gradients) is issue #4's work")
 def test_create_graph_second_derivative():
     x = leaf(2.0)
     y = x**3

@@ -1,0 +1,108 @@
+"""``create_graph=True``: the backward pass recorded onto the tape, so that gradients can be
+differentiated again (``grad`` of ``grad``, to any order).
+
+Instead of the Numba sweep, a Python walk over the tape computes each adjoint as a tensor
+expression: the op table's partials (generated into ``_methods.GRAPH_PARTIALS``) are
+evaluated with recorded tensor ops, so the gradient has a ``grad_fn`` of its own.  The
+conditions inside a partial (``relu``'s ``x > 0``) only select a branch: they are evaluated
+on plain values.  Elementwise ops are supported; an op whose backward is NumPy code (a
+``pyfunc`` entry: reductions, matmul, ...) raises ``NotImplementedError``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .tape import CONST, LEAF, LINK, PYFUNC, PYOUT, Tape, _N, _NAMES
+from .tensor import Tensor, _wrap
+
+
+def _fn(name):
+    def f(v):
+        if isinstance(v, Tensor):
+            from . import _methods as M
+            return M.FUNCTIONS[name](v)
+        return getattr(math, name)(v) if name != "sign" else float(np.sign(v))
+    f.__name__ = f"_f_{name}"
+    return f
+
+
+_f_sqrt, _f_exp, _f_log, _f_sin, _f_cos, _f_sinh, _f_cosh, _f_sign = (
+    _fn(n) for n in ("sqrt", "exp", "log", "sin", "cos", "sinh", "cosh", "sign"))
+
+
+def _sel(cond, a, b):
+    """``a`` where ``cond`` else ``b`` (``cond``: plain values, not recorded)."""
+    if np.ndim(cond) == 0:
+        return a if bool(cond) else b
+    from . import _methods as M
+    return M.FUNCTIONS["where"](_wrap(np.asarray(cond)), a, b)
+
+
+def run_backward_graph(tensors, grads, inputs=None):
+    """Gradients of ``tensors`` (seeded with ``grads``, floats or tensors) as recorded tensors.
+
+    Returns ``(leaf_grads, captured)`` like ``engine.run_backward``: ``leaf_grads`` is a list
+    of ``(leaf, gradient)``, ``captured`` the gradients of ``inputs`` (None where unreached).
+    """
+    from ._methods import GRAPH_PARTIALS
+    tapes = {id(t._t): t._t for t in tensors}
+    if len(tapes) != 1 or not all(T.__class__ is Tape for T in tapes.values()):
+        raise NotImplementedError("create_graph=True needs all outputs recorded on one tape")
+    (T,) = tapes.values()
+    adj = {}
+    for t, g in zip(tensors, grads):
+        adj[t._i] = adj[t._i] + g if t._i in adj else g
+    wanted = {}
+    for pos, x in enumerate(inputs or ()):
+        if x._t is T and T._leaves.get(x._i) is not x:
+            wanted.setdefault(x._i, []).append(pos)
+    captured = [None] * len(inputs or ())
+    leaf_grads = []
+    views = {}
+
+    def tensor_of(r):
+        if r < 0:
+            return T._c[-r - 1]
+        code = T._entry(r)[0]
+        if code == LEAF:
+            return T._leaves[r]
+        if code == CONST:
+            return _wrap(T._arr[r])
+        v = views.get(r)
+        if v is None:       # a tensor standing for entry r: ops on it refer back to it
+            v = views[r] = Tensor()
+            v._v, v._t, v._i = T._value(r), T, r
+        return v
+
+    for i in range(max(adj), -1, -1):
+        g = adj.pop(i, None)
+        if g is None:
+            continue
+        for pos in wanted.get(i, ()):
+            captured[pos] = g
+        code = T._entry(i)[0]
+        if code == LEAF:
+            leaf_grads.append((T._leaves[i], g))
+            continue
+        if code >= _N:
+            name = T._py[i].name if code == PYFUNC else (
+                T._py[T._entry(i)[1]].name if code == PYOUT else _NAMES[code])
+            raise NotImplementedError(
+                f"create_graph=True through {name} (tape entry {i}) is not supported yet: "
+                "higher-order gradients work through elementwise ops only")
+        refs = T._inputs(i)
+        ts = [tensor_of(r) for r in refs] + [None] * (3 - len(refs))
+        vs = [np.asarray(T._value(r)) if r >= 0 and r in T._arr else
+              (T._value(r) if r >= 0 else T._c[-r - 1]) for r in refs] + [None] * (3 - len(refs))
+        parts = GRAPH_PARTIALS[code](ts[0], ts[1], ts[2], tensor_of(i),
+                                     vs[0], vs[1], vs[2], T._value(i))
+        for r, p in zip(refs, parts):
+            if r < 0 or p is None:
+                continue
+            c = g * p
+            if r not in T._arr and isinstance(c, Tensor) and c.ndim:
+                c = c.sum()      # a 0-d operand broadcast over an array entry
+            adj[r] = adj[r] + c if r in adj else c
+    return leaf_grads, captured

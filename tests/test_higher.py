@@ -1,0 +1,89 @@
+"""create_graph=True: gradients recorded on the tape and differentiated again."""
+import math
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad._table import OPS
+
+
+def test_third_order_of_cube():
+    x = tg.tensor(2.0, requires_grad=True)
+    (g1,) = tg.autograd.grad(x ** 3, [x], create_graph=True)
+    (g2,) = tg.autograd.grad(g1, [x], create_graph=True)
+    (g3,) = tg.autograd.grad(g2, [x])
+    assert (g1.item(), g2.item(), g3.item()) == (12.0, 12.0, 6.0)
+    assert g1.grad_fn is not None and g2.requires_grad
+
+
+def _num_hessian(f, x, h=1e-4):
+    n = len(x)
+    H = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            def fx(di, dj):
+                z = list(x)
+                z[i] += di
+                z[j] += dj
+                return f(z)
+            H[i, j] = (fx(h, h) - fx(h, -h) - fx(-h, h) + fx(-h, -h)) / (4 * h * h)
+    return H
+
+
+@pytest.mark.parametrize("name", [op.name for op in OPS if op.arity <= 2])
+def test_second_derivatives_of_every_elementwise_op(name):
+    """Mixed second derivatives through each op, against central differences."""
+    op = OPS[[o.name for o in OPS].index(name)]
+    rng = np.random.default_rng(3)
+    x0 = [float(rng.uniform(lo, hi)) for lo, hi in op.domain]
+    fn = getattr(tg, name)
+
+    def f_tg(xs):
+        y = fn(*xs) if op.arity == 2 else fn(xs[0])
+        return y * xs[0] + (xs[0] * xs[-1]).sin() * y
+
+    xs = [tg.tensor(v, requires_grad=True) for v in x0]
+    y = f_tg(xs)
+    grads = tg.autograd.grad(y, xs, create_graph=True)
+    H = np.zeros((len(xs), len(xs)))
+    for i, g in enumerate(grads):
+        if g.requires_grad:
+            row = tg.autograd.grad(g, xs, allow_unused=True, retain_graph=True)
+            H[i] = [0.0 if r is None else r.item() for r in row]
+
+    def f_float(z):
+        with tg.no_grad():
+            return f_tg([tg.tensor(v) for v in z]).item()
+
+    np.testing.assert_allclose(H, _num_hessian(f_float, x0), rtol=1e-4, atol=1e-4)
+
+
+def test_backward_create_graph_sets_a_differentiable_grad():
+    x = tg.tensor(1.5, requires_grad=True)
+    y = x.sin() * x
+    y.backward(create_graph=True)
+    g = x.grad
+    assert g.grad_fn is not None
+    assert g.item() == pytest.approx(math.cos(1.5) * 1.5 + math.sin(1.5))
+    (h,) = tg.autograd.grad(g, [x])
+    assert h.item() == pytest.approx(-math.sin(1.5) * 1.5 + 2 * math.cos(1.5))
+
+
+def test_arrays_and_broadcast_scalars():
+    v = tg.tensor([0.5, 1.0, 2.0], requires_grad=True)
+    s = tg.tensor(0.7, requires_grad=True)
+    y = (v * s).tanh() * v
+    gv, gs = tg.autograd.grad(y, [v, s], grad_outputs=tg.ones(3), create_graph=True)
+    (hs,) = tg.autograd.grad(gs, [s])
+    vv = np.array([0.5, 1.0, 2.0])
+    t = np.tanh(vv * 0.7)
+    # d/ds sum(tanh(v s) v) = sum(v^2 (1 - t^2)); d2/ds2 = sum(v^3 * -2 t (1 - t^2))
+    assert gs.item() == pytest.approx(np.sum(vv ** 2 * (1 - t ** 2)))
+    assert hs.item() == pytest.approx(np.sum(vv ** 3 * -2 * t * (1 - t ** 2)))
+
+
+def test_python_ops_say_they_are_not_supported_yet():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(NotImplementedError, match="SumBackward0"):
+        tg.autograd.grad((x * x).sum(), [x], create_graph=True)
