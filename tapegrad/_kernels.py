@@ -280,3 +280,79 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
             reached[rc] = 1
     return 0, -1
 
+
+@jit
+def replay(op, a, b, val, consts, stop):
+    """Recompute the values of the elementwise entries below ``stop`` from their operands
+    (leaves hold the new inputs): the forward sweep of a compiled tape."""
+    for i in range(stop):
+        o = op[i]
+        if o >= N_ELEMENTWISE:
+            continue
+        ra = a[i]
+        rb = b[i]
+        rc = -1
+        if ARITY[o] == 3:
+            rc = b[rb]
+            rb = a[rb]
+        x = val[ra] if ra >= 0 else consts[-ra - 1]
+        y = val[rb] if rb >= 0 else consts[-rb - 1]
+        z = val[rc] if rc >= 0 else consts[-rc - 1]
+        val[i] = forward(o, x, y, z)
+
+
+@jit
+def replay_batch(op, a, b, V, consts, stop):
+    """``replay`` for a batch of points: ``V[i, k]`` is entry i at point k (batch innermost,
+    so the dispatch on the opcode is paid once per entry for the whole batch)."""
+    nb = V.shape[1]
+    for i in range(stop):
+        o = op[i]
+        if o >= N_ELEMENTWISE:
+            continue
+        ra = a[i]
+        rb = b[i]
+        rc = -1
+        if ARITY[o] == 3:
+            rc = b[rb]
+            rb = a[rb]
+        cx = consts[-ra - 1] if ra < 0 else 0.0
+        cy = consts[-rb - 1] if rb < 0 else 0.0
+        cz = consts[-rc - 1] if rc < 0 else 0.0
+        for k in range(nb):
+            x = V[ra, k] if ra >= 0 else cx
+            y = V[rb, k] if rb >= 0 else cy
+            z = V[rc, k] if rc >= 0 else cz
+            V[i, k] = forward(o, x, y, z)
+
+
+@jit
+def reverse_batch(op, a, b, V, consts, ADJ, start):
+    """The reverse sweep for a batch of points (``ADJ`` shaped like ``V``)."""
+    nb = V.shape[1]
+    for i in range(start, -1, -1):
+        o = op[i]
+        if o >= N_ELEMENTWISE:
+            continue
+        ra = a[i]
+        rb = b[i]
+        rc = -1
+        if ARITY[o] == 3:
+            rc = b[rb]
+            rb = a[rb]
+        cx = consts[-ra - 1] if ra < 0 else 0.0
+        cy = consts[-rb - 1] if rb < 0 else 0.0
+        cz = consts[-rc - 1] if rc < 0 else 0.0
+        for k in range(nb):
+            g = ADJ[i, k]
+            x = V[ra, k] if ra >= 0 else cx
+            y = V[rb, k] if rb >= 0 else cy
+            z = V[rc, k] if rc >= 0 else cz
+            dx, dy, dz = partials(o, x, y, z, V[i, k])
+            if ra >= 0:
+                ADJ[ra, k] += g * dx
+            if rb >= 0:
+                ADJ[rb, k] += g * dy
+            if rc >= 0:
+                ADJ[rc, k] += g * dz
+

@@ -98,7 +98,8 @@ class Tape:
 
     __slots__ = ("_op", "_a", "_b", "_v", "_c", "_base", "_fop", "_fa", "_fb", "_fv",
                  "_arr", "_leaves", "_links", "_linkcache", "_py", "_hooks", "_retain",
-                 "_stops", "_freed", "_dirty", "_sweeps", "_tc", "_cmap", "_flat", "__weakref__")
+                 "_stops", "_freed", "_dirty", "_sweeps", "_tc", "_cmap", "_flat", "_reads",
+                 "__weakref__")
 
     def __init__(self):
         self._op, self._a, self._b, self._v = [], [], [], []
@@ -122,6 +123,7 @@ class Tape:
         self._tc = set()           # constant refs that came from tensors (not Python numbers)
         self._cmap = {}            # Python-number constant -> its reference (deduplicated)
         self._flat = {}            # array entries the Numba sweep reads (an ordered set)
+        self._reads = []           # (entry, "file:line") where Python read a recorded value
 
     # -- context manager ------------------------------------------------------------
     def __enter__(self):
@@ -273,6 +275,12 @@ class Tape:
         n = len(self)
         return (f"<tapegrad.Tape: {n} entries, {len(self._leaves)} leaves, "
                 f"{len(self._py)} python ops, {self.nbytes / 1e6:.3g} MB>")
+
+    def compile(self, inputs, outputs):
+        """A :class:`~tapegrad.replay.CompiledTape`: this recording replayed in Numba at new
+        values of ``inputs`` (value, gradient, batches of points)."""
+        from .replay import compile_tape
+        return compile_tape(self, inputs, outputs)
 
     def summary(self, max_rows: int = 20) -> None:
         """Print the tape as a Wengert list (first and last entries of a long tape)."""

@@ -11,6 +11,8 @@ A leaf is a tensor whose entry is a ``leaf`` entry (or that has none).
 from __future__ import annotations
 
 import math
+import os
+import sys
 import warnings
 from typing import Callable, Optional, Union
 
@@ -20,6 +22,7 @@ from . import _table
 from .tape import (_CHUNK, _N, ARG, CONST, PYFUNC, PYOUT, Tape, boot, rec_get, recording)
 
 _new = object.__new__
+_PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _UNREG = "unregistered-leaf"   # marker: a leaf that requires grad, not yet on a tape
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -511,6 +514,7 @@ class Tensor:
 
     def item(self) -> Union[float, int, bool]:
         """The value of a one-element tensor as a Python number."""
+        _note_read(self)
         v = self._v
         if v.__class__ is float:
             return v
@@ -520,6 +524,7 @@ class Tensor:
 
     def tolist(self):
         """The value as a (nested) list of Python numbers, or a number for 0-d."""
+        _note_read(self)
         v = self._v
         return v if v.__class__ is float else v.tolist()
 
@@ -538,12 +543,14 @@ class Tensor:
         return np.asarray(self._v, dtype=dtype)
 
     def __float__(self):
-        return _b.float(self.item())
+        _note_read(self)
+        return _b.float(self._v) if self._v.__class__ is _b.float else _b.float(self.item())
 
     def __int__(self):
         return _b.int(self.item())
 
     def __bool__(self):
+        _note_read(self)
         v = self._v
         if v.__class__ is not float and v.size != 1:
             raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
@@ -579,6 +586,9 @@ class Tensor:
 
     # -- comparisons (not differentiable) ------------------------------------------------
     def _compare(self, other, fn):
+        _note_read(self)
+        if isinstance(other, Tensor):
+            _note_read(other)
         b = other._v if isinstance(other, Tensor) else other
         return _wrap(np.asarray(fn(np.asarray(self._v), np.asarray(b))))
 
@@ -700,6 +710,24 @@ class _HookHandle:
     def remove(self):
         if self._hook in self._hooks:
             self._hooks.remove(self._hook)
+
+
+def _note_read(t):
+    """Python read the value of a tensor that requires grad: a branch may depend on it, so
+    a replay of the tape could be wrong (``compile`` checks).  A leaf not on a tape yet is
+    noted on the tape recording now, at entry -1 (before everything)."""
+    T = t._t
+    if T is None:
+        return
+    i = t._i if T.__class__ is Tape else -1
+    if T.__class__ is not Tape:
+        T = recording()
+        if T is None:
+            return
+    f = sys._getframe(1)
+    while f.f_back is not None and f.f_code.co_filename.startswith(_PKG):
+        f = f.f_back      # the user's line, outside tapegrad
+    T._reads.append((i, f"{f.f_code.co_filename}:{f.f_lineno}"))
 
 
 def _rebuild(v, requires_grad):

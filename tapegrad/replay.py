@@ -1,0 +1,160 @@
+"""Compiled replay: a recorded tape run again, in Numba, at new input values.
+
+``tape.compile(inputs, outputs)`` returns a :class:`CompiledTape`.  Calling it re-evaluates
+every entry from new inputs in one Numba loop (``_kernels.replay``) and the reverse sweep
+runs on those values; no Python runs per op.  A batch of points (one more leading
+dimension) replays with the batch innermost (``replay_batch``/``reverse_batch``), so the
+dispatch on each opcode is paid once for the whole batch.
+
+What this first version replays: scalar programs -- 0-d float64 leaves as inputs, the
+elementwise ops of the op table, Python constants (which stay constants).  Array entries
+and NumPy-backward ops raise ``NotImplementedError``.
+
+Branches: replay cannot see Python control flow.  If the recording read a recorded value
+(``bool(t)``, ``float(t)``, ``t.item()``, a comparison such as ``if x > 0``), its branches
+could differ at a new point, so ``compile`` raises :class:`RetraceRequired` naming the
+source line, rather than ever replaying to a silently wrong value.  (Recording the
+comparisons themselves as guard entries, so that a replay can check them and re-record when
+one flips, is the next step; until then a program with value-dependent branches must be
+recorded at each point.)
+"""
+from __future__ import annotations
+
+from typing import Sequence, Union
+
+import numpy as np
+
+from .tape import ARG, LEAF, Tape, _N, _NAMES
+from .tensor import Tensor
+
+
+class RetraceRequired(RuntimeError):
+    """The recording depends on Python control flow over recorded values: replaying it at
+    other inputs could take other branches, so it must be recorded again there."""
+
+
+class CompiledTape:
+    """A scalar program recorded on a tape, replayed in Numba at new inputs."""
+
+    def __init__(self, tape: Tape, inputs: Sequence[Tensor], outputs: Sequence[Tensor]):
+        outputs = list(outputs)
+        inputs = list(inputs)
+        for t in outputs:
+            if not isinstance(t, Tensor) or t._t is not tape:
+                raise ValueError("compile(): every output must be a tensor recorded on this tape")
+            if t._v.__class__ is not float:
+                raise NotImplementedError("compile(): only 0-d (scalar) outputs replay for now")
+        for x in inputs:
+            if not isinstance(x, Tensor) or x._t.__class__ is not Tape:
+                raise ValueError("compile(): every input must be a leaf tensor used on this tape")
+            if x._v.__class__ is not float:
+                raise NotImplementedError("compile(): only 0-d (scalar) inputs replay for now")
+        op, a, b, val = tape._arrays()
+        end = max(t._i for t in outputs) + 1
+        codes = op[:end]
+        bad = np.nonzero((codes >= _N) & (codes != LEAF) & (codes != ARG))[0]
+        if len(bad):
+            i = int(bad[0])
+            name = tape._py[i].name if i in tape._py else _NAMES[codes[i]]
+            raise NotImplementedError(
+                f"compile(): entry {i} ({name}) is not replayable yet: this version replays "
+                "scalar elementwise programs")
+        arrays = [k for k in tape._arr if k < end]
+        if arrays:
+            raise NotImplementedError(f"compile(): entry {min(arrays)} holds an array; this "
+                                      "version replays scalar programs")
+        reads = [(i, where) for i, where in tape._reads if i < end]
+        if reads:
+            i, where = reads[0]
+            what = f"entry {i} ({_NAMES[op[i]]})" if i >= 0 else "a leaf"
+            raise RetraceRequired(
+                f"the recording read the value of {what} at {where}: a "
+                "Python branch on it could go the other way at new inputs, so this tape cannot "
+                "be replayed (value-dependent branches are not guarded yet).")
+        self.op, self.a, self.b = op[:end].copy(), a[:end].copy(), b[:end].copy()
+        self.val0 = val[:end].copy()
+        self.consts = np.array(tape._c, dtype=np.float64)
+        # every leaf entry (a leaf can be registered more than once) -> its input position
+        where = {id(x): k for k, x in enumerate(inputs)}
+        pairs = [(i, where[id(t)]) for i, t in tape._leaves.items() if i < end and id(t) in where]
+        self.in_entries = np.array([p[0] for p in pairs], dtype=np.int64)
+        self.in_pos = np.array([p[1] for p in pairs], dtype=np.int64)
+        self.n_inputs = len(inputs)
+        self.out = np.array([t._i for t in outputs], dtype=np.int64)
+        self._empty_i = np.zeros(0, np.int64)
+        self._empty_f = np.zeros(0)
+
+    def __len__(self):
+        return len(self.op)
+
+    def _x(self, x):
+        x = np.asarray(x, dtype=np.float64)
+        if x.shape[-1:] != (self.n_inputs,):
+            raise ValueError(f"expected inputs of shape (..., {self.n_inputs}), got {x.shape}")
+        return x
+
+    def _forward(self, x):
+        from . import _kernels as K
+        val = self.val0.copy()
+        val[self.in_entries] = x[self.in_pos]
+        K.replay(self.op, self.a, self.b, val, self.consts, len(val))
+        return val
+
+    def __call__(self, x) -> Union[float, np.ndarray]:
+        """The outputs at ``x`` (shape (n,), or (B, n) for a batch of points)."""
+        x = self._x(x)
+        if x.ndim == 2:
+            V = self._forward_batch(x)
+            out = V[self.out].T
+            return out[:, 0] if len(self.out) == 1 else out
+        val = self._forward(x)
+        return float(val[self.out[0]]) if len(self.out) == 1 else val[self.out].copy()
+
+    def value_and_grad(self, x):
+        """The (first) output and its gradient with respect to the inputs, at ``x``
+        ((n,) -> (float, (n,)); (B, n) -> ((B,), (B, n)))."""
+        from . import _kernels as K
+        x = self._x(x)
+        if x.ndim == 2:
+            return self._value_and_grad_batch(x)
+        val = self._forward(x)
+        n = len(val)
+        adj = np.zeros(n)
+        reached = np.zeros(n, np.uint8)
+        o = int(self.out[0])
+        adj[o] = 1.0
+        reached[o] = 1
+        K.reverse(self.op, self.a, self.b, val, self.consts, adj, reached, np.zeros(n, np.uint8),
+                  self._empty_i, self._empty_i, self._empty_i, self._empty_f, self._empty_f,
+                  o, -1, 1)
+        g = np.bincount(self.in_pos, weights=adj[self.in_entries], minlength=self.n_inputs)
+        return float(val[o]), g
+
+    def grad(self, x) -> np.ndarray:
+        """The gradient of the (first) output at ``x`` ((n,) or a batch (B, n))."""
+        return self.value_and_grad(x)[1]
+
+    def _forward_batch(self, X):
+        from . import _kernels as K
+        V = np.repeat(self.val0[:, None], X.shape[0], axis=1)
+        V[self.in_entries] = X[:, self.in_pos].T
+        K.replay_batch(self.op, self.a, self.b, V, self.consts, len(V))
+        return V
+
+    def _value_and_grad_batch(self, X):
+        from . import _kernels as K
+        V = self._forward_batch(X)
+        ADJ = np.zeros_like(V)
+        o = int(self.out[0])
+        ADJ[o] = 1.0
+        K.reverse_batch(self.op, self.a, self.b, V, self.consts, ADJ, o)
+        G = np.zeros((X.shape[0], self.n_inputs))
+        np.add.at(G.T, self.in_pos, ADJ[self.in_entries])
+        return V[o].copy(), G
+
+
+def compile_tape(tape, inputs, outputs):
+    """``tape.compile(inputs, outputs)``: see :class:`CompiledTape`."""
+    single = isinstance(outputs, Tensor)
+    return CompiledTape(tape, [inputs] if isinstance(inputs, Tensor) else inputs,
+                        [outputs] if single else outputs)

@@ -1,0 +1,118 @@
+"""Compiled replay of scalar programs: values and gradients at new points equal a fresh
+recording; batches equal one point at a time; value-dependent branches refuse to replay."""
+import math
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+
+def rosen(x):
+    t = 0.0
+    for i in range(len(x) - 1):
+        t = t + 100.0 * (x[i + 1] - x[i] ** 2) ** 2 + (1.0 - x[i]) ** 2
+    return t
+
+
+def program(x):   # every elementwise op kind, fan-out and constants
+    a, b, c = x
+    u = (a * b).sin() + tg.exp(c * 0.1) - 2.0 / (1.0 + b * b)
+    v = tg.atan2(u, c + 3.0) * tg.sigmoid(a) + tg.clamp(b, -0.5, 0.5) ** 2
+    return u * v + tg.maximum(a, c) + tg.log1p(a * a) + tg.relu(b - 0.3)
+
+
+def _record(fn, x0):
+    with tg.Tape() as tape:
+        xs = [tg.tensor(float(v), requires_grad=True) for v in x0]
+        y = fn(xs)
+    return tape, xs, y
+
+
+def _fresh(fn, x):
+    tape, xs, y = _record(fn, x)
+    y.backward()
+    return y.item(), np.array([t.grad.item() for t in xs])
+
+
+@pytest.mark.parametrize("fn,n", [(rosen, 30), (program, 3)])
+def test_replay_equals_a_fresh_recording(fn, n):
+    rng = np.random.default_rng(0)
+    x0 = rng.uniform(-1, 1, n)
+    tape, xs, y = _record(fn, x0)
+    f = tape.compile(xs, y)
+    for _ in range(5):
+        x = rng.uniform(-1, 1, n)
+        v, g = f.value_and_grad(x)
+        v2, g2 = _fresh(fn, x)
+        assert v == pytest.approx(v2, rel=1e-14)
+        np.testing.assert_allclose(g, g2, rtol=1e-13, atol=1e-14)
+        assert f(x) == v
+
+
+def test_batched_replay_equals_one_point_at_a_time():
+    rng = np.random.default_rng(1)
+    tape, xs, y = _record(program, rng.uniform(-1, 1, 3))
+    f = tape.compile(xs, y)
+    X = rng.uniform(-1, 1, (64, 3))
+    V, G = f.value_and_grad(X)
+    assert V.shape == (64,) and G.shape == (64, 3)
+    for k in range(64):
+        v, g = f.value_and_grad(X[k])
+        assert V[k] == v
+        np.testing.assert_allclose(G[k], g, rtol=1e-14)
+    np.testing.assert_allclose(f(X), V)
+
+
+def test_a_leaf_used_twice_and_constants_stay_constants():
+    with tg.Tape() as tape:
+        x = tg.tensor(2.0, requires_grad=True)
+        k = tg.tensor(3.0)                # no grad: a constant of the program
+        y = x * x * k + x
+    f = tape.compile([x], y)
+    v, g = f.value_and_grad([5.0])
+    assert v == 5.0 * 5.0 * 3.0 + 5.0 and g.tolist() == [2 * 5.0 * 3.0 + 1.0]
+
+
+def test_value_dependent_branches_refuse_to_replay():
+    with tg.Tape() as tape:
+        x = tg.tensor(2.0, requires_grad=True)
+        y = x * x if x > 0 else -x
+    with pytest.raises(tg.RetraceRequired, match="test_replay.py"):
+        tape.compile([x], y)
+    with tg.Tape() as tape:
+        x = tg.tensor(2.0, requires_grad=True)
+        y = x * float(x)
+    with pytest.raises(tg.RetraceRequired, match="read the value of"):
+        tape.compile([x], y)
+
+
+def test_not_yet_replayable_programs_say_so():
+    with tg.Tape() as tape:
+        x = tg.tensor([1.0, 2.0], requires_grad=True)
+        y = (x * x).sum()
+    with pytest.raises(NotImplementedError):
+        tape.compile([x], y)
+    with tg.Tape() as tape:
+        x = tg.tensor(1.0, requires_grad=True)
+        y = tg.stack([x, x]).sum()
+    with pytest.raises(NotImplementedError, match="not replayable yet"):
+        tape.compile([x], y)
+
+
+def test_bad_input_shapes_are_errors_not_crashes():
+    tape, xs, y = _record(rosen, [0.1, 0.2, 0.3])
+    f = tape.compile(xs, y)
+    with pytest.raises(ValueError, match=r"shape \(\.\.\., 3\)"):
+        f.value_and_grad([1.0, 2.0])
+    with pytest.raises(ValueError):
+        tape.compile(xs, tg.tensor(1.0))
+
+
+def test_a_read_of_an_intermediate_names_its_entry():
+    with tg.Tape() as tape:
+        x = tg.tensor(2.0, requires_grad=True)
+        u = x * 3.0
+        y = u * u if u.item() > 1 else u
+    with pytest.raises(tg.RetraceRequired, match=r"entry 1 \(mul\)"):
+        tape.compile([x], y)
