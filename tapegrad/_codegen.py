@@ -86,7 +86,71 @@ def kernels_source() -> str:
         out.append(f"        return {parts}")
     out += ["    return 0.0, 0.0, 0.0", ""]
     out.append(REVERSE)
+    out += batch_kernels()
     return "\n".join(out) + "\n"
+
+
+_SWEEP_HEAD = """
+    for i in {loop}:
+        o = op[i]
+        if o >= N_ELEMENTWISE:
+            continue
+        ra = a[i]
+        rb = b[i]
+        rc = -1
+        if ARITY[o] == 3:
+            rc = b[rb]
+            rb = a[rb]
+        va = ra >= 0  # (reverse: only entries get adjoints, constants do not)
+        vb = rb >= 0
+        vc = rc >= 0
+        # constants are rows of V after the entries: a reference r < 0 is row stop - r - 1
+        ra = ra if ra >= 0 else stop - ra - 1
+        rb = rb if rb >= 0 else stop - rb - 1
+        rc = rc if rc >= 0 else stop - rc - 1"""
+
+
+def _loads(names, ind, at):
+    rows = {"x": "ra", "y": "rb", "z": "rc", "out": "i"}
+    return "".join(f"{ind}{n} = V[{at(rows[n])}]\n" for n in ("x", "y", "z", "out") if n in names)
+
+
+def _used(*exprs):
+    text = " ".join(e for e in exprs if e)
+    return {n for n in ("x", "y", "z", "out") if re.search(r"\b%s\b" % n, text)}
+
+
+def _replay_kernels(batch: bool) -> List[str]:
+    """Forward replay and reverse sweep with each op's code inline (no call, no flags):
+    for one point (``V[i]``) or, with ``batch``, a loop over points inside each op's branch
+    (``V[i, k]``), so the opcode dispatch is paid once per entry for the whole batch."""
+    sfx, at = ("_batch", lambda r: f"{r}, k") if batch else ("_point", lambda r: r)
+    loop = "            for k in range(nb):\n" if batch else ""
+    ind = " " * (16 if batch else 12)
+    head = ("\n    nb = V.shape[1]" if batch else "")
+    fwd = ["", "", "@jit", f"def replay{sfx}(op, a, b, V, stop):",
+           f'    """Forward replay ({"a batch of points: V[i, k] is entry i at point k" if batch else "one point"});',
+           '    rows ``stop`` onwards of V hold the constants."""' + head,
+           _SWEEP_HEAD.format(loop="range(stop)")]
+    rev = ["", "", "@jit", f"def reverse{sfx}(op, a, b, V, ADJ, start, stop):",
+           '    """Reverse sweep matching ``replay' + sfx + '`` (``ADJ`` shaped like ``V``)."""' + head,
+           _SWEEP_HEAD.format(loop="range(start, -1, -1)")]
+    for k, op in enumerate(OPS):
+        kw = "if" if k == 0 else "elif"
+        fwd.append(f"        {kw} o == {k}:  # {op.name}\n{loop}"
+                   + _loads(_used(op.fwd), ind, at) + f"{ind}V[{at('i')}] = {op.fwd}")
+        parts = [f for f in (op.dx, op.dy, op.dz)[:op.arity]]
+        body = f"        {kw} o == {k}:  # {op.name}\n{loop}" + _loads(_used(*parts), ind, at)
+        body += f"{ind}g = ADJ[{at('i')}]\n"
+        for row, f in zip(("ra", "rb", "rc"), parts):
+            if f != "0.0":
+                body += f"{ind}if v{row[1]}:\n{ind}    ADJ[{at(row)}] += g * ({f})\n"
+        rev.append(body.rstrip("\n"))
+    return fwd + rev
+
+
+def batch_kernels() -> List[str]:
+    return _replay_kernels(False) + _replay_kernels(True)
 
 
 REVERSE = '''
@@ -188,83 +252,9 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
                 pending += 1
             reached[rc] = 1
     return 0, -1
-
-
-@jit
-def replay(op, a, b, val, consts, stop):
-    """Recompute the values of the elementwise entries below ``stop`` from their operands
-    (leaves hold the new inputs): the forward sweep of a compiled tape."""
-    for i in range(stop):
-        o = op[i]
-        if o >= N_ELEMENTWISE:
-            continue
-        ra = a[i]
-        rb = b[i]
-        rc = -1
-        if ARITY[o] == 3:
-            rc = b[rb]
-            rb = a[rb]
-        x = val[ra] if ra >= 0 else consts[-ra - 1]
-        y = val[rb] if rb >= 0 else consts[-rb - 1]
-        z = val[rc] if rc >= 0 else consts[-rc - 1]
-        val[i] = forward(o, x, y, z)
-
-
-@jit
-def replay_batch(op, a, b, V, consts, stop):
-    """``replay`` for a batch of points: ``V[i, k]`` is entry i at point k (batch innermost,
-    so the dispatch on the opcode is paid once per entry for the whole batch)."""
-    nb = V.shape[1]
-    for i in range(stop):
-        o = op[i]
-        if o >= N_ELEMENTWISE:
-            continue
-        ra = a[i]
-        rb = b[i]
-        rc = -1
-        if ARITY[o] == 3:
-            rc = b[rb]
-            rb = a[rb]
-        cx = consts[-ra - 1] if ra < 0 else 0.0
-        cy = consts[-rb - 1] if rb < 0 else 0.0
-        cz = consts[-rc - 1] if rc < 0 else 0.0
-        for k in range(nb):
-            x = V[ra, k] if ra >= 0 else cx
-            y = V[rb, k] if rb >= 0 else cy
-            z = V[rc, k] if rc >= 0 else cz
-            V[i, k] = forward(o, x, y, z)
-
-
-@jit
-def reverse_batch(op, a, b, V, consts, ADJ, start):
-    """The reverse sweep for a batch of points (``ADJ`` shaped like ``V``)."""
-    nb = V.shape[1]
-    for i in range(start, -1, -1):
-        o = op[i]
-        if o >= N_ELEMENTWISE:
-            continue
-        ra = a[i]
-        rb = b[i]
-        rc = -1
-        if ARITY[o] == 3:
-            rc = b[rb]
-            rb = a[rb]
-        cx = consts[-ra - 1] if ra < 0 else 0.0
-        cy = consts[-rb - 1] if rb < 0 else 0.0
-        cz = consts[-rc - 1] if rc < 0 else 0.0
-        for k in range(nb):
-            g = ADJ[i, k]
-            x = V[ra, k] if ra >= 0 else cx
-            y = V[rb, k] if rb >= 0 else cy
-            z = V[rc, k] if rc >= 0 else cz
-            dx, dy, dz = partials(o, x, y, z, V[i, k])
-            if ra >= 0:
-                ADJ[ra, k] += g * dx
-            if rb >= 0:
-                ADJ[rb, k] += g * dy
-            if rc >= 0:
-                ADJ[rc, k] += g * dz
 '''
+
+
 
 
 # --------------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ def forward(o, x, y, z):
     elif o == 3:  # div
         return x / y
     elif o == 4:  # pow
-        return math.pow(x, y)
+        return x * x if y == 2.0 else math.pow(x, y)
     elif o == 5:  # atan2
         return math.atan2(x, y)
     elif o == 6:  # maximum
@@ -119,7 +119,7 @@ def partials(o, x, y, z, out):
     elif o == 3:  # div
         return 1.0 / y, -out / y, 0.0
     elif o == 4:  # pow
-        return 0.0 if y == 0.0 else y * x ** (y - 1.0), 0.0 if (x == 0.0 and y >= 0.0) else out * log(x), 0.0
+        return 2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0)), 0.0 if (x == 0.0 and y >= 0.0) else out * log(x), 0.0
     elif o == 5:  # atan2
         return 0.0 if (x == 0.0 and y == 0.0) else y / (x * x + y * y), 0.0 if (x == 0.0 and y == 0.0) else -x / (x * x + y * y), 0.0
     elif o == 6:  # maximum
@@ -281,10 +281,12 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
     return 0, -1
 
 
+
 @jit
-def replay(op, a, b, val, consts, stop):
-    """Recompute the values of the elementwise entries below ``stop`` from their operands
-    (leaves hold the new inputs): the forward sweep of a compiled tape."""
+def replay_point(op, a, b, V, stop):
+    """Forward replay (one point);
+    rows ``stop`` onwards of V hold the constants."""
+
     for i in range(stop):
         o = op[i]
         if o >= N_ELEMENTWISE:
@@ -295,41 +297,133 @@ def replay(op, a, b, val, consts, stop):
         if ARITY[o] == 3:
             rc = b[rb]
             rb = a[rb]
-        x = val[ra] if ra >= 0 else consts[-ra - 1]
-        y = val[rb] if rb >= 0 else consts[-rb - 1]
-        z = val[rc] if rc >= 0 else consts[-rc - 1]
-        val[i] = forward(o, x, y, z)
+        va = ra >= 0  # (reverse: only entries get adjoints, constants do not)
+        vb = rb >= 0
+        vc = rc >= 0
+        # constants are rows of V after the entries: a reference r < 0 is row stop - r - 1
+        ra = ra if ra >= 0 else stop - ra - 1
+        rb = rb if rb >= 0 else stop - rb - 1
+        rc = rc if rc >= 0 else stop - rc - 1
+        if o == 0:  # add
+            x = V[ra]
+            y = V[rb]
+            V[i] = x + y
+        elif o == 1:  # sub
+            x = V[ra]
+            y = V[rb]
+            V[i] = x - y
+        elif o == 2:  # mul
+            x = V[ra]
+            y = V[rb]
+            V[i] = x * y
+        elif o == 3:  # div
+            x = V[ra]
+            y = V[rb]
+            V[i] = x / y
+        elif o == 4:  # pow
+            x = V[ra]
+            y = V[rb]
+            V[i] = x * x if y == 2.0 else math.pow(x, y)
+        elif o == 5:  # atan2
+            x = V[ra]
+            y = V[rb]
+            V[i] = math.atan2(x, y)
+        elif o == 6:  # maximum
+            x = V[ra]
+            y = V[rb]
+            V[i] = x if (x > y or x != x) else y
+        elif o == 7:  # minimum
+            x = V[ra]
+            y = V[rb]
+            V[i] = x if (x < y or x != x) else y
+        elif o == 8:  # neg
+            x = V[ra]
+            V[i] = -x
+        elif o == 9:  # abs
+            x = V[ra]
+            V[i] = abs(x)
+        elif o == 10:  # exp
+            x = V[ra]
+            V[i] = math.exp(x)
+        elif o == 11:  # log
+            x = V[ra]
+            V[i] = math.log(x)
+        elif o == 12:  # log1p
+            x = V[ra]
+            V[i] = math.log1p(x)
+        elif o == 13:  # expm1
+            x = V[ra]
+            V[i] = math.expm1(x)
+        elif o == 14:  # sqrt
+            x = V[ra]
+            V[i] = math.sqrt(x)
+        elif o == 15:  # sin
+            x = V[ra]
+            V[i] = math.sin(x)
+        elif o == 16:  # cos
+            x = V[ra]
+            V[i] = math.cos(x)
+        elif o == 17:  # tan
+            x = V[ra]
+            V[i] = math.tan(x)
+        elif o == 18:  # asin
+            x = V[ra]
+            V[i] = math.asin(x)
+        elif o == 19:  # acos
+            x = V[ra]
+            V[i] = math.acos(x)
+        elif o == 20:  # atan
+            x = V[ra]
+            V[i] = math.atan(x)
+        elif o == 21:  # sinh
+            x = V[ra]
+            V[i] = math.sinh(x)
+        elif o == 22:  # cosh
+            x = V[ra]
+            V[i] = math.cosh(x)
+        elif o == 23:  # tanh
+            x = V[ra]
+            V[i] = math.tanh(x)
+        elif o == 24:  # sigmoid
+            x = V[ra]
+            V[i] = 1.0 / (1.0 + math.exp(-x))
+        elif o == 25:  # relu
+            x = V[ra]
+            V[i] = x if x > 0.0 else 0.0 * x
+        elif o == 26:  # erf
+            x = V[ra]
+            V[i] = math.erf(x)
+        elif o == 27:  # sign
+            x = V[ra]
+            V[i] = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0 * x)
+        elif o == 28:  # round
+            x = V[ra]
+            V[i] = float(round(x))
+        elif o == 29:  # floor
+            x = V[ra]
+            V[i] = float(math.floor(x))
+        elif o == 30:  # ceil
+            x = V[ra]
+            V[i] = float(math.ceil(x))
+        elif o == 31:  # trunc
+            x = V[ra]
+            V[i] = float(math.trunc(x))
+        elif o == 32:  # clamp
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            V[i] = min(max(x, y), z)
+        elif o == 33:  # where
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            V[i] = y if x != 0.0 else z
 
 
 @jit
-def replay_batch(op, a, b, V, consts, stop):
-    """``replay`` for a batch of points: ``V[i, k]`` is entry i at point k (batch innermost,
-    so the dispatch on the opcode is paid once per entry for the whole batch)."""
-    nb = V.shape[1]
-    for i in range(stop):
-        o = op[i]
-        if o >= N_ELEMENTWISE:
-            continue
-        ra = a[i]
-        rb = b[i]
-        rc = -1
-        if ARITY[o] == 3:
-            rc = b[rb]
-            rb = a[rb]
-        cx = consts[-ra - 1] if ra < 0 else 0.0
-        cy = consts[-rb - 1] if rb < 0 else 0.0
-        cz = consts[-rc - 1] if rc < 0 else 0.0
-        for k in range(nb):
-            x = V[ra, k] if ra >= 0 else cx
-            y = V[rb, k] if rb >= 0 else cy
-            z = V[rc, k] if rc >= 0 else cz
-            V[i, k] = forward(o, x, y, z)
+def reverse_point(op, a, b, V, ADJ, start, stop):
+    """Reverse sweep matching ``replay_point`` (``ADJ`` shaped like ``V``)."""
 
-
-@jit
-def reverse_batch(op, a, b, V, consts, ADJ, start):
-    """The reverse sweep for a batch of points (``ADJ`` shaped like ``V``)."""
-    nb = V.shape[1]
     for i in range(start, -1, -1):
         o = op[i]
         if o >= N_ELEMENTWISE:
@@ -340,19 +434,607 @@ def reverse_batch(op, a, b, V, consts, ADJ, start):
         if ARITY[o] == 3:
             rc = b[rb]
             rb = a[rb]
-        cx = consts[-ra - 1] if ra < 0 else 0.0
-        cy = consts[-rb - 1] if rb < 0 else 0.0
-        cz = consts[-rc - 1] if rc < 0 else 0.0
-        for k in range(nb):
-            g = ADJ[i, k]
-            x = V[ra, k] if ra >= 0 else cx
-            y = V[rb, k] if rb >= 0 else cy
-            z = V[rc, k] if rc >= 0 else cz
-            dx, dy, dz = partials(o, x, y, z, V[i, k])
-            if ra >= 0:
-                ADJ[ra, k] += g * dx
-            if rb >= 0:
-                ADJ[rb, k] += g * dy
-            if rc >= 0:
-                ADJ[rc, k] += g * dz
+        va = ra >= 0  # (reverse: only entries get adjoints, constants do not)
+        vb = rb >= 0
+        vc = rc >= 0
+        # constants are rows of V after the entries: a reference r < 0 is row stop - r - 1
+        ra = ra if ra >= 0 else stop - ra - 1
+        rb = rb if rb >= 0 else stop - rb - 1
+        rc = rc if rc >= 0 else stop - rc - 1
+        if o == 0:  # add
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (1.0)
+            if vb:
+                ADJ[rb] += g * (1.0)
+        elif o == 1:  # sub
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (1.0)
+            if vb:
+                ADJ[rb] += g * (-1.0)
+        elif o == 2:  # mul
+            x = V[ra]
+            y = V[rb]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (y)
+            if vb:
+                ADJ[rb] += g * (x)
+        elif o == 3:  # div
+            y = V[rb]
+            out = V[i]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (1.0 / y)
+            if vb:
+                ADJ[rb] += g * (-out / y)
+        elif o == 4:  # pow
+            x = V[ra]
+            y = V[rb]
+            out = V[i]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0)))
+            if vb:
+                ADJ[rb] += g * (0.0 if (x == 0.0 and y >= 0.0) else out * log(x))
+        elif o == 5:  # atan2
+            x = V[ra]
+            y = V[rb]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (0.0 if (x == 0.0 and y == 0.0) else y / (x * x + y * y))
+            if vb:
+                ADJ[rb] += g * (0.0 if (x == 0.0 and y == 0.0) else -x / (x * x + y * y))
+        elif o == 6:  # maximum
+            x = V[ra]
+            y = V[rb]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (1.0 if x > y else (0.5 if x == y else 0.0))
+            if vb:
+                ADJ[rb] += g * (1.0 if y > x else (0.5 if x == y else 0.0))
+        elif o == 7:  # minimum
+            x = V[ra]
+            y = V[rb]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (1.0 if x < y else (0.5 if x == y else 0.0))
+            if vb:
+                ADJ[rb] += g * (1.0 if y < x else (0.5 if x == y else 0.0))
+        elif o == 8:  # neg
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (-1.0)
+        elif o == 9:  # abs
+            x = V[ra]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (sign(x))
+        elif o == 10:  # exp
+            out = V[i]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (out)
+        elif o == 11:  # log
+            x = V[ra]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (1.0 / x)
+        elif o == 12:  # log1p
+            x = V[ra]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (1.0 / (1.0 + x))
+        elif o == 13:  # expm1
+            out = V[i]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (out + 1.0)
+        elif o == 14:  # sqrt
+            out = V[i]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (0.5 / out)
+        elif o == 15:  # sin
+            x = V[ra]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (cos(x))
+        elif o == 16:  # cos
+            x = V[ra]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (-sin(x))
+        elif o == 17:  # tan
+            out = V[i]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (1.0 + out * out)
+        elif o == 18:  # asin
+            x = V[ra]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (1.0 / sqrt(1.0 - x * x))
+        elif o == 19:  # acos
+            x = V[ra]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (-1.0 / sqrt(1.0 - x * x))
+        elif o == 20:  # atan
+            x = V[ra]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (1.0 / (1.0 + x * x))
+        elif o == 21:  # sinh
+            x = V[ra]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (cosh(x))
+        elif o == 22:  # cosh
+            x = V[ra]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (sinh(x))
+        elif o == 23:  # tanh
+            out = V[i]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (1.0 - out * out)
+        elif o == 24:  # sigmoid
+            out = V[i]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (out * (1.0 - out))
+        elif o == 25:  # relu
+            x = V[ra]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (1.0 if x > 0.0 else 0.0)
+        elif o == 26:  # erf
+            x = V[ra]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (1.1283791670955126 * exp(-x * x))
+        elif o == 27:  # sign
+            g = ADJ[i]
+        elif o == 28:  # round
+            g = ADJ[i]
+        elif o == 29:  # floor
+            g = ADJ[i]
+        elif o == 30:  # ceil
+            g = ADJ[i]
+        elif o == 31:  # trunc
+            g = ADJ[i]
+        elif o == 32:  # clamp
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (1.0 if (x >= y and x <= z) else 0.0)
+            if vb:
+                ADJ[rb] += g * (1.0 if (x < y and y <= z) else 0.0)
+            if vc:
+                ADJ[rc] += g * (1.0 if (x > z or y > z) else 0.0)
+        elif o == 33:  # where
+            x = V[ra]
+            g = ADJ[i]
+            if vb:
+                ADJ[rb] += g * (1.0 if x != 0.0 else 0.0)
+            if vc:
+                ADJ[rc] += g * (0.0 if x != 0.0 else 1.0)
 
+
+@jit
+def replay_batch(op, a, b, V, stop):
+    """Forward replay (a batch of points: V[i, k] is entry i at point k);
+    rows ``stop`` onwards of V hold the constants."""
+    nb = V.shape[1]
+
+    for i in range(stop):
+        o = op[i]
+        if o >= N_ELEMENTWISE:
+            continue
+        ra = a[i]
+        rb = b[i]
+        rc = -1
+        if ARITY[o] == 3:
+            rc = b[rb]
+            rb = a[rb]
+        va = ra >= 0  # (reverse: only entries get adjoints, constants do not)
+        vb = rb >= 0
+        vc = rc >= 0
+        # constants are rows of V after the entries: a reference r < 0 is row stop - r - 1
+        ra = ra if ra >= 0 else stop - ra - 1
+        rb = rb if rb >= 0 else stop - rb - 1
+        rc = rc if rc >= 0 else stop - rc - 1
+        if o == 0:  # add
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                V[i, k] = x + y
+        elif o == 1:  # sub
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                V[i, k] = x - y
+        elif o == 2:  # mul
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                V[i, k] = x * y
+        elif o == 3:  # div
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                V[i, k] = x / y
+        elif o == 4:  # pow
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                V[i, k] = x * x if y == 2.0 else math.pow(x, y)
+        elif o == 5:  # atan2
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                V[i, k] = math.atan2(x, y)
+        elif o == 6:  # maximum
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                V[i, k] = x if (x > y or x != x) else y
+        elif o == 7:  # minimum
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                V[i, k] = x if (x < y or x != x) else y
+        elif o == 8:  # neg
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = -x
+        elif o == 9:  # abs
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = abs(x)
+        elif o == 10:  # exp
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = math.exp(x)
+        elif o == 11:  # log
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = math.log(x)
+        elif o == 12:  # log1p
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = math.log1p(x)
+        elif o == 13:  # expm1
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = math.expm1(x)
+        elif o == 14:  # sqrt
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = math.sqrt(x)
+        elif o == 15:  # sin
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = math.sin(x)
+        elif o == 16:  # cos
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = math.cos(x)
+        elif o == 17:  # tan
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = math.tan(x)
+        elif o == 18:  # asin
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = math.asin(x)
+        elif o == 19:  # acos
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = math.acos(x)
+        elif o == 20:  # atan
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = math.atan(x)
+        elif o == 21:  # sinh
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = math.sinh(x)
+        elif o == 22:  # cosh
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = math.cosh(x)
+        elif o == 23:  # tanh
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = math.tanh(x)
+        elif o == 24:  # sigmoid
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = 1.0 / (1.0 + math.exp(-x))
+        elif o == 25:  # relu
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = x if x > 0.0 else 0.0 * x
+        elif o == 26:  # erf
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = math.erf(x)
+        elif o == 27:  # sign
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0 * x)
+        elif o == 28:  # round
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = float(round(x))
+        elif o == 29:  # floor
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = float(math.floor(x))
+        elif o == 30:  # ceil
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = float(math.ceil(x))
+        elif o == 31:  # trunc
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = float(math.trunc(x))
+        elif o == 32:  # clamp
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                z = V[rc, k]
+                V[i, k] = min(max(x, y), z)
+        elif o == 33:  # where
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                z = V[rc, k]
+                V[i, k] = y if x != 0.0 else z
+
+
+@jit
+def reverse_batch(op, a, b, V, ADJ, start, stop):
+    """Reverse sweep matching ``replay_batch`` (``ADJ`` shaped like ``V``)."""
+    nb = V.shape[1]
+
+    for i in range(start, -1, -1):
+        o = op[i]
+        if o >= N_ELEMENTWISE:
+            continue
+        ra = a[i]
+        rb = b[i]
+        rc = -1
+        if ARITY[o] == 3:
+            rc = b[rb]
+            rb = a[rb]
+        va = ra >= 0  # (reverse: only entries get adjoints, constants do not)
+        vb = rb >= 0
+        vc = rc >= 0
+        # constants are rows of V after the entries: a reference r < 0 is row stop - r - 1
+        ra = ra if ra >= 0 else stop - ra - 1
+        rb = rb if rb >= 0 else stop - rb - 1
+        rc = rc if rc >= 0 else stop - rc - 1
+        if o == 0:  # add
+            for k in range(nb):
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (1.0)
+                if vb:
+                    ADJ[rb, k] += g * (1.0)
+        elif o == 1:  # sub
+            for k in range(nb):
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (1.0)
+                if vb:
+                    ADJ[rb, k] += g * (-1.0)
+        elif o == 2:  # mul
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (y)
+                if vb:
+                    ADJ[rb, k] += g * (x)
+        elif o == 3:  # div
+            for k in range(nb):
+                y = V[rb, k]
+                out = V[i, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (1.0 / y)
+                if vb:
+                    ADJ[rb, k] += g * (-out / y)
+        elif o == 4:  # pow
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                out = V[i, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0)))
+                if vb:
+                    ADJ[rb, k] += g * (0.0 if (x == 0.0 and y >= 0.0) else out * log(x))
+        elif o == 5:  # atan2
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (0.0 if (x == 0.0 and y == 0.0) else y / (x * x + y * y))
+                if vb:
+                    ADJ[rb, k] += g * (0.0 if (x == 0.0 and y == 0.0) else -x / (x * x + y * y))
+        elif o == 6:  # maximum
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (1.0 if x > y else (0.5 if x == y else 0.0))
+                if vb:
+                    ADJ[rb, k] += g * (1.0 if y > x else (0.5 if x == y else 0.0))
+        elif o == 7:  # minimum
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (1.0 if x < y else (0.5 if x == y else 0.0))
+                if vb:
+                    ADJ[rb, k] += g * (1.0 if y < x else (0.5 if x == y else 0.0))
+        elif o == 8:  # neg
+            for k in range(nb):
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (-1.0)
+        elif o == 9:  # abs
+            for k in range(nb):
+                x = V[ra, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (sign(x))
+        elif o == 10:  # exp
+            for k in range(nb):
+                out = V[i, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (out)
+        elif o == 11:  # log
+            for k in range(nb):
+                x = V[ra, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (1.0 / x)
+        elif o == 12:  # log1p
+            for k in range(nb):
+                x = V[ra, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (1.0 / (1.0 + x))
+        elif o == 13:  # expm1
+            for k in range(nb):
+                out = V[i, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (out + 1.0)
+        elif o == 14:  # sqrt
+            for k in range(nb):
+                out = V[i, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (0.5 / out)
+        elif o == 15:  # sin
+            for k in range(nb):
+                x = V[ra, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (cos(x))
+        elif o == 16:  # cos
+            for k in range(nb):
+                x = V[ra, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (-sin(x))
+        elif o == 17:  # tan
+            for k in range(nb):
+                out = V[i, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (1.0 + out * out)
+        elif o == 18:  # asin
+            for k in range(nb):
+                x = V[ra, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (1.0 / sqrt(1.0 - x * x))
+        elif o == 19:  # acos
+            for k in range(nb):
+                x = V[ra, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (-1.0 / sqrt(1.0 - x * x))
+        elif o == 20:  # atan
+            for k in range(nb):
+                x = V[ra, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (1.0 / (1.0 + x * x))
+        elif o == 21:  # sinh
+            for k in range(nb):
+                x = V[ra, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (cosh(x))
+        elif o == 22:  # cosh
+            for k in range(nb):
+                x = V[ra, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (sinh(x))
+        elif o == 23:  # tanh
+            for k in range(nb):
+                out = V[i, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (1.0 - out * out)
+        elif o == 24:  # sigmoid
+            for k in range(nb):
+                out = V[i, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (out * (1.0 - out))
+        elif o == 25:  # relu
+            for k in range(nb):
+                x = V[ra, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (1.0 if x > 0.0 else 0.0)
+        elif o == 26:  # erf
+            for k in range(nb):
+                x = V[ra, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (1.1283791670955126 * exp(-x * x))
+        elif o == 27:  # sign
+            for k in range(nb):
+                g = ADJ[i, k]
+        elif o == 28:  # round
+            for k in range(nb):
+                g = ADJ[i, k]
+        elif o == 29:  # floor
+            for k in range(nb):
+                g = ADJ[i, k]
+        elif o == 30:  # ceil
+            for k in range(nb):
+                g = ADJ[i, k]
+        elif o == 31:  # trunc
+            for k in range(nb):
+                g = ADJ[i, k]
+        elif o == 32:  # clamp
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                z = V[rc, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (1.0 if (x >= y and x <= z) else 0.0)
+                if vb:
+                    ADJ[rb, k] += g * (1.0 if (x < y and y <= z) else 0.0)
+                if vc:
+                    ADJ[rc, k] += g * (1.0 if (x > z or y > z) else 0.0)
+        elif o == 33:  # where
+            for k in range(nb):
+                x = V[ra, k]
+                g = ADJ[i, k]
+                if vb:
+                    ADJ[rb, k] += g * (1.0 if x != 0.0 else 0.0)
+                if vc:
+                    ADJ[rc, k] += g * (0.0 if x != 0.0 else 1.0)

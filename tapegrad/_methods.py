@@ -518,7 +518,7 @@ def pow_(tx, ty):
                 y = ty._v
                 if y.__class__ is float:
                     try:
-                        v = math.pow(x, y)
+                        v = x * x if y == 2.0 else math.pow(x, y)
                     except (ArithmeticError, ValueError):
                         v = _ieee(4, x, y, 0.0)
                     xt = tx._t
@@ -565,7 +565,7 @@ def pow_(tx, ty):
             elif cy is float or cy is int:
                 y = ty if cy is float else float(ty)
                 try:
-                    v = math.pow(x, y)
+                    v = x * x if y == 2.0 else math.pow(x, y)
                 except (ArithmeticError, ValueError):
                     v = _ieee(4, x, y, 0.0)
                 xt = tx._t
@@ -614,7 +614,7 @@ def rpow_(ty, tx):
         if y.__class__ is float:
             x = tx if cx is float else float(tx)
             try:
-                v = math.pow(x, y)
+                v = x * x if y == 2.0 else math.pow(x, y)
             except (ArithmeticError, ValueError):
                 v = _ieee(4, x, y, 0.0)
             yt = ty._t
@@ -2128,7 +2128,7 @@ def _vf_div(x, y=0.0, z=0.0):
 
 
 def _sf_pow(x, y, z):
-    return math.pow(x, y)
+    return x * x if y == 2.0 else math.pow(x, y)
 
 
 def _vf_pow(x, y=0.0, z=0.0):
@@ -2390,7 +2390,7 @@ def _gp_div(x, y, z, out, xv, yv, zv, outv):
 
 
 def _gp_pow(x, y, z, out, xv, yv, zv, outv):
-    return (_sel((yv == 0.0), 0.0, (y * (x ** (y - 1.0)))), _sel(np.logical_and((xv == 0.0), (yv >= 0.0)), 0.0, (out * _f_log(x))),)
+    return (_sel((yv == 2.0), (2.0 * x), _sel((yv == 0.0), 0.0, (y * (x ** (y - 1.0))))), _sel(np.logical_and((xv == 0.0), (yv >= 0.0)), 0.0, (out * _f_log(x))),)
 
 
 def _gp_atan2(x, y, z, out, xv, yv, zv, outv):

@@ -62,8 +62,9 @@ OPS: Tuple[Op, ...] = (
     Op("div", 2, "x / y", "np.true_divide(x, y)", "1.0 / y", "-out / y",
        node="DivBackward0", dunder="truediv", domain=((-2.0, 2.0), (0.5, 2.0))),
     # d/dx x^y = y x^(y-1) (0 where y == 0, as PyTorch) ; d/dy x^y = x^y log x (0 at x == 0, y >= 0)
-    Op("pow", 2, "math.pow(x, y)", "np.power(x, y)",
-       "0.0 if y == 0.0 else y * x ** (y - 1.0)",
+    # (y == 2 is the common case, x**2: a multiply instead of a call to pow)
+    Op("pow", 2, "x * x if y == 2.0 else math.pow(x, y)", "np.power(x, y)",
+       "2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))",
        "0.0 if (x == 0.0 and y >= 0.0) else out * log(x)",
        node="PowBackward1", dunder="pow", node_c="PowBackward0",
        node_r="PowBackward2", domain=((0.3, 2.0), (-2.0, 2.0))),

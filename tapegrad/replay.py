@@ -1,7 +1,7 @@
 """Compiled replay: a recorded tape run again, in Numba, at new input values.
 
 ``tape.compile(inputs, outputs)`` returns a :class:`CompiledTape`.  Calling it re-evaluates
-every entry from new inputs in one Numba loop (``_kernels.replay``) and the reverse sweep
+every entry from new inputs in one Numba loop (``_kernels.replay_point``) and the reverse sweep
 runs on those values; no Python runs per op.  A batch of points (one more leading
 dimension) replays with the batch innermost (``replay_batch``/``reverse_batch``), so the
 dispatch on each opcode is paid once for the whole batch.
@@ -80,9 +80,8 @@ class CompiledTape:
         self.in_entries = np.array([p[0] for p in pairs], dtype=np.int64)
         self.in_pos = np.array([p[1] for p in pairs], dtype=np.int64)
         self.n_inputs = len(inputs)
+        self._one_entry_each = len(set(self.in_pos.tolist())) == len(self.in_pos)
         self.out = np.array([t._i for t in outputs], dtype=np.int64)
-        self._empty_i = np.zeros(0, np.int64)
-        self._empty_f = np.zeros(0)
 
     def __len__(self):
         return len(self.op)
@@ -94,18 +93,19 @@ class CompiledTape:
         return x
 
     def _forward(self, x):
+        """Values of all entries at one point, then the constants (``replay_point``'s layout)."""
         from . import _kernels as K
-        val = self.val0.copy()
-        val[self.in_entries] = x[self.in_pos]
-        K.replay(self.op, self.a, self.b, val, self.consts, len(val))
-        return val
+        n = len(self.val0)
+        V = np.concatenate((self.val0, self.consts))
+        V[self.in_entries] = x[self.in_pos]
+        K.replay_point(self.op, self.a, self.b, V, n)
+        return V
 
     def __call__(self, x) -> Union[float, np.ndarray]:
         """The outputs at ``x`` (shape (n,), or (B, n) for a batch of points)."""
         x = self._x(x)
         if x.ndim == 2:
-            V = self._forward_batch(x)
-            out = V[self.out].T
+            out = self._batch_values(x).T
             return out[:, 0] if len(self.out) == 1 else out
         val = self._forward(x)
         return float(val[self.out[0]]) if len(self.out) == 1 else val[self.out].copy()
@@ -117,40 +117,68 @@ class CompiledTape:
         x = self._x(x)
         if x.ndim == 2:
             return self._value_and_grad_batch(x)
-        val = self._forward(x)
-        n = len(val)
-        adj = np.zeros(n)
-        reached = np.zeros(n, np.uint8)
+        V = self._forward(x)
+        ADJ = np.zeros_like(V)
         o = int(self.out[0])
-        adj[o] = 1.0
-        reached[o] = 1
-        K.reverse(self.op, self.a, self.b, val, self.consts, adj, reached, np.zeros(n, np.uint8),
-                  self._empty_i, self._empty_i, self._empty_i, self._empty_f, self._empty_f,
-                  o, -1, 1)
-        g = np.bincount(self.in_pos, weights=adj[self.in_entries], minlength=self.n_inputs)
-        return float(val[o]), g
+        ADJ[o] = 1.0
+        K.reverse_point(self.op, self.a, self.b, V, ADJ, o, len(self.val0))
+        if self._one_entry_each:
+            g = np.zeros(self.n_inputs)
+            g[self.in_pos] = ADJ[self.in_entries]
+        else:
+            g = np.bincount(self.in_pos, weights=ADJ[self.in_entries], minlength=self.n_inputs)
+        return float(V[o]), g
 
     def grad(self, x) -> np.ndarray:
         """The gradient of the (first) output at ``x`` ((n,) or a batch (B, n))."""
         return self.value_and_grad(x)[1]
 
-    def _forward_batch(self, X):
+    def _block(self, nb):
+        """Points per block: a block's values and adjoints stay in cache (~16 MB each)."""
+        rows = len(self.val0) + len(self.consts)
+        return int(max(8, min(nb, 512, (16 << 20) // (8 * rows))))
+
+    def _forward_batch(self, X, V=None):
         from . import _kernels as K
-        V = np.repeat(self.val0[:, None], X.shape[0], axis=1)
+        n, nb = len(self.val0), X.shape[0]
+        if V is None:
+            V = np.empty((n + len(self.consts), nb))
+        # rows 0..n-1: the entries; rows n..: the constants (so operands need no branch)
+        V[:n] = self.val0[:, None]
+        V[n:] = self.consts[:, None]
         V[self.in_entries] = X[:, self.in_pos].T
-        K.replay_batch(self.op, self.a, self.b, V, self.consts, len(V))
+        K.replay_batch(self.op, self.a, self.b, V, n)
         return V
 
+    def _batch_values(self, X):
+        bs = self._block(X.shape[0])
+        out = np.empty((len(self.out), X.shape[0]))
+        for s in range(0, X.shape[0], bs):
+            V = self._forward_batch(X[s:s + bs])
+            out[:, s:s + bs] = V[self.out]
+        return out
+
     def _value_and_grad_batch(self, X):
+        """Blocks of points: forward and reverse per block, so memory stays bounded and hot."""
         from . import _kernels as K
-        V = self._forward_batch(X)
-        ADJ = np.zeros_like(V)
-        o = int(self.out[0])
-        ADJ[o] = 1.0
-        K.reverse_batch(self.op, self.a, self.b, V, self.consts, ADJ, o)
-        G = np.zeros((X.shape[0], self.n_inputs))
-        np.add.at(G.T, self.in_pos, ADJ[self.in_entries])
-        return V[o].copy(), G
+        nb = X.shape[0]
+        bs = self._block(nb)
+        rows, n, o = len(self.val0) + len(self.consts), len(self.val0), int(self.out[0])
+        V, ADJ = np.empty((rows, bs)), np.empty((rows, bs))
+        values, G = np.empty(nb), np.zeros((self.n_inputs, nb))
+        for s in range(0, nb, bs):
+            m = min(bs, nb - s)
+            Vb, Ab = (V, ADJ) if m == bs else (np.empty((rows, m)), np.empty((rows, m)))
+            self._forward_batch(X[s:s + m], Vb)
+            Ab.fill(0.0)
+            Ab[o] = 1.0
+            K.reverse_batch(self.op, self.a, self.b, Vb, Ab, o, n)
+            values[s:s + m] = Vb[o]
+            if self._one_entry_each:
+                G[self.in_pos, s:s + m] = Ab[self.in_entries]
+            else:   # a leaf registered more than once: its entries' adjoints add up
+                np.add.at(G[:, s:s + m], self.in_pos, Ab[self.in_entries])
+        return values, G.T.copy()
 
 
 def compile_tape(tape, inputs, outputs):
