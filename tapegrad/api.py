@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins as _b
 from collections import namedtuple
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from .array_ops import ARRAY_OPS, _shape_arg, call
 from .tensor import Tensor, _wrap
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
+Dim = Optional[Union[int, Tuple[int, ...], List[int]]]
 _INT = (int, np.integer)
 
 
@@ -22,17 +24,17 @@ def _dims(dim):
     return tuple(dim) if isinstance(dim, list) else dim
 
 
-def sum(input, dim=None, keepdim=False, dtype=None):  # noqa: A001
+def sum(input: Tensor, dim: Dim = None, keepdim: bool = False, dtype=None) -> Tensor:  # noqa: A001
     """Sum of all elements, or over ``dim`` (int or tuple)."""
     return call("sum", input, dim=_dims(dim), keepdim=keepdim)
 
 
-def mean(input, dim=None, keepdim=False, dtype=None):
+def mean(input: Tensor, dim: Dim = None, keepdim: bool = False, dtype=None) -> Tensor:
     """Mean of all elements, or over ``dim``."""
     return call("mean", input, dim=_dims(dim), keepdim=keepdim)
 
 
-def prod(input, dim=None, keepdim=False, dtype=None):
+def prod(input: Tensor, dim: Optional[int] = None, keepdim: bool = False, dtype=None) -> Tensor:
     """Product of all elements, or over ``dim`` (an int)."""
     return call("prod", input, dim=dim, keepdim=keepdim)
 
@@ -70,13 +72,15 @@ def amin(input, dim=(), keepdim=False):
     return call("amin", input, dim=_dims(dim) if dim != () else None, keepdim=keepdim)
 
 
-def var(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
+def var(input: Tensor, dim: Dim = None, unbiased: bool = True, keepdim: bool = False, *,
+        correction: Optional[int] = None) -> Tensor:
     """Variance (unbiased by default, as PyTorch)."""
     return call("var", input, dim=_dims(dim), unbiased=unbiased, keepdim=keepdim,
                 correction=correction)
 
 
-def std(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
+def std(input: Tensor, dim: Dim = None, unbiased: bool = True, keepdim: bool = False, *,
+        correction: Optional[int] = None) -> Tensor:
     """Standard deviation (unbiased by default, as PyTorch)."""
     return call("std", input, dim=_dims(dim), unbiased=unbiased, keepdim=keepdim,
                 correction=correction)
@@ -88,22 +92,22 @@ def norm(input, p="fro", dim=None, keepdim=False):
     return call("norm", input, p=p, dim=_dims(dim), keepdim=keepdim)
 
 
-def logsumexp(input, dim, keepdim=False):
+def logsumexp(input: Tensor, dim: Dim, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) over ``dim``, computed stably."""
     return call("logsumexp", input, dim=_dims(dim), keepdim=keepdim)
 
 
-def softmax(input, dim, dtype=None):
+def softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
     """exp(x) / sum(exp(x)) along ``dim``, computed stably."""
     return call("softmax", input, dim=dim)
 
 
-def log_softmax(input, dim, dtype=None):
+def log_softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
     """log(softmax(x)) along ``dim``, computed stably."""
     return call("log_softmax", input, dim=dim)
 
 
-def matmul(input, other):
+def matmul(input: Tensor, other: Tensor) -> Tensor:
     """Matrix product with NumPy/PyTorch semantics (dot, mv, mm, batched)."""
     if input.ndim == 0 or other.ndim == 0:
         raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
@@ -119,7 +123,7 @@ def matmul(input, other):
     return call("matmul", input, other)
 
 
-def linear(input, weight, bias=None):
+def linear(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
     """``input @ weight.T + bias`` as one fused op (``tg.nn.functional.linear``)."""
     if input.shape[-1] != weight.shape[-1]:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied "
@@ -128,41 +132,41 @@ def linear(input, weight, bias=None):
     return call("linear", input, weight) if bias is None else call("linear", input, weight, bias)
 
 
-def mm(input, mat2):
+def mm(input: Tensor, mat2: Tensor) -> Tensor:
     """Matrix product of two 2-D tensors."""
     if input.ndim != 2 or mat2.ndim != 2:
         raise RuntimeError("self must be a matrix")
     return matmul(input, mat2)
 
 
-def mv(input, vec):
+def mv(input: Tensor, vec: Tensor) -> Tensor:
     """Matrix-vector product."""
     return matmul(input, vec)
 
 
-def dot(input, other):
+def dot(input: Tensor, other: Tensor) -> Tensor:
     """Dot product of two 1-D tensors."""
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
     return matmul(input, other)
 
 
-def outer(input, vec2):
+def outer(input: Tensor, vec2: Tensor) -> Tensor:
     """Outer product of two 1-D tensors."""
     return call("outer", input, vec2)
 
 
-def t(input):
+def t(input: Tensor) -> Tensor:
     """Transpose of a 2-D tensor (a 0-D or 1-D tensor is returned as is)."""
     return input if input.ndim < 2 else call("t", input)
 
 
-def transpose(input, dim0, dim1):
+def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     """Swap dimensions ``dim0`` and ``dim1``."""
     return call("transpose", input, dim0=dim0, dim1=dim1)
 
 
-def permute(input, *dims):
+def permute(input: Tensor, *dims: Union[int, Sequence[int]]) -> Tensor:
     """Reorder dimensions."""
     return call("permute", input, dims=_shape_arg(dims))
 
@@ -174,7 +178,7 @@ def _T(self):
     return call("permute", self, dims=tuple(range(self.ndim - 1, -1, -1)))
 
 
-def reshape(input, *shape):
+def reshape(input: Tensor, *shape: Union[int, Sequence[int]]) -> Tensor:
     """The same values in a new shape (``-1`` infers one dimension)."""
     shape = _shape_arg(shape)
     try:
@@ -188,7 +192,7 @@ def reshape(input, *shape):
 view = reshape
 
 
-def flatten(input, start_dim=0, end_dim=-1):
+def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """Merge dimensions ``start_dim`` to ``end_dim`` into one."""
     s = tuple(input.shape)
     if not s:
@@ -199,27 +203,27 @@ def flatten(input, start_dim=0, end_dim=-1):
     return reshape(input, s[:st] + (n,) + s[e + 1:])
 
 
-def squeeze(input, dim=None):
+def squeeze(input: Tensor, dim: Optional[int] = None) -> Tensor:
     """Remove dimensions of size 1 (or only ``dim``)."""
     return call("squeeze", input, dim=dim)
 
 
-def unsqueeze(input, dim):
+def unsqueeze(input: Tensor, dim: int) -> Tensor:
     """Insert a dimension of size 1 at ``dim``."""
     return call("unsqueeze", input, dim=dim)
 
 
-def expand(input, *sizes):
+def expand(input: Tensor, *sizes: Union[int, Sequence[int]]) -> Tensor:
     """Broadcast to ``sizes`` (``-1`` keeps a dimension); the gradient sums back."""
     return call("expand", input, shape=_shape_arg(sizes))
 
 
-def expand_as(input, other):
+def expand_as(input: Tensor, other: Tensor) -> Tensor:
     """``expand`` to the shape of ``other``."""
     return expand(input, tuple(other.shape))
 
 
-def cat(tensors, dim=0):
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Concatenate tensors along ``dim``."""
     return call("cat", *tensors, dim=dim)
 
@@ -227,17 +231,18 @@ def cat(tensors, dim=0):
 concat = cat
 
 
-def stack(tensors, dim=0):
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Stack tensors along a new dimension ``dim``."""
     return call("stack", *tensors, dim=dim)
 
 
-def split(tensor, split_size_or_sections, dim=0):
+def split(tensor: Tensor, split_size_or_sections: Union[int, Sequence[int]],
+          dim: int = 0) -> Tuple[Tensor, ...]:
     """Split into pieces of ``split_size_or_sections`` along ``dim``."""
     return call("split", tensor, split_size_or_sections, dim=dim)
 
 
-def chunk(input, chunks, dim=0):
+def chunk(input: Tensor, chunks: int, dim: int = 0) -> Tuple[Tensor, ...]:
     """Split into ``chunks`` pieces of (nearly) equal size along ``dim``."""
     n = input.shape[dim]
     return split(input, -(-n // chunks), dim)
@@ -275,21 +280,21 @@ def _check_index(input, idx):
         raise IndexError(str(e)) from None
 
 
-def getitem(input, idx):
+def getitem(input: Tensor, idx) -> Tensor:
     """``x[idx]``: integers, slices, ``...``, ``None``, bool masks and integer arrays."""
     idx = _index_value(idx)
     _check_index(input, idx)
     return call("getitem", input, idx)
 
 
-def setitem(input, idx, value):
+def setitem(input: Tensor, idx, value) -> None:
     """``x[idx] = value``, in place under the in-place rules (recorded as CopySlices)."""
     idx = _index_value(idx)
     _check_index(input, idx)
     input._inplace(lambda s: call("index_put", s, idx, value))
 
 
-def gather(input, dim, index):
+def gather(input: Tensor, dim: int, index) -> Tensor:
     """Values along ``dim`` at ``index`` (repeated indices accumulate in backward)."""
     index = _index_value(index)
     if np.any(index >= input.shape[dim]) or np.any(index < -input.shape[dim]):
@@ -298,7 +303,7 @@ def gather(input, dim, index):
     return call("gather", input, dim, index)
 
 
-def index_select(input, dim, index):
+def index_select(input: Tensor, dim: int, index) -> Tensor:
     """Slices of ``input`` along ``dim`` at the integer ``index``."""
     index = _index_value(index)
     if np.any(index >= input.shape[dim]) or np.any(index < -input.shape[dim]):
@@ -306,7 +311,7 @@ def index_select(input, dim, index):
     return call("index_select", input, dim, index)
 
 
-def take(input, index):
+def take(input: Tensor, index) -> Tensor:
     """Elements of the flattened input at ``index``."""
     index = _index_value(index)
     if np.any(index >= input.numel()) or np.any(index < -input.numel()):
