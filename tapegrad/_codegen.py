@@ -428,6 +428,7 @@ class _GraphRule:
         raise ValueError(ast.dump(node))
 
 
+_CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 _OPS = {"Add": "+", "Sub": "-", "Mult": "*", "Div": "/", "Pow": "**", "Gt": ">", "GtE": ">=",
         "Lt": "<", "LtE": "<=", "Eq": "==", "NotEq": "!="}
 
@@ -450,9 +451,14 @@ def methods_source() -> str:
     out = [HEADER, '"""Recording fast paths, one function per op of the table."""',
            "import math", "", "import numpy as np", "",
            "from .tape import boot as _boot, rec_get as _rec_get",
-           "from .tensor import Tensor, _generic, _ieee, _CHUNK, _erf", "", ""]
+           "from .tensor import Tensor, _compare, _generic, _ieee, _CHUNK, _erf", "", ""]
     for k, op in enumerate(OPS):
-        out.append({1: _unary, 2: _binary, 3: _ternary}[op.arity](op, k))
+        if op.compare:
+            out.append(f"def {op.name}_(input, other):\n"
+                       f'    """``input {_CMP[op.name]} other`` elementwise: a bool tensor."""\n'
+                       f"    return _compare({k}, input, other)\n")
+        else:
+            out.append({1: _unary, 2: _binary, 3: _ternary}[op.arity](op, k))
         out.append("")
     # forward functions used by the generic (array / mixed) path
     for k, op in enumerate(OPS):
@@ -488,7 +494,8 @@ def ops_markdown() -> str:
     rows = ["| op | inputs | node | local partials (d out / d input) |", "|---|---|---|---|"]
     for op in OPS:
         parts = "; ".join(f"`{f}`" for f in (op.dx, op.dy, op.dz)[:op.arity])
-        rows.append(f"| `{op.name}` | {op.arity} | `{op.node}` | {parts} |")
+        node = f"`{op.node}`" if op.node else "(bool result, no grad)"
+        rows.append(f"| `{op.name}` | {op.arity} | {node} | {parts} |")
     return "\n".join(rows)
 
 

@@ -9,18 +9,18 @@ import numpy as np
 
 from ._jit import jit
 
-N_ELEMENTWISE = 34
-LEAF = 34
-LINK = 35
-CONST = 36
-ARG = 37
-PYFUNC = 38
-PYOUT = 39
-ARITY = np.array([2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 0, 0, 0, 0, 0, 0], dtype=np.int8)
-SAVES_X = np.array([False, False, True, False, True, True, True, True, False, True, False, True, True, False, False, True, True, False, True, True, True, True, True, False, False, True, True, False, False, False, False, False, True, True, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_Y = np.array([False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_Z = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_OUT = np.array([False, False, False, True, True, False, False, False, False, False, True, False, False, True, True, False, False, True, False, False, False, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+N_ELEMENTWISE = 40
+LEAF = 40
+LINK = 41
+CONST = 42
+ARG = 43
+PYFUNC = 44
+PYOUT = 45
+ARITY = np.array([2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 0, 0, 0, 0, 0, 0], dtype=np.int8)
+SAVES_X = np.array([False, False, True, False, True, True, True, True, False, True, False, True, True, False, False, True, True, False, True, True, True, True, True, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, True, True, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_Y = np.array([False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_Z = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_OUT = np.array([False, False, False, True, True, False, False, False, False, False, True, False, False, True, True, False, False, True, False, False, False, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
 SAVES = SAVES_X | SAVES_Y | SAVES_Z | SAVES_OUT
 
 
@@ -100,9 +100,21 @@ def forward(o, x, y, z):
         return float(math.ceil(x))
     elif o == 31:  # trunc
         return float(math.trunc(x))
-    elif o == 32:  # clamp
+    elif o == 32:  # lt
+        return 1.0 if x < y else 0.0
+    elif o == 33:  # le
+        return 1.0 if x <= y else 0.0
+    elif o == 34:  # gt
+        return 1.0 if x > y else 0.0
+    elif o == 35:  # ge
+        return 1.0 if x >= y else 0.0
+    elif o == 36:  # eq
+        return 1.0 if x == y else 0.0
+    elif o == 37:  # ne
+        return 1.0 if x != y else 0.0
+    elif o == 38:  # clamp
         return min(max(x, y), z)
-    elif o == 33:  # where
+    elif o == 39:  # where
         return y if x != 0.0 else z
     return math.nan
 
@@ -174,9 +186,21 @@ def partials(o, x, y, z, out):
         return 0.0, 0.0, 0.0
     elif o == 31:  # trunc
         return 0.0, 0.0, 0.0
-    elif o == 32:  # clamp
+    elif o == 32:  # lt
+        return 0.0, 0.0, 0.0
+    elif o == 33:  # le
+        return 0.0, 0.0, 0.0
+    elif o == 34:  # gt
+        return 0.0, 0.0, 0.0
+    elif o == 35:  # ge
+        return 0.0, 0.0, 0.0
+    elif o == 36:  # eq
+        return 0.0, 0.0, 0.0
+    elif o == 37:  # ne
+        return 0.0, 0.0, 0.0
+    elif o == 38:  # clamp
         return 1.0 if (x >= y and x <= z) else 0.0, 1.0 if (x < y and y <= z) else 0.0, 1.0 if (x > z or y > z) else 0.0
-    elif o == 33:  # where
+    elif o == 39:  # where
         return 0.0, 1.0 if x != 0.0 else 0.0, 0.0 if x != 0.0 else 1.0
     return 0.0, 0.0, 0.0
 
@@ -408,12 +432,36 @@ def replay_point(op, a, b, V, stop):
         elif o == 31:  # trunc
             x = V[ra]
             V[i] = float(math.trunc(x))
-        elif o == 32:  # clamp
+        elif o == 32:  # lt
+            x = V[ra]
+            y = V[rb]
+            V[i] = 1.0 if x < y else 0.0
+        elif o == 33:  # le
+            x = V[ra]
+            y = V[rb]
+            V[i] = 1.0 if x <= y else 0.0
+        elif o == 34:  # gt
+            x = V[ra]
+            y = V[rb]
+            V[i] = 1.0 if x > y else 0.0
+        elif o == 35:  # ge
+            x = V[ra]
+            y = V[rb]
+            V[i] = 1.0 if x >= y else 0.0
+        elif o == 36:  # eq
+            x = V[ra]
+            y = V[rb]
+            V[i] = 1.0 if x == y else 0.0
+        elif o == 37:  # ne
+            x = V[ra]
+            y = V[rb]
+            V[i] = 1.0 if x != y else 0.0
+        elif o == 38:  # clamp
             x = V[ra]
             y = V[rb]
             z = V[rc]
             V[i] = min(max(x, y), z)
-        elif o == 33:  # where
+        elif o == 39:  # where
             x = V[ra]
             y = V[rb]
             z = V[rc]
@@ -606,7 +654,19 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
             g = ADJ[i]
         elif o == 31:  # trunc
             g = ADJ[i]
-        elif o == 32:  # clamp
+        elif o == 32:  # lt
+            g = ADJ[i]
+        elif o == 33:  # le
+            g = ADJ[i]
+        elif o == 34:  # gt
+            g = ADJ[i]
+        elif o == 35:  # ge
+            g = ADJ[i]
+        elif o == 36:  # eq
+            g = ADJ[i]
+        elif o == 37:  # ne
+            g = ADJ[i]
+        elif o == 38:  # clamp
             x = V[ra]
             y = V[rb]
             z = V[rc]
@@ -617,7 +677,7 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
                 ADJ[rb] += g * (1.0 if (x < y and y <= z) else 0.0)
             if vc:
                 ADJ[rc] += g * (1.0 if (x > z or y > z) else 0.0)
-        elif o == 33:  # where
+        elif o == 39:  # where
             x = V[ra]
             g = ADJ[i]
             if vb:
@@ -785,13 +845,43 @@ def replay_batch(op, a, b, V, stop):
             for k in range(nb):
                 x = V[ra, k]
                 V[i, k] = float(math.trunc(x))
-        elif o == 32:  # clamp
+        elif o == 32:  # lt
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                V[i, k] = 1.0 if x < y else 0.0
+        elif o == 33:  # le
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                V[i, k] = 1.0 if x <= y else 0.0
+        elif o == 34:  # gt
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                V[i, k] = 1.0 if x > y else 0.0
+        elif o == 35:  # ge
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                V[i, k] = 1.0 if x >= y else 0.0
+        elif o == 36:  # eq
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                V[i, k] = 1.0 if x == y else 0.0
+        elif o == 37:  # ne
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                V[i, k] = 1.0 if x != y else 0.0
+        elif o == 38:  # clamp
             for k in range(nb):
                 x = V[ra, k]
                 y = V[rb, k]
                 z = V[rc, k]
                 V[i, k] = min(max(x, y), z)
-        elif o == 33:  # where
+        elif o == 39:  # where
             for k in range(nb):
                 x = V[ra, k]
                 y = V[rb, k]
@@ -1018,7 +1108,25 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
         elif o == 31:  # trunc
             for k in range(nb):
                 g = ADJ[i, k]
-        elif o == 32:  # clamp
+        elif o == 32:  # lt
+            for k in range(nb):
+                g = ADJ[i, k]
+        elif o == 33:  # le
+            for k in range(nb):
+                g = ADJ[i, k]
+        elif o == 34:  # gt
+            for k in range(nb):
+                g = ADJ[i, k]
+        elif o == 35:  # ge
+            for k in range(nb):
+                g = ADJ[i, k]
+        elif o == 36:  # eq
+            for k in range(nb):
+                g = ADJ[i, k]
+        elif o == 37:  # ne
+            for k in range(nb):
+                g = ADJ[i, k]
+        elif o == 38:  # clamp
             for k in range(nb):
                 x = V[ra, k]
                 y = V[rb, k]
@@ -1030,7 +1138,7 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                     ADJ[rb, k] += g * (1.0 if (x < y and y <= z) else 0.0)
                 if vc:
                     ADJ[rc, k] += g * (1.0 if (x > z or y > z) else 0.0)
-        elif o == 33:  # where
+        elif o == 39:  # where
             for k in range(nb):
                 x = V[ra, k]
                 g = ADJ[i, k]

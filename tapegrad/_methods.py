@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from .tape import boot as _boot, rec_get as _rec_get
-from .tensor import Tensor, _generic, _ieee, _CHUNK, _erf
+from .tensor import Tensor, _compare, _generic, _ieee, _CHUNK, _erf
 
 
 def add_(tx, ty):
@@ -2085,14 +2085,44 @@ def trunc_(tx):
     return _generic(31, (tx,))
 
 
+def lt_(input, other):
+    """``input < other`` elementwise: a bool tensor."""
+    return _compare(32, input, other)
+
+
+def le_(input, other):
+    """``input <= other`` elementwise: a bool tensor."""
+    return _compare(33, input, other)
+
+
+def gt_(input, other):
+    """``input > other`` elementwise: a bool tensor."""
+    return _compare(34, input, other)
+
+
+def ge_(input, other):
+    """``input >= other`` elementwise: a bool tensor."""
+    return _compare(35, input, other)
+
+
+def eq_(input, other):
+    """``input == other`` elementwise: a bool tensor."""
+    return _compare(36, input, other)
+
+
+def ne_(input, other):
+    """``input != other`` elementwise: a bool tensor."""
+    return _compare(37, input, other)
+
+
 def clamp_(input, min=None, max=None):
     """clamp: elementwise, differentiable (node ``ClampBackward1``)."""
-    return _generic(32, (input, -math.inf if min is None else min, math.inf if max is None else max,))
+    return _generic(38, (input, -math.inf if min is None else min, math.inf if max is None else max,))
 
 
 def where_(condition, input, other):
     """where: elementwise, differentiable (node ``WhereBackward0``)."""
-    return _generic(33, (condition, input, other,))
+    return _generic(39, (condition, input, other,))
 
 
 def _sf_add(x, y, z):
@@ -2351,6 +2381,54 @@ def _vf_trunc(x, y=0.0, z=0.0):
     return np.trunc(x)
 
 
+def _sf_lt(x, y, z):
+    return 1.0 if x < y else 0.0
+
+
+def _vf_lt(x, y=0.0, z=0.0):
+    return np.less(x, y)
+
+
+def _sf_le(x, y, z):
+    return 1.0 if x <= y else 0.0
+
+
+def _vf_le(x, y=0.0, z=0.0):
+    return np.less_equal(x, y)
+
+
+def _sf_gt(x, y, z):
+    return 1.0 if x > y else 0.0
+
+
+def _vf_gt(x, y=0.0, z=0.0):
+    return np.greater(x, y)
+
+
+def _sf_ge(x, y, z):
+    return 1.0 if x >= y else 0.0
+
+
+def _vf_ge(x, y=0.0, z=0.0):
+    return np.greater_equal(x, y)
+
+
+def _sf_eq(x, y, z):
+    return 1.0 if x == y else 0.0
+
+
+def _vf_eq(x, y=0.0, z=0.0):
+    return np.equal(x, y)
+
+
+def _sf_ne(x, y, z):
+    return 1.0 if x != y else 0.0
+
+
+def _vf_ne(x, y=0.0, z=0.0):
+    return np.not_equal(x, y)
+
+
 def _sf_clamp(x, y, z):
     return min(max(x, y), z)
 
@@ -2367,9 +2445,9 @@ def _vf_where(x, y=0.0, z=0.0):
     return np.where(x, y, z)
 
 
-SCALAR_FORWARD = (_sf_add, _sf_sub, _sf_mul, _sf_div, _sf_pow, _sf_atan2, _sf_maximum, _sf_minimum, _sf_neg, _sf_abs, _sf_exp, _sf_log, _sf_log1p, _sf_expm1, _sf_sqrt, _sf_sin, _sf_cos, _sf_tan, _sf_asin, _sf_acos, _sf_atan, _sf_sinh, _sf_cosh, _sf_tanh, _sf_sigmoid, _sf_relu, _sf_erf, _sf_sign, _sf_round, _sf_floor, _sf_ceil, _sf_trunc, _sf_clamp, _sf_where,)
-ARRAY_FORWARD = (np.add, np.subtract, np.multiply, np.true_divide, np.power, np.arctan2, np.maximum, np.minimum, np.negative, np.abs, np.exp, np.log, np.log1p, np.expm1, np.sqrt, np.sin, np.cos, np.tan, np.arcsin, np.arccos, np.arctan, np.sinh, np.cosh, np.tanh, _vf_sigmoid, _vf_relu, _vf_erf, np.sign, np.round, np.floor, np.ceil, np.trunc, _vf_clamp, _vf_where,)
-FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'sign': sign_, 'round': round_, 'floor': floor_, 'ceil': ceil_, 'trunc': trunc_, 'clamp': clamp_, 'where': where_}
+SCALAR_FORWARD = (_sf_add, _sf_sub, _sf_mul, _sf_div, _sf_pow, _sf_atan2, _sf_maximum, _sf_minimum, _sf_neg, _sf_abs, _sf_exp, _sf_log, _sf_log1p, _sf_expm1, _sf_sqrt, _sf_sin, _sf_cos, _sf_tan, _sf_asin, _sf_acos, _sf_atan, _sf_sinh, _sf_cosh, _sf_tanh, _sf_sigmoid, _sf_relu, _sf_erf, _sf_sign, _sf_round, _sf_floor, _sf_ceil, _sf_trunc, _sf_lt, _sf_le, _sf_gt, _sf_ge, _sf_eq, _sf_ne, _sf_clamp, _sf_where,)
+ARRAY_FORWARD = (np.add, np.subtract, np.multiply, np.true_divide, np.power, np.arctan2, np.maximum, np.minimum, np.negative, np.abs, np.exp, np.log, np.log1p, np.expm1, np.sqrt, np.sin, np.cos, np.tan, np.arcsin, np.arccos, np.arctan, np.sinh, np.cosh, np.tanh, _vf_sigmoid, _vf_relu, _vf_erf, np.sign, np.round, np.floor, np.ceil, np.trunc, np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal, _vf_clamp, _vf_where,)
+FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'sign': sign_, 'round': round_, 'floor': floor_, 'ceil': ceil_, 'trunc': trunc_, 'lt': lt_, 'le': le_, 'gt': gt_, 'ge': ge_, 'eq': eq_, 'ne': ne_, 'clamp': clamp_, 'where': where_}
 
 from .higher import _sel, _f_sqrt, _f_exp, _f_log, _f_sin, _f_cos, _f_sinh, _f_cosh, _f_sign  # noqa: E402
 
@@ -2501,6 +2579,30 @@ def _gp_trunc(x, y, z, out, xv, yv, zv, outv):
     return (0.0,)
 
 
+def _gp_lt(x, y, z, out, xv, yv, zv, outv):
+    return (0.0, 0.0,)
+
+
+def _gp_le(x, y, z, out, xv, yv, zv, outv):
+    return (0.0, 0.0,)
+
+
+def _gp_gt(x, y, z, out, xv, yv, zv, outv):
+    return (0.0, 0.0,)
+
+
+def _gp_ge(x, y, z, out, xv, yv, zv, outv):
+    return (0.0, 0.0,)
+
+
+def _gp_eq(x, y, z, out, xv, yv, zv, outv):
+    return (0.0, 0.0,)
+
+
+def _gp_ne(x, y, z, out, xv, yv, zv, outv):
+    return (0.0, 0.0,)
+
+
 def _gp_clamp(x, y, z, out, xv, yv, zv, outv):
     return (_sel(np.logical_and((xv >= yv), (xv <= zv)), 1.0, 0.0), _sel(np.logical_and((xv < yv), (yv <= zv)), 1.0, 0.0), _sel(np.logical_or((xv > zv), (yv > zv)), 1.0, 0.0),)
 
@@ -2509,7 +2611,7 @@ def _gp_where(x, y, z, out, xv, yv, zv, outv):
     return (0.0, _sel((xv != 0.0), 1.0, 0.0), _sel((xv != 0.0), 0.0, 1.0),)
 
 
-GRAPH_PARTIALS = (_gp_add, _gp_sub, _gp_mul, _gp_div, _gp_pow, _gp_atan2, _gp_maximum, _gp_minimum, _gp_neg, _gp_abs, _gp_exp, _gp_log, _gp_log1p, _gp_expm1, _gp_sqrt, _gp_sin, _gp_cos, _gp_tan, _gp_asin, _gp_acos, _gp_atan, _gp_sinh, _gp_cosh, _gp_tanh, _gp_sigmoid, _gp_relu, _gp_erf, _gp_sign, _gp_round, _gp_floor, _gp_ceil, _gp_trunc, _gp_clamp, _gp_where,)
+GRAPH_PARTIALS = (_gp_add, _gp_sub, _gp_mul, _gp_div, _gp_pow, _gp_atan2, _gp_maximum, _gp_minimum, _gp_neg, _gp_abs, _gp_exp, _gp_log, _gp_log1p, _gp_expm1, _gp_sqrt, _gp_sin, _gp_cos, _gp_tan, _gp_asin, _gp_acos, _gp_atan, _gp_sinh, _gp_cosh, _gp_tanh, _gp_sigmoid, _gp_relu, _gp_erf, _gp_sign, _gp_round, _gp_floor, _gp_ceil, _gp_trunc, _gp_lt, _gp_le, _gp_gt, _gp_ge, _gp_eq, _gp_ne, _gp_clamp, _gp_where,)
 REFLECTED = {'add': add_, 'sub': rsub_, 'mul': mul_, 'div': rdiv_, 'pow': rpow_}
 for _name, _fn in list(FUNCTIONS.items()) + [('r' + k, f) for k, f in REFLECTED.items()
                                            if f is not FUNCTIONS[k]]:

@@ -41,6 +41,7 @@ class Op(NamedTuple):
     method: bool = True  # also a Tensor method (``x.sin()``)
     dunder: Optional[str] = None  # Python operator protocol name (``mul`` -> ``__mul__``)
     commutative: bool = False     # ``2 * x`` records as ``x * 2``, as PyTorch does
+    compare: bool = False         # a comparison: a bool tensor without grad (a guard source)
     sig: Optional[str] = None  # Python signature of a ternary op ...
     call: Optional[str] = None  # ... and how it maps onto (x, y, z)
 
@@ -117,6 +118,19 @@ OPS: Tuple[Op, ...] = (
     Op("floor", 1, "float(math.floor(x))", "np.floor(x)", "0.0", node="FloorBackward0"),
     Op("ceil", 1, "float(math.ceil(x))", "np.ceil(x)", "0.0", node="CeilBackward0"),
     Op("trunc", 1, "float(math.trunc(x))", "np.trunc(x)", "0.0", node="TruncBackward0"),
+    # comparisons: bool results that never require grad; recorded (value 0/1) when an
+    # operand is recorded, so that replay can re-evaluate them (guards, where's condition)
+    Op("lt", 2, "1.0 if x < y else 0.0", "np.less(x, y)", "0.0", "0.0", compare=True, domain=B2),
+    Op("le", 2, "1.0 if x <= y else 0.0", "np.less_equal(x, y)", "0.0", "0.0", compare=True,
+       domain=B2),
+    Op("gt", 2, "1.0 if x > y else 0.0", "np.greater(x, y)", "0.0", "0.0", compare=True,
+       domain=B2),
+    Op("ge", 2, "1.0 if x >= y else 0.0", "np.greater_equal(x, y)", "0.0", "0.0", compare=True,
+       domain=B2),
+    Op("eq", 2, "1.0 if x == y else 0.0", "np.equal(x, y)", "0.0", "0.0", compare=True,
+       domain=B2),
+    Op("ne", 2, "1.0 if x != y else 0.0", "np.not_equal(x, y)", "0.0", "0.0", compare=True,
+       domain=B2),
     # ternary -------------------------------------------------------------------------
     # clamp(x, lo, hi): inclusive at both bounds, as PyTorch
     Op("clamp", 3, "min(max(x, y), z)", "np.minimum(np.maximum(x, y), z)",
@@ -142,8 +156,6 @@ STRUCTURAL = (
     "pyout",   # one output of a pyfunc (a holds the head)
 )
 
-# Comparisons give non-differentiable bool tensors.
-COMPARISONS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 
 def saved_inputs(op: Op) -> Tuple[bool, bool, bool, bool]:

@@ -10,13 +10,12 @@ What this first version replays: scalar programs -- 0-d float64 leaves as inputs
 elementwise ops of the op table, Python constants (which stay constants).  Array entries
 and NumPy-backward ops raise ``NotImplementedError``.
 
-Branches: replay cannot see Python control flow.  If the recording read a recorded value
-(``bool(t)``, ``float(t)``, ``t.item()``, a comparison such as ``if x > 0``), its branches
-could differ at a new point, so ``compile`` raises :class:`RetraceRequired` naming the
-source line, rather than ever replaying to a silently wrong value.  (Recording the
-comparisons themselves as guard entries, so that a replay can check them and re-record when
-one flips, is the next step; until then a program with value-dependent branches must be
-recorded at each point.)
+Branches: a comparison of recorded values (``x > 0``) is itself recorded, and a Python
+branch on it (``if x > 0:``, ``max(a, b)``) records a guard.  Replay re-evaluates every
+guard and raises :class:`RetraceRequired` naming the source line when one goes the other way,
+never returning a silently wrong value; ``tg.where(x > 0, a, b)`` replays both ways.  A
+recorded value read into Python in any other way (``float(t)``, ``t.item()``) makes
+``compile`` refuse the tape, naming the line.
 """
 from __future__ import annotations
 
@@ -71,6 +70,13 @@ class CompiledTape:
                 f"the recording read the value of {what} at {where}: a "
                 "Python branch on it could go the other way at new inputs, so this tape cannot "
                 "be replayed (value-dependent branches are not guarded yet).")
+        guards = [(i, v, where) for i, v, where in tape._guards if i < end]
+        if any(np.ndim(v) for _, v, _ in guards):
+            raise NotImplementedError("compile(): a branch on an array comparison; this "
+                                      "version replays scalar programs")
+        self.guards = guards
+        self.guard_entries = np.array([g[0] for g in guards], dtype=np.int64)
+        self.guard_values = np.array([float(g[1]) for g in guards])
         self.op, self.a, self.b = op[:end].copy(), a[:end].copy(), b[:end].copy()
         self.val0 = val[:end].copy()
         self.consts = np.array(tape._c, dtype=np.float64)
@@ -99,7 +105,22 @@ class CompiledTape:
         V = np.concatenate((self.val0, self.consts))
         V[self.in_entries] = x[self.in_pos]
         K.replay_point(self.op, self.a, self.b, V, n)
+        self._check_guards(V[self.guard_entries][:, None] if len(self.guards) else None)
         return V
+
+    def _check_guards(self, got, first_point=0):
+        """Every branch the recording took must go the same way here (``got``: the guard
+        entries' values, one column per point); else RetraceRequired."""
+        if got is None:
+            return
+        bad = np.nonzero(got != self.guard_values[:, None])
+        if len(bad[0]):
+            g, k = int(bad[0][0]), int(bad[1][0])
+            i, v, where = self.guards[g]
+            raise RetraceRequired(
+                f"the branch at {where} goes the other way at "
+                f"{'this point' if got.shape[1] == 1 else f'point {first_point + k}'}: the "
+                f"comparison (tape entry {i}) was {bool(v)} when recorded; record again there")
 
     def __call__(self, x) -> Union[float, np.ndarray]:
         """The outputs at ``x`` (shape (n,), or (B, n) for a batch of points)."""
@@ -138,7 +159,7 @@ class CompiledTape:
         rows = len(self.val0) + len(self.consts)
         return int(max(8, min(nb, 512, (16 << 20) // (8 * rows))))
 
-    def _forward_batch(self, X, V=None):
+    def _forward_batch(self, X, V=None, first_point=0):
         from . import _kernels as K
         n, nb = len(self.val0), X.shape[0]
         if V is None:
@@ -148,13 +169,15 @@ class CompiledTape:
         V[n:] = self.consts[:, None]
         V[self.in_entries] = X[:, self.in_pos].T
         K.replay_batch(self.op, self.a, self.b, V, n)
+        if len(self.guards):
+            self._check_guards(V[self.guard_entries], first_point)
         return V
 
     def _batch_values(self, X):
         bs = self._block(X.shape[0])
         out = np.empty((len(self.out), X.shape[0]))
         for s in range(0, X.shape[0], bs):
-            V = self._forward_batch(X[s:s + bs])
+            V = self._forward_batch(X[s:s + bs], first_point=s)
             out[:, s:s + bs] = V[self.out]
         return out
 
@@ -169,7 +192,7 @@ class CompiledTape:
         for s in range(0, nb, bs):
             m = min(bs, nb - s)
             Vb, Ab = (V, ADJ) if m == bs else (np.empty((rows, m)), np.empty((rows, m)))
-            self._forward_batch(X[s:s + m], Vb)
+            self._forward_batch(X[s:s + m], Vb, s)
             Ab.fill(0.0)
             Ab[o] = 1.0
             K.reverse_batch(self.op, self.a, self.b, Vb, Ab, o, n)

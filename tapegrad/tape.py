@@ -98,7 +98,7 @@ class Tape:
 
     __slots__ = ("_op", "_a", "_b", "_v", "_c", "_base", "_fop", "_fa", "_fb", "_fv",
                  "_arr", "_leaves", "_links", "_linkcache", "_py", "_hooks", "_retain",
-                 "_stops", "_freed", "_dirty", "_sweeps", "_tc", "_cmap", "_flat", "_reads",
+                 "_stops", "_freed", "_dirty", "_sweeps", "_tc", "_cmap", "_flat", "_reads", "_guards",
                  "__weakref__")
 
     def __init__(self):
@@ -124,6 +124,7 @@ class Tape:
         self._cmap = {}            # Python-number constant -> its reference (deduplicated)
         self._flat = {}            # array entries the Numba sweep reads (an ordered set)
         self._reads = []           # (entry, "file:line") where Python read a recorded value
+        self._guards = []          # (comparison entry, outcome, "file:line") of branches taken
 
     # -- context manager ------------------------------------------------------------
     def __enter__(self):

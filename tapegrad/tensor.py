@@ -259,6 +259,11 @@ def _generic_slow(code, args):
     refs = []
     for k, a in enumerate(args):
         if op.name == "where" and k == 0:  # the condition, stored as 0/1
+            g = getattr(a, "_g", None) if isinstance(a, Tensor) else None
+            cshape = np.shape(vals[0])
+            if g is not None and g[0] is T and (cshape == shape or cshape == ()):
+                refs.append(g[1])    # a recorded comparison: replay re-evaluates it
+                continue
             c = np.asarray(vals[0], dtype=np.float64)
             refs.append(T._const(_b.float(c)) if c.ndim == 0 or shape == () else
                         T._push(CONST, -1, -1, np.broadcast_to(c, shape)))
@@ -316,7 +321,7 @@ class Tensor:
     Create tensors with :func:`tapegrad.tensor` and the factories (``zeros``, ``randn``...).
     """
 
-    __slots__ = ("_v", "_t", "_i", "_grad", "_hooks", "_retains", "_ver", "__weakref__")
+    __slots__ = ("_v", "_t", "_i", "_grad", "_hooks", "_retains", "_ver", "_g", "__weakref__")
     __hash__ = object.__hash__
 
     # -- autograd attributes ----------------------------------------------------------
@@ -585,19 +590,12 @@ class Tensor:
         return self * 1.0 if self._t is not None else _wrap(np.copy(self._v) if self._v.__class__ is not float else self._v)
 
     # -- comparisons (not differentiable) ------------------------------------------------
-    def _compare(self, other, fn):
-        _note_read(self)
-        if isinstance(other, Tensor):
-            _note_read(other)
-        b = other._v if isinstance(other, Tensor) else other
-        return _wrap(np.asarray(fn(np.asarray(self._v), np.asarray(b))))
-
-    def __lt__(self, o): return self._compare(o, np.less)
-    def __le__(self, o): return self._compare(o, np.less_equal)
-    def __gt__(self, o): return self._compare(o, np.greater)
-    def __ge__(self, o): return self._compare(o, np.greater_equal)
-    def __eq__(self, o): return self._compare(o, np.equal)
-    def __ne__(self, o): return self._compare(o, np.not_equal)
+    def __lt__(self, o): return _compare(_CODES["lt"], self, o)
+    def __le__(self, o): return _compare(_CODES["le"], self, o)
+    def __gt__(self, o): return _compare(_CODES["gt"], self, o)
+    def __ge__(self, o): return _compare(_CODES["ge"], self, o)
+    def __eq__(self, o): return _compare(_CODES["eq"], self, o)
+    def __ne__(self, o): return _compare(_CODES["ne"], self, o)
 
     # -- in-place ops -----------------------------------------------------------------
     def _inplace(self, compute):
@@ -714,20 +712,51 @@ class _HookHandle:
 
 def _note_read(t):
     """Python read the value of a tensor that requires grad: a branch may depend on it, so
-    a replay of the tape could be wrong (``compile`` checks).  A leaf not on a tape yet is
-    noted on the tape recording now, at entry -1 (before everything)."""
+    a replay of the tape could be wrong (``compile`` refuses).  A leaf not on a tape yet is
+    noted on the tape recording now, at entry -1 (before everything).  Reading a recorded
+    comparison is a guard instead: replay re-evaluates it and checks the outcome."""
     T = t._t
     if T is None:
+        g = getattr(t, "_g", None)
+        if g is not None:
+            f = _user_frame()
+            v = t._v
+            g[0]._guards.append((g[1], v.item() if v.__class__ is not _b.float and v.ndim == 0
+                                 else v, f"{f.f_code.co_filename}:{f.f_lineno}"))
         return
     i = t._i if T.__class__ is Tape else -1
     if T.__class__ is not Tape:
         T = recording()
         if T is None:
             return
+    f = _user_frame()
+    T._reads.append((i, f"{f.f_code.co_filename}:{f.f_lineno}"))
+
+
+def _user_frame():
+    """The innermost frame outside tapegrad: the user's line."""
     f = sys._getframe(1)
     while f.f_back is not None and f.f_code.co_filename.startswith(_PKG):
-        f = f.f_back      # the user's line, outside tapegrad
-    T._reads.append((i, f"{f.f_code.co_filename}:{f.f_lineno}"))
+        f = f.f_back
+    return f
+
+
+def _compare(code, x, y):
+    """``x <op> y`` elementwise: a bool tensor that does not require grad.  When an operand is
+    recorded, so is the comparison (its entry holds 0/1): a replay re-evaluates it, for the
+    branch it decides (``bool()`` records a guard) or as ``tg.where``'s condition."""
+    xv = x._v if isinstance(x, Tensor) else x
+    yv = y._v if isinstance(y, Tensor) else y
+    v = np.asarray(_VF[code](np.asarray(xv), np.asarray(yv)))
+    r = _wrap(v)
+    T = recording()
+    if T is None or not any(isinstance(t, Tensor) and t._t is not None for t in (x, y)):
+        return r
+    shape = v.shape
+    refs = [_operand_ref(T, t, shape) if isinstance(t, Tensor) else T._const(t) for t in (x, y)]
+    rec = _record(code, refs, v.astype(np.float64) if v.ndim else _b.float(v))
+    r._g = (T, rec._i)
+    return r
 
 
 def _rebuild(v, requires_grad):
@@ -746,4 +775,5 @@ def _SF_VF():
 
 _SF = _VF = None  # filled in by tapegrad/__init__.py once _methods is imported
 _WHERE = [op.name for op in _table.OPS].index("where")
+_CODES = {op.name: k for k, op in enumerate(_table.OPS)}
 _ARITY = tuple(op.arity for op in _table.OPS)

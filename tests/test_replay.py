@@ -74,12 +74,46 @@ def test_a_leaf_used_twice_and_constants_stay_constants():
     assert v == 5.0 * 5.0 * 3.0 + 5.0 and g.tolist() == [2 * 5.0 * 3.0 + 1.0]
 
 
-def test_value_dependent_branches_refuse_to_replay():
+def test_branches_are_guarded_and_flips_raise():
+    def f(x):
+        return x * x if x > 0 else -x      # the comparison is recorded; the branch guarded
+
     with tg.Tape() as tape:
         x = tg.tensor(2.0, requires_grad=True)
-        y = x * x if x > 0 else -x
-    with pytest.raises(tg.RetraceRequired, match="test_replay.py"):
-        tape.compile([x], y)
+        y = f(x)
+    g = tape.compile([x], y)
+    assert g.value_and_grad([3.0]) == (9.0, pytest.approx([6.0]))
+    with pytest.raises(tg.RetraceRequired, match=r"test_replay.py:\d+ goes the other way"):
+        g.value_and_grad([-1.0])
+    with pytest.raises(tg.RetraceRequired, match="point 1"):
+        g.value_and_grad(np.array([[3.0], [-1.0]]))
+    v, G = g.value_and_grad(np.array([[3.0], [0.5]]))
+    assert v.tolist() == [9.0, 0.25] and G[:, 0].tolist() == [6.0, 1.0]
+
+
+def test_builtin_max_is_guarded():
+    with tg.Tape() as tape:
+        a = tg.tensor(1.0, requires_grad=True)
+        b = tg.tensor(2.0, requires_grad=True)
+        y = max(a, b) * 3.0
+    g = tape.compile([a, b], y)
+    assert g.value_and_grad([0.0, 5.0])[1].tolist() == [0.0, 3.0]
+    with pytest.raises(tg.RetraceRequired):
+        g([5.0, 0.0])
+
+
+def test_where_replays_both_branches():
+    with tg.Tape() as tape:
+        x = tg.tensor(2.0, requires_grad=True)
+        y = tg.where(x > 0, x * x, -x)
+    g = tape.compile([x], y)
+    assert g.value_and_grad([3.0]) == (9.0, pytest.approx([6.0]))
+    assert g.value_and_grad([-4.0]) == (4.0, pytest.approx([-1.0]))
+    V, G = g.value_and_grad(np.array([[3.0], [-4.0]]))
+    assert V.tolist() == [9.0, 4.0] and G[:, 0].tolist() == [6.0, -1.0]
+
+
+def test_other_value_reads_refuse_to_replay():
     with tg.Tape() as tape:
         x = tg.tensor(2.0, requires_grad=True)
         y = x * float(x)
