@@ -24,7 +24,7 @@ from typing import Sequence, Union
 import numpy as np
 
 from .tape import ARG, LEAF, Tape, _N, _NAMES
-from .tensor import Tensor
+from .tensor import Tensor, _wrap
 
 
 class RetraceRequired(RuntimeError):
@@ -209,3 +209,101 @@ def compile_tape(tape, inputs, outputs):
     single = isinstance(outputs, Tensor)
     return CompiledTape(tape, [inputs] if isinstance(inputs, Tensor) else inputs,
                         [outputs] if single else outputs)
+
+
+class _Elements(Tensor):
+    """The input of a ``tg.compile``d function while it records: a 1-D tensor whose elements
+    are scalar leaves, so ``x[i]`` and iteration give those leaves (the scalar programs
+    replay can run)."""
+
+    __slots__ = ("_elems",)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, (int, np.integer)):
+            return self._elems[idx]
+        if isinstance(idx, slice):
+            return _elements(self._elems[idx])
+        return Tensor.__getitem__(self, idx)
+
+    def __iter__(self):
+        return iter(self._elems)
+
+    def __len__(self):
+        return len(self._elems)
+
+
+def _elements(leaves):
+    v = _Elements()
+    v._v = np.array([t._v for t in leaves])
+    v._t = None
+    v._elems = list(leaves)
+    return v
+
+
+class Compiled:
+    """``@tg.compile``: records ``fn`` on its first call and replays the recording after
+    that; when a guarded branch goes the other way (or the input size changes) it records
+    again at that input (``retraces`` counts how often)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.tape_fn = None
+        self.retraces = 0
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self.__name__ = getattr(fn, "__name__", "compiled")
+
+    def _record(self, x):
+        from .tape import Tape
+        with Tape() as tape:
+            xs = [_wrap(float(v), requires_grad=True) for v in x]
+            y = self.fn(_elements(xs))
+        if not isinstance(y, Tensor) or y._t.__class__ is not Tape:
+            raise ValueError("tg.compile: the function must return a tensor computed from x")
+        if self.tape_fn is not None:
+            self.retraces += 1
+        self.tape_fn = tape.compile(xs, y)
+
+    def _point(self, x, method):
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim != 1:
+            raise ValueError(f"expected a 1-D input, got shape {x.shape}")
+        if self.tape_fn is None or self.tape_fn.n_inputs != len(x):
+            self._record(x)
+        try:
+            return getattr(self.tape_fn, method)(x)
+        except RetraceRequired:
+            self._record(x)
+            return getattr(self.tape_fn, method)(x)
+
+    def _any(self, x, method):
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim == 2:
+            if self.tape_fn is None or self.tape_fn.n_inputs != x.shape[1]:
+                self._record(x[0])
+            try:
+                return getattr(self.tape_fn, method)(x)
+            except RetraceRequired:   # some points branch differently: one at a time
+                rows = [self._point(p, method) for p in x]
+                if method == "value_and_grad":
+                    return np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
+                return np.array(rows)
+        return self._point(x, method)
+
+    def __call__(self, x):
+        """The value at ``x`` ((n,) -> float; (B, n) -> (B,))."""
+        return self._any(x, "__call__")
+
+    def value_and_grad(self, x):
+        """Value and gradient at ``x`` (NumPy in, NumPy out; batches of points too)."""
+        return self._any(x, "value_and_grad")
+
+    def grad(self, x):
+        """The gradient at ``x`` ((n,) or a batch (B, n))."""
+        return self.value_and_grad(x)[1]
+
+
+def compile(fn):  # noqa: A001  (tg.compile, as torch.compile / jax.jit)
+    """Record ``fn(x)`` (x: a 1-D input of n numbers; the function's scalar code sees a 1-D
+    tensor whose elements are scalars) once, then replay it in Numba: ``f(x)``,
+    ``f.value_and_grad(x)``, ``f.grad(X)`` for a batch ``X`` of shape (B, n)."""
+    return Compiled(fn)

@@ -150,3 +150,37 @@ def test_a_read_of_an_intermediate_names_its_entry():
         y = u * u if u.item() > 1 else u
     with pytest.raises(tg.RetraceRequired, match=r"entry 1 \(mul\)"):
         tape.compile([x], y)
+
+
+def test_tg_compile_records_once_and_replays():
+    calls = []
+
+    @tg.compile
+    def f(x):
+        calls.append(1)
+        return rosen(x)
+
+    rng = np.random.default_rng(5)
+    for _ in range(4):
+        x = rng.uniform(-1, 1, 6)
+        v, g = f.value_and_grad(x)
+        v2, g2 = _fresh(rosen, x)
+        assert v == pytest.approx(v2, rel=1e-14)
+        np.testing.assert_allclose(g, g2, rtol=1e-13)
+    assert len(calls) == 1 and f.retraces == 0
+    G = f.grad(rng.uniform(-1, 1, (10, 6)))
+    assert G.shape == (10, 6) and len(calls) == 1
+    f(rng.uniform(-1, 1, 4))          # another input size records again
+    assert len(calls) == 2
+
+
+def test_tg_compile_records_again_when_a_branch_flips():
+    @tg.compile
+    def f(x):
+        return x[0] * x[1] if x[0] > 0 else -x[1]
+
+    assert f.value_and_grad([2.0, 3.0])[0] == 6.0
+    assert f.value_and_grad([-2.0, 3.0])[1].tolist() == [0.0, -1.0]
+    assert f.retraces == 1
+    V, G = f.value_and_grad(np.array([[2.0, 3.0], [-1.0, 1.0]]))
+    assert V.tolist() == [6.0, -1.0] and G.tolist() == [[3.0, 2.0], [0.0, -1.0]]
