@@ -15,7 +15,7 @@ from .factories import (arange, as_tensor, full, linspace, manual_seed, ones, on
 from . import api as _api
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .tape import Tape, current_tape
-from .replay import CompiledTape, RetraceRequired, compile  # noqa: A004
+from .replay import CompiledTape, RetraceRequired, compile, load  # noqa: A004
 from .tensor import (Size, Tensor, bool_, dtype, float16, float32, float64, int8, int16, int32,
                      int64, uint8)
 from . import autograd  # noqa: E402
@@ -64,4 +64,4 @@ __all__ = ["Tensor", "Tape", "tensor", "zeros", "ones", "full", "arange", "linsp
            "randn", "manual_seed", "zeros_like", "ones_like", "no_grad", "enable_grad",
            "set_grad_enabled", "is_grad_enabled", "autograd", "Function", "float32", "float64",
            "Size", "dtype", "current_tape", "nn", "optim", "viz", "CompiledTape",
-           "RetraceRequired", "compile"] + [op.name for op in _table.OPS]
+           "RetraceRequired", "compile", "load"] + [op.name for op in _table.OPS]

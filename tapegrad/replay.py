@@ -19,10 +19,12 @@ recorded value read into Python in any other way (``float(t)``, ``t.item()``) ma
 """
 from __future__ import annotations
 
+import json
 from typing import Sequence, Union
 
 import numpy as np
 
+from . import _table
 from .tape import ARG, LEAF, Tape, _N, _NAMES
 from .tensor import Tensor, _wrap
 
@@ -154,6 +156,37 @@ class CompiledTape:
         """The gradient of the (first) output at ``x`` ((n,) or a batch (B, n))."""
         return self.value_and_grad(x)[1]
 
+    # -- files ------------------------------------------------------------------------
+    _ARRAYS = ("op", "a", "b", "val0", "consts", "in_entries", "in_pos", "out",
+               "guard_entries", "guard_values")
+
+    def save(self, path):
+        """Write this compiled tape to ``path`` (a NumPy ``.npz``: arrays plus JSON, no pickle)."""
+        meta = {"format": "tapegrad-compiled-tape", "version": 1, "n_inputs": self.n_inputs,
+                "guards": [where for _, _, where in self.guards]}
+        np.savez(path, meta=np.array(json.dumps(meta)),
+                 **{k: getattr(self, k) for k in self._ARRAYS})
+
+    @classmethod
+    def load(cls, path):
+        """Read a file written by ``save``.  Every index is checked first, so a corrupted or
+        hostile file raises ``ValueError`` instead of reaching a Numba kernel."""
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                data = {k: z[k] for k in z.files}
+            meta = json.loads(str(data.pop("meta")))
+        except (OSError, ValueError, KeyError, json.JSONDecodeError) as e:
+            raise ValueError(f"not a tapegrad compiled tape: {path}: {e}") from None
+        self = cls.__new__(cls)
+        _validate(data, meta)
+        for k in cls._ARRAYS:
+            setattr(self, k, data[k])
+        self.n_inputs = int(meta["n_inputs"])
+        self.guards = [(int(i), bool(v), w) for i, v, w in
+                       zip(self.guard_entries, self.guard_values, meta["guards"])]
+        self._one_entry_each = len(set(self.in_pos.tolist())) == len(self.in_pos)
+        return self
+
     def _block(self, nb):
         """Points per block: a block's values and adjoints stay in cache (~16 MB each)."""
         rows = len(self.val0) + len(self.consts)
@@ -209,6 +242,63 @@ def compile_tape(tape, inputs, outputs):
     single = isinstance(outputs, Tensor)
     return CompiledTape(tape, [inputs] if isinstance(inputs, Tensor) else inputs,
                         [outputs] if single else outputs)
+
+
+_DTYPES = {"op": np.int8, "a": np.int32, "b": np.int32, "val0": np.float64,
+           "consts": np.float64, "in_entries": np.int64, "in_pos": np.int64, "out": np.int64,
+           "guard_entries": np.int64, "guard_values": np.float64}
+_COMPARE_CODES = [k for k, o in enumerate(_table.OPS) if o.compare]
+_TERNARY = np.array([o.arity == 3 for o in _table.OPS] + [False] * len(_table.STRUCTURAL))
+
+
+def _validate(d, meta):
+    """Check a loaded compiled tape: types, shapes, and that every reference is in range."""
+    def bad(why):
+        raise ValueError(f"corrupted tapegrad compiled tape: {why}")
+
+    if meta.get("format") != "tapegrad-compiled-tape" or meta.get("version") != 1:
+        bad("unknown format or version")
+    for k, dt in _DTYPES.items():
+        if k not in d:
+            bad(f"missing array {k!r}")
+        if d[k].dtype != dt or d[k].ndim != 1:
+            bad(f"array {k!r} has dtype {d[k].dtype} and {d[k].ndim} dimensions")
+    op, a, b = d["op"], d["a"].astype(np.int64), d["b"].astype(np.int64)
+    n, nc = len(op), len(d["consts"])
+    if not (len(a) == len(b) == len(d["val0"]) == n) or n == 0 or nc == 0:
+        bad("array lengths disagree")
+    elem = op < _N
+    if np.any(op < 0) or np.any(~elem & (op != LEAF) & (op != ARG)):
+        bad("an opcode that a compiled tape cannot hold")
+    idx = np.arange(n)
+    for name, r in (("a", a), ("b", b)):
+        used = elem | (op == ARG)
+        if np.any(used & ((r >= idx) | (r < -nc))):
+            bad(f"operand {name} of an entry refers outside the entries before it or the constants")
+    tern = elem & _TERNARY[np.clip(op, 0, len(_TERNARY) - 1)]
+    if np.any(tern & ((b < 0) | (op[np.clip(b, 0, n - 1)] != ARG))):
+        bad("a ternary entry without its argument entry")
+    n_in = meta.get("n_inputs")
+    if not isinstance(n_in, int) or n_in < 0:
+        bad("n_inputs")
+    ie, ip = d["in_entries"], d["in_pos"]
+    if len(ie) != len(ip) or np.any((ie < 0) | (ie >= n)) or np.any((ip < 0) | (ip >= n_in)):
+        bad("an input index out of range")
+    if len(ie) and np.any(op[ie] != LEAF):
+        bad("an input that is not a leaf entry")
+    out = d["out"]
+    if len(out) == 0 or np.any((out < 0) | (out >= n)):
+        bad("an output index out of range")
+    ge = d["guard_entries"]
+    if len(ge) != len(d["guard_values"]) or len(ge) != len(meta.get("guards", ())):
+        bad("guard arrays disagree")
+    if np.any((ge < 0) | (ge >= n)) or (len(ge) and not np.all(np.isin(op[ge], _COMPARE_CODES))):
+        bad("a guard that is not a comparison entry")
+
+
+def load(path):
+    """Read a compiled tape written by ``CompiledTape.save`` (validated; see ``load``)."""
+    return CompiledTape.load(path)
 
 
 class _Elements(Tensor):

@@ -184,3 +184,43 @@ def test_tg_compile_records_again_when_a_branch_flips():
     assert f.retraces == 1
     V, G = f.value_and_grad(np.array([[2.0, 3.0], [-1.0, 1.0]]))
     assert V.tolist() == [6.0, -1.0] and G.tolist() == [[3.0, 2.0], [0.0, -1.0]]
+
+
+def test_save_and_load_round_trip(tmp_path):
+    tape, xs, y = _record(program, [0.3, -0.2, 0.5])
+    f = tape.compile(xs, y)
+    path = tmp_path / "f.npz"
+    f.save(path)
+    g = tg.load(path)
+    x = np.array([0.1, 0.4, -0.7])
+    v, gr = f.value_and_grad(x)
+    v2, gr2 = g.value_and_grad(x)
+    assert v == v2 and gr.tolist() == gr2.tolist()
+    assert g.guards == f.guards
+
+
+def _corrupt(tmp_path, f, **changes):
+    path = tmp_path / "f.npz"
+    f.save(path)
+    with np.load(path) as z:
+        data = {k: z[k] for k in z.files}
+    data.update(changes)
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, **data)
+    return bad
+
+
+def test_corrupted_files_give_errors_not_crashes(tmp_path):
+    tape, xs, y = _record(rosen, [0.1, 0.2, 0.3, 0.4])
+    f = tape.compile(xs, y)
+    a = f.a.copy()
+    a[-1] = 10 ** 6                      # an operand far outside the tape
+    cases = [dict(a=a), dict(op=np.full_like(f.op, 120)), dict(out=np.array([10 ** 9])),
+             dict(in_entries=f.in_entries + 10 ** 6), dict(consts=np.zeros(0)),
+             dict(b=f.b.astype(np.int64)), dict(meta=np.array("{}"))]
+    for change in cases:
+        with pytest.raises(ValueError, match="corrupted|not a tapegrad"):
+            tg.load(_corrupt(tmp_path, f, **change))
+    (tmp_path / "junk.npz").write_bytes(b"not a zip file")
+    with pytest.raises(ValueError, match="not a tapegrad compiled tape"):
+        tg.load(tmp_path / "junk.npz")
