@@ -22,7 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+if __name__ == "__main__":
+    from _blas import limit_threads   # before numpy is imported
+    limit_threads()
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 

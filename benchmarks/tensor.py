@@ -34,12 +34,8 @@ import os
 import sys
 
 if __name__ == "__main__":
-    _pre = argparse.ArgumentParser(add_help=False)
-    _pre.add_argument("--threads", type=int, default=1)
-    _threads = _pre.parse_known_args()[0].threads
-    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                 "NUMBA_NUM_THREADS"):
-        os.environ[_var] = str(_threads)      # before numpy is imported
+    from _blas import limit_threads   # before numpy is imported
+    limit_threads()
 
 import datetime as _dt  # noqa: E402
 import gc  # noqa: E402

@@ -6,14 +6,13 @@ rows marked ``method``, as ``Tensor`` methods.
 """
 from __future__ import annotations
 
-import builtins as _b
 from collections import namedtuple
 from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .array_ops import ARRAY_OPS, _shape_arg, call
-from .tensor import Tensor, _wrap
+from .array_ops import _shape_arg, call
+from .tensor import Tensor
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
 Dim = Optional[Union[int, Tuple[int, ...], List[int]]]
@@ -307,7 +306,7 @@ def index_select(input: Tensor, dim: int, index) -> Tensor:
     """Slices of ``input`` along ``dim`` at the integer ``index``."""
     index = _index_value(index)
     if np.any(index >= input.shape[dim]) or np.any(index < -input.shape[dim]):
-        raise IndexError(f"index out of range in self")
+        raise IndexError("index out of range in self")
     return call("index_select", input, dim, index)
 
 

@@ -12,7 +12,6 @@ sweep stops there and calls the vjp.
 """
 from __future__ import annotations
 
-import builtins as _b
 from typing import Callable, NamedTuple, Optional, Union
 
 import numpy as np

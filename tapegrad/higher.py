@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .tape import CONST, LEAF, LINK, PYFUNC, PYOUT, Tape, _N, _NAMES
+from .tape import CONST, LEAF, PYFUNC, PYOUT, Tape, _N, _NAMES
 from .tensor import Tensor, _wrap
 
 

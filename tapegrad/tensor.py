@@ -19,7 +19,7 @@ from typing import Callable, Optional, Union
 import numpy as np
 
 from . import _table
-from .tape import (_CHUNK, _N, ARG, CONST, PYFUNC, PYOUT, Tape, boot, rec_get, recording)
+from .tape import _CHUNK, ARG, CONST, Tape, boot, rec_get, recording
 
 _new = object.__new__
 _PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -558,7 +558,7 @@ class Tensor:
         _note_read(self)
         v = self._v
         if v.__class__ is not float and v.size != 1:
-            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         return bool(self.item())
 
     def __index__(self):
@@ -766,11 +766,6 @@ def _rebuild(v, requires_grad):
 def _check_float(v):
     if v.__class__ is not float and v.dtype.kind not in "fc":
         raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
-
-
-def _SF_VF():
-    from . import _methods as M
-    return M.SCALAR_FORWARD, M.ARRAY_FORWARD
 
 
 _SF = _VF = None  # filled in by tapegrad/__init__.py once _methods is imported

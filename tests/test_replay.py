@@ -1,7 +1,5 @@
 """Compiled replay of scalar programs: values and gradients at new points equal a fresh
 recording; batches equal one point at a time; value-dependent branches refuse to replay."""
-import math
-
 import numpy as np
 import pytest
 
