@@ -87,6 +87,7 @@ def kernels_source() -> str:
     out += ["    return 0.0, 0.0, 0.0", ""]
     out.append(REVERSE)
     out += batch_kernels()
+    out += multi_kernels()
     return "\n".join(out) + "\n"
 
 
@@ -151,6 +152,138 @@ def _replay_kernels(batch: bool) -> List[str]:
 
 def batch_kernels() -> List[str]:
     return _replay_kernels(False) + _replay_kernels(True)
+
+
+class _Tangent:
+    """Forward-mode derivative of a partial-derivative formula, at code-generation time:
+    ``d(expr)`` is Python over ``x y z out`` and their tangents ``tx ty tz tout`` (None when
+    it is identically zero).  The second-order kernels (``hvp_point``) get their second
+    partials this way, so the table rows stay the only place an op's calculus is written."""
+
+    T = {"x": "tx", "y": "ty", "z": "tz", "out": "tout"}
+
+    @staticmethod
+    def src(node):
+        import ast
+        return ast.unparse(node)
+
+    @staticmethod
+    def _sum(terms):
+        terms = [t for t in terms if t is not None]
+        return " + ".join(f"({t})" for t in terms) if terms else None
+
+    def d(self, node):
+        import ast
+        s = self.src
+        if isinstance(node, ast.Name):
+            return self.T[node.id]
+        if isinstance(node, ast.Constant):
+            return None
+        if isinstance(node, ast.IfExp):
+            b, e = self.d(node.body), self.d(node.orelse)
+            if b is None and e is None:
+                return None
+            return f"({b or '0.0'}) if {s(node.test)} else ({e or '0.0'})"
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            d = self.d(node.operand)
+            return None if d is None else f"-({d})"
+        if isinstance(node, ast.BinOp):
+            L, R = f"({s(node.left)})", f"({s(node.right)})"
+            dl, dr = self.d(node.left), self.d(node.right)
+            kind = type(node.op).__name__
+            if kind == "Add":
+                return self._sum([dl, dr])
+            if kind == "Sub":
+                return self._sum([dl, None if dr is None else f"-({dr})"])
+            if kind == "Mult":
+                return self._sum([dl and f"({dl}) * {R}", dr and f"{L} * ({dr})"])
+            if kind == "Div":
+                return self._sum([dl and f"({dl}) / {R}", dr and f"-{L} * ({dr}) / ({R} * {R})"])
+            if kind == "Pow":
+                # the log term only where the exponent moves (x ** c at x < 0 stays finite)
+                return self._sum([dl and f"{R} * {L} ** ({R} - 1.0) * ({dl})",
+                                  dr and f"(0.0 if ({dr}) == 0.0 else {L} ** {R} * log({L}) * ({dr}))"])
+        if isinstance(node, ast.Call):
+            (arg,) = node.args
+            da, A = self.d(arg), f"({s(arg)})"
+            if da is None or node.func.id == "sign":
+                return None
+            rule = {"sqrt": f"0.5 / sqrt({A})", "exp": f"exp({A})", "log": f"1.0 / {A}",
+                    "sin": f"cos({A})", "cos": f"-sin({A})", "sinh": f"cosh({A})",
+                    "cosh": f"sinh({A})"}[node.func.id]
+            return f"({rule}) * ({da})"
+        raise ValueError(f"no tangent rule for {ast.dump(node)}")
+
+
+def _tangent(expr):
+    import ast
+    return _Tangent().d(ast.parse(expr, mode="eval").body)
+
+
+def multi_kernels() -> List[str]:
+    """Kernels over K directions at one point (V: that point's values, 1-D): tangents
+    (forward mode, ``tangent_point``), adjoints for K seeds (``reverse_multi``) and the
+    tangents of the adjoints (forward-over-reverse, ``hvp_point``): the loop over the K
+    directions sits inside each op's branch, so its dispatch is paid once per entry."""
+    head = "\n    nk = T.shape[1]"
+    tan = ["", "", "@jit", "def tangent_point(op, a, b, V, T, stop):",
+           '    """Tangents: T[i, k] = sum over operands j of d entry i / d j * T[j, k] (rows of',
+           '    leaves seeded by the caller, rows of constants zero)."""' + head,
+           _SWEEP_HEAD.format(loop="range(stop)")]
+    rev = ["", "", "@jit", "def reverse_multi(op, a, b, V, A, start, stop):",
+           '    """Reverse sweep for K seeds at once (A[i, k]: adjoint of entry i for seed k)."""'
+           "\n    nk = A.shape[1]",
+           _SWEEP_HEAD.format(loop="range(start, -1, -1)")]
+    hvp = ["", "", "@jit", "def hvp_point(op, a, b, V, A, T, D, start, stop):",
+           '    """Forward over reverse: D[i, k], the tangent along T[:, k] of the adjoint A[i] (one',
+           '    seed, from ``reverse_point``).  Seeding the leaves\' T with vectors v makes D on the',
+           '    leaves the Hessian-vector products H v."""' + head,
+           _SWEEP_HEAD.format(loop="range(start, -1, -1)")]
+    ind = " " * 12
+    for k, op in enumerate(OPS):
+        kw = "if" if k == 0 else "elif"
+        parts = [f for f in (op.dx, op.dy, op.dz)[:op.arity]]
+        rows = ("ra", "rb", "rc")[:op.arity]
+        live = [(r, f) for r, f in zip(rows, parts) if f != "0.0"]
+        loads = _loads(_used(*parts), ind, lambda r: r)
+        names = [f"p{r[1]}" for r, _ in live]
+        body = "".join(f"{ind}p{r[1]} = {f}\n" for r, f in live)
+        # tangents: only the live operands contribute
+        t = f"        {kw} o == {k}:  # {op.name}\n"
+        if live:
+            t += loads + body + f"{ind}for k in range(nk):\n"
+            t += f"{ind}    s = 0.0\n"
+            t += "".join(f"{ind}    if v{r[1]}:\n{ind}        s += p{r[1]} * T[{r}, k]\n"
+                         for r, _ in live)
+            t += f"{ind}    T[i, k] = s"
+        else:
+            t += f"{ind}for k in range(nk):\n{ind}    T[i, k] = 0.0"
+        tan.append(t)
+        r_ = f"        {kw} o == {k}:  # {op.name}\n"
+        if live:
+            r_ += loads + body + f"{ind}for k in range(nk):\n{ind}    g = A[i, k]\n"
+            r_ += "".join(f"{ind}    if v{r[1]}:\n{ind}        A[{r}, k] += g * p{r[1]}\n"
+                          for r, _ in live)
+        else:
+            r_ += f"{ind}pass"
+        rev.append(r_.rstrip("\n"))
+        h = f"        {kw} o == {k}:  # {op.name}\n"
+        if live:
+            dps = [(r, _tangent(f)) for r, f in live]
+            tnames = {re.sub("^t", "", v) for v in
+                      re.findall(r"\b(tx|ty|tz|tout)\b", " ".join(d for _, d in dps if d))}
+            h += _loads(_used(*parts, *[d for _, d in dps if d]), ind, lambda r: r) + body
+            h += f"{ind}g = A[i]\n{ind}for k in range(nk):\n{ind}    dg = D[i, k]\n"
+            trow = {"x": "ra", "y": "rb", "z": "rc", "out": "i"}
+            h += "".join(f"{ind}    t{n} = T[{trow[n]}, k]\n" for n in ("x", "y", "z", "out")
+                         if n in tnames)
+            for r, d in dps:
+                upd = f"dg * p{r[1]}" + (f" + g * ({d})" if d else "")
+                h += f"{ind}    if v{r[1]}:\n{ind}        D[{r}, k] += {upd}\n"
+        else:
+            h += f"{ind}pass"
+        hvp.append(h.rstrip("\n"))
+    return tan + rev + hvp
 
 
 REVERSE = '''

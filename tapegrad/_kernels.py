@@ -1146,3 +1146,964 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                     ADJ[rb, k] += g * (1.0 if x != 0.0 else 0.0)
                 if vc:
                     ADJ[rc, k] += g * (0.0 if x != 0.0 else 1.0)
+
+
+@jit
+def tangent_point(op, a, b, V, T, stop):
+    """Tangents: T[i, k] = sum over operands j of d entry i / d j * T[j, k] (rows of
+    leaves seeded by the caller, rows of constants zero)."""
+    nk = T.shape[1]
+
+    for i in range(stop):
+        o = op[i]
+        if o >= N_ELEMENTWISE:
+            continue
+        ra = a[i]
+        rb = b[i]
+        rc = -1
+        if ARITY[o] == 3:
+            rc = b[rb]
+            rb = a[rb]
+        va = ra >= 0  # (reverse: only entries get adjoints, constants do not)
+        vb = rb >= 0
+        vc = rc >= 0
+        # constants are rows of V after the entries: a reference r < 0 is row stop - r - 1
+        ra = ra if ra >= 0 else stop - ra - 1
+        rb = rb if rb >= 0 else stop - rb - 1
+        rc = rc if rc >= 0 else stop - rc - 1
+        if o == 0:  # add
+            pa = 1.0
+            pb = 1.0
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                if vb:
+                    s += pb * T[rb, k]
+                T[i, k] = s
+        elif o == 1:  # sub
+            pa = 1.0
+            pb = -1.0
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                if vb:
+                    s += pb * T[rb, k]
+                T[i, k] = s
+        elif o == 2:  # mul
+            x = V[ra]
+            y = V[rb]
+            pa = y
+            pb = x
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                if vb:
+                    s += pb * T[rb, k]
+                T[i, k] = s
+        elif o == 3:  # div
+            y = V[rb]
+            out = V[i]
+            pa = 1.0 / y
+            pb = -out / y
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                if vb:
+                    s += pb * T[rb, k]
+                T[i, k] = s
+        elif o == 4:  # pow
+            x = V[ra]
+            y = V[rb]
+            out = V[i]
+            pa = 2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))
+            pb = 0.0 if (x == 0.0 and y >= 0.0) else out * log(x)
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                if vb:
+                    s += pb * T[rb, k]
+                T[i, k] = s
+        elif o == 5:  # atan2
+            x = V[ra]
+            y = V[rb]
+            pa = 0.0 if (x == 0.0 and y == 0.0) else y / (x * x + y * y)
+            pb = 0.0 if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                if vb:
+                    s += pb * T[rb, k]
+                T[i, k] = s
+        elif o == 6:  # maximum
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 if x > y else (0.5 if x == y else 0.0)
+            pb = 1.0 if y > x else (0.5 if x == y else 0.0)
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                if vb:
+                    s += pb * T[rb, k]
+                T[i, k] = s
+        elif o == 7:  # minimum
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 if x < y else (0.5 if x == y else 0.0)
+            pb = 1.0 if y < x else (0.5 if x == y else 0.0)
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                if vb:
+                    s += pb * T[rb, k]
+                T[i, k] = s
+        elif o == 8:  # neg
+            pa = -1.0
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                T[i, k] = s
+        elif o == 9:  # abs
+            x = V[ra]
+            pa = sign(x)
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                T[i, k] = s
+        elif o == 10:  # exp
+            out = V[i]
+            pa = out
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                T[i, k] = s
+        elif o == 11:  # log
+            x = V[ra]
+            pa = 1.0 / x
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                T[i, k] = s
+        elif o == 12:  # log1p
+            x = V[ra]
+            pa = 1.0 / (1.0 + x)
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                T[i, k] = s
+        elif o == 13:  # expm1
+            out = V[i]
+            pa = out + 1.0
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                T[i, k] = s
+        elif o == 14:  # sqrt
+            out = V[i]
+            pa = 0.5 / out
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                T[i, k] = s
+        elif o == 15:  # sin
+            x = V[ra]
+            pa = cos(x)
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                T[i, k] = s
+        elif o == 16:  # cos
+            x = V[ra]
+            pa = -sin(x)
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                T[i, k] = s
+        elif o == 17:  # tan
+            out = V[i]
+            pa = 1.0 + out * out
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                T[i, k] = s
+        elif o == 18:  # asin
+            x = V[ra]
+            pa = 1.0 / sqrt(1.0 - x * x)
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                T[i, k] = s
+        elif o == 19:  # acos
+            x = V[ra]
+            pa = -1.0 / sqrt(1.0 - x * x)
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                T[i, k] = s
+        elif o == 20:  # atan
+            x = V[ra]
+            pa = 1.0 / (1.0 + x * x)
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                T[i, k] = s
+        elif o == 21:  # sinh
+            x = V[ra]
+            pa = cosh(x)
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                T[i, k] = s
+        elif o == 22:  # cosh
+            x = V[ra]
+            pa = sinh(x)
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                T[i, k] = s
+        elif o == 23:  # tanh
+            out = V[i]
+            pa = 1.0 - out * out
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                T[i, k] = s
+        elif o == 24:  # sigmoid
+            out = V[i]
+            pa = out * (1.0 - out)
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                T[i, k] = s
+        elif o == 25:  # relu
+            x = V[ra]
+            pa = 1.0 if x > 0.0 else 0.0
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                T[i, k] = s
+        elif o == 26:  # erf
+            x = V[ra]
+            pa = 1.1283791670955126 * exp(-x * x)
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                T[i, k] = s
+        elif o == 27:  # sign
+            for k in range(nk):
+                T[i, k] = 0.0
+        elif o == 28:  # round
+            for k in range(nk):
+                T[i, k] = 0.0
+        elif o == 29:  # floor
+            for k in range(nk):
+                T[i, k] = 0.0
+        elif o == 30:  # ceil
+            for k in range(nk):
+                T[i, k] = 0.0
+        elif o == 31:  # trunc
+            for k in range(nk):
+                T[i, k] = 0.0
+        elif o == 32:  # lt
+            for k in range(nk):
+                T[i, k] = 0.0
+        elif o == 33:  # le
+            for k in range(nk):
+                T[i, k] = 0.0
+        elif o == 34:  # gt
+            for k in range(nk):
+                T[i, k] = 0.0
+        elif o == 35:  # ge
+            for k in range(nk):
+                T[i, k] = 0.0
+        elif o == 36:  # eq
+            for k in range(nk):
+                T[i, k] = 0.0
+        elif o == 37:  # ne
+            for k in range(nk):
+                T[i, k] = 0.0
+        elif o == 38:  # clamp
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            pa = 1.0 if (x >= y and x <= z) else 0.0
+            pb = 1.0 if (x < y and y <= z) else 0.0
+            pc = 1.0 if (x > z or y > z) else 0.0
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                if vb:
+                    s += pb * T[rb, k]
+                if vc:
+                    s += pc * T[rc, k]
+                T[i, k] = s
+        elif o == 39:  # where
+            x = V[ra]
+            pb = 1.0 if x != 0.0 else 0.0
+            pc = 0.0 if x != 0.0 else 1.0
+            for k in range(nk):
+                s = 0.0
+                if vb:
+                    s += pb * T[rb, k]
+                if vc:
+                    s += pc * T[rc, k]
+                T[i, k] = s
+
+
+@jit
+def reverse_multi(op, a, b, V, A, start, stop):
+    """Reverse sweep for K seeds at once (A[i, k]: adjoint of entry i for seed k)."""
+    nk = A.shape[1]
+
+    for i in range(start, -1, -1):
+        o = op[i]
+        if o >= N_ELEMENTWISE:
+            continue
+        ra = a[i]
+        rb = b[i]
+        rc = -1
+        if ARITY[o] == 3:
+            rc = b[rb]
+            rb = a[rb]
+        va = ra >= 0  # (reverse: only entries get adjoints, constants do not)
+        vb = rb >= 0
+        vc = rc >= 0
+        # constants are rows of V after the entries: a reference r < 0 is row stop - r - 1
+        ra = ra if ra >= 0 else stop - ra - 1
+        rb = rb if rb >= 0 else stop - rb - 1
+        rc = rc if rc >= 0 else stop - rc - 1
+        if o == 0:  # add
+            pa = 1.0
+            pb = 1.0
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+                if vb:
+                    A[rb, k] += g * pb
+        elif o == 1:  # sub
+            pa = 1.0
+            pb = -1.0
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+                if vb:
+                    A[rb, k] += g * pb
+        elif o == 2:  # mul
+            x = V[ra]
+            y = V[rb]
+            pa = y
+            pb = x
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+                if vb:
+                    A[rb, k] += g * pb
+        elif o == 3:  # div
+            y = V[rb]
+            out = V[i]
+            pa = 1.0 / y
+            pb = -out / y
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+                if vb:
+                    A[rb, k] += g * pb
+        elif o == 4:  # pow
+            x = V[ra]
+            y = V[rb]
+            out = V[i]
+            pa = 2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))
+            pb = 0.0 if (x == 0.0 and y >= 0.0) else out * log(x)
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+                if vb:
+                    A[rb, k] += g * pb
+        elif o == 5:  # atan2
+            x = V[ra]
+            y = V[rb]
+            pa = 0.0 if (x == 0.0 and y == 0.0) else y / (x * x + y * y)
+            pb = 0.0 if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+                if vb:
+                    A[rb, k] += g * pb
+        elif o == 6:  # maximum
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 if x > y else (0.5 if x == y else 0.0)
+            pb = 1.0 if y > x else (0.5 if x == y else 0.0)
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+                if vb:
+                    A[rb, k] += g * pb
+        elif o == 7:  # minimum
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 if x < y else (0.5 if x == y else 0.0)
+            pb = 1.0 if y < x else (0.5 if x == y else 0.0)
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+                if vb:
+                    A[rb, k] += g * pb
+        elif o == 8:  # neg
+            pa = -1.0
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+        elif o == 9:  # abs
+            x = V[ra]
+            pa = sign(x)
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+        elif o == 10:  # exp
+            out = V[i]
+            pa = out
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+        elif o == 11:  # log
+            x = V[ra]
+            pa = 1.0 / x
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+        elif o == 12:  # log1p
+            x = V[ra]
+            pa = 1.0 / (1.0 + x)
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+        elif o == 13:  # expm1
+            out = V[i]
+            pa = out + 1.0
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+        elif o == 14:  # sqrt
+            out = V[i]
+            pa = 0.5 / out
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+        elif o == 15:  # sin
+            x = V[ra]
+            pa = cos(x)
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+        elif o == 16:  # cos
+            x = V[ra]
+            pa = -sin(x)
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+        elif o == 17:  # tan
+            out = V[i]
+            pa = 1.0 + out * out
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+        elif o == 18:  # asin
+            x = V[ra]
+            pa = 1.0 / sqrt(1.0 - x * x)
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+        elif o == 19:  # acos
+            x = V[ra]
+            pa = -1.0 / sqrt(1.0 - x * x)
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+        elif o == 20:  # atan
+            x = V[ra]
+            pa = 1.0 / (1.0 + x * x)
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+        elif o == 21:  # sinh
+            x = V[ra]
+            pa = cosh(x)
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+        elif o == 22:  # cosh
+            x = V[ra]
+            pa = sinh(x)
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+        elif o == 23:  # tanh
+            out = V[i]
+            pa = 1.0 - out * out
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+        elif o == 24:  # sigmoid
+            out = V[i]
+            pa = out * (1.0 - out)
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+        elif o == 25:  # relu
+            x = V[ra]
+            pa = 1.0 if x > 0.0 else 0.0
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+        elif o == 26:  # erf
+            x = V[ra]
+            pa = 1.1283791670955126 * exp(-x * x)
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+        elif o == 27:  # sign
+            pass
+        elif o == 28:  # round
+            pass
+        elif o == 29:  # floor
+            pass
+        elif o == 30:  # ceil
+            pass
+        elif o == 31:  # trunc
+            pass
+        elif o == 32:  # lt
+            pass
+        elif o == 33:  # le
+            pass
+        elif o == 34:  # gt
+            pass
+        elif o == 35:  # ge
+            pass
+        elif o == 36:  # eq
+            pass
+        elif o == 37:  # ne
+            pass
+        elif o == 38:  # clamp
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            pa = 1.0 if (x >= y and x <= z) else 0.0
+            pb = 1.0 if (x < y and y <= z) else 0.0
+            pc = 1.0 if (x > z or y > z) else 0.0
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+                if vb:
+                    A[rb, k] += g * pb
+                if vc:
+                    A[rc, k] += g * pc
+        elif o == 39:  # where
+            x = V[ra]
+            pb = 1.0 if x != 0.0 else 0.0
+            pc = 0.0 if x != 0.0 else 1.0
+            for k in range(nk):
+                g = A[i, k]
+                if vb:
+                    A[rb, k] += g * pb
+                if vc:
+                    A[rc, k] += g * pc
+
+
+@jit
+def hvp_point(op, a, b, V, A, T, D, start, stop):
+    """Forward over reverse: D[i, k], the tangent along T[:, k] of the adjoint A[i] (one
+    seed, from ``reverse_point``).  Seeding the leaves' T with vectors v makes D on the
+    leaves the Hessian-vector products H v."""
+    nk = T.shape[1]
+
+    for i in range(start, -1, -1):
+        o = op[i]
+        if o >= N_ELEMENTWISE:
+            continue
+        ra = a[i]
+        rb = b[i]
+        rc = -1
+        if ARITY[o] == 3:
+            rc = b[rb]
+            rb = a[rb]
+        va = ra >= 0  # (reverse: only entries get adjoints, constants do not)
+        vb = rb >= 0
+        vc = rc >= 0
+        # constants are rows of V after the entries: a reference r < 0 is row stop - r - 1
+        ra = ra if ra >= 0 else stop - ra - 1
+        rb = rb if rb >= 0 else stop - rb - 1
+        rc = rc if rc >= 0 else stop - rc - 1
+        if o == 0:  # add
+            pa = 1.0
+            pb = 1.0
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                if va:
+                    D[ra, k] += dg * pa
+                if vb:
+                    D[rb, k] += dg * pb
+        elif o == 1:  # sub
+            pa = 1.0
+            pb = -1.0
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                if va:
+                    D[ra, k] += dg * pa
+                if vb:
+                    D[rb, k] += dg * pb
+        elif o == 2:  # mul
+            x = V[ra]
+            y = V[rb]
+            pa = y
+            pb = x
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tx = T[ra, k]
+                ty = T[rb, k]
+                if va:
+                    D[ra, k] += dg * pa + g * (ty)
+                if vb:
+                    D[rb, k] += dg * pb + g * (tx)
+        elif o == 3:  # div
+            y = V[rb]
+            out = V[i]
+            pa = 1.0 / y
+            pb = -out / y
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                ty = T[rb, k]
+                tout = T[i, k]
+                if va:
+                    D[ra, k] += dg * pa + g * ((-(1.0) * (ty) / ((y) * (y))))
+                if vb:
+                    D[rb, k] += dg * pb + g * (((-(tout)) / (y)) + (-(-out) * (ty) / ((y) * (y))))
+        elif o == 4:  # pow
+            x = V[ra]
+            y = V[rb]
+            out = V[i]
+            pa = 2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))
+            pb = 0.0 if (x == 0.0 and y >= 0.0) else out * log(x)
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tx = T[ra, k]
+                ty = T[rb, k]
+                tout = T[i, k]
+                if va:
+                    D[ra, k] += dg * pa + g * ((((2.0) * (tx))) if y == 2.0 else ((0.0) if y == 0.0 else (((ty) * (x ** (y - 1.0))) + ((y) * (((y - 1.0) * (x) ** ((y - 1.0) - 1.0) * (tx)) + ((0.0 if ((ty)) == 0.0 else (x) ** (y - 1.0) * log((x)) * ((ty)))))))))
+                if vb:
+                    D[rb, k] += dg * pb + g * ((0.0) if x == 0.0 and y >= 0.0 else (((tout) * (log(x))) + ((out) * ((1.0 / (x)) * (tx)))))
+        elif o == 5:  # atan2
+            x = V[ra]
+            y = V[rb]
+            pa = 0.0 if (x == 0.0 and y == 0.0) else y / (x * x + y * y)
+            pb = 0.0 if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tx = T[ra, k]
+                ty = T[rb, k]
+                if va:
+                    D[ra, k] += dg * pa + g * ((0.0) if x == 0.0 and y == 0.0 else (((ty) / (x * x + y * y)) + (-(y) * ((((tx) * (x)) + ((x) * (tx))) + (((ty) * (y)) + ((y) * (ty)))) / ((x * x + y * y) * (x * x + y * y)))))
+                if vb:
+                    D[rb, k] += dg * pb + g * ((0.0) if x == 0.0 and y == 0.0 else (((-(tx)) / (x * x + y * y)) + (-(-x) * ((((tx) * (x)) + ((x) * (tx))) + (((ty) * (y)) + ((y) * (ty)))) / ((x * x + y * y) * (x * x + y * y)))))
+        elif o == 6:  # maximum
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 if x > y else (0.5 if x == y else 0.0)
+            pb = 1.0 if y > x else (0.5 if x == y else 0.0)
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                if va:
+                    D[ra, k] += dg * pa
+                if vb:
+                    D[rb, k] += dg * pb
+        elif o == 7:  # minimum
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 if x < y else (0.5 if x == y else 0.0)
+            pb = 1.0 if y < x else (0.5 if x == y else 0.0)
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                if va:
+                    D[ra, k] += dg * pa
+                if vb:
+                    D[rb, k] += dg * pb
+        elif o == 8:  # neg
+            pa = -1.0
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                if va:
+                    D[ra, k] += dg * pa
+        elif o == 9:  # abs
+            x = V[ra]
+            pa = sign(x)
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                if va:
+                    D[ra, k] += dg * pa
+        elif o == 10:  # exp
+            out = V[i]
+            pa = out
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tout = T[i, k]
+                if va:
+                    D[ra, k] += dg * pa + g * (tout)
+        elif o == 11:  # log
+            x = V[ra]
+            pa = 1.0 / x
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tx = T[ra, k]
+                if va:
+                    D[ra, k] += dg * pa + g * ((-(1.0) * (tx) / ((x) * (x))))
+        elif o == 12:  # log1p
+            x = V[ra]
+            pa = 1.0 / (1.0 + x)
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tx = T[ra, k]
+                if va:
+                    D[ra, k] += dg * pa + g * ((-(1.0) * ((tx)) / ((1.0 + x) * (1.0 + x))))
+        elif o == 13:  # expm1
+            out = V[i]
+            pa = out + 1.0
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tout = T[i, k]
+                if va:
+                    D[ra, k] += dg * pa + g * ((tout))
+        elif o == 14:  # sqrt
+            out = V[i]
+            pa = 0.5 / out
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tout = T[i, k]
+                if va:
+                    D[ra, k] += dg * pa + g * ((-(0.5) * (tout) / ((out) * (out))))
+        elif o == 15:  # sin
+            x = V[ra]
+            pa = cos(x)
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tx = T[ra, k]
+                if va:
+                    D[ra, k] += dg * pa + g * ((-sin((x))) * (tx))
+        elif o == 16:  # cos
+            x = V[ra]
+            pa = -sin(x)
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tx = T[ra, k]
+                if va:
+                    D[ra, k] += dg * pa + g * (-((cos((x))) * (tx)))
+        elif o == 17:  # tan
+            out = V[i]
+            pa = 1.0 + out * out
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tout = T[i, k]
+                if va:
+                    D[ra, k] += dg * pa + g * ((((tout) * (out)) + ((out) * (tout))))
+        elif o == 18:  # asin
+            x = V[ra]
+            pa = 1.0 / sqrt(1.0 - x * x)
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tx = T[ra, k]
+                if va:
+                    D[ra, k] += dg * pa + g * ((-(1.0) * ((0.5 / sqrt((1.0 - x * x))) * ((-(((tx) * (x)) + ((x) * (tx)))))) / ((sqrt(1.0 - x * x)) * (sqrt(1.0 - x * x)))))
+        elif o == 19:  # acos
+            x = V[ra]
+            pa = -1.0 / sqrt(1.0 - x * x)
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tx = T[ra, k]
+                if va:
+                    D[ra, k] += dg * pa + g * ((-(-1.0) * ((0.5 / sqrt((1.0 - x * x))) * ((-(((tx) * (x)) + ((x) * (tx)))))) / ((sqrt(1.0 - x * x)) * (sqrt(1.0 - x * x)))))
+        elif o == 20:  # atan
+            x = V[ra]
+            pa = 1.0 / (1.0 + x * x)
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tx = T[ra, k]
+                if va:
+                    D[ra, k] += dg * pa + g * ((-(1.0) * ((((tx) * (x)) + ((x) * (tx)))) / ((1.0 + x * x) * (1.0 + x * x))))
+        elif o == 21:  # sinh
+            x = V[ra]
+            pa = cosh(x)
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tx = T[ra, k]
+                if va:
+                    D[ra, k] += dg * pa + g * ((sinh((x))) * (tx))
+        elif o == 22:  # cosh
+            x = V[ra]
+            pa = sinh(x)
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tx = T[ra, k]
+                if va:
+                    D[ra, k] += dg * pa + g * ((cosh((x))) * (tx))
+        elif o == 23:  # tanh
+            out = V[i]
+            pa = 1.0 - out * out
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tout = T[i, k]
+                if va:
+                    D[ra, k] += dg * pa + g * ((-(((tout) * (out)) + ((out) * (tout)))))
+        elif o == 24:  # sigmoid
+            out = V[i]
+            pa = out * (1.0 - out)
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tout = T[i, k]
+                if va:
+                    D[ra, k] += dg * pa + g * (((tout) * (1.0 - out)) + ((out) * ((-(tout)))))
+        elif o == 25:  # relu
+            x = V[ra]
+            pa = 1.0 if x > 0.0 else 0.0
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                if va:
+                    D[ra, k] += dg * pa
+        elif o == 26:  # erf
+            x = V[ra]
+            pa = 1.1283791670955126 * exp(-x * x)
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tx = T[ra, k]
+                if va:
+                    D[ra, k] += dg * pa + g * (((1.1283791670955126) * ((exp((-x * x))) * (((-(tx)) * (x)) + ((-x) * (tx))))))
+        elif o == 27:  # sign
+            pass
+        elif o == 28:  # round
+            pass
+        elif o == 29:  # floor
+            pass
+        elif o == 30:  # ceil
+            pass
+        elif o == 31:  # trunc
+            pass
+        elif o == 32:  # lt
+            pass
+        elif o == 33:  # le
+            pass
+        elif o == 34:  # gt
+            pass
+        elif o == 35:  # ge
+            pass
+        elif o == 36:  # eq
+            pass
+        elif o == 37:  # ne
+            pass
+        elif o == 38:  # clamp
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            pa = 1.0 if (x >= y and x <= z) else 0.0
+            pb = 1.0 if (x < y and y <= z) else 0.0
+            pc = 1.0 if (x > z or y > z) else 0.0
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                if va:
+                    D[ra, k] += dg * pa
+                if vb:
+                    D[rb, k] += dg * pb
+                if vc:
+                    D[rc, k] += dg * pc
+        elif o == 39:  # where
+            x = V[ra]
+            pb = 1.0 if x != 0.0 else 0.0
+            pc = 0.0 if x != 0.0 else 1.0
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                if vb:
+                    D[rb, k] += dg * pb
+                if vc:
+                    D[rc, k] += dg * pc

@@ -156,6 +156,113 @@ class CompiledTape:
         """The gradient of the (first) output at ``x`` ((n,) or a batch (B, n))."""
         return self.value_and_grad(x)[1]
 
+    # -- forward mode, several seeds, second order ------------------------------------
+    def _chunk(self, k):
+        """Directions per sweep: T and D of shape (rows, chunk) stay within ~32 MB each."""
+        rows = len(self.val0) + len(self.consts)
+        return int(max(1, min(k, (32 << 20) // (8 * rows))))
+
+    def _tangents(self, V, v):
+        """Tangents of every entry along the columns of ``v`` ((n_inputs, K))."""
+        from . import _kernels as K
+        T = np.zeros((len(V), v.shape[1]))
+        T[self.in_entries] = v[self.in_pos]
+        K.tangent_point(self.op, self.a, self.b, V, T, len(self.val0))
+        return T
+
+    def _on_inputs(self, R):
+        """Rows of the leaf entries of ``R`` summed per input -> (n_inputs, K)."""
+        if self._one_entry_each:
+            G = np.zeros((self.n_inputs, R.shape[1]))
+            G[self.in_pos] = R[self.in_entries]
+            return G
+        G = np.zeros((self.n_inputs, R.shape[1]))
+        np.add.at(G, self.in_pos, R[self.in_entries])
+        return G
+
+    def _vec(self, v, n, what):
+        v = np.asarray(v, dtype=np.float64)
+        if v.shape != (n,):
+            raise ValueError(f"{what}: expected a vector of shape ({n},), got {v.shape}")
+        return v
+
+    def _single(self, x, what):
+        x = self._x(x)
+        if x.ndim != 1:
+            raise ValueError(f"{what}() takes one point of shape ({self.n_inputs},), "
+                             f"got {x.shape}")
+        return x
+
+    def jvp(self, x, v):
+        """Forward mode: J(x) @ v, the directional derivative of the outputs along ``v``
+        (a float for a single output, else shape (m,))."""
+        x = self._single(x, "jvp")
+        T = self._tangents(self._forward(x), self._vec(v, self.n_inputs, "jvp")[:, None])
+        out = T[self.out, 0]
+        return float(out[0]) if len(self.out) == 1 else out
+
+    def vjp(self, x, w):
+        """Reverse mode: w @ J(x) for a weight per output (a number for a single output)."""
+        from . import _kernels as K
+        x = self._single(x, "vjp")
+        w = self._vec(np.atleast_1d(w), len(self.out), "vjp")
+        V = self._forward(x)
+        A = np.zeros((len(V), 1))
+        np.add.at(A[:, 0], self.out, w)
+        K.reverse_multi(self.op, self.a, self.b, V, A, int(self.out.max()), len(self.val0))
+        return self._on_inputs(A)[:, 0]
+
+    def jacobian(self, x):
+        """d outputs / d inputs at ``x``: shape (n,) for one output, else (m, n).  One
+        sweep with a seed per output (reverse) or a direction per input (forward),
+        whichever needs fewer."""
+        from . import _kernels as K
+        x = self._single(x, "jacobian")
+        V = self._forward(x)
+        m, n, stop = len(self.out), self.n_inputs, len(self.val0)
+        J = np.empty((m, n))
+        if m <= n:
+            for s in range(0, m, self._chunk(m)):
+                outs = self.out[s:s + self._chunk(m)]
+                A = np.zeros((len(V), len(outs)))
+                A[outs, np.arange(len(outs))] = 1.0
+                K.reverse_multi(self.op, self.a, self.b, V, A, int(outs.max()), stop)
+                J[s:s + len(outs)] = self._on_inputs(A).T
+        else:
+            for s in range(0, n, self._chunk(n)):
+                e = np.eye(n)[:, s:s + self._chunk(n)]
+                J[:, s:s + e.shape[1]] = self._tangents(V, e)[self.out]
+        return J[0] if m == 1 else J
+
+    def _hvps(self, x, vs):
+        """H(x) @ vs for the first output, ``vs`` of shape (n_inputs, K): forward over
+        reverse, one sweep pair for up to ``_chunk`` directions at once."""
+        from . import _kernels as K
+        V = self._forward(x)
+        stop, o = len(self.val0), int(self.out[0])
+        A = np.zeros(len(V))
+        A[o] = 1.0
+        K.reverse_point(self.op, self.a, self.b, V, A, o, stop)
+        H = np.empty_like(vs)
+        step = self._chunk(vs.shape[1])
+        for s in range(0, vs.shape[1], step):
+            T = self._tangents(V, vs[:, s:s + step])
+            D = np.zeros_like(T)
+            K.hvp_point(self.op, self.a, self.b, V, A, T, D, o, stop)
+            H[:, s:s + step] = self._on_inputs(D)
+        return H
+
+    def hvp(self, x, v):
+        """The Hessian of the (first) output at ``x`` times ``v`` (forward over reverse)."""
+        x = self._single(x, "hvp")
+        return self._hvps(x, self._vec(v, self.n_inputs, "hvp")[:, None])[:, 0]
+
+    def hessian(self, x):
+        """The (n, n) Hessian of the (first) output at ``x``: Hessian-vector products with
+        every unit vector, swept together (the batch of directions innermost)."""
+        x = self._single(x, "hessian")
+        return self._hvps(x, np.eye(self.n_inputs))
+
     # -- files ------------------------------------------------------------------------
     _ARRAYS = ("op", "a", "b", "val0", "consts", "in_entries", "in_pos", "out",
                "guard_entries", "guard_values")
@@ -353,17 +460,17 @@ class Compiled:
             self.retraces += 1
         self.tape_fn = tape.compile(xs, y)
 
-    def _point(self, x, method):
+    def _point(self, x, method, *args):
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != 1:
             raise ValueError(f"expected a 1-D input, got shape {x.shape}")
         if self.tape_fn is None or self.tape_fn.n_inputs != len(x):
             self._record(x)
         try:
-            return getattr(self.tape_fn, method)(x)
+            return getattr(self.tape_fn, method)(x, *args)
         except RetraceRequired:
             self._record(x)
-            return getattr(self.tape_fn, method)(x)
+            return getattr(self.tape_fn, method)(x, *args)
 
     def _any(self, x, method):
         x = np.asarray(x, dtype=np.float64)
@@ -390,6 +497,26 @@ class Compiled:
     def grad(self, x):
         """The gradient at ``x`` ((n,) or a batch (B, n))."""
         return self.value_and_grad(x)[1]
+
+    def jvp(self, x, v):
+        """J(x) @ v (forward mode)."""
+        return self._point(x, "jvp", v)
+
+    def vjp(self, x, w):
+        """w @ J(x) (reverse mode)."""
+        return self._point(x, "vjp", w)
+
+    def jacobian(self, x):
+        """The Jacobian at ``x`` ((n,) for a scalar function)."""
+        return self._point(x, "jacobian")
+
+    def hvp(self, x, v):
+        """Hessian-vector product H(x) @ v (forward over reverse)."""
+        return self._point(x, "hvp", v)
+
+    def hessian(self, x):
+        """The (n, n) Hessian at ``x``."""
+        return self._point(x, "hessian")
 
 
 def compile(fn):  # noqa: A001  (tg.compile, as torch.compile / jax.jit)

@@ -203,3 +203,53 @@ def test_equal_constants_share_a_slot_but_signed_zeros_do_not():
     assert math.copysign(1.0, a.item()) == -1.0 and math.copysign(1.0, b.item()) == 1.0
     y.backward()
     assert x.grad.item() == 300.0
+
+
+def _fd_hessian(f, x, h=1e-4):
+    """Central second differences of a Python-float function (4 evaluations per entry)."""
+    n = len(x)
+    H = np.empty((n, n))
+    for j in range(n):
+        for k in range(n):
+            def at(sj, sk):
+                p = list(x)
+                p[j] += sj * h
+                p[k] += sk * h
+                return f(p)
+            H[j, k] = (at(1, 1) - at(1, -1) - at(-1, 1) + at(-1, -1)) / (4 * h * h)
+    return H
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if _diff_args(OPS[NAMES.index(n)])])
+def test_second_order_replay(name):
+    """Replayed Hessian, HVP, Jacobian and JVP of the op, alone and composed (so the
+    tangent of its result flows on), against finite differences of the reference."""
+    op = OPS[NAMES.index(name)]
+    diff = _diff_args(op)
+    rng = np.random.default_rng(7)
+    for trial in range(3):
+        vals = _sample(op, rng)
+        if op.name == "where":
+            vals[0] = bool(trial % 2)
+
+        def full(xs):
+            args = list(vals)
+            for k, v in zip(diff, xs):
+                args[k] = v
+            return args
+
+        for outer, ref_outer in ((lambda u: u, lambda u: u),
+                                 (lambda u: tg.sin(u) + u * u, lambda u: math.sin(u) + u * u)):
+            with tg.Tape() as tape:
+                xs = [tg.tensor(vals[k], requires_grad=True) for k in diff]
+                y = outer(_call(op, full(xs)))
+            f = tape.compile(xs, y)
+            x0 = np.array([vals[k] for k in diff])
+            H = f.hessian(x0)
+            want = _fd_hessian(lambda p: ref_outer(REFERENCE[name](*full(p))), list(x0))
+            np.testing.assert_allclose(H, want, rtol=1e-4, atol=1e-4, err_msg=f"{name} {vals}")
+            v = rng.normal(size=len(diff))
+            np.testing.assert_allclose(f.hvp(x0, v), H @ v, rtol=1e-12, atol=1e-12)
+            g = f.grad(x0)
+            np.testing.assert_allclose(f.jacobian(x0), g, rtol=1e-14, atol=0)
+            assert f.jvp(x0, v) == pytest.approx(g @ v, rel=1e-12, abs=1e-12)

@@ -222,3 +222,65 @@ def test_corrupted_files_give_errors_not_crashes(tmp_path):
     (tmp_path / "junk.npz").write_bytes(b"not a zip file")
     with pytest.raises(ValueError, match="not a tapegrad compiled tape"):
         tg.load(tmp_path / "junk.npz")
+
+
+def _fd_jacobian(g, x, h=1e-6):
+    return np.array([(g(x + h * e) - g(x - h * e)) / (2 * h) for e in np.eye(len(x))]).T
+
+
+@pytest.mark.parametrize("chunk", [None, 7])
+def test_hessian_and_hvp_match_finite_differences_of_the_gradient(chunk, monkeypatch):
+    rng = np.random.default_rng(3)
+    x0 = rng.uniform(-1, 1, 30)
+    tape, xs, y = _record(rosen, x0)
+    f = tape.compile(xs, y)
+    if chunk:   # several sweeps of directions, as for a big tape
+        monkeypatch.setattr(type(f), "_chunk", lambda self, k: min(k, chunk))
+    x = rng.uniform(-1, 1, 30)
+    H = f.hessian(x)
+    np.testing.assert_allclose(H, _fd_jacobian(f.grad, x), rtol=1e-6, atol=1e-5)
+    np.testing.assert_allclose(H, H.T, rtol=1e-12, atol=1e-12)
+    v = rng.normal(size=30)
+    np.testing.assert_allclose(f.hvp(x, v), H @ v, rtol=1e-10, atol=1e-10)
+
+
+def several(x):   # 3 outputs of 2 inputs (forward mode is cheaper) and a leaf used twice
+    a, b = x
+    return [a * b, tg.sin(a) + b * b * b, tg.exp(a - b) * a]
+
+
+def _outputs(fn, n_in, x0):
+    with tg.Tape() as tape:
+        xs = [tg.tensor(float(v), requires_grad=True) for v in x0]
+        ys = fn(xs)
+    return tape.compile(xs, ys)
+
+
+@pytest.mark.parametrize("fn,n_in", [(several, 2), (lambda x: [tg.tanh(x[0] * x[1] + x[2])], 3),
+                                     (lambda x: [x[0] * x[1] - x[2] * x[3], tg.exp(x[0])], 4)])
+def test_jacobian_jvp_vjp_match_finite_differences(fn, n_in):
+    rng = np.random.default_rng(4)
+    f = _outputs(fn, n_in, rng.uniform(-1, 1, n_in))
+    x = rng.uniform(-1, 1, n_in)
+    J = np.atleast_2d(f.jacobian(x))
+    np.testing.assert_allclose(J, np.atleast_2d(_fd_jacobian(f, x)), rtol=1e-7, atol=1e-8)
+    v, w = rng.normal(size=n_in), rng.normal(size=J.shape[0])
+    np.testing.assert_allclose(np.atleast_1d(f.jvp(x, v)), J @ v, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(f.vjp(x, w), w @ J, rtol=1e-12, atol=1e-12)
+
+
+def test_second_order_methods_of_tg_compile_and_their_errors():
+    f = tg.compile(rosen)
+    x = np.array([0.5, -0.3, 0.8])
+    H = f.hessian(x)
+    # d2/dx0^2 of 100 (x1 - x0^2)^2 + (1 - x0)^2 = 1200 x0^2 - 400 x1 + 2
+    assert H[0, 0] == pytest.approx(1200 * 0.25 + 400 * 0.3 + 2)
+    assert H[0, 1] == pytest.approx(-400 * 0.5) and H[0, 2] == 0.0
+    np.testing.assert_allclose(f.hvp(x, [1.0, 0.0, 0.0]), H[:, 0])
+    assert f.jvp(x, [0.0, 1.0, 0.0]) == pytest.approx(f.grad(x)[1])
+    with pytest.raises(ValueError, match=r"shape \(3,\)"):
+        f.hvp(x, [1.0, 2.0])
+    with pytest.raises(ValueError, match="one point"):
+        f.tape_fn.hessian(np.ones((2, 3)))
+    with pytest.raises(ValueError, match=r"shape \(1,\)"):
+        f.vjp(x, [1.0, 2.0])
