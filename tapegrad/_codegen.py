@@ -567,16 +567,30 @@ _OPS = {"Add": "+", "Sub": "-", "Mult": "*", "Div": "/", "Pow": "**", "Gt": ">",
 
 
 def graph_rules_source() -> List[str]:
-    """``GRAPH_PARTIALS``: per op, its partials as recorded tensor expressions."""
+    """``GRAPH_PARTIALS``: per op, its partials as recorded tensor expressions (each only
+    where ``nx``/``ny``/``nz`` says that operand needs it)."""
     import ast
     rule = _GraphRule()
     out = []
     for op in OPS:
-        parts = [rule.tensor(ast.parse(f, mode="eval").body) if f else "None"
-                 for f in (op.dx, op.dy, op.dz)[:op.arity]]
-        out.append(f"def _gp_{op.name}(x, y, z, out, xv, yv, zv, outv):\n"
+        parts = [f"{rule.tensor(ast.parse(f, mode='eval').body)} if n{v} else None"
+                 if f else "None" for v, f in zip("xyz", (op.dx, op.dy, op.dz)[:op.arity])]
+        out.append(f"def _gp_{op.name}(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):\n"
                    f"    return ({', '.join(parts)},)\n\n")
     out.append("GRAPH_PARTIALS = (" + ", ".join(f"_gp_{op.name}" for op in OPS) + ",)")
+    # which values each partial's branch conditions read (a create_graph tape built through
+    # such a condition on a recorded value is value-dependent: replay must refuse it)
+    conds = []
+    for op in OPS:
+        per = []
+        for f in (op.dx, op.dy, op.dz)[:op.arity]:
+            names = set()
+            for node in ast.walk(ast.parse(f or "0.0", mode="eval")):
+                if isinstance(node, ast.IfExp):
+                    names |= {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
+            per.append(tuple(sorted(names)))
+        conds.append(tuple(per))
+    out.append("\n\nGRAPH_CONDITIONS = " + repr(tuple(conds)))
     return out
 
 

@@ -2451,167 +2451,170 @@ FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'a
 
 from .higher import _sel, _f_sqrt, _f_exp, _f_log, _f_sin, _f_cos, _f_sinh, _f_cosh, _f_sign  # noqa: E402
 
-def _gp_add(x, y, z, out, xv, yv, zv, outv):
-    return (1.0, 1.0,)
+def _gp_add(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (1.0 if nx else None, 1.0 if ny else None,)
 
 
-def _gp_sub(x, y, z, out, xv, yv, zv, outv):
-    return (1.0, (-1.0),)
+def _gp_sub(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (1.0 if nx else None, (-1.0) if ny else None,)
 
 
-def _gp_mul(x, y, z, out, xv, yv, zv, outv):
-    return (y, x,)
+def _gp_mul(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (y if nx else None, x if ny else None,)
 
 
-def _gp_div(x, y, z, out, xv, yv, zv, outv):
-    return ((1.0 / y), ((-out) / y),)
+def _gp_div(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((1.0 / y) if nx else None, ((-out) / y) if ny else None,)
 
 
-def _gp_pow(x, y, z, out, xv, yv, zv, outv):
-    return (_sel((yv == 2.0), (2.0 * x), _sel((yv == 0.0), 0.0, (y * (x ** (y - 1.0))))), _sel(np.logical_and((xv == 0.0), (yv >= 0.0)), 0.0, (out * _f_log(x))),)
+def _gp_pow(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (_sel((yv == 2.0), (2.0 * x), _sel((yv == 0.0), 0.0, (y * (x ** (y - 1.0))))) if nx else None, _sel(np.logical_and((xv == 0.0), (yv >= 0.0)), 0.0, (out * _f_log(x))) if ny else None,)
 
 
-def _gp_atan2(x, y, z, out, xv, yv, zv, outv):
-    return (_sel(np.logical_and((xv == 0.0), (yv == 0.0)), 0.0, (y / ((x * x) + (y * y)))), _sel(np.logical_and((xv == 0.0), (yv == 0.0)), 0.0, ((-x) / ((x * x) + (y * y)))),)
+def _gp_atan2(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (_sel(np.logical_and((xv == 0.0), (yv == 0.0)), 0.0, (y / ((x * x) + (y * y)))) if nx else None, _sel(np.logical_and((xv == 0.0), (yv == 0.0)), 0.0, ((-x) / ((x * x) + (y * y)))) if ny else None,)
 
 
-def _gp_maximum(x, y, z, out, xv, yv, zv, outv):
-    return (_sel((xv > yv), 1.0, _sel((xv == yv), 0.5, 0.0)), _sel((yv > xv), 1.0, _sel((xv == yv), 0.5, 0.0)),)
+def _gp_maximum(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (_sel((xv > yv), 1.0, _sel((xv == yv), 0.5, 0.0)) if nx else None, _sel((yv > xv), 1.0, _sel((xv == yv), 0.5, 0.0)) if ny else None,)
 
 
-def _gp_minimum(x, y, z, out, xv, yv, zv, outv):
-    return (_sel((xv < yv), 1.0, _sel((xv == yv), 0.5, 0.0)), _sel((yv < xv), 1.0, _sel((xv == yv), 0.5, 0.0)),)
+def _gp_minimum(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (_sel((xv < yv), 1.0, _sel((xv == yv), 0.5, 0.0)) if nx else None, _sel((yv < xv), 1.0, _sel((xv == yv), 0.5, 0.0)) if ny else None,)
 
 
-def _gp_neg(x, y, z, out, xv, yv, zv, outv):
-    return ((-1.0),)
+def _gp_neg(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((-1.0) if nx else None,)
 
 
-def _gp_abs(x, y, z, out, xv, yv, zv, outv):
-    return (_f_sign(x),)
+def _gp_abs(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (_f_sign(x) if nx else None,)
 
 
-def _gp_exp(x, y, z, out, xv, yv, zv, outv):
-    return (out,)
+def _gp_exp(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (out if nx else None,)
 
 
-def _gp_log(x, y, z, out, xv, yv, zv, outv):
-    return ((1.0 / x),)
+def _gp_log(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((1.0 / x) if nx else None,)
 
 
-def _gp_log1p(x, y, z, out, xv, yv, zv, outv):
-    return ((1.0 / (1.0 + x)),)
+def _gp_log1p(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((1.0 / (1.0 + x)) if nx else None,)
 
 
-def _gp_expm1(x, y, z, out, xv, yv, zv, outv):
-    return ((out + 1.0),)
+def _gp_expm1(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((out + 1.0) if nx else None,)
 
 
-def _gp_sqrt(x, y, z, out, xv, yv, zv, outv):
-    return ((0.5 / out),)
+def _gp_sqrt(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((0.5 / out) if nx else None,)
 
 
-def _gp_sin(x, y, z, out, xv, yv, zv, outv):
-    return (_f_cos(x),)
+def _gp_sin(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (_f_cos(x) if nx else None,)
 
 
-def _gp_cos(x, y, z, out, xv, yv, zv, outv):
-    return ((-_f_sin(x)),)
+def _gp_cos(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((-_f_sin(x)) if nx else None,)
 
 
-def _gp_tan(x, y, z, out, xv, yv, zv, outv):
-    return ((1.0 + (out * out)),)
+def _gp_tan(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((1.0 + (out * out)) if nx else None,)
 
 
-def _gp_asin(x, y, z, out, xv, yv, zv, outv):
-    return ((1.0 / _f_sqrt((1.0 - (x * x)))),)
+def _gp_asin(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((1.0 / _f_sqrt((1.0 - (x * x)))) if nx else None,)
 
 
-def _gp_acos(x, y, z, out, xv, yv, zv, outv):
-    return (((-1.0) / _f_sqrt((1.0 - (x * x)))),)
+def _gp_acos(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (((-1.0) / _f_sqrt((1.0 - (x * x)))) if nx else None,)
 
 
-def _gp_atan(x, y, z, out, xv, yv, zv, outv):
-    return ((1.0 / (1.0 + (x * x))),)
+def _gp_atan(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((1.0 / (1.0 + (x * x))) if nx else None,)
 
 
-def _gp_sinh(x, y, z, out, xv, yv, zv, outv):
-    return (_f_cosh(x),)
+def _gp_sinh(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (_f_cosh(x) if nx else None,)
 
 
-def _gp_cosh(x, y, z, out, xv, yv, zv, outv):
-    return (_f_sinh(x),)
+def _gp_cosh(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (_f_sinh(x) if nx else None,)
 
 
-def _gp_tanh(x, y, z, out, xv, yv, zv, outv):
-    return ((1.0 - (out * out)),)
+def _gp_tanh(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((1.0 - (out * out)) if nx else None,)
 
 
-def _gp_sigmoid(x, y, z, out, xv, yv, zv, outv):
-    return ((out * (1.0 - out)),)
+def _gp_sigmoid(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((out * (1.0 - out)) if nx else None,)
 
 
-def _gp_relu(x, y, z, out, xv, yv, zv, outv):
-    return (_sel((xv > 0.0), 1.0, 0.0),)
+def _gp_relu(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (_sel((xv > 0.0), 1.0, 0.0) if nx else None,)
 
 
-def _gp_erf(x, y, z, out, xv, yv, zv, outv):
-    return ((1.1283791670955126 * _f_exp(((-x) * x))),)
+def _gp_erf(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((1.1283791670955126 * _f_exp(((-x) * x))) if nx else None,)
 
 
-def _gp_sign(x, y, z, out, xv, yv, zv, outv):
-    return (0.0,)
+def _gp_sign(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (0.0 if nx else None,)
 
 
-def _gp_round(x, y, z, out, xv, yv, zv, outv):
-    return (0.0,)
+def _gp_round(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (0.0 if nx else None,)
 
 
-def _gp_floor(x, y, z, out, xv, yv, zv, outv):
-    return (0.0,)
+def _gp_floor(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (0.0 if nx else None,)
 
 
-def _gp_ceil(x, y, z, out, xv, yv, zv, outv):
-    return (0.0,)
+def _gp_ceil(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (0.0 if nx else None,)
 
 
-def _gp_trunc(x, y, z, out, xv, yv, zv, outv):
-    return (0.0,)
+def _gp_trunc(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (0.0 if nx else None,)
 
 
-def _gp_lt(x, y, z, out, xv, yv, zv, outv):
-    return (0.0, 0.0,)
+def _gp_lt(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (0.0 if nx else None, 0.0 if ny else None,)
 
 
-def _gp_le(x, y, z, out, xv, yv, zv, outv):
-    return (0.0, 0.0,)
+def _gp_le(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (0.0 if nx else None, 0.0 if ny else None,)
 
 
-def _gp_gt(x, y, z, out, xv, yv, zv, outv):
-    return (0.0, 0.0,)
+def _gp_gt(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (0.0 if nx else None, 0.0 if ny else None,)
 
 
-def _gp_ge(x, y, z, out, xv, yv, zv, outv):
-    return (0.0, 0.0,)
+def _gp_ge(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (0.0 if nx else None, 0.0 if ny else None,)
 
 
-def _gp_eq(x, y, z, out, xv, yv, zv, outv):
-    return (0.0, 0.0,)
+def _gp_eq(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (0.0 if nx else None, 0.0 if ny else None,)
 
 
-def _gp_ne(x, y, z, out, xv, yv, zv, outv):
-    return (0.0, 0.0,)
+def _gp_ne(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (0.0 if nx else None, 0.0 if ny else None,)
 
 
-def _gp_clamp(x, y, z, out, xv, yv, zv, outv):
-    return (_sel(np.logical_and((xv >= yv), (xv <= zv)), 1.0, 0.0), _sel(np.logical_and((xv < yv), (yv <= zv)), 1.0, 0.0), _sel(np.logical_or((xv > zv), (yv > zv)), 1.0, 0.0),)
+def _gp_clamp(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (_sel(np.logical_and((xv >= yv), (xv <= zv)), 1.0, 0.0) if nx else None, _sel(np.logical_and((xv < yv), (yv <= zv)), 1.0, 0.0) if ny else None, _sel(np.logical_or((xv > zv), (yv > zv)), 1.0, 0.0) if nz else None,)
 
 
-def _gp_where(x, y, z, out, xv, yv, zv, outv):
-    return (0.0, _sel((xv != 0.0), 1.0, 0.0), _sel((xv != 0.0), 0.0, 1.0),)
+def _gp_where(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (0.0 if nx else None, _sel((xv != 0.0), 1.0, 0.0) if ny else None, _sel((xv != 0.0), 0.0, 1.0) if nz else None,)
 
 
 GRAPH_PARTIALS = (_gp_add, _gp_sub, _gp_mul, _gp_div, _gp_pow, _gp_atan2, _gp_maximum, _gp_minimum, _gp_neg, _gp_abs, _gp_exp, _gp_log, _gp_log1p, _gp_expm1, _gp_sqrt, _gp_sin, _gp_cos, _gp_tan, _gp_asin, _gp_acos, _gp_atan, _gp_sinh, _gp_cosh, _gp_tanh, _gp_sigmoid, _gp_relu, _gp_erf, _gp_sign, _gp_round, _gp_floor, _gp_ceil, _gp_trunc, _gp_lt, _gp_le, _gp_gt, _gp_ge, _gp_eq, _gp_ne, _gp_clamp, _gp_where,)
+
+
+GRAPH_CONDITIONS = (((), ()), ((), ()), ((), ()), ((), ()), (('y',), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), (('x',),), ((),), ((),), ((),), ((),), ((),), ((),), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), (('x', 'y', 'z'), ('x', 'y', 'z'), ('x', 'y', 'z')), ((), ('x',), ('x',)))
 REFLECTED = {'add': add_, 'sub': rsub_, 'mul': mul_, 'div': rdiv_, 'pow': rpow_}
 for _name, _fn in list(FUNCTIONS.items()) + [('r' + k, f) for k, f in REFLECTED.items()
                                            if f is not FUNCTIONS[k]]:

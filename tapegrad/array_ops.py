@@ -81,7 +81,14 @@ def call(name, *args, **params):
             grads = op.vjp(np.asarray(g), np.asarray(value), *vals, **params)
             return [_shape_grad(grads[k], vals[k]) if need else None for k, need in needs]
 
-        res = F.apply(node, tensors, value, backward)
+        graph = None
+        rule = GRAPH_VJPS.get(name)
+        if rule is not None:
+            def graph(g):
+                grads = rule(g, value, *args, **params)
+                return [_graph_shape(grads[k], args[k]) if need else None for k, need in needs]
+
+        res = F.apply(node, tensors, value, backward, graph)
     return res if extra is None else (res, _wrap(extra))
 
 
@@ -612,3 +619,122 @@ def to_dtype(x, dtype):
 
 # the result's gradient has the result's dtype (as in PyTorch), then converts back
 to_dtype.defvjp(lambda g, ans, x, dtype: (g.astype(dtype).astype(x.dtype),))
+
+
+# -- the same vjps as recorded tensor ops, for create_graph=True --------------------------
+# HIPS autograd's rule: a vjp written with differentiable primitives can be differentiated
+# again.  A row here takes the arguments as given (tensors or constants) and returns
+# tensors (or thunks); ops without a row raise NotImplementedError under create_graph.
+
+@defop("unindex", "IndexPutBackward0", method=False)
+def unindex(g, shape, idx):
+    """Zeros of ``shape`` with ``g`` added at ``idx``: the adjoint of ``getitem``."""
+    out = np.zeros(shape)
+    np.add.at(out, idx, g)
+    return out
+
+
+unindex.defvjp(lambda g, ans, v, shape, idx: (np.asarray(g)[idx],))
+
+
+def _shape(x):
+    return tuple(x.shape) if isinstance(x, Tensor) else np.shape(x)
+
+
+def sum_to(g, shape):
+    """``unbroadcast`` in recorded ops: sum ``g`` down to ``shape``."""
+    shape = tuple(shape)
+    if _shape(g) == shape:
+        return g
+    lead = len(_shape(g)) - len(shape)
+    if lead > 0:
+        g = call("sum", g, dim=tuple(range(lead)))
+    axes = tuple(k for k, n in enumerate(shape) if n == 1 and _shape(g)[k] != 1)
+    if axes:
+        g = call("sum", g, dim=axes, keepdim=True)
+    return g if _shape(g) == shape else call("reshape", g, shape)
+
+
+def _spread(g, x, dim, keepdim):
+    """``_keep`` in recorded ops: a reduced gradient expanded back over ``x``'s shape."""
+    shape = _shape(x)
+    if dim is None:
+        g = call("reshape", g, (1,) * len(shape))
+    elif not keepdim:
+        for d in sorted(_axes(dim, len(shape))):
+            g = call("unsqueeze", g, d)
+    return call("expand", g, shape) if _shape(g) != shape else g
+
+
+def _swap(x):
+    return call("transpose", x, -1, -2)
+
+
+def _g_matmul(g, ans, a, b):
+    # dA = g B^T, dB = A^T g, 1-D operands promoted as matmul does, then summed to shape
+    mm, unsq, sq = (lambda p, q: call("matmul", p, q)), (lambda t, d: call("unsqueeze", t, d)), \
+        (lambda t, d: call("squeeze", t, dim=d))
+    if len(_shape(a)) == 1 and len(_shape(b)) == 1:   # dot
+        return (lambda: g * b, lambda: g * a)
+    if len(_shape(a)) == 1:   # (k,) @ (..., k, p)
+        return (lambda: sum_to(sq(mm(b, unsq(g, -1)), -1), _shape(a)),
+                lambda: sum_to(mm(unsq(a, -1), unsq(g, -2)), _shape(b)))
+    if len(_shape(b)) == 1:   # (..., m, k) @ (k,)
+        return (lambda: sum_to(mm(unsq(g, -1), unsq(b, -2)), _shape(a)),
+                lambda: sum_to(sq(mm(unsq(g, -2), a), -2), _shape(b)))
+    return (lambda: sum_to(mm(g, _swap(b)), _shape(a)),
+            lambda: sum_to(mm(_swap(a), g), _shape(b)))
+
+
+def _g_linear(g, ans, x, w, b=None):
+    n_out, n_in = _shape(w)
+    g2 = call("reshape", g, (-1, n_out))
+    return (lambda: call("matmul", g, w),
+            lambda: call("matmul", call("t", g2), call("reshape", x, (-1, n_in))),
+            None if b is None else (lambda: call("sum", g2, dim=0)))
+
+
+def _parts(g, xs, dim, pick):
+    nd = len(_shape(g))
+    dim = dim % nd
+    return tuple(call("getitem", g, (slice(None),) * dim + (pick(k, x),))
+                 for k, x in enumerate(xs))
+
+
+def _g_cat(g, ans, *xs, dim=0):
+    ends = np.cumsum([_shape(x)[dim] for x in xs])
+    return _parts(g, xs, dim, lambda k, x: slice(int(ends[k] - _shape(x)[dim]), int(ends[k])))
+
+
+GRAPH_VJPS = {
+    "sum": lambda g, ans, x, dim=None, keepdim=False: (_spread(g, x, dim, keepdim),),
+    "mean": lambda g, ans, x, dim=None, keepdim=False:
+        (_spread(g, x, dim, keepdim) * (np.size(ans) / max(int(np.prod(_shape(x))), 1)),),
+    "matmul": _g_matmul,
+    "linear": _g_linear,
+    "outer": lambda g, ans, a, b: (lambda: call("matmul", g, b), lambda: call("matmul", a, g)),
+    "reshape": lambda g, ans, x, shape: (call("reshape", g, _shape(x)),),
+    "squeeze": lambda g, ans, x, dim=None: (call("reshape", g, _shape(x)),),
+    "unsqueeze": lambda g, ans, x, dim: (call("reshape", g, _shape(x)),),
+    "transpose": lambda g, ans, x, dim0, dim1: (call("transpose", g, dim0, dim1),),
+    "t": lambda g, ans, x: (call("t", g),),
+    "permute": lambda g, ans, x, dims: (call("permute", g, tuple(np.argsort(dims))),),
+    "expand": lambda g, ans, x, shape: (sum_to(g, _shape(x)),),
+    "cat": _g_cat,
+    "stack": lambda g, ans, *xs, dim=0: _parts(g, xs, dim, lambda k, x: k),
+    "getitem": lambda g, ans, x, idx: (call("unindex", g, _shape(x), idx),),
+    "unindex": lambda g, ans, v, shape, idx: (call("getitem", g, idx),),
+    "to_dtype": lambda g, ans, x, dtype: (call("to_dtype", g, np.asarray(x._v if isinstance(x, Tensor) else x).dtype),),
+}
+
+
+def _graph_shape(g, x):
+    """A recorded gradient, shaped like the input ``x`` (thunks are called here)."""
+    if callable(g):
+        g = g()
+    if g is None:
+        return None
+    shape = _shape(x)
+    if _shape(g) != shape:
+        g = sum_to(g, shape) if len(_shape(g)) >= len(shape) else call("expand", g, shape)
+    return g

@@ -14,12 +14,15 @@ from .tensor import Tensor, _new, _wrap
 
 
 class PyOp:
-    """A recorded op with a Python backward: ``backward_fn(grads_out) -> grads_in``."""
+    """A recorded op with a Python backward: ``backward_fn(grads_out) -> grads_in``.
+    ``graph``, where the op has one, is the same backward written in recorded tensor ops
+    (tensors in, tensors out), for ``create_graph=True``."""
 
-    __slots__ = ("name", "inputs", "backward_fn", "nout")
+    __slots__ = ("name", "inputs", "backward_fn", "nout", "graph")
 
-    def __init__(self, name, inputs, backward_fn, nout):
+    def __init__(self, name, inputs, backward_fn, nout, graph=None):
         self.name, self.inputs, self.backward_fn, self.nout = name, inputs, backward_fn, nout
+        self.graph = graph
 
     def backward(self, sw, head):
         grads_out = [sw.get(head + 1 + k) for k in range(self.nout)]
@@ -29,10 +32,10 @@ class PyOp:
                 sw.add_ref(r, g)
 
 
-def record(T, name, refs, values, backward_fn):
+def record(T, name, refs, values, backward_fn, graph=None):
     """Record a Python-backward op on tape T; returns the output entries' indices."""
     head = T._push(PYFUNC, -1, -1, 0.0)
-    T._py[head] = PyOp(name, tuple(refs), backward_fn, len(values))
+    T._py[head] = PyOp(name, tuple(refs), backward_fn, len(values), graph)
     T._stops.append(head)
     return [T._push(PYOUT, head, -1, v) for v in values]
 
@@ -70,12 +73,17 @@ def _expand_ref(T, t, r, shape):
         g = unbroadcast(grads[0], src_shape)
         return [float(g) if src_shape == () else g]
 
-    return record(T, "broadcast", [r], [out], backward)[0]
+    def graph(grads):
+        from .array_ops import sum_to
+        return [sum_to(grads[0], src_shape)]
+
+    return record(T, "broadcast", [r], [out], backward, graph)[0]
 
 
-def apply(name, inputs, value, backward_fn):
+def apply(name, inputs, value, backward_fn, graph_fn=None):
     """Run-time helper for Python-backward ops: returns the result tensor, recorded when
-    grad mode is on and an input requires grad.  ``backward_fn(g)`` returns input grads."""
+    grad mode is on and an input requires grad.  ``backward_fn(g)`` returns input grads
+    (``graph_fn(g)`` the same as recorded tensors, where the op supports ``create_graph``)."""
     T = recording()
     if T is None or not any(isinstance(t, Tensor) and t._t is not None for t in inputs):
         return _wrap(np.asarray(value) if value.__class__ is not float else value)
@@ -85,5 +93,6 @@ def apply(name, inputs, value, backward_fn):
             value = float(value)
     refs = [(t._i if t._t is T else T._ref(t)) if isinstance(t, Tensor) and t._t is not None
             else -1 for t in inputs]
-    i = record(T, name, refs, [value], lambda gs: backward_fn(gs[0]))[0]
+    i = record(T, name, refs, [value], lambda gs: backward_fn(gs[0]),
+               graph_fn and (lambda gs: graph_fn(gs[0])))[0]
     return _as_tensor(T, i, value)

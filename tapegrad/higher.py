@@ -5,8 +5,9 @@ Instead of the Numba sweep, a Python walk over the tape computes each adjoint as
 expression: the op table's partials (generated into ``_methods.GRAPH_PARTIALS``) are
 evaluated with recorded tensor ops, so the gradient has a ``grad_fn`` of its own.  The
 conditions inside a partial (``relu``'s ``x > 0``) only select a branch: they are evaluated
-on plain values.  Elementwise ops are supported; an op whose backward is NumPy code (a
-``pyfunc`` entry: reductions, matmul, ...) raises ``NotImplementedError``.
+on plain values.  An op whose backward is NumPy code (a ``pyfunc`` entry) goes through its
+recorded-op version (``array_ops.GRAPH_VJPS``: sums, means, matmul, linear, shapes,
+indexing, cat/stack, broadcasting); one without raises ``NotImplementedError``.
 """
 from __future__ import annotations
 
@@ -40,13 +41,16 @@ def _sel(cond, a, b):
     return M.FUNCTIONS["where"](_wrap(np.asarray(cond)), a, b)
 
 
+_POS = {"x": 0, "y": 1, "z": 2}
+
+
 def run_backward_graph(tensors, grads, inputs=None):
     """Gradients of ``tensors`` (seeded with ``grads``, floats or tensors) as recorded tensors.
 
     Returns ``(leaf_grads, captured)`` like ``engine.run_backward``: ``leaf_grads`` is a list
     of ``(leaf, gradient)``, ``captured`` the gradients of ``inputs`` (None where unreached).
     """
-    from ._methods import GRAPH_PARTIALS
+    from ._methods import GRAPH_CONDITIONS, GRAPH_PARTIALS
     tapes = {id(t._t): t._t for t in tensors}
     if len(tapes) != 1 or not all(T.__class__ is Tape for T in tapes.values()):
         raise NotImplementedError("create_graph=True needs all outputs recorded on one tape")
@@ -76,9 +80,10 @@ def run_backward_graph(tensors, grads, inputs=None):
             v._v, v._t, v._i = T._value(r), T, r
         return v
 
+    outs = {}      # adjoints of pyfunc outputs, waiting for their head entry
     for i in range(max(adj), -1, -1):
         g = adj.pop(i, None)
-        if g is None:
+        if g is None and i not in outs:
             continue
         for pos in wanted.get(i, ()):
             captured[pos] = g
@@ -86,18 +91,36 @@ def run_backward_graph(tensors, grads, inputs=None):
         if code == LEAF:
             leaf_grads.append((T._leaves[i], g))
             continue
+        if code == PYOUT:
+            head = T._entry(i)[1]
+            outs.setdefault(head, {})[i - head - 1] = g
+            continue
+        if code == PYFUNC:
+            py, gs = T._py[i], outs.pop(i, {})
+            if py.graph is None or py.nout != 1:
+                raise NotImplementedError(
+                    f"create_graph=True through {py.name} (tape entry {i}) is not supported "
+                    "yet: its backward is NumPy code with no recorded-op version")
+            for r, c in zip(py.inputs, py.graph([gs[0]])):
+                if r >= 0 and c is not None:
+                    adj[r] = adj[r] + c if r in adj else c
+            continue
         if code >= _N:
-            name = T._py[i].name if code == PYFUNC else (
-                T._py[T._entry(i)[1]].name if code == PYOUT else _NAMES[code])
             raise NotImplementedError(
-                f"create_graph=True through {name} (tape entry {i}) is not supported yet: "
-                "higher-order gradients work through elementwise ops only")
+                f"create_graph=True through {_NAMES[code]} (tape entry {i}) is not supported yet")
         refs = T._inputs(i)
         ts = [tensor_of(r) for r in refs] + [None] * (3 - len(refs))
         vs = [np.asarray(T._value(r)) if r >= 0 and r in T._arr else
               (T._value(r) if r >= 0 else T._c[-r - 1]) for r in refs] + [None] * (3 - len(refs))
+        need = [r >= 0 for r in refs] + [False] * (3 - len(refs))
         parts = GRAPH_PARTIALS[code](ts[0], ts[1], ts[2], tensor_of(i),
-                                     vs[0], vs[1], vs[2], T._value(i))
+                                     vs[0], vs[1], vs[2], T._value(i), *need)
+        for r, names in zip(refs, GRAPH_CONDITIONS[code]):
+            if r >= 0 and any((refs[_POS[n]] if n != "out" else i) >= 0 for n in names
+                              if n == "out" or _POS[n] < len(refs)):
+                T._reads.append((i, f"a create_graph=True backward through {_NAMES[code]}"
+                                    " (its derivative branches on a recorded value)"))
+                break
         for r, p in zip(refs, parts):
             if r < 0 or p is None:
                 continue
