@@ -8,7 +8,8 @@ from ..engine import accumulate, run_backward
 from ..tensor import Tensor, _wrap
 from .function import Function, FunctionCtx
 
-__all__ = ["backward", "grad", "Function", "FunctionCtx"]
+__all__ = ["backward", "grad", "Function", "FunctionCtx", "functional", "gradcheck",
+           "GradcheckError"]
 
 
 def _as_list(x):
@@ -122,3 +123,7 @@ def grad(outputs: Tensors, inputs: Tensors, grad_outputs: Optional[Union[Tensor,
         from ..engine import _grad_value
         out.append(_wrap(_grad_value(x, g)))
     return tuple(out)
+
+
+from . import functional  # noqa: E402
+from .gradcheck import GradcheckError, gradcheck  # noqa: E402

@@ -1,0 +1,92 @@
+"""``tg.autograd.gradcheck``: analytical gradients against float64 central differences."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ..grad_mode import no_grad
+from ..tensor import Tensor, _wrap
+
+
+class GradcheckError(RuntimeError):
+    """Raised by ``gradcheck`` when the analytical and numerical Jacobians disagree."""
+
+
+def _outputs(func, inputs):
+    out = func(*inputs)
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def _numerical(func, inputs, k, eps):
+    """Jacobians of every output with respect to input ``k`` by central differences:
+    a list over outputs of (out numel, in numel) arrays."""
+    x = inputs[k]
+    base = np.array(x.detach()._v, dtype=np.float64)
+    cols = []
+    for j in range(base.size):
+        vals = []
+        for sign in (1.0, -1.0):
+            p = base.copy().reshape(-1)
+            p[j] += sign * eps
+            xs = list(inputs)
+            xs[k] = _wrap(p.reshape(base.shape) if base.ndim else float(p[0]))
+            with no_grad():
+                vals.append([np.array(o._v, dtype=np.float64).reshape(-1) if isinstance(o, Tensor)
+                             else None for o in _outputs(func, xs)])
+        cols.append([None if a is None else (a - b) / (2 * eps) for a, b in zip(*vals)])
+    n_out = len(cols[0]) if cols else 0
+    return [None if cols[0][i] is None else np.array([c[i] for c in cols]).T
+            for i in range(n_out)]
+
+
+def _analytical(func, inputs, k):
+    from . import grad
+    x = inputs[k].detach().requires_grad_(True)
+    xs = list(inputs)
+    xs[k] = x
+    outs = _outputs(func, xs)
+    J = []
+    for o in outs:
+        if not isinstance(o, Tensor) or not o.requires_grad:
+            J.append(None if not isinstance(o, Tensor) else np.zeros((o.numel(), x.numel())))
+            continue
+        rows = []
+        for j in range(o.numel()):
+            e = np.zeros(o.numel())
+            e[j] = 1.0
+            (g,) = grad(o, x, _wrap(e.reshape(tuple(o.shape)) if o.ndim else 1.0),
+                        retain_graph=True, allow_unused=True)
+            rows.append(np.zeros(x.numel()) if g is None else
+                        np.array(g._v, dtype=np.float64).reshape(-1))
+        J.append(np.array(rows).reshape(o.numel(), x.numel()))
+    return J
+
+
+def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
+              **unused) -> bool:
+    """Check the gradients of ``func`` at ``inputs`` (those that require grad) against
+    central differences in float64: ``True``, or ``GradcheckError`` naming the output,
+    the input and both Jacobians (``False`` with ``raise_exception=False``)."""
+    inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    checked = [k for k, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    if not checked:
+        raise ValueError("gradcheck expects at least one input tensor to require gradient, "
+                         "but none of the them have requires_grad=True.")
+    for k in checked:
+        if inputs[k].dtype is not None and str(inputs[k].dtype) != "tapegrad.float64":
+            warnings.warn(f"Input #{k} requires gradient and is not a double precision "
+                          "floating point. This check will likely fail if all the inputs are "
+                          "not of double precision floating point.", UserWarning)
+        num = _numerical(func, inputs, k, eps)
+        ana = _analytical(func, inputs, k)
+        for i, (a, n) in enumerate(zip(ana, num)):
+            if a is None or n is None:
+                continue
+            if not np.allclose(a, n, rtol=rtol, atol=atol):
+                if not raise_exception:
+                    return False
+                raise GradcheckError(
+                    f"Jacobian mismatch for output {i} with respect to input {k},\n"
+                    f"numerical:{_wrap(n)}\nanalytical:{_wrap(a)}\n")
+    return True
