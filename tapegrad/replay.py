@@ -299,49 +299,100 @@ class CompiledTape:
         rows = len(self.val0) + len(self.consts)
         return int(max(8, min(nb, 512, (16 << 20) // (8 * rows))))
 
+    def _fixed_rows(self):
+        """Rows of V a batch must fill besides the inputs and constants: leaves that are
+        not inputs (every other entry is recomputed by the forward replay)."""
+        fixed = getattr(self, "_fixed", None)
+        if fixed is None:
+            leaves = np.nonzero(self.op == LEAF)[0]
+            fixed = self._fixed = np.setdiff1d(leaves, self.in_entries)
+        return fixed
+
     def _forward_batch(self, X, V=None, first_point=0):
         from . import _kernels as K
         n, nb = len(self.val0), X.shape[0]
         if V is None:
             V = np.empty((n + len(self.consts), nb))
         # rows 0..n-1: the entries; rows n..: the constants (so operands need no branch)
-        V[:n] = self.val0[:, None]
         V[n:] = self.consts[:, None]
+        fixed = self._fixed_rows()
+        if len(fixed):
+            V[fixed] = self.val0[fixed, None]
         V[self.in_entries] = X[:, self.in_pos].T
         K.replay_batch(self.op, self.a, self.b, V, n)
         if len(self.guards):
             self._check_guards(V[self.guard_entries], first_point)
         return V
 
+    def _blocks(self, nb, work):
+        """Run ``work(start, stop)`` over blocks of points, on threads when there are
+        several cores: the kernels release the GIL (``nogil``), so plain Python threads
+        run them in parallel -- no Numba threading layer, safe with fork and with
+        callers' own threads.  ``TAPEGRAD_NUM_THREADS`` sets the count."""
+        bs = self._block(nb)
+        spans = [(s, min(s + bs, nb)) for s in range(0, nb, bs)]
+        pool = _pool() if len(spans) > 1 else None
+        if pool is None:
+            for s, e in spans:
+                work(s, e)
+            return
+        for f in [pool.submit(work, s, e) for s, e in spans]:
+            f.result()      # re-raises a block's RetraceRequired
+
     def _batch_values(self, X):
-        bs = self._block(X.shape[0])
         out = np.empty((len(self.out), X.shape[0]))
-        for s in range(0, X.shape[0], bs):
-            V = self._forward_batch(X[s:s + bs], first_point=s)
-            out[:, s:s + bs] = V[self.out]
+
+        def work(s, e):
+            out[:, s:e] = self._forward_batch(X[s:e], first_point=s)[self.out]
+
+        self._blocks(X.shape[0], work)
         return out
 
     def _value_and_grad_batch(self, X):
         """Blocks of points: forward and reverse per block, so memory stays bounded and hot."""
         from . import _kernels as K
         nb = X.shape[0]
-        bs = self._block(nb)
         rows, n, o = len(self.val0) + len(self.consts), len(self.val0), int(self.out[0])
-        V, ADJ = np.empty((rows, bs)), np.empty((rows, bs))
         values, G = np.empty(nb), np.zeros((self.n_inputs, nb))
-        for s in range(0, nb, bs):
-            m = min(bs, nb - s)
-            Vb, Ab = (V, ADJ) if m == bs else (np.empty((rows, m)), np.empty((rows, m)))
-            self._forward_batch(X[s:s + m], Vb, s)
-            Ab.fill(0.0)
-            Ab[o] = 1.0
-            K.reverse_batch(self.op, self.a, self.b, Vb, Ab, o, n)
-            values[s:s + m] = Vb[o]
+
+        def work(s, e):
+            V = self._forward_batch(X[s:e], first_point=s)
+            A = np.zeros((rows, e - s))
+            A[o] = 1.0
+            K.reverse_batch(self.op, self.a, self.b, V, A, o, n)
+            values[s:e] = V[o]
             if self._one_entry_each:
-                G[self.in_pos, s:s + m] = Ab[self.in_entries]
+                G[self.in_pos, s:e] = A[self.in_entries]
             else:   # a leaf registered more than once: its entries' adjoints add up
-                np.add.at(G[:, s:s + m], self.in_pos, Ab[self.in_entries])
+                np.add.at(G[:, s:e], self.in_pos, A[self.in_entries])
+
+        self._blocks(nb, work)
         return values, G.T.copy()
+
+
+_POOL = [None, None]   # (pid, executor): a pool made before a fork is not reused after it
+
+
+def _threads():
+    import os
+    env = os.environ.get("TAPEGRAD_NUM_THREADS")
+    if env:
+        return max(1, int(env))
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:   # not on Linux
+        return os.cpu_count() or 1
+
+
+def _pool():
+    import os
+    n = _threads()
+    if n <= 1:
+        return None
+    if _POOL[0] != os.getpid():
+        from concurrent.futures import ThreadPoolExecutor
+        _POOL[:] = [os.getpid(), ThreadPoolExecutor(n, thread_name_prefix="tapegrad")]
+    return _POOL[1]
 
 
 def compile_tape(tape, inputs, outputs):

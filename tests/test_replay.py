@@ -62,6 +62,37 @@ def test_batched_replay_equals_one_point_at_a_time():
     np.testing.assert_allclose(f(X), V)
 
 
+@pytest.mark.parametrize("threads", ["1", "2", "3"])
+def test_blocks_on_threads_equal_one_point_at_a_time(threads, monkeypatch):
+    monkeypatch.setenv("TAPEGRAD_NUM_THREADS", threads)
+    rng = np.random.default_rng(2)
+    tape, xs, y = _record(program, rng.uniform(-1, 1, 3))
+    f = tape.compile(xs, y)
+    monkeypatch.setattr(type(f), "_block", lambda self, nb: 8)   # 13 blocks, the last short
+    X = rng.uniform(-1, 1, (100, 3))
+    V, G = f.value_and_grad(X)
+    for k in (0, 7, 8, 50, 99):
+        v, g = f.value_and_grad(X[k])
+        assert V[k] == v
+        np.testing.assert_array_equal(G[k], g)
+    np.testing.assert_array_equal(f(X), V)
+
+
+def test_a_guard_flip_in_a_later_block_names_its_point(monkeypatch):
+    monkeypatch.setenv("TAPEGRAD_NUM_THREADS", "2")
+
+    def branchy(x):
+        return x[0] * x[1] * 2.0 if x[0] > 0 else x[0] * x[1]
+
+    tape, xs, y = _record(branchy, [0.5, 1.0])
+    f = tape.compile(xs, y)
+    monkeypatch.setattr(type(f), "_block", lambda self, nb: 8)
+    X = np.ones((40, 2))
+    X[29, 0] = -1.0
+    with pytest.raises(tg.RetraceRequired, match="point 29"):
+        f.value_and_grad(X)
+
+
 def test_a_leaf_used_twice_and_constants_stay_constants():
     with tg.Tape() as tape:
         x = tg.tensor(2.0, requires_grad=True)
