@@ -37,7 +37,8 @@ class RetraceRequired(RuntimeError):
 class CompiledTape:
     """A scalar program recorded on a tape, replayed in Numba at new inputs."""
 
-    def __init__(self, tape: Tape, inputs: Sequence[Tensor], outputs: Sequence[Tensor]):
+    def __init__(self, tape: Tape, inputs: Sequence[Tensor], outputs: Sequence[Tensor],
+                 optimize: bool = True):
         outputs = list(outputs)
         inputs = list(inputs)
         for t in outputs:
@@ -90,6 +91,21 @@ class CompiledTape:
         self.n_inputs = len(inputs)
         self._one_entry_each = len(set(self.in_pos.tolist())) == len(self.in_pos)
         self.out = np.array([t._i for t in outputs], dtype=np.int64)
+        self.stats = None
+        if optimize:
+            self._optimize()
+
+    def _optimize(self):
+        """Constant folding, common subexpressions, dead entries (``tapegrad.optimize``);
+        ``self.stats`` keeps the entry counts after each pass."""
+        from .optimize import optimize
+        arrays, self.stats = optimize(self.op, self.a, self.b, self.val0, self.consts,
+                                      self.in_entries, self.in_pos, self.out,
+                                      self.guard_entries)
+        for k, v in arrays.items():
+            setattr(self, k, v)
+        self.guards = [(int(i), v, w) for i, (_, v, w) in zip(self.guard_entries, self.guards)]
+        self._one_entry_each = len(set(self.in_pos.tolist())) == len(self.in_pos)
 
     def __len__(self):
         return len(self.op)
@@ -292,6 +308,7 @@ class CompiledTape:
         self.guards = [(int(i), bool(v), w) for i, v, w in
                        zip(self.guard_entries, self.guard_values, meta["guards"])]
         self._one_entry_each = len(set(self.in_pos.tolist())) == len(self.in_pos)
+        self.stats = None
         return self
 
     def _block(self, nb):
@@ -395,11 +412,11 @@ def _pool():
     return _POOL[1]
 
 
-def compile_tape(tape, inputs, outputs):
+def compile_tape(tape, inputs, outputs, optimize=True):
     """``tape.compile(inputs, outputs)``: see :class:`CompiledTape`."""
     single = isinstance(outputs, Tensor)
     return CompiledTape(tape, [inputs] if isinstance(inputs, Tensor) else inputs,
-                        [outputs] if single else outputs)
+                        [outputs] if single else outputs, optimize)
 
 
 _DTYPES = {"op": np.int8, "a": np.int32, "b": np.int32, "val0": np.float64,

@@ -277,11 +277,13 @@ class Tape:
         return (f"<tapegrad.Tape: {n} entries, {len(self._leaves)} leaves, "
                 f"{len(self._py)} python ops, {self.nbytes / 1e6:.3g} MB>")
 
-    def compile(self, inputs, outputs):
+    def compile(self, inputs, outputs, optimize: bool = True):
         """A :class:`~tapegrad.replay.CompiledTape`: this recording replayed in Numba at new
-        values of ``inputs`` (value, gradient, batches of points)."""
+        values of ``inputs`` (value, gradient, batches of points).  ``optimize`` folds
+        constants, merges common subexpressions and drops dead entries first
+        (``.stats`` says how much each pass removed)."""
         from .replay import compile_tape
-        return compile_tape(self, inputs, outputs)
+        return compile_tape(self, inputs, outputs, optimize)
 
     def summary(self, max_rows: int = 20) -> None:
         """Print the tape as a Wengert list (first and last entries of a long tape)."""
