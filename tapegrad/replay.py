@@ -77,7 +77,8 @@ class CompiledTape:
         if any(np.ndim(v) for _, v, _ in guards):
             raise NotImplementedError("compile(): a branch on an array comparison; this "
                                       "version replays scalar programs")
-        self.guards = guards
+        seen = set()     # one guard per comparison entry, even when it was read twice
+        self.guards = guards = [g for g in guards if not (g[0] in seen or seen.add(g[0]))]
         self.guard_entries = np.array([g[0] for g in guards], dtype=np.int64)
         self.guard_values = np.array([float(g[1]) for g in guards])
         self.op, self.a, self.b = op[:end].copy(), a[:end].copy(), b[:end].copy()
