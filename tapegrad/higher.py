@@ -91,6 +91,8 @@ def run_backward_graph(tensors, grads, inputs=None):
         if code == LEAF:
             leaf_grads.append((T._leaves[i], g))
             continue
+        if code == CONST:      # an array constant: its gradient goes nowhere
+            continue
         if code == PYOUT:
             head = T._entry(i)[1]
             outs.setdefault(head, {})[i - head - 1] = g

@@ -197,3 +197,11 @@ def test_functional_matches_pytorch(name, make, shapes):
         v = tuple(RNG.normal(size=s) for s in shapes)
         for a, b in ((AF.hvp, TF.hvp), (AF.vhp, TF.vhp)):
             same(a(ours, tuple(_tg(xs)), tuple(_tg(v))), b(theirs, tt, tuple(torch.tensor(t) for t in v)))
+
+
+def test_hessian_with_constant_array_operands():
+    b = tg.tensor([1.0, -2.0, 0.5])
+    x = tg.tensor([0.3, 0.7, -1.1])
+    H = AF.hessian(lambda t: (b * t).sum() + ((t - b) ** 3 / b).sum(), x)
+    xv, bv = x.numpy(), b.numpy()
+    np.testing.assert_allclose(H.numpy(), np.diag(6 * (xv - bv) / bv), rtol=1e-13)

@@ -315,3 +315,58 @@ def test_second_order_methods_of_tg_compile_and_their_errors():
         f.tape_fn.hessian(np.ones((2, 3)))
     with pytest.raises(ValueError, match=r"shape \(1,\)"):
         f.vjp(x, [1.0, 2.0])
+
+
+def pick(x):   # the comparison comes after both candidates: it chose the output
+    y = x[0] * x[1]
+    z = x[0] + x[1]
+    return y if y > z else z
+
+
+@pytest.mark.parametrize("fn,want", [(pick, lambda a, b: max(a * b, a + b)),
+                                     (lambda x: max(x[0], x[1]) * 2.0, lambda a, b: 2 * max(a, b))])
+def test_a_comparison_after_the_output_still_guards_it(fn, want):
+    f = tg.compile(fn)
+    assert f([3.0, 3.0]) == want(3.0, 3.0)
+    for p in ([0.5, 0.5], [3.0, 3.0], [0.5, 2.0], [2.0, 0.5]):
+        assert f(p) == pytest.approx(want(*p))
+    tape, xs, y = _record(pick, [3.0, 3.0])
+    g = tape.compile(xs, y)
+    with pytest.raises(tg.RetraceRequired, match="goes the other way"):
+        g(np.array([0.5, 0.5]))
+
+
+def test_tg_compile_keeps_one_recording_per_branch_pattern():
+    f = tg.compile(lambda x: x[0] * x[1] if x[0] > 0 else x[0] - x[1])
+    X = np.random.default_rng(0).uniform(-1, 1, (200, 2))
+    V, G = f.value_and_grad(X)
+    assert f.retraces == 1 and len(f.tapes) == 2       # not one retrace per flip
+    want = np.where(X[:, 0] > 0, X[:, 0] * X[:, 1], X[:, 0] - X[:, 1])
+    np.testing.assert_allclose(V, want, rtol=1e-15)
+    np.testing.assert_allclose(G[:, 1], np.where(X[:, 0] > 0, X[:, 0], -1.0), rtol=1e-15)
+
+
+def test_an_unused_input_gets_a_zero_gradient_and_array_code_is_named():
+    f = tg.compile(lambda x: x[0] * 3.0)
+    v, g = f.value_and_grad([2.0, 5.0])
+    assert v == 6.0 and list(g) == [3.0, 0.0]
+    np.testing.assert_array_equal(f.hessian([2.0, 5.0]), np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="Vectorised array code"):
+        tg.compile(lambda x: (x * x).sum())([1.0, 2.0])
+    assert "CompiledTape: 2 entries, 2 inputs" in repr(f.tape_fn)
+
+
+def test_damaged_files_and_the_npz_suffix(tmp_path):
+    tape, xs, y = _record(rosen, [0.1, 0.2, 0.3])
+    f = tape.compile(xs, y)
+    f.save(tmp_path / "model")                    # NumPy writes model.npz
+    g = tg.load(tmp_path / "model")
+    assert g(np.array([0.3, 0.2, 0.1])) == f(np.array([0.3, 0.2, 0.1]))
+    good = (tmp_path / "model.npz").read_bytes()
+    for name, data in (("cut.npz", good[: len(good) // 2]), ("empty.npz", b""),
+                       ("text.npz", b"hello\n")):
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(ValueError, match="not a tapegrad compiled tape"):
+            tg.load(tmp_path / name)
+    with pytest.raises(FileNotFoundError):
+        tg.load(tmp_path / "missing")
