@@ -58,8 +58,23 @@ def _out(v, like=None):
     return v
 
 
+def _scalarizing():
+    """Is ``tg.compile`` recording (array ops on 0-d tensors become scalar entries)?"""
+    from .tape import recording
+    T = recording()
+    return T is not None and T._scalarize
+
+
 def call(name, *args, **params):
     """Apply array op ``name`` to tensors/constants ``args``; records when grad is on."""
+    for a in args:   # inside tg.compile: array ops on its elements become scalar entries
+        if a.__class__ is not Tensor:
+            if hasattr(a, "_elems"):
+                from .scalarize import array_op
+                return array_op(name, args, params)
+        elif a._v.__class__ is float and a._t is not None and _scalarizing():
+            from .scalarize import array_op
+            return array_op(name, args, params)
     op = ARRAY_OPS[name]
     tensors = [a for a in args if isinstance(a, Tensor)]
     vals = [_np(a._v) if isinstance(a, Tensor) else a for a in args]

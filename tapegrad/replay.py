@@ -37,6 +37,8 @@ class RetraceRequired(RuntimeError):
 class CompiledTape:
     """A scalar program recorded on a tape, replayed in Numba at new inputs."""
 
+    out_shape = None   # set by tg.compile for an array result: outputs are its elements
+
     def __init__(self, tape: Tape, inputs: Sequence[Tensor], outputs: Sequence[Tensor],
                  optimize: bool = True):
         outputs = list(outputs)
@@ -150,19 +152,32 @@ class CompiledTape:
                 f"{'this point' if got.shape[1] == 1 else f'point {first_point + k}'}: the "
                 f"comparison (tape entry {i}) was {bool(v)} when recorded; record again there")
 
+    def _shaped(self, out, lead=()):
+        """Output values (last axis: the outputs) as the caller expects them: a float for
+        one output, the result's shape for ``tg.compile`` of an array function."""
+        if self.out_shape is not None:
+            return out.reshape(lead + self.out_shape)
+        if len(self.out) == 1:
+            return float(out[0]) if not lead else out[..., 0]
+        return out
+
+    def _scalar(self, what):
+        if self.out_shape is not None and int(np.prod(self.out_shape)) != 1:
+            raise ValueError(f"{what}() needs a scalar function; this one returns shape "
+                             f"{self.out_shape} (use jacobian, jvp or vjp)")
+
     def __call__(self, x) -> Union[float, np.ndarray]:
         """The outputs at ``x`` (shape (n,), or (B, n) for a batch of points)."""
         x = self._x(x)
         if x.ndim == 2:
-            out = self._batch_values(x).T
-            return out[:, 0] if len(self.out) == 1 else out
-        val = self._forward(x)
-        return float(val[self.out[0]]) if len(self.out) == 1 else val[self.out].copy()
+            return self._shaped(self._batch_values(x).T, (x.shape[0],))
+        return self._shaped(self._forward(x)[self.out].copy())
 
     def value_and_grad(self, x):
         """The (first) output and its gradient with respect to the inputs, at ``x``
         ((n,) -> (float, (n,)); (B, n) -> ((B,), (B, n)))."""
         from . import _kernels as K
+        self._scalar("value_and_grad")
         x = self._x(x)
         if x.ndim == 2:
             return self._value_and_grad_batch(x)
@@ -224,14 +239,17 @@ class CompiledTape:
         (a float for a single output, else shape (m,))."""
         x = self._single(x, "jvp")
         T = self._tangents(self._forward(x), self._vec(v, self.n_inputs, "jvp")[:, None])
-        out = T[self.out, 0]
-        return float(out[0]) if len(self.out) == 1 else out
+        return self._shaped(T[self.out, 0])
 
     def vjp(self, x, w):
         """Reverse mode: w @ J(x) for a weight per output (a number for a single output)."""
         from . import _kernels as K
         x = self._single(x, "vjp")
-        w = self._vec(np.atleast_1d(w), len(self.out), "vjp")
+        w = np.asarray(w, dtype=np.float64)
+        if self.out_shape is not None and w.shape != self.out_shape:
+            raise ValueError(f"vjp: expected weights of the result's shape {self.out_shape}, "
+                             f"got {w.shape}")
+        w = self._vec(w.reshape(-1), len(self.out), "vjp")
         V = self._forward(x)
         A = np.zeros((len(V), 1))
         np.add.at(A[:, 0], self.out, w)
@@ -258,6 +276,8 @@ class CompiledTape:
             for s in range(0, n, self._chunk(n)):
                 e = np.eye(n)[:, s:s + self._chunk(n)]
                 J[:, s:s + e.shape[1]] = self._tangents(V, e)[self.out]
+        if self.out_shape is not None:
+            return J.reshape(self.out_shape + (n,))
         return J[0] if m == 1 else J
 
     def _hvps(self, x, vs):
@@ -280,12 +300,14 @@ class CompiledTape:
 
     def hvp(self, x, v):
         """The Hessian of the (first) output at ``x`` times ``v`` (forward over reverse)."""
+        self._scalar("hvp")
         x = self._single(x, "hvp")
         return self._hvps(x, self._vec(v, self.n_inputs, "hvp")[:, None])[:, 0]
 
     def hessian(self, x):
         """The (n, n) Hessian of the (first) output at ``x``: Hessian-vector products with
         every unit vector, swept together (the batch of directions innermost)."""
+        self._scalar("hessian")
         x = self._single(x, "hessian")
         return self._hvps(x, np.eye(self.n_inputs))
 
@@ -296,7 +318,8 @@ class CompiledTape:
     def save(self, path):
         """Write this compiled tape to ``path`` (a NumPy ``.npz``: arrays plus JSON, no pickle)."""
         meta = {"format": "tapegrad-compiled-tape", "version": 1, "n_inputs": self.n_inputs,
-                "guards": [where for _, _, where in self.guards]}
+                "guards": [where for _, _, where in self.guards],
+                "out_shape": None if self.out_shape is None else list(self.out_shape)}
         np.savez(path, meta=np.array(json.dumps(meta)),
                  **{k: getattr(self, k) for k in self._ARRAYS})
 
@@ -323,6 +346,12 @@ class CompiledTape:
         for k in cls._ARRAYS:
             setattr(self, k, data[k])
         self.n_inputs = int(meta["n_inputs"])
+        shape = meta.get("out_shape")
+        if shape is not None:
+            if not (isinstance(shape, list) and all(isinstance(k, int) and k >= 0 for k in shape)
+                    and int(np.prod(shape)) == len(self.out)):
+                raise ValueError("corrupted tapegrad compiled tape: out_shape")
+            self.out_shape = tuple(shape)
         self.guards = [(int(i), bool(v), w) for i, v, w in
                        zip(self.guard_entries, self.guard_values, meta["guards"])]
         self._one_entry_each = len(set(self.in_pos.tolist())) == len(self.in_pos)
@@ -497,35 +526,6 @@ def load(path):
     return CompiledTape.load(path)
 
 
-class _Elements(Tensor):
-    """The input of a ``tg.compile``d function while it records: a 1-D tensor whose elements
-    are scalar leaves, so ``x[i]`` and iteration give those leaves (the scalar programs
-    replay can run)."""
-
-    __slots__ = ("_elems",)
-
-    def __getitem__(self, idx):
-        if isinstance(idx, (int, np.integer)):
-            return self._elems[idx]
-        if isinstance(idx, slice):
-            return _elements(self._elems[idx])
-        return Tensor.__getitem__(self, idx)
-
-    def __iter__(self):
-        return iter(self._elems)
-
-    def __len__(self):
-        return len(self._elems)
-
-
-def _elements(leaves):
-    v = _Elements()
-    v._v = np.array([t._v for t in leaves])
-    v._t = None
-    v._elems = list(leaves)
-    return v
-
-
 class Compiled:
     """``@tg.compile``: records ``fn`` on its first call and replays the recording after
     that; when a guarded branch goes the other way (or the input size changes) it tries the
@@ -547,19 +547,28 @@ class Compiled:
         return self.tapes[0] if self.tapes else None
 
     def _record(self, x):
+        from .scalarize import Elements, elements
         from .tape import Tape
         with Tape() as tape:
+            tape._scalarize = True
             xs = [_wrap(float(v), requires_grad=True) for v in x]
-            y = self.fn(_elements(xs))
-        if not isinstance(y, Tensor) or y._t.__class__ is not Tape:
-            raise ValueError(
-                "tg.compile: the function must return a 0-d tensor computed from x with "
-                "scalar operations (x[i], loops, tg.sin(x[i]), ...). Vectorised array code "
-                "(x * x, A @ x, x.sum()) is not replayable yet: use "
-                "tg.autograd.functional for it.")
+            y = self.fn(elements(xs))
+        shape = None
+        if isinstance(y, Elements):          # an array result: one output per element
+            shape = tuple(y.shape)
+            ys = list(y._elems.reshape(-1))
+        else:
+            ys = [y]
+        for k, e in enumerate(ys):
+            if not isinstance(e, Tensor) or e._t.__class__ is not Tape:
+                what = "the result" if shape is None else f"element {k} of the result"
+                raise ValueError(
+                    f"tg.compile: {what} does not depend on x (the function must return a "
+                    "tensor computed from x with tapegrad operations)")
         if self.tapes:
             self.retraces += 1
-        f = tape.compile(xs, y)
+        f = tape.compile(xs, ys)
+        f.out_shape = shape
         self.tapes = [f] + [t for t in self.tapes if t.n_inputs == f.n_inputs]
         del self.tapes[self.max_tapes:]
         return f

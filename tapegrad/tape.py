@@ -99,7 +99,7 @@ class Tape:
     __slots__ = ("_op", "_a", "_b", "_v", "_c", "_base", "_fop", "_fa", "_fb", "_fv",
                  "_arr", "_leaves", "_links", "_linkcache", "_py", "_hooks", "_retain",
                  "_stops", "_freed", "_dirty", "_sweeps", "_tc", "_cmap", "_flat", "_reads", "_guards",
-                 "__weakref__")
+                 "_scalarize", "__weakref__")
 
     def __init__(self):
         self._op, self._a, self._b, self._v = [], [], [], []
@@ -125,6 +125,7 @@ class Tape:
         self._flat = {}            # array entries the Numba sweep reads (an ordered set)
         self._reads = []           # (entry, "file:line") where Python read a recorded value
         self._guards = []          # (comparison entry, outcome, "file:line") of branches taken
+        self._scalarize = False    # tg.compile records: array ops become scalar entries
 
     # -- context manager ------------------------------------------------------------
     def __enter__(self):

@@ -226,6 +226,10 @@ def _generic(code, args):
 
 
 def _generic_slow(code, args):
+    for a in args:
+        if a.__class__ is not Tensor and hasattr(a, "_elems"):   # inside tg.compile
+            from .scalarize import elementwise
+            return elementwise(code, args)
     op = _table.OPS[code]
     first = 1 if op.name == "where" else 0
     if not isinstance(args[first], Tensor) and not any(isinstance(a, Tensor) for a in args):

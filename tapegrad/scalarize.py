@@ -1,0 +1,361 @@
+"""Array code inside ``tg.compile``, recorded as scalar entries (as CasADi's SX does).
+
+While a ``tg.compile``d function records, its input is an :class:`Elements`: a tensor whose
+elements are 0-d leaves, held in a NumPy object array.  An elementwise op on it applies the
+op-table row to every element (with NumPy broadcasting), and an array op (``sum``,
+``matmul``, indexing, reshapes, ``softmax``...) is rewritten into elementwise ops over the
+elements (``SCALAR_RULES`` below).  So vectorised code such as
+``(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2).sum()`` records the same scalar
+tape as the loop, and every replay kernel (batches, forward mode, Hessians) applies to it.
+
+Two hooks lead here: ``tensor._generic_slow`` (elementwise ops) and ``array_ops.call``
+(array ops) hand over when an argument is an ``Elements``.  Reading an ``Elements``'s values
+into NumPy or Python (``np.asarray(x)``, ``x.numpy()``, ``float(x)``) raises: the replay
+could not follow such a value.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from . import _table
+from .tensor import Tensor, _wrap
+
+_NAMES = [op.name for op in _table.OPS]
+_WHERE = _NAMES.index("where")
+
+
+class Elements(Tensor):
+    """A tensor whose elements are scalar tensors (``_elems``, an object array) or Python
+    numbers (constants); ``_v`` holds their values, so shape and dtype work as usual."""
+
+    __slots__ = ("_elems",)
+    __array_ufunc__ = None      # ``A @ x``, ``2.0 * x`` with NumPy on the left come to us
+
+    def __getitem__(self, idx):
+        from .api import _check_index, _index_value
+        idx = _index_value(idx)
+        _check_index(self, idx)
+        return _wrap_elems(self._elems[idx])
+
+    def __setitem__(self, idx, value):
+        from .api import _index_value
+        idx = _index_value(idx)
+        self._elems[idx] = _objects(value)
+        self._v = _values(self._elems)
+
+    def __iter__(self):
+        return (self[k] for k in range(len(self)))
+
+    def __len__(self):
+        return len(self._elems)
+
+    def _refuse(self, *args, **kwargs):
+        raise TypeError(
+            "tg.compile: the function read the values of its input into NumPy or Python "
+            "(np.asarray(x), x.numpy(), float(x), x.tolist(), ...); a replay cannot follow "
+            "such values. Use tapegrad operations on x instead.")
+
+    __array__ = numpy = item = tolist = __float__ = __int__ = __index__ = _refuse
+
+    def __bool__(self):
+        if self._elems.size != 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self._elems.reshape(-1)[0])
+
+    def detach(self):
+        return self._refuse()
+
+
+def elements(leaves, shape=None):
+    """An ``Elements`` of the given scalar tensors (``shape`` defaults to 1-D)."""
+    objs = np.empty(len(leaves), dtype=object)
+    for k, t in enumerate(leaves):      # one at a time: NumPy would convert a list
+        objs[k] = t
+    return _wrap_elems(objs.reshape(shape if shape is not None else (len(leaves),)))
+
+
+def _value(e):
+    return e._v if isinstance(e, Tensor) else e
+
+
+def _values(objs):
+    flat = [_value(e) for e in objs.reshape(-1)]
+    dtype = bool if flat and all(isinstance(v, (bool, np.bool_)) for v in flat) else np.float64
+    return np.array(flat, dtype=dtype).reshape(objs.shape)
+
+
+def _wrap_elems(objs):
+    """An object array of elements as a tensor: 0-d gives the element itself."""
+    if not isinstance(objs, np.ndarray):
+        return objs if isinstance(objs, Tensor) else _wrap(_const(objs))
+    if objs.ndim == 0:
+        e = objs[()]
+        return e if isinstance(e, Tensor) else _wrap(_const(e))
+    r = Elements()
+    r._elems, r._t, r._v = objs, None, _values(objs)
+    return r
+
+
+def _const(v):
+    return bool(v) if isinstance(v, (bool, np.bool_)) else float(v)
+
+
+def _objects(a):
+    """An argument as elements: an object array, or a scalar (tensor or number)."""
+    if isinstance(a, Elements):
+        return a._elems
+    if isinstance(a, Tensor):
+        v = a._v
+        if v.__class__ is float:
+            return a if a._t is not None else v
+        if a._t is not None:
+            raise NotImplementedError(
+                "tg.compile: an array tensor that requires grad, other than the input, "
+                "entered the function; pass what you differentiate through x")
+        return np.asarray(v).astype(object)
+    if isinstance(a, np.ndarray):
+        return a.astype(object)
+    if isinstance(a, (list, tuple)):
+        return np.asarray(a, dtype=np.float64).astype(object)
+    return a
+
+
+def _apply(code, fn, elems):
+    """One element of an elementwise op: recorded if an operand is, else a constant."""
+    if not any(isinstance(e, Tensor) and e._t is not None for e in elems):
+        from .tensor import _SF, _ieee
+        xs = [float(_value(e)) for e in elems] + [0.0] * (3 - len(elems))
+        try:
+            v = _SF[code](*xs)
+        except (ArithmeticError, ValueError):
+            v = _ieee(code, *xs)
+        return bool(v) if _table.OPS[code].compare else float(v)
+    if code == _WHERE and not isinstance(elems[0], Tensor):
+        return elems[1] if elems[0] else elems[2]     # a constant condition selects
+    return fn(*elems)
+
+
+def elementwise(code, args):
+    """Op-table row ``code`` over the elements of ``args`` (NumPy broadcasting)."""
+    from ._methods import FUNCTIONS
+    fn = FUNCTIONS[_NAMES[code]]
+    objs = [_objects(a) for a in args]
+    arrays = np.broadcast_arrays(*[np.asarray(o, dtype=object) if isinstance(o, np.ndarray)
+                                   else _scalar_array(o) for o in objs])
+    shape = arrays[0].shape
+    flat = [a.reshape(-1) if a.flags.contiguous else a.ravel() for a in arrays]
+    out = np.empty(int(np.prod(shape, dtype=np.int64)), dtype=object)
+    for k in range(out.size):
+        out[k] = _apply(code, fn, [f[k] for f in flat])
+    return _wrap_elems(out.reshape(shape))
+
+
+def _scalar_array(o):
+    a = np.empty((), dtype=object)
+    a[()] = o
+    return a
+
+
+# -- array ops as elementwise ops ----------------------------------------------------------
+
+def _E(x):
+    """An argument as an object array (0-d for a scalar)."""
+    o = _objects(x)
+    return o if isinstance(o, np.ndarray) else _scalar_array(o)
+
+
+def _axes(dim, ndim):
+    if dim is None:
+        return None
+    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+    return tuple(d % max(ndim, 1) for d in dims)
+
+
+def _fold(fn, E, dim, keepdim):
+    """Reduce with a binary tensor function (pairwise, left to right) along ``dim``."""
+    uf = np.frompyfunc(fn, 2, 1)
+    axes = _axes(dim, E.ndim)
+    if axes is None:
+        r = functools.reduce(fn, E.reshape(-1))
+        if not keepdim:
+            return _scalar_array(r)
+        full = np.empty((1,) * E.ndim, dtype=object)
+        full.fill(r)
+        return full
+    for ax in sorted(axes, reverse=True):
+        E = uf.reduce(E, axis=ax, keepdims=keepdim)
+    return E
+
+
+def _add(a, b):
+    return a + b
+
+
+def _mul(a, b):
+    return a * b
+
+
+def _max(a, b):
+    from ._methods import FUNCTIONS
+    return _apply(_NAMES.index("maximum"), FUNCTIONS["maximum"], [a, b])
+
+
+def _min(a, b):
+    from ._methods import FUNCTIONS
+    return _apply(_NAMES.index("minimum"), FUNCTIONS["minimum"], [a, b])
+
+
+def _count(E, dim):
+    axes = _axes(dim, E.ndim)
+    return E.size if axes is None else int(np.prod([E.shape[a] for a in axes]))
+
+
+def _sum(x, dim=None, keepdim=False):
+    return _fold(_add, _E(x), dim, keepdim)
+
+
+def _mean(x, dim=None, keepdim=False):
+    E = _E(x)
+    return _E(_wrap_elems(_sum(x, dim, keepdim)) / float(_count(E, dim)))
+
+
+def _var(x, dim=None, unbiased=True, keepdim=False, correction=None):
+    E = _E(x)
+    n = _count(E, dim)
+    c = (1 if unbiased else 0) if correction is None else correction
+    d = _wrap_elems(E) - _wrap_elems(_mean(x, dim, keepdim=True))
+    return _E(_wrap_elems(_sum(d * d, dim, keepdim)) / float(max(n - c, 0)))
+
+
+def _lse(x, dim=None, keepdim=False):
+    m = _wrap_elems(_fold(_max, _E(x), dim, True))
+    s = _wrap_elems(_sum(_exp(_wrap_elems(_E(x)) - m), dim, True))
+    r = _E(m + _log(s))
+    return r if keepdim else _squeeze_axes(r, dim)
+
+
+def _squeeze_axes(E, dim):
+    axes = _axes(dim, E.ndim)
+    return E.reshape(()) if axes is None else np.squeeze(E, axis=axes)
+
+
+def _exp(t):
+    from ._methods import FUNCTIONS
+    return FUNCTIONS["exp"](t)
+
+
+def _log(t):
+    from ._methods import FUNCTIONS
+    return FUNCTIONS["log"](t)
+
+
+def _norm(x, p=2, dim=None, keepdim=False):
+    from ._methods import FUNCTIONS
+    X = _wrap_elems(_E(x))
+    if p == 2:
+        return _E(FUNCTIONS["sqrt"](_wrap_elems(_sum(X * X, dim, keepdim))))
+    if p == 1:
+        return _sum(FUNCTIONS["abs"](X), dim, keepdim)
+    return _E(_wrap_elems(_sum(FUNCTIONS["abs"](X) ** float(p), dim, keepdim)) ** (1.0 / p))
+
+
+def _softmax(x, dim):
+    X = _wrap_elems(_E(x))
+    e = _exp(X - _wrap_elems(_fold(_max, _E(x), dim, True)))
+    return _E(e / _wrap_elems(_sum(e, dim, True)))
+
+
+def _expand(x, shape):
+    E = _E(x)
+    shape = tuple(E.shape[k - (len(shape) - E.ndim)] if n == -1 else n
+                  for k, n in enumerate(shape))
+    return np.broadcast_to(E, shape).copy()
+
+
+def _squeeze(x, dim=None):
+    E = _E(x)
+    if dim is not None and E.ndim and E.shape[dim] != 1:
+        return E
+    return np.squeeze(E, axis=dim)
+
+
+def _split(x, split_size_or_sections, dim=0):
+    E = _E(x)
+    n = E.shape[dim]
+    if isinstance(split_size_or_sections, int):
+        cuts = list(range(split_size_or_sections, n, split_size_or_sections))
+    else:
+        cuts = list(np.cumsum(split_size_or_sections)[:-1])
+    return tuple(np.split(E, cuts, axis=dim))
+
+
+def _linear(x, w, b=None):
+    r = np.matmul(_E(x), _E(w).T)
+    return r if b is None else _E(_wrap_elems(r) + _wrap_elems(_E(b)))
+
+
+def _to_dtype(x, dtype):
+    if np.dtype(dtype) != np.float64:
+        raise NotImplementedError("tg.compile: only float64 replays")
+    return _E(x)
+
+
+def _index_put(x, idx, v):
+    E = _E(x).copy()
+    E[idx] = _objects(v)
+    return E
+
+
+SCALAR_RULES = {
+    "sum": _sum,
+    "mean": _mean,
+    "prod": lambda x, dim=None, keepdim=False: _fold(_mul, _E(x), dim, keepdim),
+    "amax": lambda x, dim=None, keepdim=False: _fold(_max, _E(x), dim, keepdim),
+    "amin": lambda x, dim=None, keepdim=False: _fold(_min, _E(x), dim, keepdim),
+    "max_all": lambda x: _fold(_max, _E(x), None, False),
+    "min_all": lambda x: _fold(_min, _E(x), None, False),
+    "var": _var,
+    "std": lambda x, *a, **k: _E(_sqrt(_wrap_elems(_var(x, *a, **k)))),
+    "norm": _norm,
+    "logsumexp": _lse,
+    "softmax": _softmax,
+    "log_softmax": lambda x, dim: _E(_wrap_elems(_E(x)) - _wrap_elems(_lse(x, dim, True))),
+    "matmul": lambda a, b: np.matmul(_E(a), _E(b)),
+    "linear": _linear,
+    "outer": lambda a, b: np.outer(_E(a), _E(b)),
+    "reshape": lambda x, shape: _E(x).reshape(shape),
+    "transpose": lambda x, dim0, dim1: np.swapaxes(_E(x), dim0, dim1),
+    "t": lambda x: _E(x).T,
+    "permute": lambda x, dims: np.transpose(_E(x), dims),
+    "squeeze": _squeeze,
+    "unsqueeze": lambda x, dim: np.expand_dims(_E(x), dim if dim >= 0 else _E(x).ndim + 1 + dim),
+    "expand": _expand,
+    "cat": lambda *xs, dim=0: np.concatenate([_E(x) for x in xs], axis=dim),
+    "stack": lambda *xs, dim=0: np.stack([_E(x) for x in xs], axis=dim),
+    "split": _split,
+    "getitem": lambda x, idx: _E(x)[idx],
+    "gather": lambda x, dim, index: np.take_along_axis(_E(x), np.asarray(index), axis=dim),
+    "index_select": lambda x, dim, index: np.take(_E(x), np.asarray(index), axis=dim),
+    "take": lambda x, index: _E(x).reshape(-1)[np.asarray(index)],
+    "index_put": _index_put,
+    "to_dtype": _to_dtype,
+}
+
+
+def _sqrt(t):
+    from ._methods import FUNCTIONS
+    return FUNCTIONS["sqrt"](t)
+
+
+def array_op(name, args, params):
+    """Array op ``name`` on arguments of which one is an ``Elements``."""
+    rule = SCALAR_RULES.get(name)
+    if rule is None:
+        raise NotImplementedError(f"tg.compile: {name} has no elementwise form yet "
+                                  "(it cannot be recorded for replay)")
+    r = rule(*args, **params)
+    if isinstance(r, tuple):
+        return tuple(_wrap_elems(e) for e in r)
+    return _wrap_elems(r)
