@@ -391,40 +391,49 @@ class CompiledTape:
             self._check_guards(V[self.guard_entries], first_point)
         return V
 
-    def _blocks(self, nb, work):
-        """Run ``work(start, stop)`` over blocks of points, on threads when there are
-        several cores: the kernels release the GIL (``nogil``), so plain Python threads
-        run them in parallel -- no Numba threading layer, safe with fork and with
-        callers' own threads.  ``TAPEGRAD_NUM_THREADS`` sets the count."""
+    def _blocks(self, nb, work, nbuf):
+        """Run ``work(start, stop, bufs)`` over blocks of points.  With several cores the
+        blocks are dealt out to threads (the kernels release the GIL: plain Python threads
+        run them in parallel -- no Numba threading layer, so this is safe with fork and with
+        callers' own threads; ``TAPEGRAD_NUM_THREADS`` sets the count).  Each thread reuses
+        ``nbuf`` (rows, block) arrays: a fresh multi-MB array per block costs page faults
+        worth as much as the kernels."""
         bs = self._block(nb)
+        rows = len(self.val0) + len(self.consts)
         spans = [(s, min(s + bs, nb)) for s in range(0, nb, bs)]
+
+        def share(spans):
+            full = [np.empty((rows, bs)) for _ in range(nbuf)]
+            for s, e in spans:
+                work(s, e, full if e - s == bs else [np.empty((rows, e - s)) for _ in full])
+
         pool = _pool() if len(spans) > 1 else None
         if pool is None:
-            for s, e in spans:
-                work(s, e)
-            return
-        for f in [pool.submit(work, s, e) for s, e in spans]:
+            return share(spans)
+        k = min(_threads(), len(spans))
+        for f in [pool.submit(share, spans[j::k]) for j in range(k)]:
             f.result()      # re-raises a block's RetraceRequired
 
     def _batch_values(self, X):
         out = np.empty((len(self.out), X.shape[0]))
 
-        def work(s, e):
-            out[:, s:e] = self._forward_batch(X[s:e], first_point=s)[self.out]
+        def work(s, e, bufs):
+            out[:, s:e] = self._forward_batch(X[s:e], bufs[0], first_point=s)[self.out]
 
-        self._blocks(X.shape[0], work)
+        self._blocks(X.shape[0], work, 1)
         return out
 
     def _value_and_grad_batch(self, X):
         """Blocks of points: forward and reverse per block, so memory stays bounded and hot."""
         from . import _kernels as K
         nb = X.shape[0]
-        rows, n, o = len(self.val0) + len(self.consts), len(self.val0), int(self.out[0])
+        n, o = len(self.val0), int(self.out[0])
         values, G = np.empty(nb), np.zeros((self.n_inputs, nb))
 
-        def work(s, e):
-            V = self._forward_batch(X[s:e], first_point=s)
-            A = np.zeros((rows, e - s))
+        def work(s, e, bufs):
+            V, A = bufs
+            self._forward_batch(X[s:e], V, first_point=s)
+            A.fill(0.0)
             A[o] = 1.0
             K.reverse_batch(self.op, self.a, self.b, V, A, o, n)
             values[s:e] = V[o]
@@ -433,7 +442,7 @@ class CompiledTape:
             else:   # a leaf registered more than once: its entries' adjoints add up
                 np.add.at(G[:, s:e], self.in_pos, A[self.in_entries])
 
-        self._blocks(nb, work)
+        self._blocks(nb, work, 2)
         return values, G.T.copy()
 
 
