@@ -77,6 +77,13 @@ def call(name, *args, **params):
             return array_op(name, args, params)
     op = ARRAY_OPS[name]
     tensors = [a for a in args if isinstance(a, Tensor)]
+    if any(getattr(t, "_g", None) is not None for t in tensors):
+        from .tape import recording
+        from .tensor import _note_comparison_use, _recorded_comparison
+        T = recording()
+        g = _recorded_comparison(T, tensors) if T is not None else None
+        if g is not None and not any(t._t is not None for t in tensors):
+            _note_comparison_use(T, g)
     vals = [_np(a._v) if isinstance(a, Tensor) else a for a in args]
     ans = op.forward(*vals, **params)
     extra = None
@@ -103,7 +110,7 @@ def call(name, *args, **params):
                 grads = rule(g, value, *args, **params)
                 return [_graph_shape(grads[k], args[k]) if need else None for k, need in needs]
 
-        res = F.apply(node, tensors, value, backward, graph)
+        res = F.apply(node, tensors, value, backward, graph, (name, _template(args), params))
     return res if extra is None else (res, _wrap(extra))
 
 
@@ -121,8 +128,20 @@ def _record_many(op, args, vals, outs, params):
         return [_shape_grad(grads[k], vals[k]) if need else None for k, need in needs]
 
     node = op.node(*vals, **params) if callable(op.node) else op.node
-    idx = F.record(T, node, refs, outs, backward)
+    idx = F.record(T, node, refs, outs, backward, None, (op.name, _template(args), params))
     return tuple(F._as_tensor(T, i, v) for i, v in zip(idx, outs))
+
+
+def _template(args):
+    """The arguments of a recorded call, each tensor replaced by its input number."""
+    out, k = [], 0
+    for a in args:
+        if isinstance(a, Tensor):   # (a tensor without grad is a constant: its value)
+            out.append(F.Arg(k) if a._t is not None else a._v)
+            k += 1
+        else:
+            out.append(a)
+    return tuple(out)
 
 
 def _shape_grad(g, x):

@@ -16,13 +16,15 @@ from .tensor import Tensor, _new, _wrap
 class PyOp:
     """A recorded op with a Python backward: ``backward_fn(grads_out) -> grads_in``.
     ``graph``, where the op has one, is the same backward written in recorded tensor ops
-    (tensors in, tensors out), for ``create_graph=True``."""
+    (tensors in, tensors out), for ``create_graph=True``.  ``fwd``, for array ops, is
+    ``(array op name, arguments, params)`` with each tensor argument given as its position
+    in ``inputs``: enough to run the op again on other values (``scalarize.scalarize_tape``)."""
 
-    __slots__ = ("name", "inputs", "backward_fn", "nout", "graph")
+    __slots__ = ("name", "inputs", "backward_fn", "nout", "graph", "fwd")
 
-    def __init__(self, name, inputs, backward_fn, nout, graph=None):
+    def __init__(self, name, inputs, backward_fn, nout, graph=None, fwd=None):
         self.name, self.inputs, self.backward_fn, self.nout = name, inputs, backward_fn, nout
-        self.graph = graph
+        self.graph, self.fwd = graph, fwd
 
     def backward(self, sw, head):
         grads_out = [sw.get(head + 1 + k) for k in range(self.nout)]
@@ -32,10 +34,10 @@ class PyOp:
                 sw.add_ref(r, g)
 
 
-def record(T, name, refs, values, backward_fn, graph=None):
+def record(T, name, refs, values, backward_fn, graph=None, fwd=None):
     """Record a Python-backward op on tape T; returns the output entries' indices."""
     head = T._push(PYFUNC, -1, -1, 0.0)
-    T._py[head] = PyOp(name, tuple(refs), backward_fn, len(values), graph)
+    T._py[head] = PyOp(name, tuple(refs), backward_fn, len(values), graph, fwd)
     T._stops.append(head)
     return [T._push(PYOUT, head, -1, v) for v in values]
 
@@ -77,10 +79,15 @@ def _expand_ref(T, t, r, shape):
         from .array_ops import sum_to
         return [sum_to(grads[0], src_shape)]
 
-    return record(T, "broadcast", [r], [out], backward, graph)[0]
+    return record(T, "broadcast", [r], [out], backward, graph,
+                  ("expand", (Arg(0),), {"shape": tuple(shape)}))[0]
 
 
-def apply(name, inputs, value, backward_fn, graph_fn=None):
+class Arg(int):
+    """In a ``PyOp.fwd`` argument list: the op's tensor input number ``int(self)``."""
+
+
+def apply(name, inputs, value, backward_fn, graph_fn=None, fwd=None):
     """Run-time helper for Python-backward ops: returns the result tensor, recorded when
     grad mode is on and an input requires grad.  ``backward_fn(g)`` returns input grads
     (``graph_fn(g)`` the same as recorded tensors, where the op supports ``create_graph``)."""
@@ -94,5 +101,5 @@ def apply(name, inputs, value, backward_fn, graph_fn=None):
     refs = [(t._i if t._t is T else T._ref(t)) if isinstance(t, Tensor) and t._t is not None
             else -1 for t in inputs]
     i = record(T, name, refs, [value], lambda gs: backward_fn(gs[0]),
-               graph_fn and (lambda gs: graph_fn(gs[0])))[0]
+               graph_fn and (lambda gs: graph_fn(gs[0])), fwd)[0]
     return _as_tensor(T, i, value)

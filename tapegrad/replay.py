@@ -37,7 +37,8 @@ class RetraceRequired(RuntimeError):
 class CompiledTape:
     """A scalar program recorded on a tape, replayed in Numba at new inputs."""
 
-    out_shape = None   # set by tg.compile for an array result: outputs are its elements
+    out_shape = None   # for an array result: the outputs are its elements (C order)
+    in_shapes = None   # for array inputs: their shapes (the input vector is their elements)
 
     def __init__(self, tape: Tape, inputs: Sequence[Tensor], outputs: Sequence[Tensor],
                  optimize: bool = True):
@@ -46,40 +47,43 @@ class CompiledTape:
         for t in outputs:
             if not isinstance(t, Tensor) or t._t is not tape:
                 raise ValueError("compile(): every output must be a tensor recorded on this tape")
-            if t._v.__class__ is not float:
-                raise NotImplementedError("compile(): only 0-d (scalar) outputs replay for now")
         for x in inputs:
             if not isinstance(x, Tensor) or x._t is None or \
                     (x._t.__class__ is Tape and x._t._leaves.get(x._i) is not x):
                 raise ValueError("compile(): every input must be a leaf tensor that requires "
                                  "grad (an input the recording never used gets a zero "
                                  "gradient)")
-            if x._v.__class__ is not float:
-                raise NotImplementedError("compile(): only 0-d (scalar) inputs replay for now")
+            if x.dtype is not None and str(x.dtype) != "tapegrad.float64":
+                raise NotImplementedError("compile(): only float64 inputs replay")
+        self._check_reads(tape)
         op, a, b, val = tape._arrays()
         # every guard counts, also one recorded after the outputs: ``return y if y > z else
         # z`` compares after computing both, and that comparison chose the output
         end = max([t._i for t in outputs] + [g[0] for g in tape._guards]) + 1
         codes = op[:end]
-        bad = np.nonzero((codes >= _N) & (codes != LEAF) & (codes != ARG))[0]
-        if len(bad):
-            i = int(bad[0])
-            name = tape._py[i].name if i in tape._py else _NAMES[codes[i]]
-            raise NotImplementedError(
-                f"compile(): entry {i} ({name}) is not replayable yet: this version replays "
-                "scalar elementwise programs")
-        arrays = [k for k in tape._arr if k < end]
-        if arrays:
-            raise NotImplementedError(f"compile(): entry {min(arrays)} holds an array; this "
-                                      "version replays scalar programs")
+        structural = np.any((codes >= _N) & (codes != LEAF) & (codes != ARG))
+        if structural or any(k < end for k in tape._arr) or \
+                any(t._v.__class__ is not float for t in inputs + outputs):
+            # array entries: run the tape again on elements, into a tape of scalar entries
+            from .scalarize import scalarize_tape
+            self.in_shapes = [tuple(x.shape) for x in inputs]
+            tape, inputs, outputs, self.out_shape = scalarize_tape(tape, inputs, outputs)
+            op, a, b, val = tape._arrays()
+            end = max([t._i for t in outputs] + [g[0] for g in tape._guards]) + 1
+        self._finish(tape, inputs, outputs, op, a, b, val, end, optimize)
+
+    @staticmethod
+    def _check_reads(tape):
         if tape._reads:   # any read: it may have chosen an output, even after computing it
             i, where = tape._reads[0]
-            what = f"entry {i} ({_NAMES[op[i]]})" if i >= 0 else "a leaf"
+            what = f"entry {i} ({_NAMES[tape._entry(i)[0]]})" if i >= 0 else "a leaf"
             raise RetraceRequired(
                 f"the recording read the value of {what} into Python at {where} (float(), "
                 ".item(), int(), ...): code that depends on such a value cannot be checked at "
                 "replay, so this tape cannot be replayed. Compare tensors instead (`if x > 0:` "
                 "is recorded and checked), or use tg.where.")
+
+    def _finish(self, tape, inputs, outputs, op, a, b, val, end, optimize):
         guards = list(tape._guards)
         if any(np.ndim(v) for _, v, _ in guards):
             raise NotImplementedError("compile(): a branch on an array comparison; this "
@@ -118,11 +122,23 @@ class CompiledTape:
     def __len__(self):
         return len(self.op)
 
+    def split(self, v):
+        """A vector over the inputs' elements (an input point, a gradient) as one array per
+        input, in the inputs' shapes (the last axis of a batch is split)."""
+        v = np.asarray(v)
+        shapes = self.in_shapes or [()] * self.n_inputs
+        cuts = np.cumsum([int(np.prod(s, dtype=np.int64)) for s in shapes])[:-1]
+        return [p.reshape(v.shape[:-1] + s) for p, s in zip(np.split(v, cuts, axis=-1), shapes)]
+
     def __repr__(self):
         return (f"<CompiledTape: {len(self.op)} entries, {self.n_inputs} inputs, "
                 f"{len(self.out)} outputs, {len(self.guards)} guards>")
 
     def _x(self, x):
+        if self.in_shapes is not None and isinstance(x, (list, tuple)) and \
+                len(x) == len(self.in_shapes) and \
+                all(np.shape(p) == s for p, s in zip(x, self.in_shapes)):
+            x = np.concatenate([np.asarray(p, dtype=np.float64).reshape(-1) for p in x])
         x = np.asarray(x, dtype=np.float64)
         if x.shape[-1:] != (self.n_inputs,):
             raise ValueError(f"expected inputs of shape (..., {self.n_inputs}), got {x.shape}")

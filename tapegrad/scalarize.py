@@ -67,6 +67,22 @@ class Elements(Tensor):
     def detach(self):
         return self._refuse()
 
+    detach_ = detach
+
+    @property
+    def data(self):
+        return self._refuse()
+
+    def clone(self):
+        return _wrap_elems(self._elems.copy())
+
+    def _inplace(self, compute):
+        """``x += ...``, ``x.mul_(...)``, ``x.copy_(...)``: the elements are replaced."""
+        objs = _E(compute(self))
+        self._elems = np.broadcast_to(objs, self._elems.shape).copy()
+        self._v = _values(self._elems)
+        return self
+
 
 def elements(leaves, shape=None):
     """An ``Elements`` of the given scalar tensors (``shape`` defaults to 1-D)."""
@@ -124,7 +140,8 @@ def _objects(a):
 
 def _apply(code, fn, elems):
     """One element of an elementwise op: recorded if an operand is, else a constant."""
-    if not any(isinstance(e, Tensor) and e._t is not None for e in elems):
+    if not any(isinstance(e, Tensor) and (e._t is not None or getattr(e, "_g", None))
+               for e in elems):
         from .tensor import _SF, _ieee
         xs = [float(_value(e)) for e in elems] + [0.0] * (3 - len(elems))
         try:
@@ -359,3 +376,89 @@ def array_op(name, args, params):
     if isinstance(r, tuple):
         return tuple(_wrap_elems(e) for e in r)
     return _wrap_elems(r)
+
+
+# -- a recorded tape, run again on elements -------------------------------------------------
+
+def scalarize_tape(T, inputs, outputs):
+    """Run tape ``T`` again, entry by entry, on elements: a new tape of scalar entries with
+    a fresh 0-d leaf per element of each input.  Returns ``(tape, leaves, outs, out_shape)``
+    (``leaves`` and ``outs`` flat, in C order) for ``replay.CompiledTape``.
+
+    Elementwise entries apply their op over the elements, array-op entries their rule
+    above (``PyOp.fwd`` holds the op and its arguments), leaves that are not inputs and
+    links from other tapes are constants.  Guards on scalar comparisons carry over."""
+    from .functions import Arg
+    from .tape import ARG, CONST, LEAF, LINK, PYFUNC, PYOUT, Tape, _N, _NAMES
+    end = max([t._i for t in outputs] + [g[0] for g in T._guards]) + 1
+    where = {id(x): k for k, x in enumerate(inputs)}
+    S = Tape()
+    S._scalarize = True
+    leaves, made = [], []
+    with S:
+        for x in inputs:
+            shape = tuple(x.shape)
+            ls = [_wrap(float(v), requires_grad=True)
+                  for v in np.asarray(x._v, dtype=np.float64).reshape(-1)]
+            leaves += ls
+            made.append(ls[0] if shape == () else elements(ls, shape))
+        vals = {}
+
+        def get(r):
+            if r < 0:
+                return T._c[-r - 1]
+            return vals[r]
+
+        for i in range(end):
+            code, ra, rb = T._entry(i)
+            if code < _N:
+                vals[i] = elementwise(code, [_as_arg(get(r)) for r in T._inputs(i)])
+            elif code == LEAF:
+                t = T._leaves[i]
+                k = where.get(id(t))
+                vals[i] = made[k] if k is not None else _as_arg(T._value(i))
+            elif code in (CONST, LINK):
+                vals[i] = _as_arg(T._value(i))
+            elif code == PYFUNC:
+                py = T._py[i]
+                if py.fwd is None:
+                    raise NotImplementedError(
+                        f"compile(): tape entry {i} ({py.name}) is a custom Function or an op "
+                        "with no forward to run again; it cannot be replayed")
+                name, template, params = py.fwd
+                args = [_as_arg(get(py.inputs[int(a)])) if isinstance(a, Arg) else a
+                        for a in template]
+                res = array_op(name, args, params)
+                for k, v in enumerate(res if isinstance(res, tuple) else (res,)):
+                    vals[i + 1 + k] = v
+            elif code not in (ARG, PYOUT):
+                raise NotImplementedError(f"compile(): tape entry {i} ({_NAMES[code]}) "
+                                          "cannot be replayed")
+        for i, v, at in T._guards:
+            g = vals[i]
+            if np.ndim(v):
+                raise NotImplementedError("compile(): a branch on an array comparison (its "
+                                          f"outcome at {at} depends on every element)")
+            rec = getattr(g, "_g", None) if isinstance(g, Tensor) else None
+            if rec is not None and rec[0] is S:      # a comparison recorded on S
+                S._guards.append((rec[1], v, at))
+    outs, shape = [], None
+    for t in outputs:
+        v = vals[t._i]
+        if isinstance(v, Elements):
+            if len(outputs) == 1:
+                shape = tuple(v.shape)
+            outs += list(v._elems.reshape(-1))
+        else:
+            outs.append(v)
+    for k, e in enumerate(outs):
+        if not (isinstance(e, Tensor) and e._t is S):
+            raise ValueError(f"compile(): output element {k} does not depend on the inputs")
+    return S, leaves, outs, shape
+
+
+def _as_arg(v):
+    """A value from the walk as an op argument: object arrays become ``Elements``."""
+    if isinstance(v, np.ndarray):
+        return _wrap_elems(v.astype(object)) if v.dtype != object else _wrap_elems(v)
+    return v

@@ -257,8 +257,18 @@ def _generic_slow(code, args):
         if v.ndim == 0 and v.dtype == np.float64:
             v = _b.float(v)
     T = recording()
-    if T is None or not any(isinstance(a, Tensor) and a._t is not None for a in args):
+    if T is None:
         return _wrap(v)
+    if not any(isinstance(a, Tensor) and a._t is not None for a in args):
+        g = _recorded_comparison(T, args)
+        if g is None:
+            return _wrap(v)
+        if op.name != "where" or getattr(args[0], "_g", None) is not g or \
+                any(getattr(a, "_g", None) is not None for a in args[1:]):
+            _note_comparison_use(T, g)   # a comparison used as a number: not replayable
+            return _wrap(v)
+        # where(recorded condition, constants): recorded, so that a replay follows the
+        # condition (the result requires grad, with zero gradient, unlike PyTorch's)
     shape = () if v.__class__ is float else v.shape
     refs = []
     for k, a in enumerate(args):
@@ -745,10 +755,31 @@ def _user_frame():
     return f
 
 
+def _recorded_comparison(T, args):
+    """The ``(tape, entry)`` of a comparison recorded on T among ``args``, if any."""
+    for a in args:
+        g = getattr(a, "_g", None) if isinstance(a, Tensor) else None
+        if g is not None and g[0] is T:
+            return g
+    return None
+
+
+def _note_comparison_use(T, g):
+    """A recorded comparison's value flowed into an op that does not record (its other
+    operands are constants): a replay could not follow it, so ``compile`` must refuse."""
+    f = _user_frame()
+    T._reads.append((g[1], f"{f.f_code.co_filename}:{f.f_lineno} (a comparison used as a "
+                           "number; use tg.where(cond, a, b))"))
+
+
 def _compare(code, x, y):
     """``x <op> y`` elementwise: a bool tensor that does not require grad.  When an operand is
     recorded, so is the comparison (its entry holds 0/1): a replay re-evaluates it, for the
     branch it decides (``bool()`` records a guard) or as ``tg.where``'s condition."""
+    for a in (x, y):
+        if isinstance(a, Tensor) and a.__class__ is not Tensor and hasattr(a, "_elems"):
+            from .scalarize import elementwise      # inside tg.compile
+            return elementwise(code, (x, y))
     xv = x._v if isinstance(x, Tensor) else x
     yv = y._v if isinstance(y, Tensor) else y
     v = np.asarray(_VF[code](np.asarray(xv), np.asarray(yv)))

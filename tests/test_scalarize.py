@@ -115,3 +115,112 @@ def test_branches_on_elements_are_guarded():
     f = tg.compile(lambda x: (x * x).sum() if (x[0] > 0) else x.sum())
     assert f(np.array([1.0, 2.0])) == 5.0
     assert f(np.array([-1.0, 2.0])) == 1.0 and f.retraces == 1
+
+
+def _recorded(fn, shapes, xs):
+    """Record sum(tanh(fn(...)) * w) with array leaves on an explicit tape."""
+    with tg.Tape() as tape:
+        ts = [tg.tensor(x, requires_grad=True) for x in xs]
+        out = fn(*ts)
+        w = np.random.default_rng(len(shapes)).normal(size=tuple(out.shape))
+        y = (tg.tanh(out) * (tg.tensor(w) if out.ndim else 0.7)).sum()
+    return tape, ts, y
+
+
+@pytest.mark.parametrize("name,k", [(n, k) for n, cs in CASES.items() for k in range(len(cs))
+                                    if n not in NO_FORM])
+def test_tape_compile_of_tensor_code(name, k):
+    """An explicit tape recorded with array tensors compiles (run again on elements) and
+    replays as a fresh recording at new values."""
+    fn, shapes = CASES[name][k][:2]
+    rng = np.random.default_rng(k)
+    tape, ts, y = _recorded(fn, shapes, [rng.normal(size=s) for s in shapes])
+    f = tape.compile(ts, y)
+    assert f.in_shapes == [tuple(s) for s in shapes]
+    new = [rng.normal(size=s) for s in shapes]
+    v, g = f.value_and_grad(new)
+    _, ts2, y2 = _recorded(fn, shapes, new)
+    y2.backward()
+    assert v == pytest.approx(y2.item(), rel=1e-12, abs=1e-12)
+    for got, t in zip(f.split(g), ts2):
+        np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_tape_compile_of_an_mlp_loss_and_its_array_outputs():
+    rng = np.random.default_rng(3)
+    W0, b0, X = rng.normal(size=(3, 4)), rng.normal(size=3), rng.normal(size=(5, 4))
+    with tg.Tape() as tape:
+        W, b = tg.tensor(W0, requires_grad=True), tg.tensor(b0, requires_grad=True)
+        h = tg.tanh(tg.tensor(X) @ W.t() + b)
+        loss = (h ** 2).mean()
+    f = tape.compile([W, b], loss)
+    H = f.hessian([W0, b0])
+    assert H.shape == (15, 15)
+    hs = 1e-6
+    p = np.concatenate([W0.ravel(), b0])
+    fd = np.array([(f.grad(p + hs * e) - f.grad(p - hs * e)) / (2 * hs) for e in np.eye(15)])
+    np.testing.assert_allclose(H, fd, rtol=1e-6, atol=1e-8)
+    g = tape.compile([W, b], h)       # an array output
+    J = g.jacobian([W0, b0])
+    assert g([W0, b0]).shape == (5, 3) and J.shape == (5, 3, 15)
+
+
+class _Square(tg.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def test_tape_compile_refuses_what_it_cannot_run_again():
+    with tg.Tape() as tape:
+        x = tg.tensor([1.0, 2.0], requires_grad=True)
+        y = _Square.apply(x).sum()
+    with pytest.raises(NotImplementedError, match="custom Function"):
+        tape.compile([x], y)
+    with tg.Tape() as tape:
+        x = tg.tensor([1.0], requires_grad=True)      # a branch on a 1-element array
+        y = (x * 2.0).sum() if x > 0 else x.sum()
+    with pytest.raises(NotImplementedError, match="array comparison"):
+        tape.compile([x], y)
+    with tg.Tape() as tape:
+        x = tg.tensor([1.0, -2.0], requires_grad=True)
+        s = x.sum()
+        y = s * s if s > 0 else -s
+    f = tape.compile([x], y)          # recorded at sum = -1: the branch -s
+    assert f([-3.0, 1.0]) == 2.0
+    with pytest.raises(tg.RetraceRequired, match="goes the other way"):
+        f([3.0, 1.0])
+
+
+def test_where_with_constant_branches_follows_its_condition():
+    for f in (tg.compile(lambda x: tg.where(x[0] > 0, 1.0, -1.0) * x[1]),
+              tg.compile(lambda x: tg.where(x > 0, 1.0, -1.0)[:1].sum() * x[1])):
+        assert f([1.0, 2.0]) == 2.0 and f([-1.0, 2.0]) == -2.0 and f.retraces == 0
+    g = tg.compile(lambda x: (tg.where(x > 0, 1.0, -1.0) * x).sum())
+    assert g([1.0, 2.0]) == 3.0 and g([-1.0, 2.0]) == 3.0 and g([-1.0, -2.0]) == 3.0
+    np.testing.assert_array_equal(g.grad([-1.0, 2.0]), [-1.0, 1.0])
+
+
+def test_a_comparison_used_as_a_number_refuses_to_replay():
+    for body in (lambda x: ((x[0] > 0) * 2.0) * x[1], lambda x: ((x > 0) * 2.0 * x).sum()):
+        with pytest.raises(tg.RetraceRequired, match="a comparison used as a number"):
+            tg.compile(body)([1.0, 2.0])
+
+
+def test_vectorised_comparisons_guard_and_in_place_ops_record():
+    k = tg.compile(lambda x: (x * x).sum() if (x > 0)[0] else x.sum())
+    assert k([1.0, 2.0]) == 5.0 and k([-1.0, 2.0]) == 1.0 and k.retraces == 1
+
+    def f(x):
+        y = x.clone()
+        y *= 2.0
+        y[0] = y[1] * y[0]
+        return y.sum()
+
+    c = tg.compile(f)
+    assert c([1.0, 3.0]) == 18.0 and c([2.0, 5.0]) == 50.0
+    np.testing.assert_array_equal(c.grad([2.0, 5.0]), [20.0, 10.0])
