@@ -88,6 +88,7 @@ def kernels_source() -> str:
     out.append(REVERSE)
     out += batch_kernels()
     out += multi_kernels()
+    out += hvp_kernels()
     return "\n".join(out) + "\n"
 
 
@@ -284,6 +285,50 @@ def multi_kernels() -> List[str]:
             h += f"{ind}pass"
         hvp.append(h.rstrip("\n"))
     return tan + rev + hvp
+
+
+
+def hvp_kernels() -> List[str]:
+    """One Hessian-vector product at one point, fused: ``forward_tangent`` computes each
+    entry's value and its tangent in one pass, ``reverse_hvp`` the adjoints and their
+    tangents in one pass (1-D arrays; the K-direction kernels above serve Hessians)."""
+    fwd = ["", "", "@jit", "def forward_tangent(op, a, b, V, T, stop):",
+           '    """Values (V) and tangents (T, leaves seeded by the caller) of every entry."""',
+           _SWEEP_HEAD.format(loop="range(stop)")]
+    rev = ["", "", "@jit", "def reverse_hvp(op, a, b, V, T, A, D, start, stop):",
+           '    """Adjoints (A, output seeded) and their tangents (D): on the leaves, the',
+           '    gradient and the Hessian-vector product along T."""',
+           _SWEEP_HEAD.format(loop="range(start, -1, -1)")]
+    ind = " " * 12
+    trow = {"x": "ra", "y": "rb", "z": "rc", "out": "i"}
+    for k, op in enumerate(OPS):
+        kw = "if" if k == 0 else "elif"
+        parts = [f for f in (op.dx, op.dy, op.dz)[:op.arity]]
+        rows = ("ra", "rb", "rc")[:op.arity]
+        live = [(r, f) for r, f in zip(rows, parts) if f != "0.0"]
+        body = "".join(f"{ind}p{r[1]} = {f}\n" for r, f in live)
+        f_ = f"        {kw} o == {k}:  # {op.name}\n"
+        f_ += _loads(_used(op.fwd, *parts) - {"out"}, ind, lambda r: r)
+        f_ += f"{ind}out = {op.fwd}\n{ind}V[i] = out\n" + body
+        f_ += f"{ind}t = 0.0\n" + "".join(
+            f"{ind}if v{r[1]}:\n{ind}    t += p{r[1]} * T[{r}]\n" for r, _ in live)
+        f_ += f"{ind}T[i] = t"
+        fwd.append(f_)
+        r_ = f"        {kw} o == {k}:  # {op.name}\n"
+        if live:
+            dps = [(r, _tangent(f)) for r, f in live]
+            texts = " ".join(d for _, d in dps if d)
+            tn = set(re.findall(r"\b(?:t)(x|y|z|out)\b", texts))
+            r_ += _loads(_used(*parts, *[d for _, d in dps if d]), ind, lambda r: r) + body
+            r_ += f"{ind}g = A[i]\n{ind}dg = D[i]\n"
+            r_ += "".join(f"{ind}t{n} = T[{trow[n]}]\n" for n in ("x", "y", "z", "out") if n in tn)
+            for r, d in dps:
+                r_ += (f"{ind}if v{r[1]}:\n{ind}    A[{r}] += g * p{r[1]}\n"
+                       f"{ind}    D[{r}] += dg * p{r[1]}" + (f" + g * ({d})" if d else "") + "\n")
+        else:
+            r_ += f"{ind}pass"
+        rev.append(r_.rstrip("\n"))
+    return fwd + rev
 
 
 REVERSE = '''

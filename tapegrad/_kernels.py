@@ -2107,3 +2107,757 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                     D[rb, k] += dg * pb
                 if vc:
                     D[rc, k] += dg * pc
+
+
+@jit
+def forward_tangent(op, a, b, V, T, stop):
+    """Values (V) and tangents (T, leaves seeded by the caller) of every entry."""
+
+    for i in range(stop):
+        o = op[i]
+        if o >= N_ELEMENTWISE:
+            continue
+        ra = a[i]
+        rb = b[i]
+        rc = -1
+        if ARITY[o] == 3:
+            rc = b[rb]
+            rb = a[rb]
+        va = ra >= 0  # (reverse: only entries get adjoints, constants do not)
+        vb = rb >= 0
+        vc = rc >= 0
+        # constants are rows of V after the entries: a reference r < 0 is row stop - r - 1
+        ra = ra if ra >= 0 else stop - ra - 1
+        rb = rb if rb >= 0 else stop - rb - 1
+        rc = rc if rc >= 0 else stop - rc - 1
+        if o == 0:  # add
+            x = V[ra]
+            y = V[rb]
+            out = x + y
+            V[i] = out
+            pa = 1.0
+            pb = 1.0
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            if vb:
+                t += pb * T[rb]
+            T[i] = t
+        elif o == 1:  # sub
+            x = V[ra]
+            y = V[rb]
+            out = x - y
+            V[i] = out
+            pa = 1.0
+            pb = -1.0
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            if vb:
+                t += pb * T[rb]
+            T[i] = t
+        elif o == 2:  # mul
+            x = V[ra]
+            y = V[rb]
+            out = x * y
+            V[i] = out
+            pa = y
+            pb = x
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            if vb:
+                t += pb * T[rb]
+            T[i] = t
+        elif o == 3:  # div
+            x = V[ra]
+            y = V[rb]
+            out = x / y
+            V[i] = out
+            pa = 1.0 / y
+            pb = -out / y
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            if vb:
+                t += pb * T[rb]
+            T[i] = t
+        elif o == 4:  # pow
+            x = V[ra]
+            y = V[rb]
+            out = x * x if y == 2.0 else math.pow(x, y)
+            V[i] = out
+            pa = 2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))
+            pb = 0.0 if (x == 0.0 and y >= 0.0) else out * log(x)
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            if vb:
+                t += pb * T[rb]
+            T[i] = t
+        elif o == 5:  # atan2
+            x = V[ra]
+            y = V[rb]
+            out = math.atan2(x, y)
+            V[i] = out
+            pa = 0.0 if (x == 0.0 and y == 0.0) else y / (x * x + y * y)
+            pb = 0.0 if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            if vb:
+                t += pb * T[rb]
+            T[i] = t
+        elif o == 6:  # maximum
+            x = V[ra]
+            y = V[rb]
+            out = x if (x > y or x != x) else y
+            V[i] = out
+            pa = 1.0 if x > y else (0.5 if x == y else 0.0)
+            pb = 1.0 if y > x else (0.5 if x == y else 0.0)
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            if vb:
+                t += pb * T[rb]
+            T[i] = t
+        elif o == 7:  # minimum
+            x = V[ra]
+            y = V[rb]
+            out = x if (x < y or x != x) else y
+            V[i] = out
+            pa = 1.0 if x < y else (0.5 if x == y else 0.0)
+            pb = 1.0 if y < x else (0.5 if x == y else 0.0)
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            if vb:
+                t += pb * T[rb]
+            T[i] = t
+        elif o == 8:  # neg
+            x = V[ra]
+            out = -x
+            V[i] = out
+            pa = -1.0
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            T[i] = t
+        elif o == 9:  # abs
+            x = V[ra]
+            out = abs(x)
+            V[i] = out
+            pa = sign(x)
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            T[i] = t
+        elif o == 10:  # exp
+            x = V[ra]
+            out = math.exp(x)
+            V[i] = out
+            pa = out
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            T[i] = t
+        elif o == 11:  # log
+            x = V[ra]
+            out = math.log(x)
+            V[i] = out
+            pa = 1.0 / x
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            T[i] = t
+        elif o == 12:  # log1p
+            x = V[ra]
+            out = math.log1p(x)
+            V[i] = out
+            pa = 1.0 / (1.0 + x)
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            T[i] = t
+        elif o == 13:  # expm1
+            x = V[ra]
+            out = math.expm1(x)
+            V[i] = out
+            pa = out + 1.0
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            T[i] = t
+        elif o == 14:  # sqrt
+            x = V[ra]
+            out = math.sqrt(x)
+            V[i] = out
+            pa = 0.5 / out
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            T[i] = t
+        elif o == 15:  # sin
+            x = V[ra]
+            out = math.sin(x)
+            V[i] = out
+            pa = cos(x)
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            T[i] = t
+        elif o == 16:  # cos
+            x = V[ra]
+            out = math.cos(x)
+            V[i] = out
+            pa = -sin(x)
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            T[i] = t
+        elif o == 17:  # tan
+            x = V[ra]
+            out = math.tan(x)
+            V[i] = out
+            pa = 1.0 + out * out
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            T[i] = t
+        elif o == 18:  # asin
+            x = V[ra]
+            out = math.asin(x)
+            V[i] = out
+            pa = 1.0 / sqrt(1.0 - x * x)
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            T[i] = t
+        elif o == 19:  # acos
+            x = V[ra]
+            out = math.acos(x)
+            V[i] = out
+            pa = -1.0 / sqrt(1.0 - x * x)
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            T[i] = t
+        elif o == 20:  # atan
+            x = V[ra]
+            out = math.atan(x)
+            V[i] = out
+            pa = 1.0 / (1.0 + x * x)
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            T[i] = t
+        elif o == 21:  # sinh
+            x = V[ra]
+            out = math.sinh(x)
+            V[i] = out
+            pa = cosh(x)
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            T[i] = t
+        elif o == 22:  # cosh
+            x = V[ra]
+            out = math.cosh(x)
+            V[i] = out
+            pa = sinh(x)
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            T[i] = t
+        elif o == 23:  # tanh
+            x = V[ra]
+            out = math.tanh(x)
+            V[i] = out
+            pa = 1.0 - out * out
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            T[i] = t
+        elif o == 24:  # sigmoid
+            x = V[ra]
+            out = 1.0 / (1.0 + math.exp(-x))
+            V[i] = out
+            pa = out * (1.0 - out)
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            T[i] = t
+        elif o == 25:  # relu
+            x = V[ra]
+            out = x if x > 0.0 else 0.0 * x
+            V[i] = out
+            pa = 1.0 if x > 0.0 else 0.0
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            T[i] = t
+        elif o == 26:  # erf
+            x = V[ra]
+            out = math.erf(x)
+            V[i] = out
+            pa = 1.1283791670955126 * exp(-x * x)
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            T[i] = t
+        elif o == 27:  # sign
+            x = V[ra]
+            out = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0 * x)
+            V[i] = out
+            t = 0.0
+            T[i] = t
+        elif o == 28:  # round
+            x = V[ra]
+            out = float(round(x))
+            V[i] = out
+            t = 0.0
+            T[i] = t
+        elif o == 29:  # floor
+            x = V[ra]
+            out = float(math.floor(x))
+            V[i] = out
+            t = 0.0
+            T[i] = t
+        elif o == 30:  # ceil
+            x = V[ra]
+            out = float(math.ceil(x))
+            V[i] = out
+            t = 0.0
+            T[i] = t
+        elif o == 31:  # trunc
+            x = V[ra]
+            out = float(math.trunc(x))
+            V[i] = out
+            t = 0.0
+            T[i] = t
+        elif o == 32:  # lt
+            x = V[ra]
+            y = V[rb]
+            out = 1.0 if x < y else 0.0
+            V[i] = out
+            t = 0.0
+            T[i] = t
+        elif o == 33:  # le
+            x = V[ra]
+            y = V[rb]
+            out = 1.0 if x <= y else 0.0
+            V[i] = out
+            t = 0.0
+            T[i] = t
+        elif o == 34:  # gt
+            x = V[ra]
+            y = V[rb]
+            out = 1.0 if x > y else 0.0
+            V[i] = out
+            t = 0.0
+            T[i] = t
+        elif o == 35:  # ge
+            x = V[ra]
+            y = V[rb]
+            out = 1.0 if x >= y else 0.0
+            V[i] = out
+            t = 0.0
+            T[i] = t
+        elif o == 36:  # eq
+            x = V[ra]
+            y = V[rb]
+            out = 1.0 if x == y else 0.0
+            V[i] = out
+            t = 0.0
+            T[i] = t
+        elif o == 37:  # ne
+            x = V[ra]
+            y = V[rb]
+            out = 1.0 if x != y else 0.0
+            V[i] = out
+            t = 0.0
+            T[i] = t
+        elif o == 38:  # clamp
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            out = min(max(x, y), z)
+            V[i] = out
+            pa = 1.0 if (x >= y and x <= z) else 0.0
+            pb = 1.0 if (x < y and y <= z) else 0.0
+            pc = 1.0 if (x > z or y > z) else 0.0
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            if vb:
+                t += pb * T[rb]
+            if vc:
+                t += pc * T[rc]
+            T[i] = t
+        elif o == 39:  # where
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            out = y if x != 0.0 else z
+            V[i] = out
+            pb = 1.0 if x != 0.0 else 0.0
+            pc = 0.0 if x != 0.0 else 1.0
+            t = 0.0
+            if vb:
+                t += pb * T[rb]
+            if vc:
+                t += pc * T[rc]
+            T[i] = t
+
+
+@jit
+def reverse_hvp(op, a, b, V, T, A, D, start, stop):
+    """Adjoints (A, output seeded) and their tangents (D): on the leaves, the
+    gradient and the Hessian-vector product along T."""
+
+    for i in range(start, -1, -1):
+        o = op[i]
+        if o >= N_ELEMENTWISE:
+            continue
+        ra = a[i]
+        rb = b[i]
+        rc = -1
+        if ARITY[o] == 3:
+            rc = b[rb]
+            rb = a[rb]
+        va = ra >= 0  # (reverse: only entries get adjoints, constants do not)
+        vb = rb >= 0
+        vc = rc >= 0
+        # constants are rows of V after the entries: a reference r < 0 is row stop - r - 1
+        ra = ra if ra >= 0 else stop - ra - 1
+        rb = rb if rb >= 0 else stop - rb - 1
+        rc = rc if rc >= 0 else stop - rc - 1
+        if o == 0:  # add
+            pa = 1.0
+            pb = 1.0
+            g = A[i]
+            dg = D[i]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa
+            if vb:
+                A[rb] += g * pb
+                D[rb] += dg * pb
+        elif o == 1:  # sub
+            pa = 1.0
+            pb = -1.0
+            g = A[i]
+            dg = D[i]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa
+            if vb:
+                A[rb] += g * pb
+                D[rb] += dg * pb
+        elif o == 2:  # mul
+            x = V[ra]
+            y = V[rb]
+            pa = y
+            pb = x
+            g = A[i]
+            dg = D[i]
+            tx = T[ra]
+            ty = T[rb]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + g * (ty)
+            if vb:
+                A[rb] += g * pb
+                D[rb] += dg * pb + g * (tx)
+        elif o == 3:  # div
+            y = V[rb]
+            out = V[i]
+            pa = 1.0 / y
+            pb = -out / y
+            g = A[i]
+            dg = D[i]
+            ty = T[rb]
+            tout = T[i]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + g * ((-(1.0) * (ty) / ((y) * (y))))
+            if vb:
+                A[rb] += g * pb
+                D[rb] += dg * pb + g * (((-(tout)) / (y)) + (-(-out) * (ty) / ((y) * (y))))
+        elif o == 4:  # pow
+            x = V[ra]
+            y = V[rb]
+            out = V[i]
+            pa = 2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))
+            pb = 0.0 if (x == 0.0 and y >= 0.0) else out * log(x)
+            g = A[i]
+            dg = D[i]
+            tx = T[ra]
+            ty = T[rb]
+            tout = T[i]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + g * ((((2.0) * (tx))) if y == 2.0 else ((0.0) if y == 0.0 else (((ty) * (x ** (y - 1.0))) + ((y) * (((y - 1.0) * (x) ** ((y - 1.0) - 1.0) * (tx)) + ((0.0 if ((ty)) == 0.0 else (x) ** (y - 1.0) * log((x)) * ((ty)))))))))
+            if vb:
+                A[rb] += g * pb
+                D[rb] += dg * pb + g * ((0.0) if x == 0.0 and y >= 0.0 else (((tout) * (log(x))) + ((out) * ((1.0 / (x)) * (tx)))))
+        elif o == 5:  # atan2
+            x = V[ra]
+            y = V[rb]
+            pa = 0.0 if (x == 0.0 and y == 0.0) else y / (x * x + y * y)
+            pb = 0.0 if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)
+            g = A[i]
+            dg = D[i]
+            tx = T[ra]
+            ty = T[rb]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + g * ((0.0) if x == 0.0 and y == 0.0 else (((ty) / (x * x + y * y)) + (-(y) * ((((tx) * (x)) + ((x) * (tx))) + (((ty) * (y)) + ((y) * (ty)))) / ((x * x + y * y) * (x * x + y * y)))))
+            if vb:
+                A[rb] += g * pb
+                D[rb] += dg * pb + g * ((0.0) if x == 0.0 and y == 0.0 else (((-(tx)) / (x * x + y * y)) + (-(-x) * ((((tx) * (x)) + ((x) * (tx))) + (((ty) * (y)) + ((y) * (ty)))) / ((x * x + y * y) * (x * x + y * y)))))
+        elif o == 6:  # maximum
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 if x > y else (0.5 if x == y else 0.0)
+            pb = 1.0 if y > x else (0.5 if x == y else 0.0)
+            g = A[i]
+            dg = D[i]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa
+            if vb:
+                A[rb] += g * pb
+                D[rb] += dg * pb
+        elif o == 7:  # minimum
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 if x < y else (0.5 if x == y else 0.0)
+            pb = 1.0 if y < x else (0.5 if x == y else 0.0)
+            g = A[i]
+            dg = D[i]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa
+            if vb:
+                A[rb] += g * pb
+                D[rb] += dg * pb
+        elif o == 8:  # neg
+            pa = -1.0
+            g = A[i]
+            dg = D[i]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa
+        elif o == 9:  # abs
+            x = V[ra]
+            pa = sign(x)
+            g = A[i]
+            dg = D[i]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa
+        elif o == 10:  # exp
+            out = V[i]
+            pa = out
+            g = A[i]
+            dg = D[i]
+            tout = T[i]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + g * (tout)
+        elif o == 11:  # log
+            x = V[ra]
+            pa = 1.0 / x
+            g = A[i]
+            dg = D[i]
+            tx = T[ra]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + g * ((-(1.0) * (tx) / ((x) * (x))))
+        elif o == 12:  # log1p
+            x = V[ra]
+            pa = 1.0 / (1.0 + x)
+            g = A[i]
+            dg = D[i]
+            tx = T[ra]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + g * ((-(1.0) * ((tx)) / ((1.0 + x) * (1.0 + x))))
+        elif o == 13:  # expm1
+            out = V[i]
+            pa = out + 1.0
+            g = A[i]
+            dg = D[i]
+            tout = T[i]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + g * ((tout))
+        elif o == 14:  # sqrt
+            out = V[i]
+            pa = 0.5 / out
+            g = A[i]
+            dg = D[i]
+            tout = T[i]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + g * ((-(0.5) * (tout) / ((out) * (out))))
+        elif o == 15:  # sin
+            x = V[ra]
+            pa = cos(x)
+            g = A[i]
+            dg = D[i]
+            tx = T[ra]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + g * ((-sin((x))) * (tx))
+        elif o == 16:  # cos
+            x = V[ra]
+            pa = -sin(x)
+            g = A[i]
+            dg = D[i]
+            tx = T[ra]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + g * (-((cos((x))) * (tx)))
+        elif o == 17:  # tan
+            out = V[i]
+            pa = 1.0 + out * out
+            g = A[i]
+            dg = D[i]
+            tout = T[i]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + g * ((((tout) * (out)) + ((out) * (tout))))
+        elif o == 18:  # asin
+            x = V[ra]
+            pa = 1.0 / sqrt(1.0 - x * x)
+            g = A[i]
+            dg = D[i]
+            tx = T[ra]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + g * ((-(1.0) * ((0.5 / sqrt((1.0 - x * x))) * ((-(((tx) * (x)) + ((x) * (tx)))))) / ((sqrt(1.0 - x * x)) * (sqrt(1.0 - x * x)))))
+        elif o == 19:  # acos
+            x = V[ra]
+            pa = -1.0 / sqrt(1.0 - x * x)
+            g = A[i]
+            dg = D[i]
+            tx = T[ra]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + g * ((-(-1.0) * ((0.5 / sqrt((1.0 - x * x))) * ((-(((tx) * (x)) + ((x) * (tx)))))) / ((sqrt(1.0 - x * x)) * (sqrt(1.0 - x * x)))))
+        elif o == 20:  # atan
+            x = V[ra]
+            pa = 1.0 / (1.0 + x * x)
+            g = A[i]
+            dg = D[i]
+            tx = T[ra]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + g * ((-(1.0) * ((((tx) * (x)) + ((x) * (tx)))) / ((1.0 + x * x) * (1.0 + x * x))))
+        elif o == 21:  # sinh
+            x = V[ra]
+            pa = cosh(x)
+            g = A[i]
+            dg = D[i]
+            tx = T[ra]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + g * ((sinh((x))) * (tx))
+        elif o == 22:  # cosh
+            x = V[ra]
+            pa = sinh(x)
+            g = A[i]
+            dg = D[i]
+            tx = T[ra]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + g * ((cosh((x))) * (tx))
+        elif o == 23:  # tanh
+            out = V[i]
+            pa = 1.0 - out * out
+            g = A[i]
+            dg = D[i]
+            tout = T[i]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + g * ((-(((tout) * (out)) + ((out) * (tout)))))
+        elif o == 24:  # sigmoid
+            out = V[i]
+            pa = out * (1.0 - out)
+            g = A[i]
+            dg = D[i]
+            tout = T[i]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + g * (((tout) * (1.0 - out)) + ((out) * ((-(tout)))))
+        elif o == 25:  # relu
+            x = V[ra]
+            pa = 1.0 if x > 0.0 else 0.0
+            g = A[i]
+            dg = D[i]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa
+        elif o == 26:  # erf
+            x = V[ra]
+            pa = 1.1283791670955126 * exp(-x * x)
+            g = A[i]
+            dg = D[i]
+            tx = T[ra]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + g * (((1.1283791670955126) * ((exp((-x * x))) * (((-(tx)) * (x)) + ((-x) * (tx))))))
+        elif o == 27:  # sign
+            pass
+        elif o == 28:  # round
+            pass
+        elif o == 29:  # floor
+            pass
+        elif o == 30:  # ceil
+            pass
+        elif o == 31:  # trunc
+            pass
+        elif o == 32:  # lt
+            pass
+        elif o == 33:  # le
+            pass
+        elif o == 34:  # gt
+            pass
+        elif o == 35:  # ge
+            pass
+        elif o == 36:  # eq
+            pass
+        elif o == 37:  # ne
+            pass
+        elif o == 38:  # clamp
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            pa = 1.0 if (x >= y and x <= z) else 0.0
+            pb = 1.0 if (x < y and y <= z) else 0.0
+            pc = 1.0 if (x > z or y > z) else 0.0
+            g = A[i]
+            dg = D[i]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa
+            if vb:
+                A[rb] += g * pb
+                D[rb] += dg * pb
+            if vc:
+                A[rc] += g * pc
+                D[rc] += dg * pc
+        elif o == 39:  # where
+            x = V[ra]
+            pb = 1.0 if x != 0.0 else 0.0
+            pc = 0.0 if x != 0.0 else 1.0
+            g = A[i]
+            dg = D[i]
+            if vb:
+                A[rb] += g * pb
+                D[rb] += dg * pb
+            if vc:
+                A[rc] += g * pc
+                D[rc] += dg * pc
