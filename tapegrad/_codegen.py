@@ -85,6 +85,7 @@ def kernels_source() -> str:
         out.append(f"    {'if' if k == 0 else 'elif'} o == {k}:  # {op.name}")
         out.append(f"        return {parts}")
     out += ["    return 0.0, 0.0, 0.0", ""]
+    out.append(f"HESSIAN_PAIRS = {hessian_pairs()!r}")
     out.append(REVERSE)
     out += batch_kernels()
     out += multi_kernels()
@@ -220,6 +221,23 @@ def _tangent(expr):
     import ast
     return _Tangent().d(ast.parse(expr, mode="eval").body)
 
+
+def hessian_pairs():
+    """Per op, the operand pairs (j, k), j <= k, whose second partial can be non-zero: read
+    off the tangents of its partials (``tout`` involves every operand).  The Hessian's
+    sparsity pattern is the union, over entries, of D(j) x D(k) (``tapegrad.sparsity``)."""
+    out = []
+    for op in OPS:
+        pairs = set()
+        for j, f in enumerate((op.dx, op.dy, op.dz)[:op.arity]):
+            d = _tangent(f) if f and f != "0.0" else None
+            if not d:
+                continue
+            names = set(re.findall(r"\bt(x|y|z|out)\b", d))
+            ks = range(op.arity) if "out" in names else ["xyz".index(n) for n in names]
+            pairs |= {(min(j, k), max(j, k)) for k in ks}
+        out.append(tuple(sorted(pairs)))
+    return tuple(out)
 
 def multi_kernels() -> List[str]:
     """Kernels over K directions at one point (V: that point's values, 1-D): tangents

@@ -334,11 +334,54 @@ class CompiledTape:
         return self._on_inputs(D[:, None])[:, 0]
 
     def hessian(self, x):
-        """The (n, n) Hessian of the (first) output at ``x``: Hessian-vector products with
-        every unit vector, swept together (the batch of directions innermost)."""
+        """The (n, n) Hessian of the (first) output at ``x``.  When its sparsity pattern
+        allows, columns that share no row share a sweep (a coloured, compressed Hessian:
+        3 sweeps for a tridiagonal one at any n); otherwise all n Hessian-vector products,
+        swept together (directions innermost)."""
         self._scalar("hessian")
         x = self._single(x, "hessian")
-        return self._hvps(x, np.eye(self.n_inputs))
+        sp = self._sparse()
+        if sp is None:
+            return self._hvps(x, np.eye(self.n_inputs))
+        rows, cols, vals = self._compressed(x, sp)
+        H = np.zeros((self.n_inputs, self.n_inputs))
+        H[rows, cols] = vals
+        return H
+
+    def sparse_hessian(self, x):
+        """The Hessian's non-zeros as ``(rows, cols, values)`` (both triangles; e.g.
+        ``scipy.sparse.coo_matrix((values, (rows, cols)))``), found from the tape's
+        structure and computed with one sweep per colour."""
+        self._scalar("sparse_hessian")
+        x = self._single(x, "sparse_hessian")
+        sp = self._sparse(force=True)
+        if sp is None:      # dense: every entry of the full Hessian
+            H = self._hvps(x, np.eye(self.n_inputs))
+            rows, cols = np.nonzero(np.ones_like(H, dtype=bool))
+            return rows, cols, H[rows, cols]
+        return self._compressed(x, sp)
+
+    def _sparse(self, force=False):
+        """(rows, cols, colours) of the Hessian's pattern, found once; None when dense or
+        when colouring would save little (unless ``force``)."""
+        sp = getattr(self, "_sp", False)
+        if sp is False:
+            from .sparsity import colour, pattern
+            pat = pattern(self.op, self.a, self.b, self.in_entries, self.in_pos, self.n_inputs)
+            sp = None if pat is None else pat + (colour(pat[0], pat[1], self.n_inputs),)
+            self._sp = sp
+        if sp is None or force:
+            return sp
+        k = int(sp[2].max()) + 1 if self.n_inputs else 0
+        return sp if k * 2 <= self.n_inputs else None
+
+    def _compressed(self, x, sp):
+        rows, cols, colours = sp
+        k = int(colours.max()) + 1 if len(colours) else 1
+        S = np.zeros((self.n_inputs, k))
+        S[np.arange(self.n_inputs), colours] = 1.0
+        B = self._hvps(x, S)
+        return rows, cols, B[rows, colours[cols]]
 
     # -- files ------------------------------------------------------------------------
     _ARRAYS = ("op", "a", "b", "val0", "consts", "in_entries", "in_pos", "out",
@@ -670,8 +713,12 @@ class Compiled:
         return self._point(x, "hvp", v)
 
     def hessian(self, x):
-        """The (n, n) Hessian at ``x``."""
+        """The (n, n) Hessian at ``x`` (coloured when sparse)."""
         return self._point(x, "hessian")
+
+    def sparse_hessian(self, x):
+        """The Hessian's non-zeros at ``x`` as ``(rows, cols, values)``."""
+        return self._point(x, "sparse_hessian")
 
 
 def compile(fn):  # noqa: A001  (tg.compile, as torch.compile / jax.jit)

@@ -248,6 +248,10 @@ def test_second_order_replay(name):
             H = f.hessian(x0)
             want = _fd_hessian(lambda p: ref_outer(REFERENCE[name](*full(p))), list(x0))
             np.testing.assert_allclose(H, want, rtol=1e-4, atol=1e-4, err_msg=f"{name} {vals}")
+            r, c, hv = f.sparse_hessian(x0)        # the pattern from HESSIAN_PAIRS covers H
+            Hs = np.zeros_like(H)
+            Hs[r, c] = hv
+            np.testing.assert_array_equal(Hs, H)
             v = rng.normal(size=len(diff))
             np.testing.assert_allclose(f.hvp(x0, v), H @ v, rtol=1e-12, atol=1e-12)
             g = f.grad(x0)

@@ -370,3 +370,28 @@ def test_damaged_files_and_the_npz_suffix(tmp_path):
             tg.load(tmp_path / name)
     with pytest.raises(FileNotFoundError):
         tg.load(tmp_path / "missing")
+
+
+def _dense(f, x):
+    return f.tape_fn._hvps(np.asarray(x, float), np.eye(len(x)))
+
+
+@pytest.mark.parametrize("fn,n,colours", [
+    (rosen, 50, 3),                                             # tridiagonal: 3 at any n
+    (lambda x: sum(tg.sin(x[i]) * x[i + 2] for i in range(len(x) - 2)) + x[0] * x[-1], 40, None),
+    (lambda x: tg.exp(sum(x[i] for i in range(len(x)))), 30, None),   # dense: no colouring
+])
+def test_coloured_hessians_equal_dense_ones(fn, n, colours):
+    f = tg.compile(fn)
+    x = np.random.default_rng(5).uniform(-1, 1, n)
+    H = f.hessian(x)
+    np.testing.assert_allclose(H, _dense(f, x), rtol=1e-13, atol=1e-13)
+    r, c, v = f.sparse_hessian(x)
+    Hs = np.zeros((n, n))
+    Hs[r, c] = v
+    np.testing.assert_array_equal(Hs, H)
+    sp = f.tape_fn._sparse(force=True)
+    if colours is not None:
+        assert int(sp[2].max()) + 1 == colours and len(v) == 3 * n - 2
+    elif fn.__code__.co_code and "exp" in fn.__code__.co_names:
+        assert sp is None or int(sp[2].max()) + 1 == n
