@@ -307,6 +307,14 @@ def bench(n, batch, repeats):
         hessian_s = res["tapegrad_hessian_s"] = best(lambda: fc.hessian(x1), repeats,
                                                      max(1, number // 10))
         res["max_hessian_err_vs_analytic"] = float(np.max(np.abs(H - rosen_hessian_np(x1))))
+    # the coloured sparse Hessian (3 sweeps for Rosenbrock's tridiagonal one, any n)
+    res["sparse_hessian_first_call_s"], (r_, c_, hv_) = first_call(lambda: fc.sparse_hessian(x1))
+    res["tapegrad_sparse_hessian_s"] = best(lambda: fc.sparse_hessian(x1), repeats,
+                                            max(1, number // 10))
+    res["sparse_hessian_nnz"] = int(len(hv_))
+    Ha = rosen_hessian_np(x1) if n <= 2000 else None
+    if Ha is not None:
+        res["max_sparse_hessian_err_vs_analytic"] = float(np.max(np.abs(hv_ - Ha[r_, c_])))
     args = (n, x1, X, v, repeats, number, res["tapegrad_value_and_grad_s"],
             res["tapegrad_batch_s"], res["tapegrad_hvp_s"], hessian_s)
     res["jax_installed"] = jax is not None
@@ -318,6 +326,9 @@ def bench(n, batch, repeats):
 
 def report_baselines(r):
     j, c = r["jax"], r["casadi"]
+    print(f"  tapegrad sparse Hessian ({r['sparse_hessian_nnz']} non-zeros, coloured) "
+          f"{r['tapegrad_sparse_hessian_s'] * 1e3:.3f} ms (first call, with the pattern: "
+          f"{r['sparse_hessian_first_call_s'] * 1e3:.0f} ms)")
     if r.get("tapegrad_hessian_s") is not None:
         print(f"  tapegrad HVP {r['tapegrad_hvp_s'] * 1e6:.1f} us, Hessian "
               f"{r['tapegrad_hessian_s'] * 1e3:.2f} ms (first calls "
