@@ -67,6 +67,7 @@ def _scalarizing():
 
 def call(name, *args, **params):
     """Apply array op ``name`` to tensors/constants ``args``; records when grad is on."""
+    compared = False
     for a in args:   # inside tg.compile: array ops on its elements become scalar entries
         if a.__class__ is not Tensor:
             if hasattr(a, "_elems"):
@@ -75,14 +76,16 @@ def call(name, *args, **params):
         elif a._v.__class__ is float and a._t is not None and _scalarizing():
             from .scalarize import array_op
             return array_op(name, args, params)
+        elif getattr(a, "_g", None) is not None:
+            compared = True
     op = ARRAY_OPS[name]
     tensors = [a for a in args if isinstance(a, Tensor)]
-    if any(getattr(t, "_g", None) is not None for t in tensors):
+    if compared and not any(t._t is not None for t in tensors):
         from .tape import recording
         from .tensor import _note_comparison_use, _recorded_comparison
         T = recording()
         g = _recorded_comparison(T, tensors) if T is not None else None
-        if g is not None and not any(t._t is not None for t in tensors):
+        if g is not None:
             _note_comparison_use(T, g)
     vals = [_np(a._v) if isinstance(a, Tensor) else a for a in args]
     ans = op.forward(*vals, **params)

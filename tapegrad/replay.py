@@ -101,7 +101,7 @@ class CompiledTape:
         self.in_entries = np.array([p[0] for p in pairs], dtype=np.int64)
         self.in_pos = np.array([p[1] for p in pairs], dtype=np.int64)
         self.n_inputs = len(inputs)
-        self._one_entry_each = len(set(self.in_pos.tolist())) == len(self.in_pos)
+        self._inputs_changed()
         self.out = np.array([t._i for t in outputs], dtype=np.int64)
         self.stats = None
         if optimize:
@@ -117,10 +117,15 @@ class CompiledTape:
         for k, v in arrays.items():
             setattr(self, k, v)
         self.guards = [(int(i), v, w) for i, (_, v, w) in zip(self.guard_entries, self.guards)]
-        self._one_entry_each = len(set(self.in_pos.tolist())) == len(self.in_pos)
+        self._inputs_changed()
 
     def __len__(self):
         return len(self.op)
+
+    def _inputs_changed(self):
+        """After ``in_pos`` is set: does each input have one leaf entry?  (Else the
+        adjoints of its entries are added up.)"""
+        self._one_entry_each = len(np.unique(self.in_pos)) == len(self.in_pos)
 
     def split(self, v):
         """A vector over the inputs' elements (an input point, a gradient) as one array per
@@ -144,15 +149,27 @@ class CompiledTape:
             raise ValueError(f"expected inputs of shape (..., {self.n_inputs}), got {x.shape}")
         return x
 
+    def _layout(self, x, values=None):
+        """One point's rows: the recorded values with the inputs at ``x`` (or, given
+        ``values``, zeros with ``values`` on the inputs), then the constants."""
+        if values is None:
+            V = np.concatenate((self.val0, self.consts))
+            V[self.in_entries] = x[self.in_pos]
+        else:
+            V = np.zeros(len(self.val0) + len(self.consts))
+            V[self.in_entries] = values[self.in_pos]
+        return V
+
     def _forward(self, x):
         """Values of all entries at one point, then the constants (``replay_point``'s layout)."""
         from . import _kernels as K
-        n = len(self.val0)
-        V = np.concatenate((self.val0, self.consts))
-        V[self.in_entries] = x[self.in_pos]
-        K.replay_point(self.op, self.a, self.b, V, n)
-        self._check_guards(V[self.guard_entries][:, None] if len(self.guards) else None)
+        V = self._layout(x)
+        K.replay_point(self.op, self.a, self.b, V, len(self.val0))
+        self._check_point_guards(V)
         return V
+
+    def _check_point_guards(self, V):
+        self._check_guards(V[self.guard_entries][:, None] if len(self.guards) else None)
 
     def _check_guards(self, got, first_point=0):
         """Every branch the recording took must go the same way here (``got``: the guard
@@ -202,12 +219,7 @@ class CompiledTape:
         o = int(self.out[0])
         ADJ[o] = 1.0
         K.reverse_point(self.op, self.a, self.b, V, ADJ, o, len(self.val0))
-        if self._one_entry_each:
-            g = np.zeros(self.n_inputs)
-            g[self.in_pos] = ADJ[self.in_entries]
-        else:
-            g = np.bincount(self.in_pos, weights=ADJ[self.in_entries], minlength=self.n_inputs)
-        return float(V[o]), g
+        return float(V[o]), self._on_inputs(ADJ[:, None])[:, 0]
 
     def grad(self, x) -> np.ndarray:
         """The gradient of the (first) output at ``x`` ((n,) or a batch (B, n))."""
@@ -227,14 +239,14 @@ class CompiledTape:
         K.tangent_point(self.op, self.a, self.b, V, T, len(self.val0))
         return T
 
-    def _on_inputs(self, R):
-        """Rows of the leaf entries of ``R`` summed per input -> (n_inputs, K)."""
-        if self._one_entry_each:
+    def _on_inputs(self, R, G=None):
+        """Rows of the leaf entries of ``R`` summed per input -> (n_inputs, K) (into ``G``)."""
+        if G is None:
             G = np.zeros((self.n_inputs, R.shape[1]))
+        if self._one_entry_each:
             G[self.in_pos] = R[self.in_entries]
-            return G
-        G = np.zeros((self.n_inputs, R.shape[1]))
-        np.add.at(G, self.in_pos, R[self.in_entries])
+        else:   # a leaf registered more than once: its entries' adjoints add up
+            np.add.at(G, self.in_pos, R[self.in_entries])
         return G
 
     def _vec(self, v, n, what):
@@ -322,12 +334,9 @@ class CompiledTape:
         x = self._single(x, "hvp")
         v = self._vec(v, self.n_inputs, "hvp")
         n, o = len(self.val0), int(self.out[0])
-        V = np.concatenate((self.val0, self.consts))
-        V[self.in_entries] = x[self.in_pos]
-        T = np.zeros(len(V))
-        T[self.in_entries] = v[self.in_pos]
+        V, T = self._layout(x), self._layout(None, v)
         K.forward_tangent(self.op, self.a, self.b, V, T, n)
-        self._check_guards(V[self.guard_entries][:, None] if len(self.guards) else None)
+        self._check_point_guards(V)
         A, D = np.zeros(len(V)), np.zeros(len(V))
         A[o] = 1.0
         K.reverse_hvp(self.op, self.a, self.b, V, T, A, D, o, n)
@@ -426,7 +435,7 @@ class CompiledTape:
             self.out_shape = tuple(shape)
         self.guards = [(int(i), bool(v), w) for i, v, w in
                        zip(self.guard_entries, self.guard_values, meta["guards"])]
-        self._one_entry_each = len(set(self.in_pos.tolist())) == len(self.in_pos)
+        self._inputs_changed()
         self.stats = None
         return self
 
@@ -509,10 +518,7 @@ class CompiledTape:
             A[o] = 1.0
             K.reverse_batch(self.op, self.a, self.b, V, A, o, n)
             values[s:e] = V[o]
-            if self._one_entry_each:
-                G[self.in_pos, s:e] = A[self.in_entries]
-            else:   # a leaf registered more than once: its entries' adjoints add up
-                np.add.at(G[:, s:e], self.in_pos, A[self.in_entries])
+            self._on_inputs(A, G[:, s:e])
 
         self._blocks(nb, work, 2)
         return values, G.T.copy()

@@ -156,8 +156,7 @@ def _apply(code, fn, elems):
 
 def elementwise(code, args):
     """Op-table row ``code`` over the elements of ``args`` (NumPy broadcasting)."""
-    from ._methods import FUNCTIONS
-    fn = FUNCTIONS[_NAMES[code]]
+    fn = _fn(_NAMES[code])
     objs = [_objects(a) for a in args]
     arrays = np.broadcast_arrays(*[np.asarray(o, dtype=object) if isinstance(o, np.ndarray)
                                    else _scalar_array(o) for o in objs])
@@ -214,14 +213,18 @@ def _mul(a, b):
     return a * b
 
 
-def _max(a, b):
+def _fn(name):
+    """The op-table function ``tg.<name>`` (imported late: ``_methods`` imports us)."""
     from ._methods import FUNCTIONS
-    return _apply(_NAMES.index("maximum"), FUNCTIONS["maximum"], [a, b])
+    return FUNCTIONS[name]
+
+
+def _max(a, b):
+    return _apply(_NAMES.index("maximum"), _fn("maximum"), [a, b])
 
 
 def _min(a, b):
-    from ._methods import FUNCTIONS
-    return _apply(_NAMES.index("minimum"), FUNCTIONS["minimum"], [a, b])
+    return _apply(_NAMES.index("minimum"), _fn("minimum"), [a, b])
 
 
 def _count(E, dim):
@@ -248,8 +251,8 @@ def _var(x, dim=None, unbiased=True, keepdim=False, correction=None):
 
 def _lse(x, dim=None, keepdim=False):
     m = _wrap_elems(_fold(_max, _E(x), dim, True))
-    s = _wrap_elems(_sum(_exp(_wrap_elems(_E(x)) - m), dim, True))
-    r = _E(m + _log(s))
+    s = _wrap_elems(_sum(_fn("exp")(_wrap_elems(_E(x)) - m), dim, True))
+    r = _E(m + _fn("log")(s))
     return r if keepdim else _squeeze_axes(r, dim)
 
 
@@ -258,29 +261,18 @@ def _squeeze_axes(E, dim):
     return E.reshape(()) if axes is None else np.squeeze(E, axis=axes)
 
 
-def _exp(t):
-    from ._methods import FUNCTIONS
-    return FUNCTIONS["exp"](t)
-
-
-def _log(t):
-    from ._methods import FUNCTIONS
-    return FUNCTIONS["log"](t)
-
-
 def _norm(x, p=2, dim=None, keepdim=False):
-    from ._methods import FUNCTIONS
     X = _wrap_elems(_E(x))
     if p == 2:
-        return _E(FUNCTIONS["sqrt"](_wrap_elems(_sum(X * X, dim, keepdim))))
+        return _E(_fn("sqrt")(_wrap_elems(_sum(X * X, dim, keepdim))))
     if p == 1:
-        return _sum(FUNCTIONS["abs"](X), dim, keepdim)
-    return _E(_wrap_elems(_sum(FUNCTIONS["abs"](X) ** float(p), dim, keepdim)) ** (1.0 / p))
+        return _sum(_fn("abs")(X), dim, keepdim)
+    return _E(_wrap_elems(_sum(_fn("abs")(X) ** float(p), dim, keepdim)) ** (1.0 / p))
 
 
 def _softmax(x, dim):
     X = _wrap_elems(_E(x))
-    e = _exp(X - _wrap_elems(_fold(_max, _E(x), dim, True)))
+    e = _fn("exp")(X - _wrap_elems(_fold(_max, _E(x), dim, True)))
     return _E(e / _wrap_elems(_sum(e, dim, True)))
 
 
@@ -334,7 +326,7 @@ SCALAR_RULES = {
     "max_all": lambda x: _fold(_max, _E(x), None, False),
     "min_all": lambda x: _fold(_min, _E(x), None, False),
     "var": _var,
-    "std": lambda x, *a, **k: _E(_sqrt(_wrap_elems(_var(x, *a, **k)))),
+    "std": lambda x, *a, **k: _E(_fn("sqrt")(_wrap_elems(_var(x, *a, **k)))),
     "norm": _norm,
     "logsumexp": _lse,
     "softmax": _softmax,
@@ -359,11 +351,6 @@ SCALAR_RULES = {
     "index_put": _index_put,
     "to_dtype": _to_dtype,
 }
-
-
-def _sqrt(t):
-    from ._methods import FUNCTIONS
-    return FUNCTIONS["sqrt"](t)
 
 
 def array_op(name, args, params):
