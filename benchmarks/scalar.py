@@ -223,18 +223,25 @@ def bench_tapegrad(tg, x0, repeats):
 
 def _sweep_alone(tg, x0, repeats):
     """The reverse sweep alone (Numba kernel plus its array setup; no .grad mapping),
-    median ns per tape entry.  Uses the tape's internal ``_sweep``, which frees nothing."""
-    sweep = getattr(tg.Tape, "_sweep", None)
-    if sweep is None:
-        return None
+    median ns per tape entry.  Uses the engine's ``walk_tape``, which frees nothing."""
+    try:
+        from tapegrad.autograd.engine import walk_tape
+    except ImportError:   # an older layout
+        walk_tape = None
+    if walk_tape is None:
+        if getattr(tg.Tape, "_sweep", None) is None:
+            return None
+
+        def walk_tape(tape, seeds, create_graph):
+            return tape._sweep(seeds)
     with tg.Tape() as tape:
         xs = [tg.tensor(v, requires_grad=True) for v in x0]
         y = rosen(xs)
-    tape._sweep({y._i: 1.0})  # converts the recording lists once
+    walk_tape(tape, {y._i: 1.0}, False)  # converts the recording lists once
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        tape._sweep({y._i: 1.0})
+        walk_tape(tape, {y._i: 1.0}, False)
         times.append(time.perf_counter() - t0)
     return _median(times) / len(tape) * 1e9
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad.array_ops import ARRAY_OPS, GRAPH_VJPS
+from tapegrad.ops.array_ops import ARRAY_OPS, GRAPH_VJPS
 
 RNG = np.random.default_rng(1)
 
@@ -65,8 +65,8 @@ def _index_put(x, v):
 
 
 CASES["index_put"] = [(_index_put, [(3, 4), (2,)])]
-CASES["unindex"] = [(lambda v: tg.array_ops.call("unindex", v, (3, 4), (slice(None), 1)), [(3,)]),
-                    (lambda v: tg.array_ops.call("unindex", v, (4,), ([0, 2, 0],)), [(3,)])]
+CASES["unindex"] = [(lambda v: tg.ops.array_ops.call("unindex", v, (3, 4), (slice(None), 1)), [(3,)]),
+                    (lambda v: tg.ops.array_ops.call("unindex", v, (4,), ([0, 2, 0],)), [(3,)])]
 
 
 def test_every_array_op_has_a_case():

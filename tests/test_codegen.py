@@ -1,4 +1,4 @@
-"""The generated modules must match the op table (run tapegrad/_codegen.py after editing it)."""
+"""The generated modules must match the op table (run tools/codegen.py after editing it)."""
 import subprocess
 import sys
 from pathlib import Path
@@ -7,7 +7,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_generated_files_are_current():
-    r = subprocess.run([sys.executable, str(ROOT / "tapegrad" / "_codegen.py"), "--check"],
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "codegen.py"), "--check"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
 
@@ -15,8 +15,8 @@ def test_generated_files_are_current():
 def test_kernel_forward_matches_python_forward():
     """The Numba forward (used for replay) agrees with the recording forward."""
     import math
-    from tapegrad import _kernels as K, _methods as M
-    from tapegrad._table import OPS
+    from tapegrad.core import kernels as K, forward as M
+    from tapegrad.core.optable import OPS
     for k, op in enumerate(OPS):
         lo, hi = op.domain[0]
         x = (lo + hi) / 2 + 0.1

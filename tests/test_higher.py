@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad._table import OPS
+from tapegrad.core.optable import OPS
 
 
 def test_third_order_of_cube():

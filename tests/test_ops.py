@@ -1,6 +1,6 @@
 """Op-table-driven tests: every op's value and gradient, scalar and array.
 
-Each op of ``tapegrad._table.OPS`` needs one row in ``REFERENCE`` below (an independent
+Each op of ``tapegrad.core.optable.OPS`` needs one row in ``REFERENCE`` below (an independent
 implementation of its value); ``test_every_op_has_a_row`` fails when a new op has none.
 Gradients are checked against central finite differences in float64.
 """
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad._table import OPS
+from tapegrad.core.optable import OPS
 
 # op name -> reference value on Python floats (independent of the table's forward)
 REFERENCE = {

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad import _kernels as K
-from tapegrad.optimize import _Pool, optimize
-from tapegrad.replay import CompiledTape, RetraceRequired, _validate
+from tapegrad.core import kernels as K
+from tapegrad.compile.tape_passes import _Pool, optimize
+from tapegrad.compile.replay import CompiledTape, RetraceRequired, _validate
 
 KEYS = ("op", "a", "b", "val0", "consts", "in_entries", "in_pos", "out", "guard_entries")
 

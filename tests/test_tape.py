@@ -161,7 +161,7 @@ def test_imports_and_runs_without_a_writable_cache(tmp_path):
 def test_jit_falls_back_when_numba_cannot_cache(monkeypatch):
     """Numba raises at decoration when no cache directory is writable: we compile uncached."""
     import numba
-    from tapegrad import _jit
+    from tapegrad.core import numba_jit as _jit
     real = numba.njit
     calls = []
 

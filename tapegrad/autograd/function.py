@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import functions as F
-from ..grad_mode import no_grad
-from ..tape import recording
-from ..tensor import Tensor, _wrap
+from ..core.grad_mode import no_grad
+from ..core.pyop import record
+from ..core.tape import recording
+from ..core.tensor import Tensor, tensor_of_entry, wrap
 
 
 class FunctionCtx:
@@ -65,11 +65,13 @@ class Function:
         if T is None or not any(needs):
             return out
         name = f"{cls.__name__}Backward"
-        tensor_outs = [o if isinstance(o, Tensor) else _wrap(np.asarray(o)) for o in outs]
+        tensor_outs = [o if isinstance(o, Tensor) else wrap(np.asarray(o)) for o in outs]
         refs = [(a._i if a._t is T else T._ref(a)) if n else -1 for a, n in zip(args, needs)]
 
         def backward_fn(grads_out):
-            gs = cls.backward(ctx, *[_wrap(g) for g in grads_out])
+            # grads_out are tensors; under create_graph=True they are recorded, and so is
+            # what backward computes from them and the saved tensors (as in PyTorch)
+            gs = cls.backward(ctx, *grads_out)
             gs = gs if isinstance(gs, tuple) else (gs,)
             if len(gs) != len(args):
                 raise RuntimeError(f"function {name} returned an incorrect number of gradients "
@@ -79,8 +81,9 @@ class Function:
                 if g is None or not n:
                     result.append(None)
                     continue
-                gv = g._v if isinstance(g, Tensor) else np.asarray(g)
-                gshape = () if gv.__class__ is float else np.shape(gv)
+                if not isinstance(g, Tensor):
+                    g = wrap(np.asarray(g, dtype=np.float64))
+                gshape = tuple(g.shape)
                 if gshape != tuple(a.shape):
                     try:
                         np.broadcast_to(np.zeros(gshape), a.shape)
@@ -91,10 +94,10 @@ class Function:
                         raise RuntimeError(f"Function {name} returned an invalid gradient at index "
                                            f"{k} - got {_shape_str(gshape)} but expected shape "
                                            f"compatible with {_shape_str(a.shape)}")
-                    gv = np.reshape(gv, a.shape)
-                result.append(gv)
+                    g = g.reshape(tuple(a.shape))
+                result.append(g)
             return result
 
-        idx = F.record(T, name, refs, [o._v for o in tensor_outs], backward_fn)
-        res = tuple(F._as_tensor(T, i, o._v) for i, o in zip(idx, tensor_outs))
+        idx = record(T, name, refs, [o._v for o in tensor_outs], backward_fn, True)
+        res = tuple(tensor_of_entry(T, i, o._v) for i, o in zip(idx, tensor_outs))
         return res if is_tuple else res[0]

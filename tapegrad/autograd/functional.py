@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tensor import Tensor, _wrap
-from . import grad as _grad
+from ..core.tensor import Tensor, wrap
+from ..ops.torch_api import stack
+from .gradients import grad as _grad
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
 
@@ -55,7 +56,7 @@ def _numel(t):
 
 
 def _zeros(x):
-    return _wrap(0.0 if x.ndim == 0 else np.zeros(_shape(x)))
+    return wrap(0.0 if x.ndim == 0 else np.zeros(_shape(x)))
 
 
 def _check_v(v, refs, what, fn):
@@ -63,7 +64,7 @@ def _check_v(v, refs, what, fn):
         if len(refs) != 1 or _numel(refs[0]) != 1:
             raise RuntimeError(f"The vector v can only be None if the {what} to the "
                                "user-provided function is a single Tensor with a single element.")
-        return (_wrap(np.ones(_shape(refs[0])) if refs[0].ndim else 1.0),)
+        return (wrap(np.ones(_shape(refs[0])) if refs[0].ndim else 1.0),)
     _, vs = _as_tuple(v, "v", fn)
     if len(vs) != len(refs):
         raise RuntimeError(f"v is a tuple of invalid length: should be {len(refs)} but got "
@@ -120,7 +121,7 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
 
 
 def _jvp(outs, inputs, vs, create_graph):
-    us = [_wrap(np.zeros(_shape(o)) if o.ndim else 0.0).requires_grad_(True) for o in outs]
+    us = [wrap(np.zeros(_shape(o)) if o.ndim else 0.0).requires_grad_(True) for o in outs]
     gs = [g for g in _reverse(outs, inputs, us, True)]
     live = [(g, v) for g, v in zip(gs, vs) if g.requires_grad]
     if not live:
@@ -139,7 +140,7 @@ def _rows(outs, inputs, create_graph):
         for j in range(n):
             e = np.zeros(n)
             e[j] = 1.0
-            seed = _wrap(e.reshape(_shape(o)) if o.ndim else 1.0)
+            seed = wrap(e.reshape(_shape(o)) if o.ndim else 1.0)
             for k, g in enumerate(_reverse([o], inputs, [seed], create_graph)):
                 per[k].append(g)
         J.append(tuple(_stack(per[k], _shape(o), _shape(x)) for k, x in enumerate(inputs)))
@@ -148,11 +149,10 @@ def _rows(outs, inputs, create_graph):
 
 def _stack(gs, out_shape, in_shape):
     """Rows (one per output element) as a tensor of shape out_shape + in_shape."""
-    from ..api import FUNCTIONS
     if any(g.requires_grad for g in gs):   # create_graph: keep the rows recorded
-        full = FUNCTIONS["stack"]([g.reshape(in_shape) if in_shape else g for g in gs])
+        full = stack([g.reshape(in_shape) if in_shape else g for g in gs])
         return full.reshape(out_shape + in_shape)
-    return _wrap(np.array([np.asarray(g._v, dtype=np.float64) for g in gs])
+    return wrap(np.array([np.asarray(g._v, dtype=np.float64) for g in gs])
                  .reshape(out_shape + in_shape))
 
 
@@ -186,10 +186,10 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
                 vs = [_zeros(y) for y in inputs]
                 e = np.zeros(_numel(x))
                 e[j] = 1.0
-                vs[k] = _wrap(e.reshape(_shape(x)) if x.ndim else 1.0)
+                vs[k] = wrap(e.reshape(_shape(x)) if x.ndim else 1.0)
                 for i, t in enumerate(_jvp(outs, inputs, vs, create_graph)):
                     cols[i][k].append(np.asarray(t.detach()._v, dtype=np.float64))
-        J = [tuple(_wrap(np.moveaxis(np.array(cols[i][k]).reshape(_shape(x) + _shape(o)),
+        J = [tuple(wrap(np.moveaxis(np.array(cols[i][k]).reshape(_shape(x) + _shape(o)),
                                      list(range(len(_shape(x)))),
                                      list(range(len(_shape(o)), len(_shape(o)) + len(_shape(x)))))
                          .copy())

@@ -5,8 +5,9 @@ import warnings
 
 import numpy as np
 
-from ..grad_mode import no_grad
-from ..tensor import Tensor, _wrap
+from ..core.grad_mode import no_grad
+from ..core.tensor import Tensor, wrap
+from .gradients import grad
 
 
 class GradcheckError(RuntimeError):
@@ -30,7 +31,7 @@ def _numerical(func, inputs, k, eps):
             p = base.copy().reshape(-1)
             p[j] += sign * eps
             xs = list(inputs)
-            xs[k] = _wrap(p.reshape(base.shape) if base.ndim else float(p[0]))
+            xs[k] = wrap(p.reshape(base.shape) if base.ndim else float(p[0]))
             with no_grad():
                 vals.append([np.array(o._v, dtype=np.float64).reshape(-1) if isinstance(o, Tensor)
                              else None for o in _outputs(func, xs)])
@@ -41,7 +42,6 @@ def _numerical(func, inputs, k, eps):
 
 
 def _analytical(func, inputs, k):
-    from . import grad
     x = inputs[k].detach().requires_grad_(True)
     xs = list(inputs)
     xs[k] = x
@@ -55,7 +55,7 @@ def _analytical(func, inputs, k):
         for j in range(o.numel()):
             e = np.zeros(o.numel())
             e[j] = 1.0
-            (g,) = grad(o, x, _wrap(e.reshape(tuple(o.shape)) if o.ndim else 1.0),
+            (g,) = grad(o, x, wrap(e.reshape(tuple(o.shape)) if o.ndim else 1.0),
                         retain_graph=True, allow_unused=True)
             rows.append(np.zeros(x.numel()) if g is None else
                         np.array(g._v, dtype=np.float64).reshape(-1))
@@ -88,5 +88,5 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
                     return False
                 raise GradcheckError(
                     f"Jacobian mismatch for output {i} with respect to input {k},\n"
-                    f"numerical:{_wrap(n)}\nanalytical:{_wrap(a)}\n")
+                    f"numerical:{wrap(n)}\nanalytical:{wrap(a)}\n")
     return True

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import api as _api
-from ..factories import rand
-from ..functions import apply, unbroadcast
-from ._utils import needs_grad, value as _val
+from ..ops import torch_api as _api
+from ..ops.factories import rand
+from ..core.pyop import unbroadcast
+from ..ops.array_ops import apply
+from .values import needs_grad, value as _val
 
 __all__ = ["relu", "tanh", "sigmoid", "leaky_relu", "softmax", "log_softmax", "linear",
            "dropout", "mse_loss", "l1_loss", "nll_loss", "cross_entropy", "binary_cross_entropy",

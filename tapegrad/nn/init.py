@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from .. import factories as _factories
-from ._utils import set_value, value as _val
+from ..ops import factories as _factories
+from .values import set_value, value as _val
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_", "eye_",
            "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]

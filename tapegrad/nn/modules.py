@@ -16,10 +16,10 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from ..tensor import Tensor, _wrap
+from ..core.tensor import Tensor, wrap
 from . import functional as F
 from . import init
-from ._utils import set_value
+from .values import set_value
 
 __all__ = ["Parameter", "Module", "Sequential", "ModuleList", "ParameterList", "Identity",
            "Linear", "ReLU", "LeakyReLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "Dropout",
@@ -48,7 +48,7 @@ class Parameter(metaclass=_ParameterMeta):
             v = data._v
         else:
             v = np.asarray(data, dtype=np.float64 if not isinstance(data, np.ndarray) else None)
-        t = _wrap(v)
+        t = wrap(v)
         if requires_grad:
             t.requires_grad_(True)
         return t

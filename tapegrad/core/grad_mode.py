@@ -3,16 +3,16 @@ from __future__ import annotations
 
 import functools
 
-from .tape import _tls
+from .tape import thread_state
 
 
 def is_grad_enabled() -> bool:
     """True when operations on tensors that require grad are recorded (this thread)."""
-    return _tls.grad_enabled
+    return thread_state.grad_enabled
 
 
 def _set(mode):
-    st = _tls
+    st = thread_state
     prev = st.grad_enabled
     st.grad_enabled = bool(mode)
     st.refresh()

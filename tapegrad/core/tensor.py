@@ -18,13 +18,15 @@ from typing import Callable, Optional, Union
 
 import numpy as np
 
-from . import _table
-from .tape import _CHUNK, ARG, CONST, Tape, boot, rec_get, recording
+from . import optable
+from .forward import ARRAY_FORWARD, SCALAR_FORWARD
+from .graph import node_for
+from .pyop import record_broadcast
+from .tape import CHUNK, ARG, CONST, Tape, boot, rec_get, recording
 
 _new = object.__new__
-_PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # tapegrad/
 _UNREG = "unregistered-leaf"   # marker: a leaf that requires grad, not yet on a tape
-_erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
 class dtype:
@@ -71,7 +73,7 @@ class Size(tuple):
         return _b.int(np.prod(self, dtype=np.int64))
 
 
-def _wrap(v, requires_grad=False):
+def wrap(v, requires_grad=False):
     """A new tensor holding value ``v`` (no autograd history)."""
     if v.__class__ is not float:
         if isinstance(v, np.ndarray):
@@ -87,6 +89,15 @@ def _wrap(v, requires_grad=False):
     r._v = v
     r._t = _UNREG if requires_grad else None
     r._grad = r._hooks = None
+    return r
+
+
+def tensor_of_entry(T, i, v):
+    """The tensor standing for entry ``i`` of tape ``T``, with value ``v``."""
+    r = _new(Tensor)
+    r._v = v
+    r._t = T
+    r._i = i
     return r
 
 
@@ -123,8 +134,7 @@ def _operand_ref(T, t, shape):
         r = t._i if t._t is T else T._ref(t)
         vshape = () if v.__class__ is float else v.shape
         if vshape != shape and vshape != ():  # 0-d operands broadcast in the sweep itself
-            from .functions import _expand_ref
-            r = _expand_ref(T, t, r, shape)
+            r = record_broadcast(T, r, v, shape)
         return r
     return T._const(t)
 
@@ -157,7 +167,7 @@ _NAN = math.nan
 _ND = np.ndarray
 
 
-def _generic(code, args):
+def elementwise_fallback(code, args):
     """Every case the generated scalar fast paths do not take: arrays, float32, mixed.
 
     First a fast path for float64 arrays of one shape mixed with Python numbers (the common
@@ -184,13 +194,13 @@ def _generic(code, args):
         if shape is not None and len(args) < 3:
             v = _VF[code](*vals)
             if not rg:
-                return _wrap(v)
+                return wrap(v)
             try:
                 T = rec_get()
             except LookupError:
                 T = boot()
             if T is None:
-                return _wrap(v)
+                return wrap(v)
             x = args[0]
             t = x._t if x.__class__ is Tensor else None
             ra = (x._i if t is T else (T._ref(x) if t is not None else T._push(CONST, -1, -1, x._v))) \
@@ -203,7 +213,7 @@ def _generic(code, args):
                     if y.__class__ is Tensor else T._const(y)
             vs = T._v
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= CHUNK:
                 n = T._flush()
             i = T._base + n
             T._op.append(code)
@@ -227,10 +237,11 @@ def _generic(code, args):
 
 def _generic_slow(code, args):
     for a in args:
-        if a.__class__ is not Tensor and hasattr(a, "_elems"):   # inside tg.compile
-            from .scalarize import elementwise
-            return elementwise(code, args)
-    op = _table.OPS[code]
+        if a.__class__ is not Tensor:
+            handler = getattr(a, "__tapegrad_elementwise__", None)
+            if handler is not None:   # a tensor type that records ops its own way (tg.compile)
+                return handler(code, args)
+    op = optable.OPS[code]
     first = 1 if op.name == "where" else 0
     if not isinstance(args[first], Tensor) and not any(isinstance(a, Tensor) for a in args):
         raise TypeError(f"{op.name}(): argument 'input' (position {first + 1}) must be Tensor, "
@@ -244,7 +255,7 @@ def _generic_slow(code, args):
         try:
             v = _SF[code](*xs)
         except (ArithmeticError, ValueError):
-            v = _ieee(code, *xs)
+            v = ieee_value(code, *xs)
         v = _b.float(v)
     else:
         dt = _result_dtype(args, vals)
@@ -258,15 +269,15 @@ def _generic_slow(code, args):
             v = _b.float(v)
     T = recording()
     if T is None:
-        return _wrap(v)
+        return wrap(v)
     if not any(isinstance(a, Tensor) and a._t is not None for a in args):
-        g = _recorded_comparison(T, args)
+        g = recorded_comparison(T, args)
         if g is None:
-            return _wrap(v)
+            return wrap(v)
         if op.name != "where" or getattr(args[0], "_g", None) is not g or \
                 any(getattr(a, "_g", None) is not None for a in args[1:]):
-            _note_comparison_use(T, g)   # a comparison used as a number: not replayable
-            return _wrap(v)
+            note_comparison_use(T, g)   # a comparison used as a number: not replayable
+            return wrap(v)
         # where(recorded condition, constants): recorded, so that a replay follows the
         # condition (the result requires grad, with zero gradient, unlike PyTorch's)
     shape = () if v.__class__ is float else v.shape
@@ -286,7 +297,7 @@ def _generic_slow(code, args):
     return _record(code, refs, v)
 
 
-def _ieee(code, x, y, z):
+def ieee_value(code, x, y, z):
     """The op's value under IEEE rules (inf, nan) where Python's math raises."""
     with np.errstate(all="ignore"):
         return _b.float(_VF[code](*(np.float64(v) for v in (x, y, z)[:_ARITY[code]])))
@@ -335,8 +346,12 @@ class Tensor:
     Create tensors with :func:`tapegrad.tensor` and the factories (``zeros``, ``randn``...).
     """
 
-    __slots__ = ("_v", "_t", "_i", "_grad", "_hooks", "_retains", "_ver", "_g", "__weakref__")
+    __slots__ = ("_v", "_t", "_i", "_grad", "_hooks", "_retains", "_g", "__weakref__")
     __hash__ = object.__hash__
+    # A subclass whose ops record differently (tg.compile's Elements) sets these to
+    # handler(code, args) and handler(array op name, args, params).
+    __tapegrad_elementwise__ = None
+    __tapegrad_array_op__ = None
 
     # -- autograd attributes ----------------------------------------------------------
     @property
@@ -360,7 +375,6 @@ class Tensor:
         t = self._t
         if t.__class__ is not Tape or t._leaves.get(self._i) is self:
             return None
-        from .graph import node_for
         return node_for(t, self._i)
 
     @property
@@ -435,15 +449,9 @@ class Tensor:
         hooks.append(hook)
         return _HookHandle(hooks, hook)
 
-    def backward(self, gradient=None, retain_graph: Optional[bool] = None,
-                 create_graph: bool = False, inputs=None) -> None:
-        """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (see ``tg.autograd.backward``)."""
-        from .autograd import backward
-        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
-
     def detach(self) -> "Tensor":
         """A new leaf sharing this tensor's value, cut from the graph."""
-        return _wrap(self._v)
+        return wrap(self._v)
 
     def detach_(self):
         """Cut this tensor from the graph in place (it becomes a leaf without grad)."""
@@ -453,11 +461,11 @@ class Tensor:
     @property
     def data(self):
         """The value as a tensor that does not require grad (shares memory)."""
-        return _wrap(self._v)
+        return wrap(self._v)
 
     @data.setter
     def data(self, other):
-        self._v = other._v if isinstance(other, Tensor) else _wrap(other)._v
+        self._v = other._v if isinstance(other, Tensor) else wrap(other)._v
         t = self._t
         if t.__class__ is Tape and t._leaves.get(self._i) is self:
             t._dirty.append((self._i, len(t)))
@@ -467,21 +475,6 @@ class Tensor:
         """Copy ``src``'s values into this tensor, in place (broadcasting ``src``)."""
         return self._inplace(lambda s: s * 0.0 + src)
 
-    def to(self, dtype):
-        """This tensor converted to ``dtype`` (differentiable, as PyTorch's ``to``)."""
-        from .array_ops import call
-        if self.dtype is dtype:
-            return self
-        return call("to_dtype", self, dtype=dtype.np)
-
-    def double(self):
-        """``to(tg.float64)``."""
-        return self.to(float64)
-
-    def float(self):
-        """``to(tg.float32)``."""
-        return self.to(float32)
-
     def __reduce_ex__(self, protocol):
         # pickling and deepcopy keep the value and requires_grad, never the tape
         v = self._v
@@ -489,7 +482,7 @@ class Tensor:
 
     def __deepcopy__(self, memo):
         v = self._v
-        return _wrap(v if v.__class__ is _b.float else np.array(v), self._t is not None)
+        return wrap(v if v.__class__ is _b.float else np.array(v), self._t is not None)
 
     # -- values -------------------------------------------------------------------------
     @property
@@ -601,15 +594,15 @@ class Tensor:
 
     def clone(self):
         """A copy that stays in the graph (gradient flows back to self)."""
-        return self * 1.0 if self._t is not None else _wrap(np.copy(self._v) if self._v.__class__ is not float else self._v)
+        return self * 1.0 if self._t is not None else wrap(np.copy(self._v) if self._v.__class__ is not float else self._v)
 
     # -- comparisons (not differentiable) ------------------------------------------------
-    def __lt__(self, o): return _compare(_CODES["lt"], self, o)
-    def __le__(self, o): return _compare(_CODES["le"], self, o)
-    def __gt__(self, o): return _compare(_CODES["gt"], self, o)
-    def __ge__(self, o): return _compare(_CODES["ge"], self, o)
-    def __eq__(self, o): return _compare(_CODES["eq"], self, o)
-    def __ne__(self, o): return _compare(_CODES["ne"], self, o)
+    def __lt__(self, o): return compare(_CODES["lt"], self, o)
+    def __le__(self, o): return compare(_CODES["le"], self, o)
+    def __gt__(self, o): return compare(_CODES["gt"], self, o)
+    def __ge__(self, o): return compare(_CODES["ge"], self, o)
+    def __eq__(self, o): return compare(_CODES["eq"], self, o)
+    def __ne__(self, o): return compare(_CODES["ne"], self, o)
 
     # -- in-place ops -----------------------------------------------------------------
     def _inplace(self, compute):
@@ -639,7 +632,6 @@ class Tensor:
                 self._v[...] = v            # really in place: .data and aliases see it
             else:
                 self._v = v
-        self._ver = getattr(self, "_ver", 0) + 1
         return self
 
     def add_(self, other, alpha=1):
@@ -668,7 +660,7 @@ class Tensor:
 
     def fill_(self, value):
         """Fill with ``value`` in place (not differentiable with respect to self)."""
-        return self._inplace(lambda s: _wrap(np.full(s.shape, value, s.dtype.np) if s.ndim
+        return self._inplace(lambda s: wrap(np.full(s.shape, value, s.dtype.np) if s.ndim
                                              else _b.float(value)))
 
     def zero_(self):
@@ -680,34 +672,6 @@ class Tensor:
     __imul__ = mul_
     __itruediv__ = div_
     __ipow__ = pow_
-
-    def __getitem__(self, idx):
-        from .api import getitem
-        return getitem(self, idx)
-
-    def __setitem__(self, idx, value):
-        from .api import setitem
-        setitem(self, idx, value)
-
-    def __matmul__(self, other):
-        from .api import matmul
-        return matmul(self, other)
-
-    def __rmatmul__(self, other):
-        from .api import matmul
-        return matmul(other, self)
-
-    @property
-    def T(self):
-        """The tensor with its dimensions reversed."""
-        from .api import _T
-        return _T(self)
-
-    @property
-    def mT(self):
-        """The last two dimensions swapped."""
-        from .api import transpose
-        return transpose(self, -2, -1)
 
     def __iter__(self):
         if self.ndim == 0:
@@ -755,7 +719,7 @@ def _user_frame():
     return f
 
 
-def _recorded_comparison(T, args):
+def recorded_comparison(T, args):
     """The ``(tape, entry)`` of a comparison recorded on T among ``args``, if any."""
     for a in args:
         g = getattr(a, "_g", None) if isinstance(a, Tensor) else None
@@ -764,7 +728,7 @@ def _recorded_comparison(T, args):
     return None
 
 
-def _note_comparison_use(T, g):
+def note_comparison_use(T, g):
     """A recorded comparison's value flowed into an op that does not record (its other
     operands are constants): a replay could not follow it, so ``compile`` must refuse."""
     f = _user_frame()
@@ -772,18 +736,19 @@ def _note_comparison_use(T, g):
                            "number; use tg.where(cond, a, b))"))
 
 
-def _compare(code, x, y):
+def compare(code, x, y):
     """``x <op> y`` elementwise: a bool tensor that does not require grad.  When an operand is
     recorded, so is the comparison (its entry holds 0/1): a replay re-evaluates it, for the
     branch it decides (``bool()`` records a guard) or as ``tg.where``'s condition."""
     for a in (x, y):
-        if isinstance(a, Tensor) and a.__class__ is not Tensor and hasattr(a, "_elems"):
-            from .scalarize import elementwise      # inside tg.compile
-            return elementwise(code, (x, y))
+        if isinstance(a, Tensor) and a.__class__ is not Tensor:
+            handler = a.__tapegrad_elementwise__
+            if handler is not None:   # a tensor type that records ops its own way (tg.compile)
+                return handler(code, (x, y))
     xv = x._v if isinstance(x, Tensor) else x
     yv = y._v if isinstance(y, Tensor) else y
     v = np.asarray(_VF[code](np.asarray(xv), np.asarray(yv)))
-    r = _wrap(v)
+    r = wrap(v)
     T = recording()
     if T is None or not any(isinstance(t, Tensor) and t._t is not None for t in (x, y)):
         return r
@@ -794,16 +759,28 @@ def _compare(code, x, y):
     return r
 
 
+def extend(cls, methods):
+    """Give ``cls`` (``Tensor`` or ``Tape``) the methods a higher layer defines for it.
+
+    The core defines the data and the elementwise ops; ``tapegrad.ops`` adds the array
+    ops (``x.sum()``, ``x[i]``, ``@``), ``tapegrad.autograd`` adds ``backward``, and so on,
+    each layer once, when it is imported.  A name defined twice is an error."""
+    for name, fn in methods.items():
+        if name in cls.__dict__:
+            raise RuntimeError(f"{cls.__name__}.{name} is defined twice")
+        setattr(cls, name, fn)
+
+
 def _rebuild(v, requires_grad):
-    return _wrap(v, requires_grad)
+    return wrap(v, requires_grad)
 
 
-def _check_float(v):
+def check_float(v):
     if v.__class__ is not float and v.dtype.kind not in "fc":
         raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
 
 
-_SF = _VF = None  # filled in by tapegrad/__init__.py once _methods is imported
-_WHERE = [op.name for op in _table.OPS].index("where")
-_CODES = {op.name: k for k, op in enumerate(_table.OPS)}
-_ARITY = tuple(op.arity for op in _table.OPS)
+_SF, _VF = SCALAR_FORWARD, ARRAY_FORWARD
+_WHERE = [op.name for op in optable.OPS].index("where")
+_CODES = {op.name: k for k, op in enumerate(optable.OPS)}
+_ARITY = tuple(op.arity for op in optable.OPS)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..grad_mode import no_grad
-from ..tensor import Tensor, _wrap
+from ..core.grad_mode import no_grad
+from ..core.tensor import Tensor, wrap
 
 
 def value(x):
@@ -38,11 +38,11 @@ def set_value(t, new):
 def write(t, new):
     """``set_value`` for callers already under ``tg.no_grad()`` (an optimizer step enters it
     once: the context manager costs more than the write)."""
-    return t._inplace(lambda s: _wrap(new))
+    return t._inplace(lambda s: wrap(new))
 
 
 def mark_written(t):
     """Tell the tape that the array value of ``t`` was just changed in place by the caller
     (e.g. a fused optimizer kernel writing ``t._v``): the bookkeeping of ``write`` without a
     copy (NumPy's ``a[...] = a`` is a no-op).  Call under ``tg.no_grad()``."""
-    return t._inplace(lambda s: _wrap(s._v))
+    return t._inplace(lambda s: wrap(s._v))

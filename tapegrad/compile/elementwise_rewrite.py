@@ -19,11 +19,16 @@ import functools
 
 import numpy as np
 
-from . import _table
-from .tensor import Tensor, _wrap
+from ..core import optable
+from ..core.elementwise import FUNCTIONS
+from ..core.forward import SCALAR_FORWARD
+from ..core.pyop import Arg
+from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC, PYOUT, Tape,
+                         recording)
+from ..core.tensor import Tensor, ieee_value, wrap
+from ..ops.torch_api import check_index, index_value
 
-_NAMES = [op.name for op in _table.OPS]
-_WHERE = _NAMES.index("where")
+_WHERE = OP_NAMES.index("where")
 
 
 class Elements(Tensor):
@@ -34,14 +39,12 @@ class Elements(Tensor):
     __array_ufunc__ = None      # ``A @ x``, ``2.0 * x`` with NumPy on the left come to us
 
     def __getitem__(self, idx):
-        from .api import _check_index, _index_value
-        idx = _index_value(idx)
-        _check_index(self, idx)
+        idx = index_value(idx)
+        check_index(self, idx)
         return _wrap_elems(self._elems[idx])
 
     def __setitem__(self, idx, value):
-        from .api import _index_value
-        idx = _index_value(idx)
+        idx = index_value(idx)
         self._elems[idx] = _objects(value)
         self._v = _values(self._elems)
 
@@ -105,10 +108,10 @@ def _values(objs):
 def _wrap_elems(objs):
     """An object array of elements as a tensor: 0-d gives the element itself."""
     if not isinstance(objs, np.ndarray):
-        return objs if isinstance(objs, Tensor) else _wrap(_const(objs))
+        return objs if isinstance(objs, Tensor) else wrap(_const(objs))
     if objs.ndim == 0:
         e = objs[()]
-        return e if isinstance(e, Tensor) else _wrap(_const(e))
+        return e if isinstance(e, Tensor) else wrap(_const(e))
     r = Elements()
     r._elems, r._t, r._v = objs, None, _values(objs)
     return r
@@ -142,13 +145,12 @@ def _apply(code, fn, elems):
     """One element of an elementwise op: recorded if an operand is, else a constant."""
     if not any(isinstance(e, Tensor) and (e._t is not None or getattr(e, "_g", None))
                for e in elems):
-        from .tensor import _SF, _ieee
         xs = [float(_value(e)) for e in elems] + [0.0] * (3 - len(elems))
         try:
-            v = _SF[code](*xs)
+            v = SCALAR_FORWARD[code](*xs)
         except (ArithmeticError, ValueError):
-            v = _ieee(code, *xs)
-        return bool(v) if _table.OPS[code].compare else float(v)
+            v = ieee_value(code, *xs)
+        return bool(v) if optable.OPS[code].compare else float(v)
     if code == _WHERE and not isinstance(elems[0], Tensor):
         return elems[1] if elems[0] else elems[2]     # a constant condition selects
     return fn(*elems)
@@ -156,7 +158,7 @@ def _apply(code, fn, elems):
 
 def elementwise(code, args):
     """Op-table row ``code`` over the elements of ``args`` (NumPy broadcasting)."""
-    fn = _fn(_NAMES[code])
+    fn = _fn(OP_NAMES[code])
     objs = [_objects(a) for a in args]
     arrays = np.broadcast_arrays(*[np.asarray(o, dtype=object) if isinstance(o, np.ndarray)
                                    else _scalar_array(o) for o in objs])
@@ -215,16 +217,15 @@ def _mul(a, b):
 
 def _fn(name):
     """The op-table function ``tg.<name>`` (imported late: ``_methods`` imports us)."""
-    from ._methods import FUNCTIONS
     return FUNCTIONS[name]
 
 
 def _max(a, b):
-    return _apply(_NAMES.index("maximum"), _fn("maximum"), [a, b])
+    return _apply(OP_NAMES.index("maximum"), _fn("maximum"), [a, b])
 
 
 def _min(a, b):
-    return _apply(_NAMES.index("minimum"), _fn("minimum"), [a, b])
+    return _apply(OP_NAMES.index("minimum"), _fn("minimum"), [a, b])
 
 
 def _count(E, dim):
@@ -375,17 +376,15 @@ def scalarize_tape(T, inputs, outputs):
     Elementwise entries apply their op over the elements, array-op entries their rule
     above (``PyOp.fwd`` holds the op and its arguments), leaves that are not inputs and
     links from other tapes are constants.  Guards on scalar comparisons carry over."""
-    from .functions import Arg
-    from .tape import ARG, CONST, LEAF, LINK, PYFUNC, PYOUT, Tape, _N, _NAMES
     end = max([t._i for t in outputs] + [g[0] for g in T._guards]) + 1
     where = {id(x): k for k, x in enumerate(inputs)}
     S = Tape()
-    S._scalarize = True
+    S.rewrite_array_op = array_op
     leaves, made = [], []
     with S:
         for x in inputs:
             shape = tuple(x.shape)
-            ls = [_wrap(float(v), requires_grad=True)
+            ls = [wrap(float(v), requires_grad=True)
                   for v in np.asarray(x._v, dtype=np.float64).reshape(-1)]
             leaves += ls
             made.append(ls[0] if shape == () else elements(ls, shape))
@@ -398,7 +397,7 @@ def scalarize_tape(T, inputs, outputs):
 
         for i in range(end):
             code, ra, rb = T._entry(i)
-            if code < _N:
+            if code < N_ELEMENTWISE:
                 vals[i] = elementwise(code, [_as_arg(get(r)) for r in T._inputs(i)])
             elif code == LEAF:
                 t = T._leaves[i]
@@ -419,7 +418,7 @@ def scalarize_tape(T, inputs, outputs):
                 for k, v in enumerate(res if isinstance(res, tuple) else (res,)):
                     vals[i + 1 + k] = v
             elif code not in (ARG, PYOUT):
-                raise NotImplementedError(f"compile(): tape entry {i} ({_NAMES[code]}) "
+                raise NotImplementedError(f"compile(): tape entry {i} ({OP_NAMES[code]}) "
                                           "cannot be replayed")
         for i, v, at in T._guards:
             g = vals[i]
@@ -449,3 +448,8 @@ def _as_arg(v):
     if isinstance(v, np.ndarray):
         return _wrap_elems(v.astype(object)) if v.dtype != object else _wrap_elems(v)
     return v
+
+
+# Elements records its ops through the functions above (the hooks of ``core.tensor``).
+Elements.__tapegrad_elementwise__ = staticmethod(elementwise)
+Elements.__tapegrad_array_op__ = staticmethod(array_op)

@@ -2,7 +2,7 @@
 
 The pattern (Walther's nonlinear interaction domains): each entry depends on a set D(i) of
 inputs; an entry whose op has a non-zero second partial in operands (j, k)
-(``_kernels.HESSIAN_PAIRS``, derived from the op table) adds D(j) x D(k) to the pattern.
+(``kernels.HESSIAN_PAIRS``, derived from the op table) adds D(j) x D(k) to the pattern.
 Only the entries that feed such an operand need their D (a reverse pass marks them), so a
 long linear accumulation (a running sum) costs nothing.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _kernels as K
+from ..core import kernels as K
 
 # above this many inputs in one dependency set, the Hessian is treated as dense
 MAX_SET = 256

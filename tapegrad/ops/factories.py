@@ -6,7 +6,7 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from .tensor import Tensor, _check_float, _wrap, dtype as _dtype, float64
+from ..core.tensor import Tensor, check_float, wrap, dtype as _dtype, float64
 
 DType = Optional[Union[_dtype, np.dtype, type, str]]
 Number = Union[int, float, bool]
@@ -24,8 +24,8 @@ def _np_dtype(dtype, default=None):
 
 def _make(v, requires_grad):
     if requires_grad:
-        _check_float(v if isinstance(v, np.ndarray) else np.asarray(v))
-    return _wrap(v, requires_grad)
+        check_float(v if isinstance(v, np.ndarray) else np.asarray(v))
+    return wrap(v, requires_grad)
 
 
 def tensor(data: Any, dtype: DType = None, requires_grad: bool = False) -> Tensor:
@@ -33,7 +33,7 @@ def tensor(data: Any, dtype: DType = None, requires_grad: bool = False) -> Tenso
 
     Python floats give float64; a float32 array stays float32; ints give int64."""
     if data.__class__ is float and dtype is None:  # the scalar fast path
-        return _wrap(data, requires_grad)
+        return wrap(data, requires_grad)
     if isinstance(data, Tensor):
         data = data._v
     a = np.array(data, dtype=_np_dtype(dtype))
@@ -49,7 +49,7 @@ def as_tensor(data: Any, dtype: DType = None) -> Tensor:
     """Like ``tensor`` (no copy for a matching NumPy array)."""
     if isinstance(data, Tensor):
         return data
-    return _wrap(np.asarray(data, dtype=_np_dtype(dtype)))
+    return wrap(np.asarray(data, dtype=_np_dtype(dtype)))
 
 
 def _size(size):

@@ -1,7 +1,7 @@
 """The op table: the single source of truth for every differentiable elementwise op.
 
 One row per op.  Everything else is derived from these rows by ``tapegrad/_codegen.py``:
-the opcode numbers, the branches of the Numba reverse sweep (``_kernels.py``), the fast
+the opcode numbers, the branches of the Numba reverse sweep (``kernels.py``), the fast
 Python recording methods (``_methods.py``), the ``tg.<name>`` functions and ``Tensor``
 methods, the node names users see (``grad_fn``), which inputs an op saves for backward,
 the op list in the docs, and the op tests (``tests/test_ops.py`` walks this table).
@@ -109,7 +109,7 @@ OPS: Tuple[Op, ...] = (
     Op("relu", 1, "x if x > 0.0 else 0.0 * x", "np.maximum(x, 0.0)",
        "1.0 if x > 0.0 else 0.0", node="ReluBackward0"),  # relu'(0) = 0
     # erf' = 2/sqrt(pi) exp(-x^2)
-    Op("erf", 1, "math.erf(x)", "_erf(x)", "1.1283791670955126 * exp(-x * x)",
+    Op("erf", 1, "math.erf(x)", "erf_array(x)", "1.1283791670955126 * exp(-x * x)",
        node="ErfBackward0"),
     # piecewise constant: zero gradient almost everywhere, as PyTorch
     Op("sign", 1, "1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0 * x)", "np.sign(x)", "0.0",

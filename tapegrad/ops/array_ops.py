@@ -1,5 +1,5 @@
 """The array-op table: ops whose backward is NumPy code (reductions, linear algebra,
-shape changes, indexing).  The single source of truth for them, as ``_table.py`` is for the
+shape changes, indexing).  The single source of truth for them, as ``optable.py`` is for the
 elementwise ops that sweep in Numba.
 
 Each row is a forward over NumPy values and a vector-Jacobian product in HIPS autograd's
@@ -16,8 +16,10 @@ from typing import Callable, NamedTuple, Optional, Union
 
 import numpy as np
 
-from . import functions as F
-from .tensor import Tensor, _wrap
+from ..core.pyop import Arg, record, unbroadcast
+from ..core.tape import recording
+from ..core.tensor import (Tensor, note_comparison_use, recorded_comparison, tensor_of_entry,
+                           wrap)
 
 
 class ArrayOp(NamedTuple):
@@ -58,11 +60,74 @@ def _out(v, like=None):
     return v
 
 
-def _scalarizing():
-    """Is ``tg.compile`` recording (array ops on 0-d tensors become scalar entries)?"""
-    from .tape import recording
+def apply(name, inputs, value, backward_fn, differentiable=False):
+    """Record a Python-backward op with result ``value`` (when grad mode is on and an input
+    requires grad); returns the result tensor.  ``backward_fn(g)`` takes the result's
+    gradient and returns one gradient per input (or None).  With ``differentiable`` it is
+    written in tapegrad ops on tensors, so ``create_graph=True`` records it; otherwise it
+    works on NumPy values and ``create_graph=True`` through it raises."""
     T = recording()
-    return T is not None and T._scalarize
+    if T is None or not any(isinstance(t, Tensor) and t._t is not None for t in inputs):
+        return wrap(np.asarray(value) if value.__class__ is not float else value)
+    if value.__class__ is not float:
+        value = np.asarray(value)
+        if value.ndim == 0 and value.dtype == np.float64:
+            value = float(value)
+    refs = [(t._i if t._t is T else T._ref(t)) if isinstance(t, Tensor) and t._t is not None
+            else -1 for t in inputs]
+    if differentiable:
+        def run(gs):
+            return backward_fn(gs[0])
+    else:
+        def run(gs):
+            return backward_fn(gs[0]._v)
+    i = record(T, name, refs, [value], run, differentiable)[0]
+    return tensor_of_entry(T, i, value)
+
+
+def _record_call(op, node, args, outs, params):
+    """Record array op ``op`` applied to ``args`` with results ``outs``; returns the result
+    tensors.  The entry keeps the call (``PyOp.fwd``): the walk finds the rule from it."""
+    T = recording()
+    tensors = [a for a in args if isinstance(a, Tensor)]
+    if T is None or not any(t._t is not None for t in tensors):
+        return [wrap(v) for v in outs]
+    refs = [(t._i if t._t is T else T._ref(t)) if t._t is not None else -1 for t in tensors]
+    idx = record(T, node, refs, outs, None, True, (op.name, _template(args), params))
+    return [tensor_of_entry(T, i, v) for i, v in zip(idx, outs)]
+
+
+def pyop_backward(py, grads, saved, outs, create_graph):
+    """The input gradients of recorded Python op ``py`` (one per ``py.inputs``, None for
+    an input that needs none), given its outputs' gradients ``grads`` (tensors).
+    ``saved(ref)`` is the value an input had, as a tensor (recorded in a create_graph walk),
+    and ``outs`` the outputs likewise."""
+    if py.backward_fn is not None:   # a custom Function, or an op of nn.functional
+        if create_graph and not py.differentiable:
+            raise NotImplementedError(
+                f"create_graph=True through {py.name} is not supported: its backward is "
+                "NumPy code")
+        return py.backward_fn(grads)
+    name, template, params = py.fwd
+    op = ARRAY_OPS[name]
+    tensor_pos = [k for k, a in enumerate(template) if isinstance(a, (Arg, Tensor))]
+    args = [saved(py.inputs[int(a)]) if isinstance(a, Arg) else a for a in template]
+    multi = py.nout > 1 or name == "split"
+    g, ans = (grads, outs) if multi else (grads[0], outs[0])
+    if create_graph:
+        rule = GRAPH_VJPS.get(name)
+        if rule is None:
+            raise NotImplementedError(
+                f"create_graph=True through {py.name} ({name}) is not supported yet")
+        gs = rule(g, [a._v for a in ans] if multi else ans._v, *args, **params)
+        return [_graph_shape(gs[k], args[k]) if r >= 0 else None
+                for r, k in zip(py.inputs, tensor_pos)]
+    vals = [_np(a._v) if isinstance(a, Tensor) else a for a in args]
+    gv = [np.asarray(x._v) for x in g] if multi else np.asarray(g._v)
+    av = [x._v for x in ans] if multi else np.asarray(ans._v)
+    gs = op.vjp(gv, av, *vals, **params)
+    return [_shape_grad(gs[k], vals[k]) if r >= 0 else None
+            for r, k in zip(py.inputs, tensor_pos)]
 
 
 def call(name, *args, **params):
@@ -70,23 +135,22 @@ def call(name, *args, **params):
     compared = False
     for a in args:   # inside tg.compile: array ops on its elements become scalar entries
         if a.__class__ is not Tensor:
-            if hasattr(a, "_elems"):
-                from .scalarize import array_op
-                return array_op(name, args, params)
-        elif a._v.__class__ is float and a._t is not None and _scalarizing():
-            from .scalarize import array_op
-            return array_op(name, args, params)
+            handler = getattr(a, "__tapegrad_array_op__", None)
+            if handler is not None:
+                return handler(name, args, params)
+        elif a._v.__class__ is float and a._t is not None:
+            T = recording()
+            if T is not None and T.rewrite_array_op is not None:
+                return T.rewrite_array_op(name, args, params)
         elif getattr(a, "_g", None) is not None:
             compared = True
     op = ARRAY_OPS[name]
     tensors = [a for a in args if isinstance(a, Tensor)]
     if compared and not any(t._t is not None for t in tensors):
-        from .tape import recording
-        from .tensor import _note_comparison_use, _recorded_comparison
         T = recording()
-        g = _recorded_comparison(T, tensors) if T is not None else None
+        g = recorded_comparison(T, tensors) if T is not None else None
         if g is not None:
-            _note_comparison_use(T, g)
+            note_comparison_use(T, g)
     vals = [_np(a._v) if isinstance(a, Tensor) else a for a in args]
     ans = op.forward(*vals, **params)
     extra = None
@@ -94,53 +158,20 @@ def call(name, *args, **params):
         ans, extra = op.outputs(ans)
     dt = next((np.asarray(a._v).dtype for a in tensors if a._v.__class__ is not float), None) \
         if op.cast else None
-    if isinstance(ans, tuple):  # several differentiable outputs (split, chunk)
-        outs = [_out(v, dt) for v in ans]
-        res = _record_many(op, args, vals, outs, params)
-    else:
-        value = _out(ans, dt)
-        node = op.node(*vals, **params) if callable(op.node) else op.node
-        needs = [(k, a._t is not None) for k, a in enumerate(args) if isinstance(a, Tensor)]
-
-        def backward(g):
-            grads = op.vjp(np.asarray(g), np.asarray(value), *vals, **params)
-            return [_shape_grad(grads[k], vals[k]) if need else None for k, need in needs]
-
-        graph = None
-        rule = GRAPH_VJPS.get(name)
-        if rule is not None:
-            def graph(g):
-                grads = rule(g, value, *args, **params)
-                return [_graph_shape(grads[k], args[k]) if need else None for k, need in needs]
-
-        res = F.apply(node, tensors, value, backward, graph, (name, _template(args), params))
-    return res if extra is None else (res, _wrap(extra))
-
-
-def _record_many(op, args, vals, outs, params):
-    from .tape import recording
-    T = recording()
-    tensors = [a for a in args if isinstance(a, Tensor)]
-    if T is None or not any(t._t is not None for t in tensors):
-        return tuple(_wrap(v) for v in outs)
-    needs = [(k, a._t is not None) for k, a in enumerate(args) if isinstance(a, Tensor)]
-    refs = [(t._i if t._t is T else T._ref(t)) if t._t is not None else -1 for t in tensors]
-
-    def backward(gs):
-        grads = op.vjp([np.asarray(g) for g in gs], outs, *vals, **params)
-        return [_shape_grad(grads[k], vals[k]) if need else None for k, need in needs]
-
     node = op.node(*vals, **params) if callable(op.node) else op.node
-    idx = F.record(T, node, refs, outs, backward, None, (op.name, _template(args), params))
-    return tuple(F._as_tensor(T, i, v) for i, v in zip(idx, outs))
+    if isinstance(ans, tuple):  # several differentiable outputs (split, chunk)
+        return tuple(_record_call(op, node, args, [_out(v, dt) for v in ans], params))
+    res = _record_call(op, node, args, [_out(ans, dt)], params)[0]
+    return res if extra is None else (res, wrap(extra))
 
 
 def _template(args):
-    """The arguments of a recorded call, each tensor replaced by its input number."""
+    """The arguments of a recorded call, each tensor that requires grad replaced by its
+    input number (a tensor without grad is a constant: kept as a tensor of its value)."""
     out, k = [], 0
     for a in args:
-        if isinstance(a, Tensor):   # (a tensor without grad is a constant: its value)
-            out.append(F.Arg(k) if a._t is not None else a._v)
+        if isinstance(a, Tensor):
+            out.append(Arg(k) if a._t is not None else wrap(a._v))
             k += 1
         else:
             out.append(a)
@@ -157,7 +188,7 @@ def _shape_grad(g, x):
     x = np.asarray(x)
     g = np.asarray(g, dtype=np.float64)
     if g.shape != x.shape:
-        g = F.unbroadcast(g, x.shape) if g.ndim >= x.ndim else np.broadcast_to(g, x.shape)
+        g = unbroadcast(g, x.shape) if g.ndim >= x.ndim else np.broadcast_to(g, x.shape)
     return float(g) if x.ndim == 0 else g
 
 
@@ -424,11 +455,11 @@ def _(g, ans, a, b):
 
     def ga():
         r = np.matmul(g2, np.swapaxes(b2, -1, -2))
-        return F.unbroadcast(r[..., 0, :] if a.ndim == 1 else r, a.shape)
+        return unbroadcast(r[..., 0, :] if a.ndim == 1 else r, a.shape)
 
     def gb():
         r = np.matmul(np.swapaxes(a2, -1, -2), g2)
-        return F.unbroadcast(r[..., :, 0] if b.ndim == 1 else r, b.shape)
+        return unbroadcast(r[..., :, 0] if b.ndim == 1 else r, b.shape)
 
     return (ga, gb)
 
@@ -465,7 +496,7 @@ outer.defvjp(lambda g, ans, a, b: (lambda: g @ b, lambda: a @ g))
 
 # -- shapes -------------------------------------------------------------------------------
 
-def _shape_arg(shape):
+def shape_arg(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         return tuple(shape[0])
     return tuple(shape)
@@ -530,7 +561,7 @@ def expand(x, shape):
     return np.array(np.broadcast_to(x, shape))
 
 
-expand.defvjp(lambda g, ans, x, shape: (F.unbroadcast(g, x.shape),))
+expand.defvjp(lambda g, ans, x, shape: (unbroadcast(g, x.shape),))
 
 
 @defop("cat", "CatBackward0", method=False)
@@ -646,7 +677,7 @@ def _(g, ans, x, idx, v):
     gx = np.array(g)
     gx[idx] = 0.0
     gv = np.asarray(g)[idx]
-    return (gx, None, F.unbroadcast(gv, np.shape(v)) if np.ndim(gv) >= np.ndim(v) else gv)
+    return (gx, None, unbroadcast(gv, np.shape(v)) if np.ndim(gv) >= np.ndim(v) else gv)
 
 
 @defop("to_dtype", "ToCopyBackward0", method=False, cast=False)

@@ -6,8 +6,8 @@ walks the entry's operands.  Two views of the same entry compare equal.
 """
 from __future__ import annotations
 
-from . import _table
-from .tape import ARG, CONST, LEAF, LINK, PYFUNC, PYOUT, _N
+from . import optable
+from .tape import ARG, CONST, LEAF, LINK, PYFUNC, PYOUT, N_ELEMENTWISE
 
 _CLASSES = {}
 
@@ -65,7 +65,7 @@ def _node_class(name):
 
 def _number_side(T, code, ra, rb):
     """Which input of a binary op was a Python number PyTorch names specially: 1, 0 or None."""
-    op = _table.OPS[code]
+    op = optable.OPS[code]
     if op.arity != 2:
         return None
     if op.node_c and rb < 0 and rb not in T._tc:
@@ -78,7 +78,7 @@ def _number_side(T, code, ra, rb):
 def _node_inputs(T, i):
     refs = T._inputs(i)
     code, ra, rb = T._entry(i)
-    if code < _N:
+    if code < N_ELEMENTWISE:
         side = _number_side(T, code, ra, rb)
         if side is not None:
             return refs[1 - side:2 - side]
@@ -92,9 +92,9 @@ def node_name(T, i):
         return node_name(T, ra)
     if code == PYFUNC:
         return T._py[i].name
-    if code >= _N:
-        return _table.STRUCTURAL[code - _N]
-    op = _table.OPS[code]
+    if code >= N_ELEMENTWISE:
+        return optable.STRUCTURAL[code - N_ELEMENTWISE]
+    op = optable.OPS[code]
     side = _number_side(T, code, ra, rb)
     return op.node if side is None else (op.node_c if side == 1 else op.node_r)
 

@@ -5,7 +5,7 @@ a batch; entries that cannot change the outputs only cost time.  ``optimize`` ta
 compiled tape's arrays and returns new arrays with the same meaning and fewer entries:
 
 1. ``fold_constants``: an elementwise entry whose operands are all constants becomes a
-   constant (computed by ``_kernels.forward``, the replay's own forward).
+   constant (computed by ``kernels.forward``, the replay's own forward).
 2. ``merge_common``: entries with the same op and operands merge into the first
    (operands in either order for commutative ops; leaf entries never merge).
 3. ``drop_dead``: only entries an output or a guard depends on stay.
@@ -22,12 +22,12 @@ import struct
 
 import numpy as np
 
-from . import _kernels as K
-from . import _table
+from ..core import kernels as K
+from ..core import optable
 
 _ELEMENTWISE = K.N_ELEMENTWISE
 _ARITY = K.ARITY.astype(np.int64)
-_COMMUTATIVE = np.array([o.commutative for o in _table.OPS] + [False] * len(_table.STRUCTURAL))
+_COMMUTATIVE = np.array([o.commutative for o in optable.OPS] + [False] * len(optable.STRUCTURAL))
 
 
 class _Pool:

@@ -10,7 +10,7 @@ the sweep lays them out in one flat buffer.  Ops whose backward runs in Python (
 ``Function``, broadcasting, reductions) are a ``pyfunc`` head entry followed by one
 ``pyout`` entry per output; the sweep stops at the head and calls back into Python.
 
-Recording appends to Python lists (the cheapest append there is); every ``_CHUNK`` entries,
+Recording appends to Python lists (the cheapest append there is); every ``CHUNK`` entries,
 and before each sweep, the lists are moved into NumPy arrays, so a long tape costs
 17 bytes an entry (int8 opcode, 2 x int32 references, float64 value).
 """
@@ -22,14 +22,12 @@ from typing import Iterator, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from . import _table
+from . import optable
 
-_CHUNK = 1 << 16
-_N = len(_table.OPS)
-LEAF, LINK, CONST, ARG, PYFUNC, PYOUT = range(_N, _N + len(_table.STRUCTURAL))
-_NAMES = tuple(op.name for op in _table.OPS) + _table.STRUCTURAL
-_EMPTY_I = np.zeros(0, dtype=np.int64)
-_EMPTY_F = np.zeros(0, dtype=np.float64)
+CHUNK = 1 << 16
+N_ELEMENTWISE = len(optable.OPS)
+LEAF, LINK, CONST, ARG, PYFUNC, PYOUT = range(N_ELEMENTWISE, N_ELEMENTWISE + len(optable.STRUCTURAL))
+OP_NAMES = tuple(op.name for op in optable.OPS) + optable.STRUCTURAL
 
 SECOND_BACKWARD = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
@@ -68,7 +66,7 @@ class _State(threading.local):
 
 def boot():
     """The recording tape of a thread whose context has none yet."""
-    _tls.refresh()
+    thread_state.refresh()
     return _rec.get()
 
 
@@ -98,8 +96,8 @@ class Tape:
 
     __slots__ = ("_op", "_a", "_b", "_v", "_c", "_base", "_fop", "_fa", "_fb", "_fv",
                  "_arr", "_leaves", "_links", "_linkcache", "_py", "_hooks", "_retain",
-                 "_stops", "_freed", "_dirty", "_sweeps", "_tc", "_cmap", "_flat", "_reads", "_guards",
-                 "_scalarize", "__weakref__")
+                 "_stops", "_freed", "_dirty", "_tc", "_cmap", "_flat", "_reads", "_guards",
+                 "rewrite_array_op", "__weakref__")
 
     def __init__(self):
         self._op, self._a, self._b, self._v = [], [], [], []
@@ -119,23 +117,24 @@ class Tape:
         self._stops = []           # entries where the sweep calls back into Python
         self._freed = None         # uint8 per entry: freed by a backward without retain_graph
         self._dirty = []           # (entry, tape length) for tensors modified in place
-        self._sweeps = 0
         self._tc = set()           # constant refs that came from tensors (not Python numbers)
         self._cmap = {}            # Python-number constant -> its reference (deduplicated)
         self._flat = {}            # array entries the Numba sweep reads (an ordered set)
         self._reads = []           # (entry, "file:line") where Python read a recorded value
         self._guards = []          # (comparison entry, outcome, "file:line") of branches taken
-        self._scalarize = False    # tg.compile records: array ops become scalar entries
+        # while tg.compile records: handler(name, args, params) rewriting array ops on 0-d
+        # tensors into scalar entries (None otherwise)
+        self.rewrite_array_op = None
 
     # -- context manager ------------------------------------------------------------
     def __enter__(self):
-        st = _tls
+        st = thread_state
         st.stack.append(self)
         st.refresh()
         return self
 
     def __exit__(self, *exc):
-        st = _tls
+        st = thread_state
         if st.stack and st.stack[-1] is self:
             st.stack.pop()
         else:  # exited out of order: remove wherever it is
@@ -172,7 +171,7 @@ class Tape:
         """Append one entry (any value kind); returns its index."""
         vs = self._v
         n = len(vs)
-        if n >= _CHUNK:
+        if n >= CHUNK:
             n = self._flush()
         i = self._base + n
         if v.__class__ is not float:
@@ -251,9 +250,9 @@ class Tape:
             return (ra,)
         if code == PYFUNC:
             return tuple(self._py[i].inputs)
-        if code >= _N:
+        if code >= N_ELEMENTWISE:
             return ()
-        arity = _table.OPS[code].arity
+        arity = optable.OPS[code].arity
         if arity == 3:
             _, rb2, rc = self._entry(rb)
             return (ra, rb2, rc)
@@ -262,7 +261,7 @@ class Tape:
     def __iter__(self) -> Iterator[Entry]:
         for i in range(len(self)):
             code = self._entry(i)[0]
-            name = self._py[i].name if code == PYFUNC else _NAMES[code]
+            name = self._py[i].name if code == PYFUNC else OP_NAMES[code]
             ins = tuple(r for r in self._inputs(i) if r >= 0)
             yield Entry(i, name, ins, i, self._value(i))
 
@@ -278,194 +277,8 @@ class Tape:
         return (f"<tapegrad.Tape: {n} entries, {len(self._leaves)} leaves, "
                 f"{len(self._py)} python ops, {self.nbytes / 1e6:.3g} MB>")
 
-    def compile(self, inputs, outputs, optimize: bool = True):
-        """A :class:`~tapegrad.replay.CompiledTape`: this recording replayed in Numba at new
-        values of ``inputs`` (value, gradient, batches of points).  ``optimize`` folds
-        constants, merges common subexpressions and drops dead entries first
-        (``.stats`` says how much each pass removed)."""
-        from .replay import compile_tape
-        return compile_tape(self, inputs, outputs, optimize)
 
-    def summary(self, max_rows: int = 20) -> None:
-        """Print the tape as a Wengert list (first and last entries of a long tape)."""
-        from .viz import tape_summary
-        print(tape_summary(self, max_rows))
-
-    def _repr_html_(self):
-        from .viz import tape_html
-        return tape_html(self)
-
-    # -- gradients --------------------------------------------------------------------
-    def backward(self, y, gradient=None, retain_graph: Optional[bool] = None) -> None:
-        """Run the reverse sweep from ``y`` and accumulate into the leaves' ``.grad``."""
-        from .autograd import backward
-        backward(y, gradient, retain_graph=retain_graph)
-
-    def gradient(self, y, sources, gradient=None, retain_graph: Optional[bool] = None):
-        """Gradients of ``y`` with respect to ``sources`` (a tensor or a list of them),
-        returned without touching ``.grad`` (like ``tg.autograd.grad``)."""
-        from .autograd import grad
-        single = not isinstance(sources, (list, tuple))
-        out = grad(y, [sources] if single else list(sources), grad_outputs=gradient,
-                   retain_graph=retain_graph, allow_unused=True)
-        return out[0] if single else list(out)
-
-    # -- the sweep ---------------------------------------------------------------------
-    def _layout(self, n):
-        """Flat layout of the array entries the Numba sweep touches (elementwise ops and
-        their array operands, noted in ``_flat`` when recorded): offsets, sizes, values.
-        Other array entries (inputs and outputs of Python ops only, such as the weights
-        of a matmul) keep their adjoints in a dict."""
-        if not self._arr:
-            return _EMPTY_I, _EMPTY_I, _EMPTY_F
-        off = np.full(n, -1, np.int64)
-        if not self._flat:
-            return off, _EMPTY_I, _EMPTY_F
-        keys = list(self._flat)
-        arrs = [self._arr[k] for k in keys]
-        sizes = np.fromiter((x.size for x in arrs), np.int64, len(arrs))
-        nel = np.zeros(n, np.int64)
-        off[keys] = np.cumsum(sizes) - sizes
-        nel[keys] = sizes
-        aval = np.concatenate(arrs, axis=None, dtype=np.float64)
-        return off, nel, aval
-
-    def _sweep(self, seeds):
-        """Reverse sweep seeded with ``{entry: gradient}``; returns a Sweep with the adjoints."""
-        from . import _kernels as K
-        op, a, b, val = self._arrays()
-        n = len(op)
-        consts = np.fromiter(self._c, np.float64, len(self._c))
-        off, nel, aval = self._layout(n)
-        sw = Sweep(self, np.zeros(n), np.zeros(n, np.uint8), off, nel, np.zeros(len(aval)))
-        freed = self._freed
-        if freed is None or len(freed) < n:
-            grown = np.zeros(n, np.uint8)
-            if freed is not None:
-                grown[:len(freed)] = freed
-            self._freed = freed = grown
-        dirty = _EMPTY_I
-        if self._dirty:
-            dirty = np.zeros(n, np.int64)
-            for k, when in self._dirty:
-                dirty[k] = max(dirty[k], when)
-        for i, g in seeds.items():
-            sw.add(i, g)
-            sw.reached[i] = 1
-        start = max(seeds)
-        stops = sorted((s for s in set(self._stops) if s <= start), reverse=True)
-        pos = start
-        args = (op, a, b, val, consts, sw.adj, sw.reached, freed, dirty, off, nel, aval, sw.aadj)
-        for s in stops:
-            self._check(*K.reverse(*args, pos, s, _pending(sw.reached, s, pos)))
-            pos = s
-            if not sw.reached[s]:
-                continue
-            if s in self._hooks:
-                g = sw.get(s)
-                for hook in self._hooks[s]:
-                    r = hook(_grad_tensor(g))
-                    if r is not None:
-                        g = r._v
-                sw.set(s, g)
-            if s in self._py:
-                if freed[s]:
-                    raise RuntimeError(SECOND_BACKWARD)
-                self._py[s].backward(sw, s)
-                pos = s - 1
-        if pos >= 0:
-            self._check(*K.reverse(*args, pos, -1, _pending(sw.reached, -1, pos)))
-        self._sweeps += 1
-        return sw
-
-    def _check(self, status, i):
-        if status == 1:
-            raise RuntimeError(SECOND_BACKWARD)
-        if status == 2:
-            code = self._entry(i)[0]
-            node = _table.OPS[code].node if code < _N else _NAMES[code]
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified by "
-                f"an inplace operation: it was saved by entry {i} ({node}) of {self!r}, and "
-                "changed after it was saved. Hint: the gradient would be wrong, so it is not "
-                "computed; avoid the in-place operation or clone the tensor first.")
-
-
-def _pending(reached, stop, start):
-    """Reached entries in (stop, start]: where the kernel still has work."""
-    return int(np.count_nonzero(reached[stop + 1:start + 1]))
-
-
-class Sweep:
-    """The adjoints of one reverse sweep over a tape: scalar entries in ``adj``, array
-    entries of the Numba layout in ``aadj``, other array entries in the dict ``side``."""
-
-    __slots__ = ("tape", "adj", "reached", "off", "nel", "aadj", "side", "owned")
-
-    def __init__(self, tape, adj, reached, off, nel, aadj):
-        self.tape, self.adj, self.reached = tape, adj, reached
-        self.off, self.nel, self.aadj = off, nel, aadj
-        self.side = {}
-        self.owned = set()
-
-    def _flat(self, i):
-        """Offset of array entry ``i`` in ``aadj``, or -1 when it lives in ``side``."""
-        return self.off[i] if len(self.off) else -1
-
-    def get(self, i):
-        """The adjoint of entry ``i``: a float, or an ndarray shaped like its value."""
-        arr = self.tape._arr.get(i)
-        if arr is None:
-            return float(self.adj[i])
-        o = self._flat(i)
-        if o >= 0:   # a view: entry i's slot no longer changes once the sweep is past it
-            return self.aadj[o:o + self.nel[i]].reshape(arr.shape)
-        g = self.side.get(i)
-        return np.zeros(arr.shape) if g is None else g
-
-    def set(self, i, g):
-        arr = self.tape._arr.get(i)
-        if arr is None:
-            self.adj[i] = g
-            return
-        o = self._flat(i)
-        if o >= 0:
-            self.aadj[o:o + self.nel[i]] = np.broadcast_to(g, arr.shape).ravel()
-        else:
-            self.side[i] = np.array(np.broadcast_to(g, arr.shape), dtype=np.float64)
-
-    def add(self, i, g):
-        arr = self.tape._arr.get(i)
-        if arr is None:
-            self.adj[i] += float(np.sum(g)) if g.__class__ is not float else g
-            return
-        o = self._flat(i)
-        if o >= 0:
-            self.aadj[o:o + self.nel[i]] += np.broadcast_to(g, arr.shape).ravel()
-        else:
-            cur = self.side.get(i)
-            if cur is not None:
-                cur += g
-            elif (g.__class__ is np.ndarray and g.base is None and g.flags.writeable
-                  and g.shape == arr.shape and g.dtype == np.float64 and id(g) not in self.owned):
-                self.side[i] = g          # a fresh array from a vjp: adopt it, no copy
-                self.owned.add(id(g))     # (a vjp returning one array twice gets a copy)
-            else:
-                self.side[i] = np.array(np.broadcast_to(g, arr.shape), dtype=np.float64)
-
-    def add_ref(self, r, g):
-        """Add ``g`` into the adjoint of operand reference ``r`` (constants ignored)."""
-        if r >= 0:
-            self.add(r, g)
-            self.reached[r] = 1
-
-
-def _grad_tensor(g):
-    from .tensor import _wrap
-    return _wrap(g)
-
-
-_tls = _State()
+thread_state = _State()
 
 
 def current_tape() -> Optional["Tape"]:

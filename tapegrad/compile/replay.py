@@ -1,7 +1,7 @@
 """Compiled replay: a recorded tape run again, in Numba, at new input values.
 
 ``tape.compile(inputs, outputs)`` returns a :class:`CompiledTape`.  Calling it re-evaluates
-every entry from new inputs in one Numba loop (``_kernels.replay_point``) and the reverse sweep
+every entry from new inputs in one Numba loop (``kernels.replay_point``) and the reverse sweep
 runs on those values; no Python runs per op.  A batch of points (one more leading
 dimension) replays with the batch innermost (``replay_batch``/``reverse_batch``), so the
 dispatch on each opcode is paid once for the whole batch.
@@ -24,9 +24,13 @@ from typing import Sequence, Union
 
 import numpy as np
 
-from . import _table
-from .tape import ARG, LEAF, Tape, _N, _NAMES
-from .tensor import Tensor, _wrap
+from ..core import kernels as K
+from ..core import optable
+from ..core.tape import ARG, LEAF, N_ELEMENTWISE, OP_NAMES, Tape
+from ..core.tensor import Tensor, wrap
+from .elementwise_rewrite import Elements, array_op, elements, scalarize_tape
+from .sparsity import colour, pattern
+from .tape_passes import optimize
 
 
 class RetraceRequired(RuntimeError):
@@ -61,11 +65,10 @@ class CompiledTape:
         # z`` compares after computing both, and that comparison chose the output
         end = max([t._i for t in outputs] + [g[0] for g in tape._guards]) + 1
         codes = op[:end]
-        structural = np.any((codes >= _N) & (codes != LEAF) & (codes != ARG))
+        structural = np.any((codes >= N_ELEMENTWISE) & (codes != LEAF) & (codes != ARG))
         if structural or any(k < end for k in tape._arr) or \
                 any(t._v.__class__ is not float for t in inputs + outputs):
             # array entries: run the tape again on elements, into a tape of scalar entries
-            from .scalarize import scalarize_tape
             self.in_shapes = [tuple(x.shape) for x in inputs]
             tape, inputs, outputs, self.out_shape = scalarize_tape(tape, inputs, outputs)
             op, a, b, val = tape._arrays()
@@ -76,7 +79,7 @@ class CompiledTape:
     def _check_reads(tape):
         if tape._reads:   # any read: it may have chosen an output, even after computing it
             i, where = tape._reads[0]
-            what = f"entry {i} ({_NAMES[tape._entry(i)[0]]})" if i >= 0 else "a leaf"
+            what = f"entry {i} ({OP_NAMES[tape._entry(i)[0]]})" if i >= 0 else "a leaf"
             raise RetraceRequired(
                 f"the recording read the value of {what} into Python at {where} (float(), "
                 ".item(), int(), ...): code that depends on such a value cannot be checked at "
@@ -110,7 +113,6 @@ class CompiledTape:
     def _optimize(self):
         """Constant folding, common subexpressions, dead entries (``tapegrad.optimize``);
         ``self.stats`` keeps the entry counts after each pass."""
-        from .optimize import optimize
         arrays, self.stats = optimize(self.op, self.a, self.b, self.val0, self.consts,
                                       self.in_entries, self.in_pos, self.out,
                                       self.guard_entries)
@@ -162,7 +164,6 @@ class CompiledTape:
 
     def _forward(self, x):
         """Values of all entries at one point, then the constants (``replay_point``'s layout)."""
-        from . import _kernels as K
         V = self._layout(x)
         K.replay_point(self.op, self.a, self.b, V, len(self.val0))
         self._check_point_guards(V)
@@ -209,7 +210,6 @@ class CompiledTape:
     def value_and_grad(self, x):
         """The (first) output and its gradient with respect to the inputs, at ``x``
         ((n,) -> (float, (n,)); (B, n) -> ((B,), (B, n)))."""
-        from . import _kernels as K
         self._scalar("value_and_grad")
         x = self._x(x)
         if x.ndim == 2:
@@ -233,7 +233,6 @@ class CompiledTape:
 
     def _tangents(self, V, v):
         """Tangents of every entry along the columns of ``v`` ((n_inputs, K))."""
-        from . import _kernels as K
         T = np.zeros((len(V), v.shape[1]))
         T[self.in_entries] = v[self.in_pos]
         K.tangent_point(self.op, self.a, self.b, V, T, len(self.val0))
@@ -271,7 +270,6 @@ class CompiledTape:
 
     def vjp(self, x, w):
         """Reverse mode: w @ J(x) for a weight per output (a number for a single output)."""
-        from . import _kernels as K
         x = self._single(x, "vjp")
         w = np.asarray(w, dtype=np.float64)
         if self.out_shape is not None and w.shape != self.out_shape:
@@ -288,7 +286,6 @@ class CompiledTape:
         """d outputs / d inputs at ``x``: shape (n,) for one output, else (m, n).  One
         sweep with a seed per output (reverse) or a direction per input (forward),
         whichever needs fewer."""
-        from . import _kernels as K
         x = self._single(x, "jacobian")
         V = self._forward(x)
         m, n, stop = len(self.out), self.n_inputs, len(self.val0)
@@ -311,7 +308,6 @@ class CompiledTape:
     def _hvps(self, x, vs):
         """H(x) @ vs for the first output, ``vs`` of shape (n_inputs, K): forward over
         reverse, one sweep pair for up to ``_chunk`` directions at once."""
-        from . import _kernels as K
         V = self._forward(x)
         stop, o = len(self.val0), int(self.out[0])
         A = np.zeros(len(V))
@@ -329,7 +325,6 @@ class CompiledTape:
     def hvp(self, x, v):
         """The Hessian of the (first) output at ``x`` times ``v``: forward over reverse,
         fused (values with tangents in one pass, adjoints with their tangents in one)."""
-        from . import _kernels as K
         self._scalar("hvp")
         x = self._single(x, "hvp")
         v = self._vec(v, self.n_inputs, "hvp")
@@ -375,7 +370,6 @@ class CompiledTape:
         when colouring would save little (unless ``force``)."""
         sp = getattr(self, "_sp", False)
         if sp is False:
-            from .sparsity import colour, pattern
             pat = pattern(self.op, self.a, self.b, self.in_entries, self.in_pos, self.n_inputs)
             sp = None if pat is None else pat + (colour(pat[0], pat[1], self.n_inputs),)
             self._sp = sp
@@ -457,7 +451,6 @@ class CompiledTape:
         return fixed
 
     def _forward_batch(self, X, V=None, first_point=0):
-        from . import _kernels as K
         n, nb = len(self.val0), X.shape[0]
         if V is None:
             V = np.empty((n + len(self.consts), nb))
@@ -506,7 +499,6 @@ class CompiledTape:
 
     def _value_and_grad_batch(self, X):
         """Blocks of points: forward and reverse per block, so memory stays bounded and hot."""
-        from . import _kernels as K
         nb = X.shape[0]
         n, o = len(self.val0), int(self.out[0])
         values, G = np.empty(nb), np.zeros((self.n_inputs, nb))
@@ -559,8 +551,8 @@ def compile_tape(tape, inputs, outputs, optimize=True):
 _DTYPES = {"op": np.int8, "a": np.int32, "b": np.int32, "val0": np.float64,
            "consts": np.float64, "in_entries": np.int64, "in_pos": np.int64, "out": np.int64,
            "guard_entries": np.int64, "guard_values": np.float64}
-_COMPARE_CODES = [k for k, o in enumerate(_table.OPS) if o.compare]
-_TERNARY = np.array([o.arity == 3 for o in _table.OPS] + [False] * len(_table.STRUCTURAL))
+_COMPARE_CODES = [k for k, o in enumerate(optable.OPS) if o.compare]
+_TERNARY = np.array([o.arity == 3 for o in optable.OPS] + [False] * len(optable.STRUCTURAL))
 
 
 def _validate(d, meta):
@@ -579,7 +571,7 @@ def _validate(d, meta):
     n, nc = len(op), len(d["consts"])
     if not (len(a) == len(b) == len(d["val0"]) == n) or n == 0 or nc == 0:
         bad("array lengths disagree")
-    elem = op < _N
+    elem = op < N_ELEMENTWISE
     if np.any(op < 0) or np.any(~elem & (op != LEAF) & (op != ARG)):
         bad("an opcode that a compiled tape cannot hold")
     idx = np.arange(n)
@@ -634,11 +626,9 @@ class Compiled:
         return self.tapes[0] if self.tapes else None
 
     def _record(self, x):
-        from .scalarize import Elements, elements
-        from .tape import Tape
         with Tape() as tape:
-            tape._scalarize = True
-            xs = [_wrap(float(v), requires_grad=True) for v in x]
+            tape.rewrite_array_op = array_op
+            xs = [wrap(float(v), requires_grad=True) for v in x]
             y = self.fn(elements(xs))
         shape = None
         if isinstance(y, Elements):          # an array result: one output per element

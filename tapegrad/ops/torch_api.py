@@ -6,13 +6,15 @@ rows marked ``method``, as ``Tensor`` methods.
 """
 from __future__ import annotations
 
+import re
 from collections import namedtuple
 from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .array_ops import _shape_arg, call
-from .tensor import Tensor
+from ..core.elementwise import FUNCTIONS as ELEMENTWISE
+from ..core.tensor import Tensor, float32, float64
+from .array_ops import call, shape_arg
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
 Dim = Optional[Union[int, Tuple[int, ...], List[int]]]
@@ -42,8 +44,7 @@ def _extreme(kind, input, dim, keepdim, other):
     if isinstance(dim, Tensor):   # tg.max(a, b): the elementwise maximum
         other, dim = dim, None
     if other is not None:
-        from . import _methods as M
-        return M.FUNCTIONS["maximum" if kind == "max" else "minimum"](input, other)
+        return ELEMENTWISE["maximum" if kind == "max" else "minimum"](input, other)
     if dim is None:
         return call(f"{kind}_all", input)
     vals, idx = call(f"{kind}_dim", input, dim=dim, keepdim=keepdim)
@@ -167,10 +168,10 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
 
 def permute(input: Tensor, *dims: Union[int, Sequence[int]]) -> Tensor:
     """Reorder dimensions."""
-    return call("permute", input, dims=_shape_arg(dims))
+    return call("permute", input, dims=shape_arg(dims))
 
 
-def _T(self):
+def reversed_dims(self):
     """The tensor with its dimensions reversed (``x.T``)."""
     if self.ndim < 2:
         return self
@@ -179,7 +180,7 @@ def _T(self):
 
 def reshape(input: Tensor, *shape: Union[int, Sequence[int]]) -> Tensor:
     """The same values in a new shape (``-1`` infers one dimension)."""
-    shape = _shape_arg(shape)
+    shape = shape_arg(shape)
     try:
         np.empty(input.shape).reshape(shape)
     except ValueError:
@@ -214,7 +215,7 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
 
 def expand(input: Tensor, *sizes: Union[int, Sequence[int]]) -> Tensor:
     """Broadcast to ``sizes`` (``-1`` keeps a dimension); the gradient sums back."""
-    return call("expand", input, shape=_shape_arg(sizes))
+    return call("expand", input, shape=shape_arg(sizes))
 
 
 def expand_as(input: Tensor, other: Tensor) -> Tensor:
@@ -247,18 +248,18 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> Tuple[Tensor, ...]:
     return split(input, -(-n // chunks), dim)
 
 
-def _index_value(idx):
+def index_value(idx):
     if isinstance(idx, Tensor):
         v = idx._v
         return np.asarray(v) if v.__class__ is not float else v
     if isinstance(idx, list):
         return np.asarray(idx)
     if isinstance(idx, tuple):
-        return tuple(_index_value(i) for i in idx)
+        return tuple(index_value(i) for i in idx)
     return idx
 
 
-def _check_index(input, idx):
+def check_index(input, idx):
     parts = idx if isinstance(idx, tuple) else (idx,)
     dims = [k for k, p in enumerate(parts) if p is not None and p is not Ellipsis]
     if len(dims) > input.ndim and not any(isinstance(p, np.ndarray) and p.dtype == bool for p in parts):
@@ -270,7 +271,7 @@ def _check_index(input, idx):
         np.empty(input.shape, dtype=np.int8)[idx]
     except IndexError as e:
         msg = str(e)
-        m = __import__("re").search(r"index (-?\d+) is out of bounds for axis (\d+) with size (\d+)", msg)
+        m = re.search(r"index (-?\d+) is out of bounds for axis (\d+) with size (\d+)", msg)
         if m:
             raise IndexError(f"index {m.group(1)} is out of bounds for dimension {m.group(2)} "
                              f"with size {m.group(3)}") from None
@@ -281,21 +282,14 @@ def _check_index(input, idx):
 
 def getitem(input: Tensor, idx) -> Tensor:
     """``x[idx]``: integers, slices, ``...``, ``None``, bool masks and integer arrays."""
-    idx = _index_value(idx)
-    _check_index(input, idx)
+    idx = index_value(idx)
+    check_index(input, idx)
     return call("getitem", input, idx)
-
-
-def setitem(input: Tensor, idx, value) -> None:
-    """``x[idx] = value``, in place under the in-place rules (recorded as CopySlices)."""
-    idx = _index_value(idx)
-    _check_index(input, idx)
-    input._inplace(lambda s: call("index_put", s, idx, value))
 
 
 def gather(input: Tensor, dim: int, index) -> Tensor:
     """Values along ``dim`` at ``index`` (repeated indices accumulate in backward)."""
-    index = _index_value(index)
+    index = index_value(index)
     if np.any(index >= input.shape[dim]) or np.any(index < -input.shape[dim]):
         raise RuntimeError(f"index {int(np.max(index))} is out of bounds for dimension {dim} "
                            f"with size {input.shape[dim]}")
@@ -304,7 +298,7 @@ def gather(input: Tensor, dim: int, index) -> Tensor:
 
 def index_select(input: Tensor, dim: int, index) -> Tensor:
     """Slices of ``input`` along ``dim`` at the integer ``index``."""
-    index = _index_value(index)
+    index = index_value(index)
     if np.any(index >= input.shape[dim]) or np.any(index < -input.shape[dim]):
         raise IndexError("index out of range in self")
     return call("index_select", input, dim, index)
@@ -312,11 +306,35 @@ def index_select(input: Tensor, dim: int, index) -> Tensor:
 
 def take(input: Tensor, index) -> Tensor:
     """Elements of the flattened input at ``index``."""
-    index = _index_value(index)
+    index = index_value(index)
     if np.any(index >= input.numel()) or np.any(index < -input.numel()):
         raise IndexError(f"out of range: tried to access index {int(np.max(index))} on a "
                          f"tensor of {input.numel()} elements.")
     return call("take", input, index)
+
+
+def to(self, dtype):
+    """This tensor converted to ``dtype`` (differentiable, as PyTorch's ``to``)."""
+    if self.dtype is dtype:
+        return self
+    return call("to_dtype", self, dtype=dtype.np)
+
+
+def to_float64(self):
+    """``to(tg.float64)`` (``x.double()``)."""
+    return to(self, float64)
+
+
+def to_float32(self):
+    """``to(tg.float32)`` (``x.float()``)."""
+    return to(self, float32)
+
+
+def setitem(input: Tensor, idx, value) -> None:
+    """``x[idx] = value``, in place under the in-place rules (recorded as CopySlices)."""
+    idx = index_value(idx)
+    check_index(input, idx)
+    input._inplace(lambda s: call("index_put", s, idx, value))
 
 
 # Tensor methods (name -> function); PyTorch's method signatures take ``self`` first.
@@ -330,3 +348,8 @@ METHODS = {
     "chunk": chunk, "gather": gather, "index_select": index_select, "take": take,
 }
 FUNCTIONS = dict(METHODS, cat=cat, concat=concat, stack=stack, linear=linear)
+METHODS.update(
+    to=to, double=to_float64, float=to_float32, __getitem__=getitem, __setitem__=setitem,
+    __matmul__=matmul, __rmatmul__=lambda self, other: matmul(other, self),
+    T=property(reversed_dims, doc="The tensor with its dimensions reversed."),
+    mT=property(lambda self: transpose(self, -2, -1), doc="The last two dimensions swapped."))

@@ -19,8 +19,9 @@ from collections import Counter
 
 import numpy as np
 
-from .tape import ARG, PYFUNC, PYOUT, _NAMES
-from .tensor import Tensor
+from ..core.graph import AccumulateGrad
+from ..core.tape import ARG, OP_NAMES, PYFUNC, PYOUT, Tape
+from ..core.tensor import Tensor, extend
 
 __all__ = ["tape_html", "tape_summary", "draw", "Graph", "GraphvizNotFound"]
 
@@ -52,11 +53,11 @@ def _row(tape, i, sweep):
     if code == PYFUNC:
         op, refs = tape._py[i].name, tape._py[i].inputs
     elif code == PYOUT:
-        op, refs = _NAMES[code], (ra,)       # output k of the pyfunc head ``ra``
+        op, refs = OP_NAMES[code], (ra,)       # output k of the pyfunc head ``ra``
     elif code == ARG:
-        op, refs = _NAMES[code], (ra, rb)    # 2nd and 3rd inputs of the ternary op after it
+        op, refs = OP_NAMES[code], (ra, rb)    # 2nd and 3rd inputs of the ternary op after it
     else:
-        op, refs = _NAMES[code], tape._inputs(i)
+        op, refs = OP_NAMES[code], tape._inputs(i)
     if code in (PYFUNC, ARG):                    # no value of their own: bookkeeping rows
         return str(i), op, ", ".join(_ref(tape, r) for r in refs), f"v{i}", "", ""
     return (str(i), op, ", ".join(_ref(tape, r) for r in refs), f"v{i}",
@@ -64,7 +65,7 @@ def _row(tape, i, sweep):
 
 
 def _adjoint(sweep, i):
-    """Entry ``i``'s adjoint in a Sweep or a dict ``{entry: adjoint}``; '' when it has none."""
+    """Entry ``i``'s adjoint in a FloatAdjoints (``autograd.engine``) or a dict ``{entry: adjoint}``; '' when it has none."""
     if sweep is None:
         return ""
     reached = getattr(sweep, "reached", None)
@@ -86,10 +87,10 @@ def _shown(n, max_rows):
 def _counts(tape):
     """{op name: entries}, most frequent first; read from the tape's arrays, not a loop."""
     op = tape._arrays()[0]
-    per_code = np.bincount(op.view(np.uint8), minlength=len(_NAMES))
-    counts = Counter({_NAMES[c]: int(k) for c, k in enumerate(per_code) if k})
+    per_code = np.bincount(op.view(np.uint8), minlength=len(OP_NAMES))
+    counts = Counter({OP_NAMES[c]: int(k) for c, k in enumerate(per_code) if k})
     if tape._py:  # python ops by their own names (SumBackward0, a custom Function, ...)
-        del counts[_NAMES[PYFUNC]]
+        del counts[OP_NAMES[PYFUNC]]
         counts.update(p.name for p in tape._py.values())
     return counts.most_common()
 
@@ -117,7 +118,7 @@ def tape_summary(tape, max_rows=20, sweep=None):
            2  sin   v1         -> v2 = -0.279415
 
     Operands ``vK`` are entries, bare numbers are constants.  Tapes longer than
-    ``max_rows`` show their first and last entries only.  With ``sweep`` (a ``Sweep`` or a
+    ``max_rows`` show their first and last entries only.  With ``sweep`` (a ``FloatAdjoints`` or a
     dict ``{entry: adjoint}``) each line ends with the entry's adjoint.
     """
     n = len(tape)
@@ -153,7 +154,7 @@ _CSS = """<style>
 
 def tape_html(tape, max_rows=50, sweep=None):
     """The tape as an HTML table (index, op, inputs, output, value, and the adjoint when
-    ``sweep`` -- a ``Sweep`` or a dict ``{entry: adjoint}`` -- is given), headed by a summary:
+    ``sweep`` -- a ``FloatAdjoints`` or a dict ``{entry: adjoint}`` -- is given), headed by a summary:
     entries, leaves, python ops, memory and the number of entries per op.  Tapes longer than
     ``max_rows`` show their first and last entries only."""
     from html import escape as esc               # (not at import: tables are rare)
@@ -350,7 +351,6 @@ def draw(y, show_values=True, show_grads=True, collapse_chains=False, max_nodes=
     if y.grad_fn is not None:
         root = y.grad_fn
     elif y.requires_grad:
-        from .graph import AccumulateGrad
         root = AccumulateGrad(y)
     else:
         root = None
@@ -432,3 +432,15 @@ def _box_label(t, name, show_values, show_grads):
     if show_grads and g is not None:
         rows.append("grad " + _num(g._v))
     return "\n".join(rows)
+
+
+def _tape_summary(self, max_rows: int = 20) -> None:
+    """Print the tape as a Wengert list (first and last entries of a long tape)."""
+    print(tape_summary(self, max_rows))
+
+
+def _tape_repr_html(self):
+    return tape_html(self)
+
+
+extend(Tape, {"summary": _tape_summary, "_repr_html_": _tape_repr_html})

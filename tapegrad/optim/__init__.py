@@ -20,10 +20,10 @@ import math
 
 import numpy as np
 
-from ._jit import jit
-from .grad_mode import enable_grad, no_grad
-from .nn._utils import mark_written, write
-from .tensor import Tensor
+from ..core.numba_jit import jit
+from ..core.grad_mode import enable_grad, no_grad
+from ..nn.values import mark_written, write
+from ..core.tensor import Tensor
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
 

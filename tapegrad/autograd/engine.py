@@ -1,0 +1,519 @@
+"""The reverse walk: one walk for ``backward()``, ``autograd.grad()`` and ``create_graph=True``.
+
+A backward call walks each tape that holds part of the graph, from the outputs down.  The
+walk is the same in both modes; only the adjoints differ:
+
+- **floats** (``FloatAdjoints``): the entries between two stops are swept by the Numba
+  kernel (``core.kernels.reverse``), the fast path;
+- **recorded tensors** (``GraphAdjoints``, ``create_graph=True``): each entry's adjoint is
+  a tensor expression built from the op table's partials, so the gradient has a
+  ``grad_fn`` of its own and can be differentiated again.
+
+At a stop -- a ``pyfunc`` head (array op, custom ``Function``, broadcast) or a tensor with
+hooks -- the walk returns to Python: hooks run on the adjoint, and the op's backward runs
+with grad mode set to ``create_graph`` (as in PyTorch).  Freed-graph and in-place checks
+use the same data in both modes.  A ``link`` entry forwards its adjoint into the tape that
+recorded the tensor; leaf gradients are summed over all tapes first, then each leaf's
+hooks run once on the sum, then the result accumulates into ``.grad`` -- as PyTorch's
+AccumulateGrad does.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import kernels as K
+from ..core import optable
+from ..core.elementwise import GRAPH_CONDITIONS, GRAPH_PARTIALS
+from ..core.grad_mode import set_grad_enabled
+from ..core.tape import (CONST, LEAF, N_ELEMENTWISE, OP_NAMES, PYFUNC, PYOUT, SECOND_BACKWARD,
+                         Tape, thread_state)
+from ..core.tensor import Size, Tensor, tensor_of_entry, wrap
+from ..ops.array_ops import pyop_backward
+
+_EMPTY_I = np.zeros(0, dtype=np.int64)
+_EMPTY_F = np.zeros(0, dtype=np.float64)
+_OPERAND = {"x": 0, "y": 1, "z": 2}
+
+
+def _shape_of(v):
+    return () if v.__class__ is float else v.shape
+
+
+def seed_value(k, t, g):
+    """The seed of output ``k`` (tensor ``t``) from ``grad_tensors[k]`` (``g``): a float or
+    an ndarray shaped like ``t`` (ones for a scalar output when ``g`` is None)."""
+    shape = _shape_of(t._v)
+    if g is None:
+        if t.numel() != 1:
+            raise RuntimeError("grad can be implicitly created only for scalar outputs")
+        return 1.0 if shape == () else np.ones(shape)
+    gv = g._v if isinstance(g, Tensor) else (float(g) if isinstance(g, (int, float)) else np.asarray(g))
+    gshape = _shape_of(gv)
+    if gshape != shape and not (isinstance(g, (int, float)) and len(shape) == 0):
+        raise RuntimeError(f"Mismatch in shape: grad_output[{k}] has a shape of {Size(gshape)!r} "
+                           f"and output[{k}] has a shape of {Size(shape)!r}.")
+    return gv if gv.__class__ is float else np.asarray(gv, dtype=np.float64)
+
+
+def _is_leaf(t):
+    T = t._t
+    return T.__class__ is not Tape or T._leaves.get(t._i) is t
+
+
+def _check(T, status, i):
+    """Raise the error the kernel (or the graph walk) reported for entry ``i``."""
+    if status == 1:
+        raise RuntimeError(SECOND_BACKWARD)
+    if status == 2:
+        code = T._entry(i)[0]
+        node = optable.OPS[code].node if code < N_ELEMENTWISE else OP_NAMES[code]
+        raise RuntimeError(
+            "one of the variables needed for gradient computation has been modified by "
+            f"an inplace operation: it was saved by entry {i} ({node}) of {T!r}, and "
+            "changed after it was saved. Hint: the gradient would be wrong, so it is not "
+            "computed; avoid the in-place operation or clone the tensor first.")
+
+
+def _pending(reached, stop, start):
+    """Reached entries in (stop, start]: where the kernel still has work."""
+    return int(np.count_nonzero(reached[stop + 1:start + 1]))
+
+
+class TapeArrays:
+    """What a walk over tape ``T`` reads: its entry arrays, constants, freed and modified
+    marks (the last as the tape length when an entry's tensor was changed in place)."""
+
+    __slots__ = ("tape", "op", "a", "b", "val", "consts", "freed", "dirty", "n")
+
+    def __init__(self, T):
+        self.tape = T
+        self.op, self.a, self.b, self.val = T._arrays()
+        n = self.n = len(self.op)
+        self.consts = np.fromiter(T._c, np.float64, len(T._c))
+        freed = T._freed
+        if freed is None or len(freed) < n:
+            grown = np.zeros(n, np.uint8)
+            if freed is not None:
+                grown[:len(freed)] = freed
+            T._freed = freed = grown
+        self.freed = freed
+        self.dirty = _EMPTY_I
+        if T._dirty:
+            self.dirty = np.zeros(n, np.int64)
+            for k, when in T._dirty:
+                if k < n:
+                    self.dirty[k] = max(self.dirty[k], when)
+
+
+class FloatAdjoints:
+    """Adjoints as numbers: scalar entries in ``adj``, array entries of the Numba layout in
+    ``aadj``, other array entries (inputs and outputs of Python ops only, such as the
+    weights of a matmul) in the dict ``side``."""
+
+    create_graph = False
+    __slots__ = ("tape", "arrays", "adj", "reached", "off", "nel", "aval", "aadj", "side", "owned")
+
+    def __init__(self, arrays):
+        T = self.tape = arrays.tape
+        self.arrays = arrays
+        n = arrays.n
+        self.adj = np.zeros(n)
+        self.reached = np.zeros(n, np.uint8)
+        self.off, self.nel, self.aval = self._layout(T, n)
+        self.aadj = np.zeros(len(self.aval))
+        self.side = {}
+        self.owned = set()
+
+    @staticmethod
+    def _layout(T, n):
+        """Flat layout of the array entries the Numba sweep touches (elementwise ops and
+        their array operands, noted in ``_flat`` when recorded): offsets, sizes, values."""
+        if not T._arr:
+            return _EMPTY_I, _EMPTY_I, _EMPTY_F
+        off = np.full(n, -1, np.int64)
+        flat = [k for k in T._flat if k < n]
+        if not flat:
+            return off, _EMPTY_I, _EMPTY_F
+        arrs = [T._arr[k] for k in flat]
+        sizes = np.fromiter((x.size for x in arrs), np.int64, len(arrs))
+        nel = np.zeros(n, np.int64)
+        off[flat] = np.cumsum(sizes) - sizes
+        nel[flat] = sizes
+        aval = np.concatenate(arrs, axis=None, dtype=np.float64)
+        return off, nel, aval
+
+    def segment(self, start, stop):
+        """Sweep entries ``start`` down to ``stop + 1`` in Numba."""
+        A = self.arrays
+        status, i = K.reverse(A.op, A.a, A.b, A.val, A.consts, self.adj, self.reached, A.freed,
+                              A.dirty, self.off, self.nel, self.aval, self.aadj, start, stop,
+                              _pending(self.reached, stop, start))
+        _check(self.tape, status, i)
+
+    def _flat(self, i):
+        """Offset of array entry ``i`` in ``aadj``, or -1 when it lives in ``side``."""
+        return self.off[i] if len(self.off) else -1
+
+    def get(self, i):
+        """The adjoint of entry ``i``: a float, or an ndarray shaped like its value."""
+        arr = self.tape._arr.get(i)
+        if arr is None:
+            return float(self.adj[i])
+        o = self._flat(i)
+        if o >= 0:   # a view: entry i's slot no longer changes once the sweep is past it
+            return self.aadj[o:o + self.nel[i]].reshape(arr.shape)
+        g = self.side.get(i)
+        return np.zeros(arr.shape) if g is None else g
+
+    def tensor(self, i):
+        return wrap(self.get(i))
+
+    def set(self, i, g):
+        if isinstance(g, Tensor):
+            g = g._v
+        arr = self.tape._arr.get(i)
+        if arr is None:
+            self.adj[i] = float(np.sum(g)) if g.__class__ is not float else g
+            return
+        o = self._flat(i)
+        if o >= 0:
+            self.aadj[o:o + self.nel[i]] = np.broadcast_to(g, arr.shape).ravel()
+        else:
+            self.side[i] = np.array(np.broadcast_to(g, arr.shape), dtype=np.float64)
+
+    def add(self, i, g):
+        if isinstance(g, Tensor):
+            g = g._v
+        arr = self.tape._arr.get(i)
+        if arr is None:
+            self.adj[i] += float(np.sum(g)) if g.__class__ is not float else g
+            return
+        o = self._flat(i)
+        if o >= 0:
+            self.aadj[o:o + self.nel[i]] += np.broadcast_to(g, arr.shape).ravel()
+        else:
+            cur = self.side.get(i)
+            if cur is not None:
+                cur += g
+            elif (g.__class__ is np.ndarray and g.base is None and g.flags.writeable
+                  and g.shape == arr.shape and g.dtype == np.float64 and id(g) not in self.owned):
+                self.side[i] = g          # a fresh array from a vjp: adopt it, no copy
+                self.owned.add(id(g))     # (a vjp returning one array twice gets a copy)
+            else:
+                self.side[i] = np.array(np.broadcast_to(g, arr.shape), dtype=np.float64)
+
+    def saved(self, r):
+        """The value entry or constant ``r`` saved, as a tensor for a Python backward."""
+        T = self.tape
+        return wrap(T._c[-r - 1] if r < 0 else T._value(r))
+
+    def leaf_grads(self):
+        T = self.tape
+        leaves = T._leaves
+        if not leaves:
+            return [], []
+        idx = np.fromiter(leaves.keys(), np.int64, len(leaves))
+        idx = idx[idx < len(self.reached)]
+        hit = idx[self.reached[idx] != 0].tolist()
+        ts = [leaves[i] for i in hit]
+        if T._arr:
+            return ts, [self.get(i) for i in hit]
+        return ts, self.adj[hit].tolist()
+
+
+class GraphAdjoints:
+    """Adjoints as recorded tensors (``create_graph=True``): a dict entry -> tensor (or a
+    number where nothing recorded flowed in yet); entries are walked in Python with the
+    op table's partials evaluated in recorded ops."""
+
+    create_graph = True
+    __slots__ = ("tape", "arrays", "adj", "reached", "views")
+
+    def __init__(self, arrays):
+        self.tape = arrays.tape
+        self.arrays = arrays
+        self.adj = {}
+        self.reached = np.zeros(arrays.n, np.uint8)
+        self.views = {}
+
+    def saved(self, r):
+        """Entry ``r`` as a tensor that refers back to it (ops on it are recorded), or the
+        constant ``r``: what a recorded backward computes with."""
+        T = self.tape
+        if r < 0:
+            return wrap(T._c[-r - 1])
+        code = T._entry(r)[0]
+        if code == LEAF:
+            return T._leaves[r]
+        if code == CONST:
+            return wrap(T._arr[r])
+        v = self.views.get(r)
+        if v is None:
+            v = self.views[r] = tensor_of_entry(T, r, T._value(r))
+        return v
+
+    def _operand(self, r):
+        T = self.tape
+        if r < 0:
+            return T._c[-r - 1]
+        return self.saved(r)
+
+    def get(self, i):
+        g = self.adj.get(i)
+        if g is None:
+            arr = self.tape._arr.get(i)
+            return 0.0 if arr is None else wrap(np.zeros(arr.shape))
+        return g
+
+    def tensor(self, i):
+        g = self.get(i)
+        return g if isinstance(g, Tensor) else wrap(g)
+
+    def set(self, i, g):
+        self.adj[i] = g
+
+    def add(self, i, g):
+        T = self.tape
+        if i not in T._arr and isinstance(g, Tensor) and g.ndim:
+            g = g.sum()      # a 0-d operand broadcast over an array entry
+        cur = self.adj.get(i)
+        self.adj[i] = g if cur is None else cur + g
+
+    def segment(self, start, stop):
+        """Walk entries ``start`` down to ``stop + 1``, recording each adjoint."""
+        A, T = self.arrays, self.tape
+        reached, op, freed, dirty = self.reached, A.op, A.freed, A.dirty
+        for i in range(start, stop, -1):
+            if not reached[i]:
+                continue
+            code = int(op[i])
+            if code >= N_ELEMENTWISE:
+                if code == PYOUT:
+                    reached[A.a[i]] = 1
+                continue
+            if freed[i] and K.SAVES[code]:
+                _check(T, 1, i)
+            refs = T._inputs(i)
+            if len(dirty) and (any(r >= 0 and dirty[r] > i and saves
+                                   for r, saves in zip(refs, (K.SAVES_X[code], K.SAVES_Y[code],
+                                                              K.SAVES_Z[code])))
+                               or (K.SAVES_OUT[code] and dirty[i] > i)):
+                _check(T, 2, i)
+            g = self.adj.get(i)
+            if g is None:
+                continue
+            ts = [self._operand(r) for r in refs] + [None] * (3 - len(refs))
+            vs = [np.asarray(T._value(r)) if r >= 0 and r in T._arr else
+                  (T._value(r) if r >= 0 else T._c[-r - 1]) for r in refs] + [None] * (3 - len(refs))
+            need = [r >= 0 for r in refs] + [False] * (3 - len(refs))
+            parts = GRAPH_PARTIALS[code](ts[0], ts[1], ts[2], self.saved(i),
+                                         vs[0], vs[1], vs[2], T._value(i), *need)
+            for r, names in zip(refs, GRAPH_CONDITIONS[code]):
+                if r >= 0 and any((refs[_OPERAND[n]] if n != "out" else i) >= 0 for n in names
+                                  if n == "out" or _OPERAND[n] < len(refs)):
+                    T._reads.append((i, f"a create_graph=True backward through {OP_NAMES[code]}"
+                                        " (its derivative branches on a recorded value)"))
+                    break
+            for r, p in zip(refs, parts):
+                if r >= 0 and p is not None:
+                    self.add(r, g * p)
+                    reached[r] = 1
+
+    def leaf_grads(self):
+        leaves = self.tape._leaves
+        hit = [i for i in leaves if i < len(self.reached) and self.reached[i]]
+        return [leaves[i] for i in hit], [self.get(i) for i in hit]
+
+
+def walk_tape(T, seeds, create_graph):
+    """The reverse walk over tape ``T`` from ``{entry: seed}``; returns its adjoints."""
+    A = TapeArrays(T)
+    adj = (GraphAdjoints if create_graph else FloatAdjoints)(A)
+    reached = adj.reached
+    for i, g in seeds.items():
+        adj.add(i, g)
+        reached[i] = 1
+    start = max(seeds)
+    stops = sorted((s for s in set(T._stops) if s <= start), reverse=True)
+    pos = start
+    for s in stops:
+        adj.segment(pos, s)
+        pos = s
+        if not reached[s]:
+            continue
+        hooks = T._hooks.get(s)
+        if hooks:
+            g = adj.tensor(s)
+            for hook in list(hooks):
+                r = hook(g)
+                if r is not None:
+                    g = r
+            adj.set(s, g)
+        py = T._py.get(s)
+        if py is not None:
+            if A.freed[s]:
+                raise RuntimeError(SECOND_BACKWARD)
+            grads = [adj.tensor(s + 1 + k) for k in range(py.nout)]
+            grads_in = pyop_backward(py, grads, adj.saved, [adj.saved(s + 1 + k)
+                                                           for k in range(py.nout)],
+                                     create_graph)
+            for r, g in zip(py.inputs, grads_in):
+                if g is not None and r >= 0:
+                    adj.add(r, g)
+                    reached[r] = 1
+            pos = s - 1
+    if pos >= 0:
+        adj.segment(pos, -1)
+    return adj
+
+
+class Grads:
+    """Gradients gathered for leaves (and retained non-leaves), summed per tensor."""
+
+    __slots__ = ("ts", "gs", "index", "retained")
+
+    def __init__(self):
+        self.ts, self.gs, self.index, self.retained = [], [], None, set()
+
+    def _idx(self):
+        if self.index is None:
+            self.index = {id(t): k for k, t in enumerate(self.ts)}
+        return self.index
+
+    def extend(self, ts, gs):
+        if not self.ts and len(set(map(id, ts))) == len(ts):  # the common case: one sweep
+            self.ts, self.gs = list(ts), list(gs)
+            return
+        index, all_ts, all_gs = self._idx(), self.ts, self.gs
+        for t, g in zip(ts, gs):
+            k = index.get(id(t))
+            if k is None:
+                index[id(t)] = len(all_ts)
+                all_ts.append(t)
+                all_gs.append(g)
+            else:
+                all_gs[k] = all_gs[k] + g
+
+    def get(self, t):
+        k = self._idx().get(id(t))
+        return None if k is None else self.gs[k]
+
+
+def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=False):
+    """Walk from ``tensors`` seeded with ``grad_tensors``.
+
+    Returns ``(grads, captured)``: ``grads`` (a Grads) holds the summed gradient of every
+    leaf reached and of every reached non-leaf that retains grad; ``captured`` holds the
+    gradients of ``inputs`` (aligned with it, None where unreached).  With
+    ``create_graph`` the gradients are recorded tensors, else floats and ndarrays.
+    """
+    work = {}
+    acc = Grads()
+    for k, (t, g) in enumerate(zip(tensors, grad_tensors)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"backward(): expected a Tensor, got {type(t).__name__}")
+        if t._t is None:
+            raise RuntimeError(f"element {k} of tensors does not require grad and does not "
+                               "have a grad_fn")
+        gv = seed_value(k, t, g)
+        if create_graph:   # a given gradient stays a tensor (it may require grad)
+            gv = g if isinstance(g, Tensor) else wrap(gv)
+        if _is_leaf(t):
+            acc.extend([t], [gv])
+            continue
+        seeds = work.setdefault(id(t._t), [t._t, {}])[1]
+        seeds[t._i] = seeds[t._i] + gv if t._i in seeds else gv
+
+    targets = []  # (position, tape, entry) for non-leaf inputs
+    captured = [None] * (len(inputs) if inputs is not None else 0)
+    if inputs is not None:
+        for pos, x in enumerate(inputs):
+            if not _is_leaf(x):
+                targets.append((pos, x._t, x._i))
+
+    walked = []
+    with set_grad_enabled(create_graph):
+        while work:
+            _, (T, seeds) = work.popitem()
+            adj = walk_tape(T, seeds, create_graph)
+            walked.append(adj)
+            reached = adj.reached
+            acc.extend(*adj.leaf_grads())
+            for i, (S, j) in T._links.items():
+                if i < len(reached) and reached[i]:
+                    s = work.setdefault(id(S), [S, {}])[1]
+                    g = adj.get(i)
+                    s[j] = s[j] + g if j in s else g
+            for i, ref in T._retain.items():
+                t = ref()
+                if t is not None and i < len(reached) and reached[i] and t._t is T and t._i == i:
+                    acc.extend([t], [adj.get(i)])
+                    acc.retained.add(id(t))
+            for pos, S, j in targets:
+                if S is T and j < len(reached) and reached[j]:
+                    g = adj.get(j)
+                    captured[pos] = g if captured[pos] is None else captured[pos] + g
+
+    if not retain_graph:
+        for adj in walked:
+            T = adj.tape
+            n = len(adj.reached)
+            np.maximum(T._freed[:n], adj.reached, out=T._freed[:n])
+            st = thread_state
+            if st.implicit is T:  # start a fresh default tape: memory stays bounded in loops
+                st.implicit = Tape()
+                st.refresh()
+    if inputs is not None:
+        for pos, x in enumerate(inputs):
+            if _is_leaf(x):
+                captured[pos] = acc.get(x)
+    return acc, captured
+
+
+def grad_value(t, g):
+    """Gradient ``g`` shaped and typed like ``t``: a value, or a tensor under create_graph."""
+    if isinstance(g, Tensor):
+        if tuple(g.shape) != tuple(t.shape):
+            g = g.expand(tuple(t.shape)) if g.ndim <= t.ndim else g.sum()
+        return g
+    v = t._v
+    if v.__class__ is float:
+        return float(np.sum(g)) if g.__class__ is not float else g
+    return np.asarray(np.broadcast_to(g, v.shape), dtype=v.dtype).copy() if np.shape(g) != v.shape \
+        else np.asarray(g, dtype=v.dtype)
+
+
+def accumulate(acc, only=None, create_graph=False):
+    """Run leaf hooks on the summed gradients, then accumulate into ``.grad``
+    (only for tensors whose id is in ``only``, when given)."""
+    retained = acc.retained
+    with set_grad_enabled(create_graph):
+        for t, g in zip(acc.ts, acc.gs):
+            if only is not None and id(t) not in only:
+                continue
+            if create_graph or t._v.__class__ is not float or g.__class__ is not float:
+                g = grad_value(t, g)
+            hooks = getattr(t, "_hooks", None)
+            cur = getattr(t, "_grad", None)
+            if hooks and id(t) not in retained:
+                for hook in list(hooks):
+                    r = hook(g if isinstance(g, Tensor) else wrap(g))
+                    if r is not None:
+                        g = r if create_graph else grad_value(t, r._v if isinstance(r, Tensor) else r)
+            if create_graph:
+                g = g if isinstance(g, Tensor) else wrap(g)
+                t._grad = g if cur is None else cur + g
+                continue
+            if isinstance(g, Tensor):
+                g = g._v
+            if cur is None:
+                r = object.__new__(Tensor)
+                # a gradient the sweep made for this call is owned outright; views are copied
+                r._v = g if g.__class__ is float or (g.base is None and g.flags.writeable) else g.copy()
+                r._t = None
+                r._grad = r._hooks = None
+                t._grad = r
+            elif cur._v.__class__ is not float and cur._v.dtype == np.result_type(cur._v, g):
+                cur._v += g       # accumulate in place, as PyTorch does
+            else:
+                cur._v = cur._v + g

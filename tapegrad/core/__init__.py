@@ -1,0 +1,31 @@
+"""The core: the op table, the tape, tensors, grad_fn views and the generated kernels.
+
+Nothing here imports from the layers above (``ops``, ``autograd``, ``compile``, ``nn``,
+``optim``, ``viz``); they extend ``Tensor`` and ``Tape`` with their methods
+(``tensor.extend``).
+"""
+from __future__ import annotations
+
+from . import elementwise, optable
+from .tensor import Tensor, extend
+
+
+def _elementwise_methods():
+    """Tensor methods and operators of the op table's rows."""
+    methods = {}
+    for op in optable.OPS:
+        fn = elementwise.FUNCTIONS[op.name]
+        if op.method:
+            methods[op.name] = fn
+        if op.dunder:
+            methods[f"__{op.dunder}__"] = fn
+            if op.name in elementwise.REFLECTED:
+                methods[f"__r{op.dunder}__"] = elementwise.REFLECTED[op.name]
+    methods["__radd__"] = elementwise.REFLECTED["add"]
+    # PyTorch's aliases
+    methods.update(true_divide=methods["div"], divide=methods["div"], multiply=methods["mul"],
+                   subtract=methods["sub"], clip=methods["clamp"])
+    return methods
+
+
+extend(Tensor, _elementwise_methods())

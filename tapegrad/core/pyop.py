@@ -1,0 +1,64 @@
+"""Ops whose backward runs in Python: the ``pyfunc`` entries of the tape.
+
+The elementwise ops of the op table sweep in Numba.  Everything else -- broadcasting,
+reductions, indexing, custom ``Function``s -- is one ``pyfunc`` head entry plus one
+``pyout`` entry per output; the reverse walk stops at the head and calls the op's
+backward with the outputs' adjoints.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .tape import PYFUNC, PYOUT
+
+
+class Arg(int):
+    """In a ``PyOp.fwd`` argument list: the op's tensor input number ``int(self)``."""
+
+
+class PyOp:
+    """A recorded op with a Python backward: ``name`` (its node name), ``inputs`` (operand
+    references, -1 for a tensor input without grad), ``nout`` outputs.
+
+    An array op has ``fwd``, ``(array op name, arguments, params)`` with each tensor that
+    requires grad given as an ``Arg``: the reverse walk finds its rule in the array-op
+    table, and ``tg.compile`` runs it again on elements.  Other ops (custom ``Function``s)
+    have ``backward_fn(grads_out) -> grads_in`` over tensors; ``differentiable`` says it is
+    written in tapegrad ops, so that ``create_graph=True`` can record it."""
+
+    __slots__ = ("name", "inputs", "backward_fn", "nout", "differentiable", "fwd")
+
+    def __init__(self, name, inputs, backward_fn, nout, differentiable, fwd=None):
+        self.name, self.inputs, self.backward_fn, self.nout = name, inputs, backward_fn, nout
+        self.differentiable, self.fwd = differentiable, fwd
+
+
+def record(T, name, refs, values, backward_fn, differentiable, fwd=None):
+    """Record a Python-backward op on tape T; returns the output entries' indices."""
+    head = T._push(PYFUNC, -1, -1, 0.0)
+    T._py[head] = PyOp(name, tuple(refs), backward_fn, len(values), differentiable, fwd)
+    T._stops.append(head)
+    return [T._push(PYOUT, head, -1, v) for v in values]
+
+
+def unbroadcast(g, shape):
+    """Sum gradient ``g`` down to ``shape`` (undo NumPy broadcasting)."""
+    g = np.asarray(g)
+    if g.shape == tuple(shape):
+        return g
+    lead = g.ndim - len(shape)
+    g = g.sum(axis=tuple(range(lead))) if lead > 0 else g
+    axes = tuple(k for k, n in enumerate(shape) if n == 1 and g.shape[k] != 1)
+    if axes:
+        g = g.sum(axis=axes, keepdims=True)
+    return g.reshape(shape)
+
+
+def record_broadcast(T, r, value, shape):
+    """Reference to entry ``r`` (holding ``value``) broadcast to ``shape``: a ``broadcast``
+    entry, the one place where gradients are summed back to an operand's shape.
+    ``next_functions`` looks through it, as PyTorch's graph has no node for implicit
+    broadcasting.  Its rule is the array op ``expand``'s."""
+    out = np.array(np.broadcast_to(np.asarray(value, np.float64), shape))
+    return record(T, "broadcast", [r], [out], None, True,
+                  ("expand", (Arg(0),), {"shape": tuple(shape)}))[0]

@@ -1,0 +1,10 @@
+"""Ops over tensors: the array-op table, PyTorch-shaped functions, factories.
+
+Importing this layer gives ``Tensor`` its array-op methods (``x.sum()``, ``x[i]``, ``@``).
+"""
+from __future__ import annotations
+
+from ..core.tensor import Tensor, extend
+from . import array_ops, factories, torch_api
+
+extend(Tensor, torch_api.METHODS)
