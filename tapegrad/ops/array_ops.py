@@ -30,16 +30,24 @@ class ArrayOp(NamedTuple):
     method: bool = True         # also a Tensor method
     outputs: Optional[Callable] = None  # for multi-output ops: ans -> (differentiable, extra)
     cast: bool = True           # results take the inputs' float dtype (float32 stays float32)
+    tensor_vjp: bool = False    # the vjp is written in tapegrad ops on tensors (see below)
 
 
 ARRAY_OPS = {}
 
 
-def defop(name, node, method=True, outputs=None, cast=True):
-    """Register ``forward`` (the decorated function) with its ``vjp`` (``forward.vjp``)."""
+def defop(name, node, method=True, outputs=None, cast=True, tensor_vjp=False):
+    """Register ``forward`` (the decorated function) with its ``vjp`` (``forward.vjp``).
+
+    With ``tensor_vjp`` the rule is written in tapegrad ops: ``vjp(g, ans, *args, **params)``
+    gets the result's gradient ``g`` and the result ``ans`` as tensors, each tensor argument
+    as a tensor (recorded under ``create_graph=True``) and other arguments as given; it
+    returns one gradient per positional argument (a tensor, None, or a function of no
+    arguments computing it only when that input needs it).  Broadcasting is undone by the
+    caller (``sum_to``), never inside a rule."""
     def register(forward):
         def with_vjp(vjp):
-            ARRAY_OPS[name] = ArrayOp(name, node, forward, vjp, method, outputs, cast)
+            ARRAY_OPS[name] = ArrayOp(name, node, forward, vjp, method, outputs, cast, tensor_vjp)
             return vjp
         forward.defvjp = with_vjp
         return forward
@@ -114,6 +122,10 @@ def pyop_backward(py, grads, saved, outs, create_graph):
     args = [saved(py.inputs[int(a)]) if isinstance(a, Arg) else a for a in template]
     multi = py.nout > 1 or name == "split"
     g, ans = (grads, outs) if multi else (grads[0], outs[0])
+    if op.tensor_vjp:
+        gs = op.vjp(g, ans, *args, **params)
+        return [_graph_shape(gs[k], args[k]) if r >= 0 else None
+                for r, k in zip(py.inputs, tensor_pos)]
     if create_graph:
         rule = GRAPH_VJPS.get(name)
         if rule is None:
