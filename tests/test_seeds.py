@@ -22,6 +22,9 @@ import pytest
 
 import tapegrad as tg
 
+# every test here runs with the float walk and with the recorded walk of create_graph=True
+pytestmark = pytest.mark.usefixtures("both_walks")
+
 NODE_REPR = r"<{name} object at 0x[0-9a-fA-F]+>"
 
 

@@ -16,6 +16,8 @@ import pytest
 
 import tapegrad as tg
 
+# every test here runs with the float walk and with the recorded walk of create_graph=True
+pytestmark = pytest.mark.usefixtures("both_walks")
 
 def leaf(v, **kw):
     return tg.tensor(v, requires_grad=True, **kw)
