@@ -6,9 +6,11 @@ runs on those values; no Python runs per op.  A batch of points (one more leadin
 dimension) replays with the batch innermost (``replay_batch``/``reverse_batch``), so the
 dispatch on each opcode is paid once for the whole batch.
 
-What this first version replays: scalar programs -- 0-d float64 leaves as inputs, the
-elementwise ops of the op table, Python constants (which stay constants).  Array entries
-and NumPy-backward ops raise ``NotImplementedError``.
+What replays: scalar entries -- 0-d float64 leaves as inputs, the elementwise ops of the
+op table, Python constants (which stay constants).  A tape recorded with array tensors is
+first run again on elements (``elementwise_rewrite.scalarize_tape``), so every array op
+becomes scalar entries; custom ``Function``s cannot be run again and make ``compile``
+refuse.
 
 Branches: a comparison of recorded values (``x > 0``) is itself recorded, and a Python
 branch on it (``if x > 0:``, ``max(a, b)``) records a guard.  Replay re-evaluates every
@@ -605,7 +607,7 @@ def load(path):
     return CompiledTape.load(path)
 
 
-class Compiled:
+class CompiledFunction:
     """``@tg.compile``: records ``fn`` on its first call and replays the recording after
     that; when a guarded branch goes the other way (or the input size changes) it tries the
     other recordings it holds (one per branch pattern seen, up to ``max_tapes``), and
@@ -721,4 +723,4 @@ def compile(fn):  # noqa: A001  (tg.compile, as torch.compile / jax.jit)
     """Record ``fn(x)`` (x: a 1-D input of n numbers; the function's scalar code sees a 1-D
     tensor whose elements are scalars) once, then replay it in Numba: ``f(x)``,
     ``f.value_and_grad(x)``, ``f.grad(X)`` for a batch ``X`` of shape (B, n)."""
-    return Compiled(fn)
+    return CompiledFunction(fn)

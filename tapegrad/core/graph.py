@@ -68,9 +68,9 @@ def _number_side(T, code, ra, rb):
     op = optable.OPS[code]
     if op.arity != 2:
         return None
-    if op.node_c and rb < 0 and rb not in T._tc:
+    if op.node_c and rb < 0 and rb not in T._tensor_consts:
         return 1
-    if op.node_r and ra < 0 and ra not in T._tc:
+    if op.node_r and ra < 0 and ra not in T._tensor_consts:
         return 0
     return None
 

@@ -94,19 +94,19 @@ class Tape:
     one, ops record onto a per-thread default tape.  Tapes nest; the innermost records.
     """
 
-    __slots__ = ("_op", "_a", "_b", "_v", "_c", "_base", "_fop", "_fa", "_fb", "_fv",
+    __slots__ = ("_op", "_a", "_b", "_v", "_c", "_base", "_stored_op", "_stored_a", "_stored_b", "_stored_val",
                  "_arr", "_leaves", "_links", "_linkcache", "_py", "_hooks", "_retain",
-                 "_stops", "_freed", "_dirty", "_tc", "_cmap", "_flat", "_reads", "_guards",
+                 "_stops", "_freed", "_dirty", "_tensor_consts", "_cmap", "_flat", "_reads", "_guards",
                  "rewrite_array_op", "__weakref__")
 
     def __init__(self):
         self._op, self._a, self._b, self._v = [], [], [], []
         self._c = [0.0]            # constants; consts[0] = 0.0 is the unused operand
         self._base = 0             # entries already moved into the arrays below
-        self._fop = np.zeros(0, np.int8)
-        self._fa = np.zeros(0, np.int32)
-        self._fb = np.zeros(0, np.int32)
-        self._fv = np.zeros(0, np.float64)
+        self._stored_op = np.zeros(0, np.int8)
+        self._stored_a = np.zeros(0, np.int32)
+        self._stored_b = np.zeros(0, np.int32)
+        self._stored_val = np.zeros(0, np.float64)
         self._arr = {}             # entry -> ndarray value (array entries)
         self._leaves = {}          # entry -> leaf Tensor (gets .grad)
         self._links = {}           # entry -> (tape, entry): a non-leaf of another tape
@@ -117,7 +117,7 @@ class Tape:
         self._stops = []           # entries where the sweep calls back into Python
         self._freed = None         # uint8 per entry: freed by a backward without retain_graph
         self._dirty = []           # (entry, tape length) for tensors modified in place
-        self._tc = set()           # constant refs that came from tensors (not Python numbers)
+        self._tensor_consts = set()           # constant refs that came from tensors (not Python numbers)
         self._cmap = {}            # Python-number constant -> its reference (deduplicated)
         self._flat = {}            # array entries the Numba sweep reads (an ordered set)
         self._reads = []           # (entry, "file:line") where Python read a recorded value
@@ -151,18 +151,18 @@ class Tape:
         n = len(self._v)
         if n:
             end = self._base + n
-            if end > len(self._fop):
-                cap = max(end, 2 * len(self._fop), 1024)
-                for name in ("_fop", "_fa", "_fb", "_fv"):
+            if end > len(self._stored_op):
+                cap = max(end, 2 * len(self._stored_op), 1024)
+                for name in ("_stored_op", "_stored_a", "_stored_b", "_stored_val"):
                     old = getattr(self, name)
                     new = np.empty(cap, old.dtype)
                     new[:self._base] = old[:self._base]
                     setattr(self, name, new)
             s = slice(self._base, end)
-            self._fop[s] = np.fromiter(self._op, np.int8, n)
-            self._fa[s] = np.fromiter(self._a, np.int32, n)
-            self._fb[s] = np.fromiter(self._b, np.int32, n)
-            self._fv[s] = np.fromiter(self._v, np.float64, n)
+            self._stored_op[s] = np.fromiter(self._op, np.int8, n)
+            self._stored_a[s] = np.fromiter(self._a, np.int32, n)
+            self._stored_b[s] = np.fromiter(self._b, np.int32, n)
+            self._stored_val[s] = np.fromiter(self._v, np.float64, n)
             self._op.clear(); self._a.clear(); self._b.clear(); self._v.clear()
             self._base = end
         return 0
@@ -199,7 +199,7 @@ class Tape:
         """A constant that came from a tensor that does not require grad."""
         self._c.append(float(c))
         r = -len(self._c)
-        self._tc.add(r)
+        self._tensor_consts.add(r)
         return r
 
     def _push_leaf(self, t):
@@ -227,21 +227,21 @@ class Tape:
     def _arrays(self):
         self._flush()
         n = self._base
-        return self._fop[:n], self._fa[:n], self._fb[:n], self._fv[:n]
+        return self._stored_op[:n], self._stored_a[:n], self._stored_b[:n], self._stored_val[:n]
 
     def _entry(self, i):
         """(opcode, a, b) of entry ``i``."""
         if i >= self._base:
             k = i - self._base
             return self._op[k], self._a[k], self._b[k]
-        return int(self._fop[i]), int(self._fa[i]), int(self._fb[i])
+        return int(self._stored_op[i]), int(self._stored_a[i]), int(self._stored_b[i])
 
     def _value(self, i):
         if self._entry(i)[0] == PYFUNC:
             return None   # a Python op's head holds no value: its outputs follow it
         if i in self._arr:
             return self._arr[i]
-        return self._v[i - self._base] if i >= self._base else float(self._fv[i])
+        return self._v[i - self._base] if i >= self._base else float(self._stored_val[i])
 
     def _inputs(self, i):
         """Operand references of entry ``i`` in argument order (constants are < 0)."""
@@ -269,7 +269,7 @@ class Tape:
     def nbytes(self):
         """Bytes held by this tape's entry storage (arrays, lists and array values)."""
         listed = 4 * 8 * len(self._v) + 8 * len(self._c) + 100 * len(self._cmap)
-        frozen = self._fop.nbytes + self._fa.nbytes + self._fb.nbytes + self._fv.nbytes
+        frozen = self._stored_op.nbytes + self._stored_a.nbytes + self._stored_b.nbytes + self._stored_val.nbytes
         return frozen + listed + sum(v.nbytes for v in self._arr.values())
 
     def __repr__(self):

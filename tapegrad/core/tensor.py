@@ -1,12 +1,18 @@
 """``Tensor``: a value plus, when it requires grad, its place on a tape.
 
-A 0-d float64 tensor keeps its value as a Python float (the fast path); every other tensor
-keeps a NumPy array.  Three slots carry the autograd state:
+The slots, short because the recording fast paths read them for every op:
 
+- ``_v``: the value -- a Python float for a 0-d float64 tensor (the fast path), else a
+  NumPy array;
 - ``_t``: None when the tensor does not require grad, ``_UNREG`` for a leaf that requires
   grad but is on no tape yet, else the Tape whose entry is this tensor;
-- ``_i``: that entry's index.
-A leaf is a tensor whose entry is a ``leaf`` entry (or that has none).
+- ``_i``: that entry's index;
+- ``_g``: for a comparison result, the ``(tape, entry)`` that recorded it (a guard source);
+- ``_grad``, ``_hooks``, ``_retains``: ``.grad``, leaf hooks, ``retain_grad()``.
+
+A leaf is a tensor whose entry is a ``leaf`` entry (or that has none).  This module also
+holds the elementwise dispatch that the generated fast paths (``elementwise.py``) fall back
+to: arrays, mixed dtypes, broadcasting, comparisons.
 """
 from __future__ import annotations
 
