@@ -20,8 +20,9 @@ from .core import optable as _optable
 from .core.elementwise import FUNCTIONS as _ELEMENTWISE
 from .core.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .core.tape import Tape, current_tape
-from .core.tensor import (Size, Tensor, bool_, dtype, float16, float32, float64, int8, int16,
-                          int32, int64, uint8)
+from .core.dtypes import (Size, bool_, dtype, float16, float32, float64, int8, int16, int32,
+                          int64, uint8)
+from .core.tensor import Tensor
 from .ops.factories import (arange, as_tensor, full, linspace, manual_seed, ones, ones_like, rand,
                             randn, tensor, zeros, zeros_like)
 from .ops.torch_api import FUNCTIONS as _ARRAY_FUNCTIONS

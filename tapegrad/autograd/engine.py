@@ -27,7 +27,8 @@ from ..core.elementwise import GRAPH_CONDITIONS, GRAPH_PARTIALS
 from ..core.grad_mode import set_grad_enabled
 from ..core.tape import (CONST, LEAF, N_ELEMENTWISE, OP_NAMES, PYFUNC, PYOUT, SECOND_BACKWARD,
                          Tape, thread_state)
-from ..core.tensor import Size, Tensor, tensor_of_entry, wrap
+from ..core.dtypes import Size
+from ..core.tensor import Tensor, tensor_of_entry, wrap
 from ..ops.array_ops import pyop_backward
 
 _EMPTY_I = np.zeros(0, dtype=np.int64)

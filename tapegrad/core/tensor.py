@@ -26,57 +26,18 @@ import numpy as np
 
 from . import optable
 from .forward import ARRAY_FORWARD, SCALAR_FORWARD
+from .dtypes import (Size, bool_, dtype, dtype_of, float16, float32, float64, int8, int16,
+                     int32, int64, uint8)
 from .graph import node_for
+from .printing import format_value
 from .pyop import record_broadcast
 from .tape import CHUNK, ARG, CONST, Tape, boot, rec_get, recording
+
+import builtins as _b  # noqa: E402  (methods named float/int/... below read the builtins)
 
 _new = object.__new__
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # tapegrad/
 _UNREG = "unregistered-leaf"   # marker: a leaf that requires grad, not yet on a tape
-
-
-class dtype:
-    """A tensor element type (``tg.float64``, ``tg.float32``, ``tg.int64``, ``tg.bool``)."""
-
-    __slots__ = ("name", "np", "is_floating_point")
-
-    def __init__(self, name, np_dtype):
-        self.name = name
-        self.np = np.dtype(np_dtype)
-        self.is_floating_point = self.np.kind == "f"
-
-    def __repr__(self):
-        return f"tapegrad.{self.name}"
-
-
-float16 = dtype("float16", np.float16)
-float32 = dtype("float32", np.float32)
-float64 = dtype("float64", np.float64)
-int8 = dtype("int8", np.int8)
-int16 = dtype("int16", np.int16)
-int32 = dtype("int32", np.int32)
-int64 = dtype("int64", np.int64)
-uint8 = dtype("uint8", np.uint8)
-bool_ = dtype("bool", np.bool_)
-import builtins as _b  # noqa: E402  (methods named float/int/... below read the builtins)
-_DTYPES = {d.np: d for d in (float16, float32, float64, int8, int16, int32, int64, uint8, bool_)}
-
-
-def _dtype_of(v):
-    if v.__class__ is float:
-        return float64
-    return _DTYPES[v.dtype]
-
-
-class Size(tuple):
-    """The shape of a tensor: a tuple that prints as ``tapegrad.Size([2, 3])``."""
-
-    def __repr__(self):
-        return f"tapegrad.Size({list(self)})"
-
-    def numel(self):
-        """The number of elements."""
-        return _b.int(np.prod(self, dtype=np.int64))
 
 
 def wrap(v, requires_grad=False):
@@ -309,43 +270,6 @@ def ieee_value(code, x, y, z):
         return _b.float(_VF[code](*(np.float64(v) for v in (x, y, z)[:_ARITY[code]])))
 
 
-def _fmt_scalar(x, integral, sci):
-    if x != x:
-        return "nan"
-    if x in (math.inf, -math.inf):
-        return "inf" if x > 0 else "-inf"
-    if sci:
-        return f"{x:.4e}"
-    if integral:
-        return f"{x:.0f}."
-    return f"{x:.4f}"
-
-
-def _format(v):
-    """Format a value as PyTorch prints tensors."""
-    a = np.asarray(v)
-    if a.dtype == np.bool_:
-        body = np.array2string(a, separator=", ", formatter={"bool": lambda b: str(b)},
-                               prefix="tensor(", threshold=1000)
-        return body
-    if a.dtype.kind in "iu":
-        return np.array2string(a, separator=", ", prefix="tensor(", threshold=1000)
-    fin = a[np.isfinite(a)] if a.size else a
-    integral = bool(fin.size == 0 or np.all(fin == np.round(fin)))
-    mx = _b.float(np.max(np.abs(fin))) if fin.size else 0.0
-    nz = np.abs(fin[fin != 0]) if fin.size else fin
-    sci = bool(fin.size and (mx >= 1e8 or (not integral and nz.size and np.min(nz) < 1e-4)))
-    if integral and not sci and mx >= 1e8:
-        sci = True
-    flat = a.ravel()
-    shown = flat if flat.size <= 1000 else np.concatenate([flat[:500], flat[-500:]])
-    width = max((len(_fmt_scalar(x, integral, sci)) for x in shown[np.isfinite(shown)].tolist()),
-                default=0)
-    # pad to one width so that columns line up (``tensor([ 1.5000, -2.0000])``)
-    return np.array2string(a, separator=", ", prefix="tensor(", threshold=1000,
-                           formatter={"float_kind": lambda x: _fmt_scalar(x, integral, sci).rjust(width)})
-
-
 class Tensor:
     """An n-dimensional value that can record the operations applied to it.
 
@@ -524,7 +448,7 @@ class Tensor:
     @property
     def dtype(self):
         """The element type (``tg.float64``, ``tg.float32``, ...)."""
-        return _dtype_of(self._v)
+        return dtype_of(self._v)
 
     def is_floating_point(self):
         """True for floating-point dtypes."""
@@ -580,7 +504,7 @@ class Tensor:
         return _b.int(self.item())
 
     def __repr__(self):
-        body = _format(self._v)
+        body = format_value(self._v)
         extra = []
         if self.dtype not in (float64, int64, bool_):
             extra.append(f"dtype={self.dtype!r}")

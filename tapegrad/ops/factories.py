@@ -6,7 +6,8 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from ..core.tensor import Tensor, check_float, wrap, dtype as _dtype, float64
+from ..core.dtypes import dtype as _dtype, float64
+from ..core.tensor import Tensor, check_float, wrap
 
 DType = Optional[Union[_dtype, np.dtype, type, str]]
 Number = Union[int, float, bool]
