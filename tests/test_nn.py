@@ -22,6 +22,8 @@ import tapegrad.nn as nn
 import tapegrad.nn.functional as F
 import tapegrad.nn.init as init
 import tapegrad.optim as optim
+from tapegrad.ops import nn_ops
+from tapegrad.ops.array_ops import ARRAY_OPS
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -492,6 +494,166 @@ def test_loss_modules():
     y = tg.tensor(rng.random((4, 3)))
     assert nn.BCEWithLogitsLoss()(x, y).item() == F.binary_cross_entropy_with_logits(x, y).item()
     assert repr(nn.CrossEntropyLoss()) == "CrossEntropyLoss()"
+
+
+# -- every loss and activation of nn.functional: value, gradient, Hessian-vector product ---
+# A case is (fn, arrays, options): ``fn(F, T, *xs)`` runs on tapegrad or on PyTorch (``F`` the
+# functional module, ``T`` the library's tensor constructor for constants), ``xs`` are the
+# differentiable inputs made from ``arrays``.  Options: node=False where PyTorch records a
+# different node; torch=False where no same-valued PyTorch run exists (dropout's mask).
+_R = np.random.default_rng(11)
+_X, _Y = _R.normal(size=(4, 3)), _R.normal(size=(4, 3))
+_P, _Q = _R.uniform(0.1, 0.9, size=(4, 3)), _R.uniform(size=(4, 3))
+_W3, _W4 = _R.uniform(0.5, 1.5, size=3), _R.uniform(0.5, 1.5, size=(4, 3))
+_T4 = np.array([2, 0, 1, 2])
+_X3, _T3 = _R.normal(size=(2, 3, 4)), _R.integers(0, 3, size=(2, 4))
+_PROBS = _R.uniform(size=(4, 3))
+_PROBS /= _PROBS.sum(1, keepdims=True)
+
+NN_CASES = {
+    "relu": [(lambda F, T, x: F.relu(x), [_X], {})],
+    "tanh": [(lambda F, T, x: F.tanh(x), [_X], {})],
+    "sigmoid": [(lambda F, T, x: F.sigmoid(x), [_X], {})],
+    "leaky_relu": [(lambda F, T, x: F.leaky_relu(x, 0.2), [_X], {})],
+    "softplus": [(lambda F, T, x: F.softplus(x), [_X], {}),
+                 (lambda F, T, x: F.softplus(x, beta=2.0, threshold=3.0), [2 * _X], {})],
+    "gelu": [(lambda F, T, x: F.gelu(x), [_X], {}),
+             (lambda F, T, x: F.gelu(x, approximate="tanh"), [_X], {})],
+    "silu": [(lambda F, T, x: F.silu(x), [_X], {})],
+    "elu": [(lambda F, T, x: F.elu(x, alpha=0.7), [_X], {})],
+    "softmax": [(lambda F, T, x: F.softmax(x, 1), [_X], {})],
+    "log_softmax": [(lambda F, T, x: F.log_softmax(x, 0), [_X], {})],
+    "linear": [(lambda F, T, x, w, b: F.linear(x, w, b), [_X, _Y[:2], _W3[:2]], {})],
+    "dropout": [(lambda F, T, x: F.dropout(x, 0.4), [_X], {"torch": False})],
+    "mse_loss": [(lambda F, T, x, y: F.mse_loss(x, y), [_X, _Y], {}),
+                 (lambda F, T, x, y: F.mse_loss(x, y, reduction="none"), [_X, _Y], {}),
+                 (lambda F, T, x, y: F.mse_loss(x, y, reduction="sum"), [_X, _Y[0]], {})],
+    "l1_loss": [(lambda F, T, x, y: F.l1_loss(x, y), [_X, _Y], {"node": False}),
+                (lambda F, T, x, y: F.l1_loss(x, y, reduction="none"), [_X, _Y],
+                 {"node": False})],
+    "smooth_l1_loss": [(lambda F, T, x, y: F.smooth_l1_loss(x, y), [2 * _X, _Y], {}),
+                       (lambda F, T, x, y: F.smooth_l1_loss(x, y, reduction="none", beta=0.5),
+                        [_X, _Y], {}),
+                       (lambda F, T, x, y: F.smooth_l1_loss(x, y, reduction="sum", beta=0.0),
+                        [_X, _Y], {"node": False})],
+    "nll_loss": [(lambda F, T, x: F.nll_loss(x, T(_T4)), [_X], {}),
+                 (lambda F, T, x: F.nll_loss(x, T(_T4), weight=T(_W3), ignore_index=0), [_X], {}),
+                 (lambda F, T, x: F.nll_loss(x, T(_T3), reduction="none"), [_X3],
+                  {"node": False})],
+    "cross_entropy": [
+        (lambda F, T, x: F.cross_entropy(x, T(_T4)), [_X], {}),
+        (lambda F, T, x: F.cross_entropy(x, T(_T4), reduction="sum", ignore_index=1), [_X], {}),
+        (lambda F, T, x: F.cross_entropy(x, T(_T4), weight=T(_W3), label_smoothing=0.2), [_X],
+         {"node": False}),
+        (lambda F, T, x: F.cross_entropy(x, T(_T3), reduction="none"), [_X3], {"node": False}),
+        (lambda F, T, x: F.cross_entropy(x, T(_T3), weight=T(_W3)), [_X3], {}),
+        (lambda F, T, x, p: F.cross_entropy(x, p, label_smoothing=0.1), [_X, _PROBS],
+         {"node": False}),
+        (lambda F, T, x: F.cross_entropy(x, T(_T4[0])), [_X[0]], {})],
+    "binary_cross_entropy": [
+        (lambda F, T, p, y: F.binary_cross_entropy(p, y), [_P, _Q], {}),
+        (lambda F, T, p, y: F.binary_cross_entropy(p, y, weight=T(_W3), reduction="none"),
+         [_P, _Q], {}),
+        (lambda F, T, p, y, w: F.binary_cross_entropy(p, y, weight=w), [_P, _Q, _W4],
+         {"torch": False})],
+    "binary_cross_entropy_with_logits": [
+        (lambda F, T, x, y: F.binary_cross_entropy_with_logits(x, y), [_X, _Q], {}),
+        (lambda F, T, x, y: F.binary_cross_entropy_with_logits(
+            x, y, weight=T(_W4), pos_weight=T(_W3), reduction="sum"), [_X, _Q], {}),
+        # PyTorch has no gradient for weight and pos_weight; tapegrad has
+        (lambda F, T, x, y, w, pw: F.binary_cross_entropy_with_logits(
+            x, y, weight=w, pos_weight=pw, reduction="none"), [_X, _Q, _W4, _W3],
+         {"torch": False})],
+}
+
+
+def test_every_functional_has_a_case():
+    assert set(NN_CASES) == set(F.__all__), "add an NN_CASES entry for each new functional"
+    rows = {n for n, op in ARRAY_OPS.items() if op.forward.__module__ == nn_ops.__name__}
+    assert rows <= set(NN_CASES), "each row of ops/nn_ops.py is a functional with a case"
+
+
+def _nn_scalar(F, T, fn, xs):
+    """The case's output and a scalar of it (weighted by fixed random numbers)."""
+    out = fn(F, T, *xs)
+    c = T(np.random.default_rng(1).normal(size=tuple(out.shape)))
+    return out, (out * c).sum()
+
+
+def _tg_run(fn, xs):
+    tg.manual_seed(0)                      # the same dropout mask on every run
+    return _nn_scalar(F, tg.tensor, fn, xs)
+
+
+def _tg_grads(fn, arrays, create_graph=False):
+    xs = [tg.tensor(a, requires_grad=True) for a in arrays]
+    out, s = _tg_run(fn, xs)
+    return xs, out, s, tg.autograd.grad(s, xs, create_graph=create_graph)
+
+
+def _tg_hvp(fn, arrays, vs):
+    xs, _, _, gs = _tg_grads(fn, arrays, create_graph=True)
+    dot = sum((g * tg.tensor(v)).sum() for g, v in zip(gs, vs))
+    if not dot.requires_grad:             # the gradient is constant in the inputs
+        return [np.zeros(np.shape(a)) for a in arrays]
+    return [np.zeros(np.shape(a)) if h is None else val(h)
+            for a, h in zip(arrays, tg.autograd.grad(dot, xs, allow_unused=True))]
+
+
+def _nn_case_ids():
+    return [(n, k) for n, cs in NN_CASES.items() for k in range(len(cs))]
+
+
+def _directions(arrays):
+    rng = np.random.default_rng(2)
+    return [rng.normal(size=np.shape(a)) for a in arrays]
+
+
+@pytest.mark.parametrize("name,k", _nn_case_ids())
+def test_functional_gradient_and_hvp_vs_finite_differences(name, k):
+    fn, arrays, _ = NN_CASES[name][k]
+    _, _, _, gs = _tg_grads(fn, arrays)
+    for j, (a, g) in enumerate(zip(arrays, gs)):
+        def f(v, j=j):
+            args = [tg.tensor(v if i == j else arrays[i]) for i in range(len(arrays))]
+            return _tg_run(fn, args)[1].item()
+        np.testing.assert_allclose(val(g), numgrad(f, a), rtol=1e-6, atol=1e-8,
+                                   err_msg=f"gradient of input {j}")
+    vs, h = _directions(arrays), 1e-5
+    hv = _tg_hvp(fn, arrays, vs)
+    # H v = (grad(x + h v) - grad(x - h v)) / 2h
+    plus = _tg_grads(fn, [a + h * v for a, v in zip(arrays, vs)])[3]
+    minus = _tg_grads(fn, [a - h * v for a, v in zip(arrays, vs)])[3]
+    for j, (p, m, got) in enumerate(zip(plus, minus, hv)):
+        np.testing.assert_allclose(got, (val(p) - val(m)) / (2 * h), rtol=1e-5, atol=1e-7,
+                                   err_msg=f"Hessian-vector product, input {j}")
+
+
+@pytest.mark.filterwarnings("ignore:Using a target size")   # PyTorch's, on broadcasting
+@pytest.mark.parametrize("name,k", _nn_case_ids())
+def test_functional_value_gradient_and_hvp_vs_pytorch(name, k):
+    torch = pytest.importorskip("torch")
+    fn, arrays, opts = NN_CASES[name][k]
+    if not opts.get("torch", True):
+        pytest.skip("no PyTorch run with the same values (random mask)")
+    xs, out, _, gs = _tg_grads(fn, arrays)
+    txs = [torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in arrays]
+    tout, ts = _nn_scalar(torch.nn.functional, torch.tensor, fn, txs)
+    np.testing.assert_allclose(val(out), tout.detach().numpy(), rtol=1e-12, atol=1e-14)
+    if opts.get("node", True):
+        assert type(out.grad_fn).__name__ == type(tout.grad_fn).__name__
+    tgs = torch.autograd.grad(ts, txs, create_graph=True)
+    for j, (g, tgr) in enumerate(zip(gs, tgs)):
+        np.testing.assert_allclose(val(g), tgr.detach().numpy(), rtol=1e-10, atol=1e-13,
+                                   err_msg=f"gradient of input {j}")
+    vs = _directions(arrays)
+    hv = _tg_hvp(fn, arrays, vs)
+    dot = sum((g * torch.tensor(v)).sum() for g, v in zip(tgs, vs))
+    ths = torch.autograd.grad(dot, txs, allow_unused=True, materialize_grads=True) \
+        if dot.requires_grad else [torch.zeros(np.shape(a)) for a in arrays]
+    for j, (got, th) in enumerate(zip(hv, ths)):
+        np.testing.assert_allclose(got, th.detach().numpy(force=True), rtol=1e-9, atol=1e-12,
+                                   err_msg=f"Hessian-vector product, input {j}")
 
 
 # -- init ---------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ optimizers on the same data must give the same values, gradients and parameters.
 Skipped without torch; CI runs ``tests/test_torch_*.py`` again with torch installed.
 """
 import math
+import types
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ import tapegrad as tg  # noqa: E402
 import tapegrad.nn as nn  # noqa: E402
 import tapegrad.nn.functional as F  # noqa: E402
 import tapegrad.nn.init as init  # noqa: E402
+import tapegrad.nn.modules as tg_modules  # noqa: E402
 import tapegrad.optim as optim  # noqa: E402
 
 TF = torch.nn.functional
@@ -276,3 +278,26 @@ def test_training_steps_match_torch():
         np.testing.assert_allclose(gl.item(), tl.item(), rtol=1e-10)
     for (n, gp), (_, tp) in zip(gnet.named_parameters(), tnet.named_parameters()):
         np.testing.assert_allclose(val(gp), val(tp), rtol=1e-9, atol=1e-12, err_msg=n)
+
+
+_NS = types.SimpleNamespace(nn=tg_modules)   # tapegrad's modules as torch.nn's names
+
+
+@pytest.mark.parametrize("make", [
+    lambda m: m.nn.Softplus(beta=2.0, threshold=3.0), lambda m: m.nn.GELU(),
+    lambda m: m.nn.GELU(approximate="tanh"), lambda m: m.nn.SiLU(), lambda m: m.nn.ELU(0.5),
+    lambda m: m.nn.LeakyReLU(0.1)], ids=["softplus", "gelu", "gelu_tanh", "silu", "elu", "leaky"])
+def test_activation_modules(make):
+    ours, theirs = make(_NS), make(torch)
+    assert repr(ours) == repr(theirs)
+    compare(ours, theirs, X)
+
+
+def test_smooth_l1_loss_module():
+    y = RNG.normal(size=(6, 4))
+    for beta in (1.0, 0.5, 0.0):
+        ours, theirs = _NS.nn.SmoothL1Loss(beta=beta), torch.nn.SmoothL1Loss(beta=beta)
+        assert repr(ours) == repr(theirs)
+        compare(ours, theirs, X, y, node=beta != 0.0)
+    with pytest.raises(RuntimeError, match="negative values for beta"):
+        F.smooth_l1_loss(tg.tensor(X), tg.tensor(y), beta=-1.0)

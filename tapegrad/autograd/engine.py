@@ -355,9 +355,8 @@ def walk_tape(T, seeds, create_graph):
             if A.freed[s]:
                 raise RuntimeError(SECOND_BACKWARD)
             grads = [adj.tensor(s + 1 + k) for k in range(py.nout)]
-            grads_in = pyop_backward(py, grads, adj.saved, [adj.saved(s + 1 + k)
-                                                           for k in range(py.nout)],
-                                     create_graph)
+            grads_in = pyop_backward(py, grads, adj.saved,
+                                     [adj.saved(s + 1 + k) for k in range(py.nout)])
             for r, g in zip(py.inputs, grads_in):
                 if g is not None and r >= 0:
                     adj.add(r, g)

@@ -98,6 +98,6 @@ class Function:
                 result.append(g)
             return result
 
-        idx = record(T, name, refs, [o._v for o in tensor_outs], backward_fn, True)
+        idx = record(T, name, refs, [o._v for o in tensor_outs], backward_fn)
         res = tuple(tensor_of_entry(T, i, o._v) for i, o in zip(idx, tensor_outs))
         return res if is_tuple else res[0]

@@ -3,8 +3,8 @@ signatures and return structures, built on ``tg.autograd.grad``.
 
 - ``vjp``/``vhp``/``hvp``: one reverse sweep (``hvp``/``vhp`` through ``create_graph``).
 - ``jvp``: the double-vjp trick, as PyTorch does -- ``J v = d/du (u^T J) v`` with a
-  dummy ``u`` -- so it needs ``create_graph`` through the function's ops (elementwise ops
-  and the array ops of ``array_ops.GRAPH_VJPS``).
+  dummy ``u`` -- so it runs ``create_graph`` through the function's ops (every op's
+  backward is written in tapegrad ops, so this works to any order).
 - ``jacobian``/``hessian``: one reverse sweep per output element (``strategy=
   "forward-mode"``: one ``jvp`` per input element).
 

@@ -312,6 +312,21 @@ def _to_dtype(x, dtype):
     return _E(x)
 
 
+def _accumulate(fn, x, dim):
+    """Cumulative ``fn`` (a binary tensor function) along ``dim``."""
+    return np.frompyfunc(fn, 2, 1).accumulate(_E(x), axis=dim)
+
+
+def _ungather(g, shape, dim, index):
+    out = np.full(shape, 0.0, dtype=object)
+    idx = list(np.indices(np.shape(index), sparse=True))
+    idx[dim] = np.asarray(index)
+    for at, e in zip(zip(*[a.reshape(-1) for a in np.broadcast_arrays(*idx)]),
+                     np.broadcast_to(_E(g), np.shape(index)).reshape(-1)):
+        out[at] = out[at] + e
+    return out
+
+
 def _index_put(x, idx, v):
     E = _E(x).copy()
     E[idx] = _objects(v)
@@ -350,6 +365,11 @@ SCALAR_RULES = {
     "index_select": lambda x, dim, index: np.take(_E(x), np.asarray(index), axis=dim),
     "take": lambda x, index: _E(x).reshape(-1)[np.asarray(index)],
     "index_put": _index_put,
+    "cumsum": lambda x, dim: _accumulate(_add, x, dim),
+    "cumprod": lambda x, dim: _accumulate(_mul, x, dim),
+    "flip": lambda x, dims: np.flip(_E(x), axis=dims),
+    "roll": lambda x, shifts, dims=None: np.roll(_E(x), shifts, axis=dims),
+    "ungather": _ungather,
     "to_dtype": _to_dtype,
 }
 

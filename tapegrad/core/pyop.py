@@ -23,35 +23,22 @@ class PyOp:
     An array op has ``fwd``, ``(array op name, arguments, params)`` with each tensor that
     requires grad given as an ``Arg``: the reverse walk finds its rule in the array-op
     table, and ``tg.compile`` runs it again on elements.  Other ops (custom ``Function``s)
-    have ``backward_fn(grads_out) -> grads_in`` over tensors; ``differentiable`` says it is
-    written in tapegrad ops, so that ``create_graph=True`` can record it."""
+    have ``backward_fn(grads_out) -> grads_in`` over tensors: under ``create_graph=True``
+    it runs with grad mode on, so what it computes is recorded, as in PyTorch."""
 
-    __slots__ = ("name", "inputs", "backward_fn", "nout", "differentiable", "fwd")
+    __slots__ = ("name", "inputs", "backward_fn", "nout", "fwd")
 
-    def __init__(self, name, inputs, backward_fn, nout, differentiable, fwd=None):
+    def __init__(self, name, inputs, backward_fn, nout, fwd=None):
         self.name, self.inputs, self.backward_fn, self.nout = name, inputs, backward_fn, nout
-        self.differentiable, self.fwd = differentiable, fwd
+        self.fwd = fwd
 
 
-def record(T, name, refs, values, backward_fn, differentiable, fwd=None):
+def record(T, name, refs, values, backward_fn, fwd=None):
     """Record a Python-backward op on tape T; returns the output entries' indices."""
     head = T._push(PYFUNC, -1, -1, 0.0)
-    T._py[head] = PyOp(name, tuple(refs), backward_fn, len(values), differentiable, fwd)
+    T._py[head] = PyOp(name, tuple(refs), backward_fn, len(values), fwd)
     T._stops.append(head)
     return [T._push(PYOUT, head, -1, v) for v in values]
-
-
-def unbroadcast(g, shape):
-    """Sum gradient ``g`` down to ``shape`` (undo NumPy broadcasting)."""
-    g = np.asarray(g)
-    if g.shape == tuple(shape):
-        return g
-    lead = g.ndim - len(shape)
-    g = g.sum(axis=tuple(range(lead))) if lead > 0 else g
-    axes = tuple(k for k, n in enumerate(shape) if n == 1 and g.shape[k] != 1)
-    if axes:
-        g = g.sum(axis=axes, keepdims=True)
-    return g.reshape(shape)
 
 
 def record_broadcast(T, r, value, shape):
@@ -60,5 +47,5 @@ def record_broadcast(T, r, value, shape):
     ``next_functions`` looks through it, as PyTorch's graph has no node for implicit
     broadcasting.  Its rule is the array op ``expand``'s."""
     out = np.array(np.broadcast_to(np.asarray(value, np.float64), shape))
-    return record(T, "broadcast", [r], [out], None, True,
+    return record(T, "broadcast", [r], [out], None,
                   ("expand", (Arg(0),), {"shape": tuple(shape)}))[0]

@@ -14,11 +14,12 @@ such tensor assigned as an attribute (see ``tapegrad/nn/modules.py``).
 from __future__ import annotations
 
 from . import functional, init
-from .modules import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, Dropout, Identity, L1Loss,
-                      LeakyReLU, Linear, LogSoftmax, Module, ModuleList, MSELoss, NLLLoss,
-                      Parameter, ParameterList, ReLU, Sequential, Sigmoid, Softmax, Tanh)
+from .modules import (ELU, GELU, BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, Dropout, Identity,
+                      L1Loss, LeakyReLU, Linear, LogSoftmax, Module, ModuleList, MSELoss, NLLLoss,
+                      Parameter, ParameterList, ReLU, Sequential, Sigmoid, SiLU, SmoothL1Loss,
+                      Softmax, Softplus, Tanh)
 
 __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleList",
            "ParameterList", "Identity", "Linear", "ReLU", "LeakyReLU", "Tanh", "Sigmoid",
            "Softmax", "LogSoftmax", "Dropout", "MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss",
-           "BCELoss", "BCEWithLogitsLoss"]
+           "BCELoss", "BCEWithLogitsLoss", "Softplus", "GELU", "SiLU", "ELU", "SmoothL1Loss"]

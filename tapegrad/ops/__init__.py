@@ -5,6 +5,6 @@ Importing this layer gives ``Tensor`` its array-op methods (``x.sum()``, ``x[i]`
 from __future__ import annotations
 
 from ..core.tensor import Tensor, extend
-from . import array_ops, factories, torch_api
+from . import array_ops, factories, nn_ops, torch_api
 
 extend(Tensor, torch_api.METHODS)

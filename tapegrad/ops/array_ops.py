@@ -1,14 +1,15 @@
-"""The array-op table: ops whose backward is NumPy code (reductions, linear algebra,
-shape changes, indexing).  The single source of truth for them, as ``optable.py`` is for the
-elementwise ops that sweep in Numba.
+"""The array-op table: reductions, linear algebra, shape changes, indexing.  The single
+source of truth for them, as ``optable.py`` is for the elementwise ops that sweep in Numba.
 
 Each row is a forward over NumPy values and a vector-Jacobian product in HIPS autograd's
 style: ``vjp(g, ans, *xs, **params)`` returns the gradient for each input, given ``g`` (the
-gradient of the result) and ``ans`` (the result).  Rows are registered with ``@defop``; the
+gradient of the result) and ``ans`` (the result).  Rules are written in tapegrad ops on
+tensors, once: the float walk runs them under no_grad, ``create_graph=True`` records them,
+so they differentiate to any order.  Rows are registered with ``@defop``; the
 ``tg.<name>`` functions and ``Tensor`` methods are derived from the table in ``__init__``,
 and ``tests/test_array_ops.py`` checks every row against finite differences (and fails when
 a row has no test case).  A recorded array op is a ``pyfunc`` entry on the tape: the Numba
-sweep stops there and calls the vjp.
+sweep stops there and calls the vjp (``pyop_backward``).
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from typing import Callable, NamedTuple, Optional, Union
 
 import numpy as np
 
-from ..core.pyop import Arg, record, unbroadcast
+from ..core.elementwise import FUNCTIONS as ELEMENTWISE
+from ..core.pyop import Arg, record
 from ..core.tape import recording
 from ..core.tensor import (Tensor, note_comparison_use, recorded_comparison, tensor_of_entry,
                            wrap)
@@ -30,24 +32,25 @@ class ArrayOp(NamedTuple):
     method: bool = True         # also a Tensor method
     outputs: Optional[Callable] = None  # for multi-output ops: ans -> (differentiable, extra)
     cast: bool = True           # results take the inputs' float dtype (float32 stays float32)
-    tensor_vjp: bool = False    # the vjp is written in tapegrad ops on tensors (see below)
 
 
 ARRAY_OPS = {}
 
 
-def defop(name, node, method=True, outputs=None, cast=True, tensor_vjp=False):
-    """Register ``forward`` (the decorated function) with its ``vjp`` (``forward.vjp``).
+def defop(name, node, method=True, outputs=None, cast=True):
+    """Register ``forward`` (the decorated function) with its ``vjp`` (``forward.defvjp``).
 
-    With ``tensor_vjp`` the rule is written in tapegrad ops: ``vjp(g, ans, *args, **params)``
-    gets the result's gradient ``g`` and the result ``ans`` as tensors, each tensor argument
+    The rule is written in tapegrad ops: ``vjp(g, ans, *args, **params)`` gets the result's
+    gradient ``g`` and the result ``ans`` as tensors, each tensor argument
     as a tensor (recorded under ``create_graph=True``) and other arguments as given; it
     returns one gradient per positional argument (a tensor, None, or a function of no
     arguments computing it only when that input needs it).  Broadcasting is undone by the
-    caller (``sum_to``), never inside a rule."""
+    caller (``sum_to``), never inside a rule.  A multi-output op (``split``) gets lists of
+    tensors as ``g`` and ``ans``.  The float walk runs a rule under no_grad on plain
+    tensors, ``create_graph=True`` on recorded ones: one rule for every order."""
     def register(forward):
         def with_vjp(vjp):
-            ARRAY_OPS[name] = ArrayOp(name, node, forward, vjp, method, outputs, cast, tensor_vjp)
+            ARRAY_OPS[name] = ArrayOp(name, node, forward, vjp, method, outputs, cast)
             return vjp
         forward.defvjp = with_vjp
         return forward
@@ -68,31 +71,6 @@ def _out(v, like=None):
     return v
 
 
-def apply(name, inputs, value, backward_fn, differentiable=False):
-    """Record a Python-backward op with result ``value`` (when grad mode is on and an input
-    requires grad); returns the result tensor.  ``backward_fn(g)`` takes the result's
-    gradient and returns one gradient per input (or None).  With ``differentiable`` it is
-    written in tapegrad ops on tensors, so ``create_graph=True`` records it; otherwise it
-    works on NumPy values and ``create_graph=True`` through it raises."""
-    T = recording()
-    if T is None or not any(isinstance(t, Tensor) and t._t is not None for t in inputs):
-        return wrap(np.asarray(value) if value.__class__ is not float else value)
-    if value.__class__ is not float:
-        value = np.asarray(value)
-        if value.ndim == 0 and value.dtype == np.float64:
-            value = float(value)
-    refs = [(t._i if t._t is T else T._ref(t)) if isinstance(t, Tensor) and t._t is not None
-            else -1 for t in inputs]
-    if differentiable:
-        def run(gs):
-            return backward_fn(gs[0])
-    else:
-        def run(gs):
-            return backward_fn(gs[0]._v)
-    i = record(T, name, refs, [value], run, differentiable)[0]
-    return tensor_of_entry(T, i, value)
-
-
 def _record_call(op, node, args, outs, params):
     """Record array op ``op`` applied to ``args`` with results ``outs``; returns the result
     tensors.  The entry keeps the call (``PyOp.fwd``): the walk finds the rule from it."""
@@ -101,20 +79,17 @@ def _record_call(op, node, args, outs, params):
     if T is None or not any(t._t is not None for t in tensors):
         return [wrap(v) for v in outs]
     refs = [(t._i if t._t is T else T._ref(t)) if t._t is not None else -1 for t in tensors]
-    idx = record(T, node, refs, outs, None, True, (op.name, _template(args), params))
+    idx = record(T, node, refs, outs, None, (op.name, _template(args), params))
     return [tensor_of_entry(T, i, v) for i, v in zip(idx, outs)]
 
 
-def pyop_backward(py, grads, saved, outs, create_graph):
+def pyop_backward(py, grads, saved, outs):
     """The input gradients of recorded Python op ``py`` (one per ``py.inputs``, None for
     an input that needs none), given its outputs' gradients ``grads`` (tensors).
     ``saved(ref)`` is the value an input had, as a tensor (recorded in a create_graph walk),
-    and ``outs`` the outputs likewise."""
-    if py.backward_fn is not None:   # a custom Function, or an op of nn.functional
-        if create_graph and not py.differentiable:
-            raise NotImplementedError(
-                f"create_graph=True through {py.name} is not supported: its backward is "
-                "NumPy code")
+    and ``outs`` the outputs likewise.  The rule is the same in both walks: grad mode tells
+    it whether to record."""
+    if py.backward_fn is not None:   # a custom Function: its backward, on tensors
         return py.backward_fn(grads)
     name, template, params = py.fwd
     op = ARRAY_OPS[name]
@@ -122,23 +97,8 @@ def pyop_backward(py, grads, saved, outs, create_graph):
     args = [saved(py.inputs[int(a)]) if isinstance(a, Arg) else a for a in template]
     multi = py.nout > 1 or name == "split"
     g, ans = (grads, outs) if multi else (grads[0], outs[0])
-    if op.tensor_vjp:
-        gs = op.vjp(g, ans, *args, **params)
-        return [_graph_shape(gs[k], args[k]) if r >= 0 else None
-                for r, k in zip(py.inputs, tensor_pos)]
-    if create_graph:
-        rule = GRAPH_VJPS.get(name)
-        if rule is None:
-            raise NotImplementedError(
-                f"create_graph=True through {py.name} ({name}) is not supported yet")
-        gs = rule(g, [a._v for a in ans] if multi else ans._v, *args, **params)
-        return [_graph_shape(gs[k], args[k]) if r >= 0 else None
-                for r, k in zip(py.inputs, tensor_pos)]
-    vals = [_np(a._v) if isinstance(a, Tensor) else a for a in args]
-    gv = [np.asarray(x._v) for x in g] if multi else np.asarray(g._v)
-    av = [x._v for x in ans] if multi else np.asarray(ans._v)
-    gs = op.vjp(gv, av, *vals, **params)
-    return [_shape_grad(gs[k], vals[k]) if r >= 0 else None
+    gs = op.vjp(g, ans, *args, **params)
+    return [_graph_shape(gs[k], args[k]) if r >= 0 else None
             for r, k in zip(py.inputs, tensor_pos)]
 
 
@@ -190,20 +150,6 @@ def _template(args):
     return tuple(out)
 
 
-def _shape_grad(g, x):
-    """An input's gradient, shaped like the input.  A rule may return a thunk (a function
-    of no arguments) for a costly gradient: it is only called when the input needs it."""
-    if callable(g):
-        g = g()
-    if g is None:
-        return None
-    x = np.asarray(x)
-    g = np.asarray(g, dtype=np.float64)
-    if g.shape != x.shape:
-        g = unbroadcast(g, x.shape) if g.ndim >= x.ndim else np.broadcast_to(g, x.shape)
-    return float(g) if x.ndim == 0 else g
-
-
 def _axes(dim, ndim):
     if dim is None:
         return None
@@ -211,19 +157,79 @@ def _axes(dim, ndim):
     return tuple(d % max(ndim, 1) for d in dims)
 
 
-def _keep(g, x, dim, keepdim):
-    """Reshape a reduced gradient so that it broadcasts against the input ``x``."""
-    g = np.asarray(g)
-    if dim is None:
-        return np.broadcast_to(g.reshape((1,) * x.ndim) if x.ndim else g, x.shape)
-    if not keepdim:
-        for d in sorted(_axes(dim, x.ndim)):
-            g = np.expand_dims(g, d)
-    return np.broadcast_to(g, x.shape)
-
-
 def _name(base, dim):
     return f"{base}Backward0" if dim is None else f"{base}Backward1"
+
+
+def _shape(x):
+    return tuple(x.shape) if isinstance(x, Tensor) else np.shape(x)
+
+
+def _numel(x):
+    return int(np.prod(_shape(x), dtype=np.int64))
+
+
+def _value(x):
+    return np.asarray(x._v) if isinstance(x, Tensor) else np.asarray(x)
+
+
+_where = ELEMENTWISE["where"]
+
+
+def sum_to(g, shape):
+    """Sum ``g`` down to ``shape`` (undo broadcasting), in recorded ops: the one broadcast
+    reduction, applied by ``pyop_backward`` to every rule's result."""
+    shape = tuple(shape)
+    if _shape(g) == shape:
+        return g
+    lead = len(_shape(g)) - len(shape)
+    if lead > 0:
+        g = call("sum", g, dim=tuple(range(lead)))
+    axes = tuple(k for k, n in enumerate(shape) if n == 1 and _shape(g)[k] != 1)
+    if axes:
+        g = call("sum", g, dim=axes, keepdim=True)
+    return g if _shape(g) == shape else call("reshape", g, shape)
+
+
+def _graph_shape(g, x):
+    """A rule's gradient, shaped like the input ``x`` (thunks are called here)."""
+    if callable(g):
+        g = g()
+    if g is None:
+        return None
+    shape = _shape(x)
+    if _shape(g) != shape:
+        g = sum_to(g, shape) if len(_shape(g)) >= len(shape) else call("expand", g, shape)
+    return g
+
+
+def _spread(g, x, dim, keepdim):
+    """A reduced result (or its gradient) expanded back over ``x``'s shape."""
+    shape = _shape(x)
+    if dim is not None and not keepdim:
+        axes = _axes(dim, len(shape))
+        g = call("reshape", g, tuple(1 if k in axes else n for k, n in enumerate(shape)))
+    return call("expand", g, shape) if _shape(g) != shape else g
+
+
+def _ties(g, ans, x, dim=None, keepdim=False):
+    # d max / dx = the gradient split evenly among the elements equal to the max (as PyTorch)
+    mask = _where(x == _spread(ans, x, dim, keepdim), 1.0, 0.0)
+    return (_spread(g / call("sum", mask, dim=dim, keepdim=keepdim), x, dim, keepdim) * mask,)
+
+
+def _products_of_others(x, dim):
+    """For each element, the product of the others along ``dim`` (all if None), without
+    dividing (so zeros are fine): row i of an n x n table holding x with x_i set to 1."""
+    xm = call("reshape", x, (-1,)) if dim is None else call("transpose", x, dim, -1)
+    n = _shape(xm)[-1]
+    table = call("expand", call("unsqueeze", xm, -2), _shape(xm)[:-1] + (n, n))
+    others = call("prod", _where(np.eye(n, dtype=bool), 1.0, table), dim=-1)
+    return call("reshape", others, _shape(x)) if dim is None else call("transpose", others, dim, -1)
+
+
+def _reverse_cumsum(g, dim):
+    return call("flip", call("cumsum", call("flip", g, (dim,)), dim), (dim,))
 
 
 # -- reductions ---------------------------------------------------------------------------
@@ -233,9 +239,8 @@ def sum(x, dim=None, keepdim=False):  # noqa: A001
     return np.sum(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
 
 
-@sum.defvjp
-def _(g, ans, x, dim=None, keepdim=False):
-    return (_keep(g, x, dim, keepdim),)
+# d sum / dx_i = 1
+sum.defvjp(lambda g, ans, x, dim=None, keepdim=False: (_spread(g, x, dim, keepdim),))
 
 
 @defop("mean", lambda x, dim=None, keepdim=False: _name("Mean", dim))
@@ -243,9 +248,9 @@ def mean(x, dim=None, keepdim=False):
     return np.mean(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
 
 
-@mean.defvjp
-def _(g, ans, x, dim=None, keepdim=False):
-    return (_keep(g, x, dim, keepdim) * (np.size(ans) / max(x.size, 1)),)
+# d mean / dx_i = 1 / N
+mean.defvjp(lambda g, ans, x, dim=None, keepdim=False:
+            (_spread(g * (_numel(ans) / max(_numel(x), 1)), x, dim, keepdim),))
 
 
 @defop("prod", lambda x, dim=None, keepdim=False: _name("Prod", dim))
@@ -255,23 +260,10 @@ def prod(x, dim=None, keepdim=False):
 
 @prod.defvjp
 def _(g, ans, x, dim=None, keepdim=False):
-    # d prod / d x_i = prod of the others (computed without dividing, so zeros are fine)
-    ax = _axes(dim, x.ndim)
-    ax = tuple(range(x.ndim)) if ax is None else ax
-    moved = np.moveaxis(x, ax, tuple(range(-len(ax), 0)))
-    flat = moved.reshape(moved.shape[:moved.ndim - len(ax)] + (-1,))
-    left = np.cumprod(np.concatenate([np.ones(flat.shape[:-1] + (1,)), flat[..., :-1]], -1), -1)
-    right = np.cumprod(np.concatenate([np.ones(flat.shape[:-1] + (1,)), flat[..., :0:-1]], -1),
-                       -1)[..., ::-1]
-    others = np.moveaxis((left * right).reshape(moved.shape), tuple(range(-len(ax), 0)), ax)
-    return (_keep(g, x, dim, keepdim) * others,)
-
-
-def _ties_vjp(g, ans, x, dim=None, keepdim=False):
-    # full reductions split the gradient evenly among ties, as PyTorch's max()/amax
-    mask = (x == _keep(ans, x, dim, keepdim)).astype(np.float64)
-    count = _keep(np.sum(mask, axis=_axes(dim, x.ndim), keepdims=keepdim), x, dim, keepdim)
-    return (_keep(g, x, dim, keepdim) * mask / count,)
+    # d prod / dx_i = prod of the others = prod / x_i away from zeros
+    if np.all(_value(x) != 0):
+        return (_spread(g * ans, x, dim, keepdim) / x,)
+    return (_spread(g, x, dim, keepdim) * _products_of_others(x, dim),)
 
 
 @defop("amax", "AmaxBackward0")
@@ -279,7 +271,7 @@ def amax(x, dim=None, keepdim=False):
     return np.amax(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
 
 
-amax.defvjp(_ties_vjp)
+amax.defvjp(_ties)
 
 
 @defop("amin", "AminBackward0")
@@ -287,7 +279,7 @@ def amin(x, dim=None, keepdim=False):
     return np.amin(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
 
 
-amin.defvjp(_ties_vjp)
+amin.defvjp(_ties)
 
 
 def _arg_extreme(argfn):
@@ -302,11 +294,10 @@ def _arg_extreme(argfn):
 
 def _route(argfn):
     def vjp(g, ans, x, dim, keepdim=False):
-        idx = argfn(x, axis=dim, keepdims=True)
-        gk = g if keepdim else np.expand_dims(g, dim)
-        out = np.zeros(x.shape)
-        np.put_along_axis(out, idx, gk, axis=dim)
-        return (out,)
+        # d max(x, dim) / dx = 1 at the index it returned, 0 elsewhere
+        idx = argfn(_value(x), axis=dim, keepdims=True)
+        gk = g if keepdim else call("unsqueeze", g, dim)
+        return (call("ungather", gk, _shape(x), dim, idx),)
     return vjp
 
 
@@ -331,7 +322,7 @@ def max_all(x):
     return np.max(x)
 
 
-max_all.defvjp(lambda g, ans, x: _ties_vjp(g, ans, x))
+max_all.defvjp(lambda g, ans, x: _ties(g, ans, x))
 
 
 @defop("min_all", "MinBackward1", method=False)
@@ -339,22 +330,24 @@ def min_all(x):
     return np.min(x)
 
 
-min_all.defvjp(lambda g, ans, x: _ties_vjp(g, ans, x))
+min_all.defvjp(lambda g, ans, x: _ties(g, ans, x))
+
+
+def _ddof(unbiased, correction):
+    return (1 if unbiased else 0) if correction is None else correction
 
 
 @defop("var", "VarBackward0")
 def var(x, dim=None, unbiased=True, keepdim=False, correction=None):
-    ddof = (1 if unbiased else 0) if correction is None else correction
-    return np.var(x, axis=_axes(dim, x.ndim), ddof=ddof, keepdims=keepdim)
+    return np.var(x, axis=_axes(dim, x.ndim), ddof=_ddof(unbiased, correction), keepdims=keepdim)
 
 
 @var.defvjp
 def _(g, ans, x, dim=None, unbiased=True, keepdim=False, correction=None):
     # d var / dx = 2 (x - mean) / (N - ddof)
-    ddof = (1 if unbiased else 0) if correction is None else correction
-    n = x.size // max(np.size(ans), 1)
-    mu = np.mean(x, axis=_axes(dim, x.ndim), keepdims=True)
-    return (_keep(g, x, dim, keepdim) * 2.0 * (x - mu) / (n - ddof),)
+    n = _numel(x) // max(_numel(ans), 1)
+    scale = 2.0 / (n - _ddof(unbiased, correction))
+    return (_spread(g * scale, x, dim, keepdim) * (x - call("mean", x, dim=dim, keepdim=True)),)
 
 
 @defop("std", "StdBackward0")
@@ -362,11 +355,9 @@ def std(x, dim=None, unbiased=True, keepdim=False, correction=None):
     return np.sqrt(var(x, dim, unbiased, keepdim, correction))
 
 
-@std.defvjp
-def _(g, ans, x, dim=None, unbiased=True, keepdim=False, correction=None):
-    # d std = d var / (2 std)
-    (gv,) = ARRAY_OPS["var"].vjp(g, ans ** 2, x, dim, unbiased, keepdim, correction)
-    return (gv / (2.0 * _keep(ans, x, dim, keepdim)),)
+# d std = d var / (2 std)
+std.defvjp(lambda g, ans, x, dim=None, unbiased=True, keepdim=False, correction=None:
+           ARRAY_OPS["var"].vjp(g / (ans * 2.0), ans, x, dim, unbiased, keepdim, correction))
 
 
 @defop("norm", "LinalgVectorNormBackward0")
@@ -383,15 +374,15 @@ def norm(x, p=2, dim=None, keepdim=False):
 
 @norm.defvjp
 def _(g, ans, x, p=2, dim=None, keepdim=False):
-    a = _keep(ans, x, dim, keepdim)
-    gk = _keep(g, x, dim, keepdim)
-    if p == 2:   # x / |x|, 0 at the origin (as PyTorch)
-        return (gk * np.where(a == 0, 0.0, x / np.where(a == 0, 1.0, a)),)
-    if p == 1:
-        return (gk * np.sign(x),)
-    if p in (np.inf, "inf"):
-        return _ties_vjp(g, ans, np.abs(x), dim, keepdim)[0] * np.sign(x),
-    return (gk * np.sign(x) * np.abs(x) ** (p - 1) * np.where(a == 0, 0.0, a) ** (1 - p),)
+    safe = _where(ans == 0.0, 1.0, ans)   # x is 0 where the norm is: the gradient is 0 (as PyTorch)
+    if p == 2:   # d |x| = x / |x|
+        return (_spread(g / safe, x, dim, keepdim) * x,)
+    if p == 1:   # d sum |x| = sign x
+        return (_spread(g, x, dim, keepdim) * x.sign(),)
+    if p in (np.inf, "inf"):   # d max |x| = sign x at the ties of the max
+        return (_ties(g, ans, x.abs(), dim, keepdim)[0] * x.sign(),)
+    # d |x|_p = sign x |x|^(p-1) |x|_p^(1-p)
+    return (_spread(g * safe ** (1.0 - p), x, dim, keepdim) * x.sign() * x.abs() ** (p - 1.0),)
 
 
 @defop("logsumexp", "LogsumexpBackward0")
@@ -403,10 +394,9 @@ def logsumexp(x, dim, keepdim=False):
     return out if keepdim else np.squeeze(out, ax)
 
 
-@logsumexp.defvjp
-def _(g, ans, x, dim, keepdim=False):
-    # d lse / dx = softmax(x)
-    return (_keep(g, x, dim, keepdim) * np.exp(x - _keep(ans, x, dim, keepdim)),)
+# d lse / dx = softmax(x) = exp(x - lse)
+logsumexp.defvjp(lambda g, ans, x, dim, keepdim=False:
+                 (_spread(g, x, dim, keepdim) * (x - _spread(ans, x, dim, keepdim)).exp(),))
 
 
 @defop("softmax", "SoftmaxBackward0")
@@ -415,10 +405,9 @@ def softmax(x, dim):
     return e / np.sum(e, axis=dim, keepdims=True)
 
 
-@softmax.defvjp
-def _(g, ans, x, dim):
-    # J^T g = s * (g - sum(g s))
-    return (ans * (g - np.sum(g * ans, axis=dim, keepdims=True)),)
+# J^T g = s (g - sum(g s))
+softmax.defvjp(lambda g, ans, x, dim:
+               (ans * (g - call("sum", g * ans, dim=dim, keepdim=True)),))
 
 
 @defop("log_softmax", "LogSoftmaxBackward0")
@@ -427,10 +416,36 @@ def log_softmax(x, dim):
     return x - m - np.log(np.sum(np.exp(x - m), axis=dim, keepdims=True))
 
 
-@log_softmax.defvjp
+# J^T g = g - softmax sum(g)
+log_softmax.defvjp(lambda g, ans, x, dim:
+                   (g - ans.exp() * call("sum", g, dim=dim, keepdim=True),))
+
+
+@defop("cumsum", "CumsumBackward0")
+def cumsum(x, dim):
+    return np.cumsum(x, axis=dim)
+
+
+# d out_j / dx_i = 1 for j >= i: the reversed cumulative sum
+cumsum.defvjp(lambda g, ans, x, dim: (_reverse_cumsum(g, dim),))
+
+
+@defop("cumprod", "CumprodBackward0")
+def cumprod(x, dim):
+    return np.cumprod(x, axis=dim)
+
+
+@cumprod.defvjp
 def _(g, ans, x, dim):
-    # J^T g = g - softmax * sum(g)
-    return (g - np.exp(ans) * np.sum(g, axis=dim, keepdims=True),)
+    # d out_j / dx_i = prod_{k <= j, k != i} x_k for j >= i (= out_j / x_i away from zeros)
+    if np.all(_value(x) != 0):
+        return (_reverse_cumsum(g * ans, dim) / x,)
+    xm, gm = call("transpose", x, dim, -1), call("transpose", g, dim, -1)
+    n = _shape(xm)[-1]
+    table = call("expand", call("unsqueeze", xm, -2), _shape(xm)[:-1] + (n, n))
+    partial = call("cumprod", _where(np.eye(n, dtype=bool), 1.0, table), -1)   # [..., i, j]
+    gx = call("sum", partial * (call("unsqueeze", gm, -2) * wrap(np.triu(np.ones((n, n))))), dim=-1)
+    return (call("transpose", gx, dim, -1),)
 
 
 # -- linear algebra -----------------------------------------------------------------------
@@ -452,28 +467,41 @@ def matmul(a, b):
     return np.matmul(a, b)
 
 
+def _mm(a, b):
+    return call("matmul", a, b)
+
+
+def _mT(v):
+    """``v`` with its last two dims swapped.  Nothing records a tensor without history (the
+    float walk, or a constant): a NumPy view then, which BLAS reads without a copy."""
+    if v._t is None:
+        return wrap(np.swapaxes(np.asarray(v._v), -1, -2))
+    return call("transpose", v, -1, -2)
+
+
+def _col(v):
+    return call("unsqueeze", v, -1)
+
+
+def _row(v):
+    return call("unsqueeze", v, -2)
+
+
 @matmul.defvjp
 def _(g, ans, a, b):
-    # dA = g B^T, dB = A^T g, with 1-D operands promoted as matmul does, then unbroadcast
-    if a.ndim == 1 and b.ndim == 1:
-        return (g * b, g * a)
-    a2 = a[None, :] if a.ndim == 1 else a
-    b2 = b[:, None] if b.ndim == 1 else b
-    g2 = g
-    if a.ndim == 1:
-        g2 = np.expand_dims(g2, -2)
-    if b.ndim == 1:
-        g2 = np.expand_dims(g2, -1)
-
-    def ga():
-        r = np.matmul(g2, np.swapaxes(b2, -1, -2))
-        return unbroadcast(r[..., 0, :] if a.ndim == 1 else r, a.shape)
-
-    def gb():
-        r = np.matmul(np.swapaxes(a2, -1, -2), g2)
-        return unbroadcast(r[..., :, 0] if b.ndim == 1 else r, b.shape)
-
-    return (ga, gb)
+    # dA = g B^T, dB = A^T g, a 1-D operand promoted as matmul does (the caller sums batches)
+    na, nb = len(_shape(a)), len(_shape(b))
+    if na == 1 and nb == 1:
+        return (lambda: g * b, lambda: g * a)
+    if na == 1 and nb == 2:
+        return (lambda: _mm(b, g), lambda: call("outer", a, g))
+    if na == 2 and nb == 1:
+        return (lambda: call("outer", g, b), lambda: _mm(g, a))
+    if na == 1:
+        return (lambda: call("squeeze", _mm(b, _col(g)), dim=-1), lambda: _mm(_col(a), _row(g)))
+    if nb == 1:
+        return (lambda: _mm(_col(g), _row(b)), lambda: call("squeeze", _mm(_row(g), a), dim=-2))
+    return (lambda: _mm(g, _mT(b)), lambda: _mm(_mT(a), g))
 
 
 def _linear_node(x, w, b=None):
@@ -489,13 +517,18 @@ def linear(x, w, b=None):
     return out if b is None else out + b
 
 
+def _rows(v, n):
+    return v if len(_shape(v)) == 2 else call("reshape", v, (-1, n))
+
+
 @linear.defvjp
 def _(g, ans, x, w, b=None):
-    # dx = g W ; dW = g^T x (summed over leading dims) ; db = sum of g over leading dims
-    g2 = g.reshape(-1, g.shape[-1])
-    return (lambda: g @ w,
-            lambda: g2.T @ x.reshape(-1, x.shape[-1]),
-            None if b is None else (lambda: g2.sum(0)))
+    # dx = g W ; dW = g^T x and db = sum of g, over the leading dims
+    n_out, n_in = _shape(w)
+    g2 = _rows(g, n_out)
+    return (lambda: _mm(g, w),
+            lambda: _mm(_mT(g2), _rows(x, n_in)),
+            None if b is None else (lambda: call("sum", g2, dim=0)))
 
 
 @defop("outer", "MulBackward0")
@@ -503,7 +536,8 @@ def outer(a, b):
     return np.outer(a, b)
 
 
-outer.defvjp(lambda g, ans, a, b: (lambda: g @ b, lambda: a @ g))
+# d (a b^T) = (g b, g^T a)
+outer.defvjp(lambda g, ans, a, b: (lambda: _mm(g, b), lambda: _mm(a, g)))
 
 
 # -- shapes -------------------------------------------------------------------------------
@@ -514,12 +548,17 @@ def shape_arg(shape):
     return tuple(shape)
 
 
+def _reshape_back(g, ans, x, *args, **params):
+    # a reshape's adjoint: the gradient in the input's shape
+    return (call("reshape", g, _shape(x)),)
+
+
 @defop("reshape", "ViewBackward0")
 def reshape(x, shape):
     return np.reshape(x, shape).copy()
 
 
-reshape.defvjp(lambda g, ans, x, shape: (np.reshape(g, x.shape),))
+reshape.defvjp(_reshape_back)
 
 
 @defop("transpose", "TransposeBackward0")
@@ -527,7 +566,8 @@ def transpose(x, dim0, dim1):
     return np.swapaxes(x, dim0, dim1).copy()
 
 
-transpose.defvjp(lambda g, ans, x, dim0, dim1: (np.swapaxes(g, dim0, dim1),))
+# a swap is its own inverse
+transpose.defvjp(lambda g, ans, x, dim0, dim1: (call("transpose", g, dim0, dim1),))
 
 
 @defop("t", "TBackward0")
@@ -537,7 +577,7 @@ def t(x):
     return x.T.copy()
 
 
-t.defvjp(lambda g, ans, x: (g.T,))
+t.defvjp(lambda g, ans, x: (call("t", g),))
 
 
 @defop("permute", "PermuteBackward0")
@@ -545,7 +585,9 @@ def permute(x, dims):
     return np.transpose(x, dims).copy()
 
 
-permute.defvjp(lambda g, ans, x, dims: (np.transpose(g, np.argsort(dims)),))
+# the inverse permutation
+permute.defvjp(lambda g, ans, x, dims:
+               (call("permute", g, tuple(int(k) for k in np.argsort(dims))),))
 
 
 @defop("squeeze", lambda x, dim=None: "SqueezeBackward0" if dim is None else "SqueezeBackward1")
@@ -555,7 +597,7 @@ def squeeze(x, dim=None):
     return np.squeeze(x, axis=dim).copy()
 
 
-squeeze.defvjp(lambda g, ans, x, dim=None: (np.reshape(g, x.shape),))
+squeeze.defvjp(_reshape_back)
 
 
 @defop("unsqueeze", "UnsqueezeBackward0")
@@ -563,7 +605,7 @@ def unsqueeze(x, dim):
     return np.expand_dims(x, dim if dim >= 0 else x.ndim + 1 + dim).copy()
 
 
-unsqueeze.defvjp(lambda g, ans, x, dim: (np.reshape(g, x.shape),))
+unsqueeze.defvjp(_reshape_back)
 
 
 @defop("expand", "ExpandBackward0")
@@ -573,7 +615,35 @@ def expand(x, shape):
     return np.array(np.broadcast_to(x, shape))
 
 
-expand.defvjp(lambda g, ans, x, shape: (unbroadcast(g, x.shape),))
+# the gradient summed back over the broadcast dims
+expand.defvjp(lambda g, ans, x, shape: (sum_to(g, _shape(x)),))
+
+
+@defop("flip", "FlipBackward0")
+def flip(x, dims):
+    return np.flip(x, axis=dims).copy()
+
+
+# a flip is its own inverse
+flip.defvjp(lambda g, ans, x, dims: (call("flip", g, dims),))
+
+
+@defop("roll", "RollBackward0")
+def roll(x, shifts, dims=None):
+    return np.roll(x, shifts, axis=dims)
+
+
+# rolled back
+roll.defvjp(lambda g, ans, x, shifts, dims=None:
+            (call("roll", g, tuple(-s for s in shifts) if isinstance(shifts, tuple) else -shifts,
+                  dims),))
+
+
+def _slices(g, xs, dim, pick):
+    """``g`` cut into one part per input: ``pick(k, x)`` indexes along ``dim``."""
+    dim %= len(_shape(g))
+    return tuple(call("getitem", g, (slice(None),) * dim + (pick(k, x),))
+                 for k, x in enumerate(xs))
 
 
 @defop("cat", "CatBackward0", method=False)
@@ -583,8 +653,9 @@ def cat(*xs, dim=0):
 
 @cat.defvjp
 def _(g, ans, *xs, dim=0):
-    cuts = np.cumsum([x.shape[dim] for x in xs])[:-1]
-    return tuple(np.split(g, cuts, axis=dim))
+    # each input's part of g
+    ends = np.cumsum([_shape(x)[dim] for x in xs])
+    return _slices(g, xs, dim, lambda k, x: slice(int(ends[k] - _shape(x)[dim]), int(ends[k])))
 
 
 @defop("stack", "StackBackward0", method=False)
@@ -592,7 +663,8 @@ def stack(*xs, dim=0):
     return np.stack(xs, axis=dim)
 
 
-stack.defvjp(lambda g, ans, *xs, dim=0: tuple(np.moveaxis(g, dim, 0)))
+# each input's slice of g
+stack.defvjp(lambda g, ans, *xs, dim=0: _slices(g, xs, dim, lambda k, x: k))
 
 
 @defop("split", "SplitBackward0")
@@ -605,9 +677,8 @@ def split(x, split_size_or_sections, dim=0):
     return tuple(p.copy() for p in np.split(x, cuts, axis=dim))
 
 
-@split.defvjp
-def _(gs, outs, x, split_size_or_sections, dim=0):
-    return (np.concatenate([np.broadcast_to(g, o.shape) for g, o in zip(gs, outs)], axis=dim),)
+# the parts' gradients put back together
+split.defvjp(lambda gs, outs, x, split_size_or_sections, dim=0: (call("cat", *gs, dim=dim),))
 
 
 # -- indexing -----------------------------------------------------------------------------
@@ -629,11 +700,20 @@ def getitem(x, idx):
     return np.array(x[idx])
 
 
-@getitem.defvjp
-def _(g, ans, x, idx):
-    out = np.zeros(x.shape)
-    np.add.at(out, idx, g)   # repeated integer indices accumulate
-    return (out,)
+# g added back at idx (repeated integer indices accumulate)
+getitem.defvjp(lambda g, ans, x, idx: (call("unindex", g, _shape(x), idx),))
+
+
+@defop("unindex", "IndexPutBackward0", method=False)
+def unindex(g, shape, idx):
+    """Zeros of ``shape`` with ``g`` added at ``idx``: the adjoint of ``getitem``."""
+    out = np.zeros(shape)
+    np.add.at(out, idx, g)
+    return out
+
+
+# the adjoint of a scatter-add is the gather
+unindex.defvjp(lambda g, ans, v, shape, idx: (call("getitem", g, idx),))
 
 
 @defop("gather", "GatherBackward0")
@@ -641,13 +721,20 @@ def gather(x, dim, index):
     return np.take_along_axis(x, index, axis=dim)
 
 
-@gather.defvjp
-def _(g, ans, x, dim, index):
-    out = np.zeros(x.shape)
-    idx = list(np.indices(index.shape, sparse=True))
+gather.defvjp(lambda g, ans, x, dim, index: (call("ungather", g, _shape(x), dim, index),))
+
+
+@defop("ungather", "ScatterAddBackward0", method=False)
+def ungather(g, shape, dim, index):
+    """Zeros of ``shape`` with ``g`` added along ``dim`` at ``index``: gather's adjoint."""
+    out = np.zeros(shape)
+    idx = list(np.indices(np.shape(index), sparse=True))
     idx[dim] = index
     np.add.at(out, tuple(idx), g)
-    return (out,)
+    return out
+
+
+ungather.defvjp(lambda g, ans, v, shape, dim, index: (call("gather", g, dim, index),))
 
 
 @defop("index_select", "IndexSelectBackward0")
@@ -655,13 +742,9 @@ def index_select(x, dim, index):
     return np.take(x, index, axis=dim)
 
 
-@index_select.defvjp
-def _(g, ans, x, dim, index):
-    out = np.zeros(x.shape)
-    sl = [slice(None)] * x.ndim
-    sl[dim] = index
-    np.add.at(out, tuple(sl), g)
-    return (out,)
+index_select.defvjp(lambda g, ans, x, dim, index:
+                    (call("unindex", g, _shape(x), (slice(None),) * (dim % len(_shape(x)))
+                          + (index,)),))
 
 
 @defop("take", "TakeBackward0")
@@ -669,11 +752,8 @@ def take(x, index):
     return np.take(x, index)
 
 
-@take.defvjp
-def _(g, ans, x, index):
-    out = np.zeros(x.size)
-    np.add.at(out, np.ravel(index), np.ravel(g))
-    return (out.reshape(x.shape),)
+take.defvjp(lambda g, ans, x, index:
+            (call("reshape", call("unindex", g, (_numel(x),), (index,)), _shape(x)),))
 
 
 @defop("index_put", "CopySlices", method=False)
@@ -684,12 +764,9 @@ def index_put(x, idx, v):
     return out
 
 
-@index_put.defvjp
-def _(g, ans, x, idx, v):
-    gx = np.array(g)
-    gx[idx] = 0.0
-    gv = np.asarray(g)[idx]
-    return (gx, None, unbroadcast(gv, np.shape(v)) if np.ndim(gv) >= np.ndim(v) else gv)
+# x's gradient is g with the overwritten places zeroed; v's is g there
+index_put.defvjp(lambda g, ans, x, idx, v:
+                 (lambda: call("index_put", g, idx, 0.0), None, lambda: call("getitem", g, idx)))
 
 
 @defop("to_dtype", "ToCopyBackward0", method=False, cast=False)
@@ -698,123 +775,5 @@ def to_dtype(x, dtype):
 
 
 # the result's gradient has the result's dtype (as in PyTorch), then converts back
-to_dtype.defvjp(lambda g, ans, x, dtype: (g.astype(dtype).astype(x.dtype),))
-
-
-# -- the same vjps as recorded tensor ops, for create_graph=True --------------------------
-# HIPS autograd's rule: a vjp written with differentiable primitives can be differentiated
-# again.  A row here takes the arguments as given (tensors or constants) and returns
-# tensors (or thunks); ops without a row raise NotImplementedError under create_graph.
-
-@defop("unindex", "IndexPutBackward0", method=False)
-def unindex(g, shape, idx):
-    """Zeros of ``shape`` with ``g`` added at ``idx``: the adjoint of ``getitem``."""
-    out = np.zeros(shape)
-    np.add.at(out, idx, g)
-    return out
-
-
-unindex.defvjp(lambda g, ans, v, shape, idx: (np.asarray(g)[idx],))
-
-
-def _shape(x):
-    return tuple(x.shape) if isinstance(x, Tensor) else np.shape(x)
-
-
-def sum_to(g, shape):
-    """``unbroadcast`` in recorded ops: sum ``g`` down to ``shape``."""
-    shape = tuple(shape)
-    if _shape(g) == shape:
-        return g
-    lead = len(_shape(g)) - len(shape)
-    if lead > 0:
-        g = call("sum", g, dim=tuple(range(lead)))
-    axes = tuple(k for k, n in enumerate(shape) if n == 1 and _shape(g)[k] != 1)
-    if axes:
-        g = call("sum", g, dim=axes, keepdim=True)
-    return g if _shape(g) == shape else call("reshape", g, shape)
-
-
-def _spread(g, x, dim, keepdim):
-    """``_keep`` in recorded ops: a reduced gradient expanded back over ``x``'s shape."""
-    shape = _shape(x)
-    if dim is None:
-        g = call("reshape", g, (1,) * len(shape))
-    elif not keepdim:
-        for d in sorted(_axes(dim, len(shape))):
-            g = call("unsqueeze", g, d)
-    return call("expand", g, shape) if _shape(g) != shape else g
-
-
-def _swap(x):
-    return call("transpose", x, -1, -2)
-
-
-def _g_matmul(g, ans, a, b):
-    # dA = g B^T, dB = A^T g, 1-D operands promoted as matmul does, then summed to shape
-    mm, unsq, sq = (lambda p, q: call("matmul", p, q)), (lambda t, d: call("unsqueeze", t, d)), \
-        (lambda t, d: call("squeeze", t, dim=d))
-    if len(_shape(a)) == 1 and len(_shape(b)) == 1:   # dot
-        return (lambda: g * b, lambda: g * a)
-    if len(_shape(a)) == 1:   # (k,) @ (..., k, p)
-        return (lambda: sum_to(sq(mm(b, unsq(g, -1)), -1), _shape(a)),
-                lambda: sum_to(mm(unsq(a, -1), unsq(g, -2)), _shape(b)))
-    if len(_shape(b)) == 1:   # (..., m, k) @ (k,)
-        return (lambda: sum_to(mm(unsq(g, -1), unsq(b, -2)), _shape(a)),
-                lambda: sum_to(sq(mm(unsq(g, -2), a), -2), _shape(b)))
-    return (lambda: sum_to(mm(g, _swap(b)), _shape(a)),
-            lambda: sum_to(mm(_swap(a), g), _shape(b)))
-
-
-def _g_linear(g, ans, x, w, b=None):
-    n_out, n_in = _shape(w)
-    g2 = call("reshape", g, (-1, n_out))
-    return (lambda: call("matmul", g, w),
-            lambda: call("matmul", call("t", g2), call("reshape", x, (-1, n_in))),
-            None if b is None else (lambda: call("sum", g2, dim=0)))
-
-
-def _parts(g, xs, dim, pick):
-    nd = len(_shape(g))
-    dim = dim % nd
-    return tuple(call("getitem", g, (slice(None),) * dim + (pick(k, x),))
-                 for k, x in enumerate(xs))
-
-
-def _g_cat(g, ans, *xs, dim=0):
-    ends = np.cumsum([_shape(x)[dim] for x in xs])
-    return _parts(g, xs, dim, lambda k, x: slice(int(ends[k] - _shape(x)[dim]), int(ends[k])))
-
-
-GRAPH_VJPS = {
-    "sum": lambda g, ans, x, dim=None, keepdim=False: (_spread(g, x, dim, keepdim),),
-    "mean": lambda g, ans, x, dim=None, keepdim=False:
-        (_spread(g, x, dim, keepdim) * (np.size(ans) / max(int(np.prod(_shape(x))), 1)),),
-    "matmul": _g_matmul,
-    "linear": _g_linear,
-    "outer": lambda g, ans, a, b: (lambda: call("matmul", g, b), lambda: call("matmul", a, g)),
-    "reshape": lambda g, ans, x, shape: (call("reshape", g, _shape(x)),),
-    "squeeze": lambda g, ans, x, dim=None: (call("reshape", g, _shape(x)),),
-    "unsqueeze": lambda g, ans, x, dim: (call("reshape", g, _shape(x)),),
-    "transpose": lambda g, ans, x, dim0, dim1: (call("transpose", g, dim0, dim1),),
-    "t": lambda g, ans, x: (call("t", g),),
-    "permute": lambda g, ans, x, dims: (call("permute", g, tuple(np.argsort(dims))),),
-    "expand": lambda g, ans, x, shape: (sum_to(g, _shape(x)),),
-    "cat": _g_cat,
-    "stack": lambda g, ans, *xs, dim=0: _parts(g, xs, dim, lambda k, x: k),
-    "getitem": lambda g, ans, x, idx: (call("unindex", g, _shape(x), idx),),
-    "unindex": lambda g, ans, v, shape, idx: (call("getitem", g, idx),),
-    "to_dtype": lambda g, ans, x, dtype: (call("to_dtype", g, np.asarray(x._v if isinstance(x, Tensor) else x).dtype),),
-}
-
-
-def _graph_shape(g, x):
-    """A recorded gradient, shaped like the input ``x`` (thunks are called here)."""
-    if callable(g):
-        g = g()
-    if g is None:
-        return None
-    shape = _shape(x)
-    if _shape(g) != shape:
-        g = sum_to(g, shape) if len(_shape(g)) >= len(shape) else call("expand", g, shape)
-    return g
+to_dtype.defvjp(lambda g, ans, x, dtype:
+                (call("to_dtype", call("to_dtype", g, dtype), _value(x).dtype),))

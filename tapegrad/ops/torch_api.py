@@ -13,7 +13,8 @@ from typing import List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..core.elementwise import FUNCTIONS as ELEMENTWISE
-from ..core.tensor import Tensor, float32, float64
+from ..core.dtypes import float32, float64
+from ..core.tensor import Tensor
 from .array_ops import call, shape_arg
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
@@ -105,6 +106,16 @@ def softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
 def log_softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
     """log(softmax(x)) along ``dim``, computed stably."""
     return call("log_softmax", input, dim=dim)
+
+
+def cumsum(input: Tensor, dim: int, dtype=None) -> Tensor:
+    """Cumulative sums along ``dim``."""
+    return call("cumsum", input, dim=dim)
+
+
+def cumprod(input: Tensor, dim: int, dtype=None) -> Tensor:
+    """Cumulative products along ``dim`` (the gradient is exact with zeros in the input)."""
+    return call("cumprod", input, dim=dim)
 
 
 def matmul(input: Tensor, other: Tensor) -> Tensor:
@@ -221,6 +232,19 @@ def expand(input: Tensor, *sizes: Union[int, Sequence[int]]) -> Tensor:
 def expand_as(input: Tensor, other: Tensor) -> Tensor:
     """``expand`` to the shape of ``other``."""
     return expand(input, tuple(other.shape))
+
+
+def flip(input: Tensor, *dims: Union[int, Sequence[int]]) -> Tensor:
+    """Reverse the order of the elements along ``dims``."""
+    return call("flip", input, dims=shape_arg(dims))
+
+
+def roll(input: Tensor, shifts: Union[int, Sequence[int]],
+         dims: Optional[Union[int, Sequence[int]]] = None) -> Tensor:
+    """Shift the elements by ``shifts`` along ``dims`` (of the flattened input without
+    ``dims``), wrapping around."""
+    return call("roll", input, shifts=_dims(shifts) if isinstance(shifts, list) else shifts,
+                dims=_dims(dims))
 
 
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
@@ -345,7 +369,8 @@ METHODS = {
     "dot": dot, "outer": outer, "t": t, "transpose": transpose, "permute": permute,
     "reshape": reshape, "view": view, "flatten": flatten, "squeeze": squeeze,
     "unsqueeze": unsqueeze, "expand": expand, "expand_as": expand_as, "split": split,
-    "chunk": chunk, "gather": gather, "index_select": index_select, "take": take,
+    "chunk": chunk, "cumsum": cumsum, "cumprod": cumprod, "flip": flip, "roll": roll,
+    "gather": gather, "index_select": index_select, "take": take,
 }
 FUNCTIONS = dict(METHODS, cat=cat, concat=concat, stack=stack, linear=linear)
 METHODS.update(

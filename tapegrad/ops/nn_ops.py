@@ -1,0 +1,358 @@
+"""The array-op rows of ``tapegrad.nn.functional``: activations and losses.
+
+Each row is a NumPy forward (stable: ``logaddexp``, log-sum-exp, logs clamped at -100 as
+PyTorch) with PyTorch's node name, and a vjp written in tapegrad ops, so
+one rule serves ``backward()`` and ``create_graph=True``: every loss and activation is
+differentiable to any order.  Losses take ``reduction`` ("none", "mean", "sum"); a rule gets
+``g`` already shaped like the elementwise loss from ``_per_element``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..core.elementwise import FUNCTIONS as _ELEMENTWISE
+from ..core.forward import erf_array
+from ..core.tensor import Tensor, wrap
+from .array_ops import call, defop
+
+where = _ELEMENTWISE["where"]
+erf = _ELEMENTWISE["erf"]
+
+REDUCTIONS = ("none", "mean", "sum")
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_GELU_C = 0.044715
+
+
+def value(x):
+    """The value of a tensor (or array, or number) as a NumPy array."""
+    return np.asarray(x._v if isinstance(x, Tensor) else x)
+
+
+def check_reduction(reduction):
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def reduce(loss, reduction, denom=None):
+    """The elementwise ``loss`` (NumPy) reduced as ``reduction`` says; a weighted mean
+    divides by ``denom``."""
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return loss.sum() / (loss.size if denom is None else denom)
+
+
+def _per_element(g, reduction, denom):
+    """The gradient of the reduced loss with respect to each elementwise loss, times ``g``
+    (a scalar tensor broadcasts; "none" passes ``g`` through)."""
+    return g / denom if reduction == "mean" else g
+
+
+def _size(*xs):
+    return float(np.prod(np.broadcast_shapes(*(np.shape(value(x)) for x in xs))))
+
+
+def _softmax(x, dim):
+    """softmax in recorded ops; the shift by the max is a constant (softmax ignores it)."""
+    e = (x - wrap(np.max(value(x), axis=dim, keepdims=True))).exp()
+    return e / call("sum", e, dim=dim, keepdim=True)
+
+
+def _log_softmax(x, dim):
+    z = x - wrap(np.max(value(x), axis=dim, keepdims=True))
+    return z - call("sum", z.exp(), dim=dim, keepdim=True).log()
+
+
+# -- activations ----------------------------------------------------------------------------
+
+@defop("leaky_relu", "LeakyReluBackward0", method=False)
+def leaky_relu(x, negative_slope=0.01):
+    return np.where(x > 0, x, x * negative_slope)
+
+
+# d/dx = 1 for x > 0, else negative_slope
+leaky_relu.defvjp(lambda g, ans, x, negative_slope=0.01:
+                  (where(x > 0.0, g, g * negative_slope),))
+
+
+@defop("softplus", "SoftplusBackward0", method=False)
+def softplus(x, beta=1.0, threshold=20.0):
+    bx = x * beta
+    return np.where(bx > threshold, x, np.logaddexp(0.0, bx) / beta)
+
+
+# d/dx log(1 + exp(beta x)) / beta = sigmoid(beta x); 1 above the threshold (linear there)
+softplus.defvjp(lambda g, ans, x, beta=1.0, threshold=20.0:
+                (where(x * beta > threshold, g, g * (x * beta).sigmoid()),))
+
+
+@defop("gelu", "GeluBackward0", method=False)
+def gelu(x, approximate="none"):
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x ** 3)))
+    return 0.5 * x * (1.0 + erf_array(x / math.sqrt(2.0)))
+
+
+@gelu.defvjp
+def _(g, ans, x, approximate="none"):
+    if approximate == "tanh":
+        # u = k (x + c x^3), d/dx x (1 + tanh u) / 2 = (1 + t) / 2 + x (1 - t^2) k (1 + 3 c x^2) / 2
+        t = ((x + x * x * x * _GELU_C) * _SQRT_2_OVER_PI).tanh()
+        return (g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _SQRT_2_OVER_PI
+                     * (1.0 + 3.0 * _GELU_C * x * x)),)
+    # d/dx x Phi(x) = Phi(x) + x phi(x)
+    return (g * (0.5 * (1.0 + erf(x * (1.0 / math.sqrt(2.0))))
+                 + x * (x * x * -0.5).exp() * _INV_SQRT_2PI),)
+
+
+@defop("silu", "SiluBackward0", method=False)
+def silu(x):
+    return x * np.exp(-np.logaddexp(0.0, -x))
+
+
+@silu.defvjp
+def _(g, ans, x):
+    # d/dx x s(x) = s (1 + x (1 - s))
+    s = x.sigmoid()
+    return (g * s * (1.0 + x * (1.0 - s)),)
+
+
+@defop("elu", "EluBackward0", method=False)
+def elu(x, alpha=1.0):
+    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0.0)))
+
+
+# d/dx = 1 for x > 0, else alpha exp(x) (x clamped at 0, so the unused branch cannot overflow)
+elu.defvjp(lambda g, ans, x, alpha=1.0:
+           (where(x > 0.0, g, g * alpha * x.clamp(max=0.0).exp()),))
+
+
+# -- elementwise losses -----------------------------------------------------------------------
+
+@defop("mse_loss", "MseLossBackward0", method=False)
+def mse_loss(x, y, reduction="mean"):
+    d = x - y
+    return reduce(d * d, reduction)
+
+
+@mse_loss.defvjp
+def _(g, ans, x, y, reduction="mean"):
+    # d/dx (x - y)^2 = 2 (x - y) = -d/dy
+    gd = _per_element(g, reduction, _size(x, y)) * 2.0 * (x - y)
+    return (gd, lambda: -gd)
+
+
+@defop("l1_loss", "L1LossBackward0", method=False)
+def l1_loss(x, y, reduction="mean"):
+    return reduce(np.abs(x - y), reduction)
+
+
+@l1_loss.defvjp
+def _(g, ans, x, y, reduction="mean"):
+    # d/dx |x - y| = sign(x - y) = -d/dy  (0 at x == y, as PyTorch)
+    gd = _per_element(g, reduction, _size(x, y)) * (x - y).sign()
+    return (gd, lambda: -gd)
+
+
+@defop("smooth_l1_loss", "SmoothL1LossBackward0", method=False)
+def smooth_l1_loss(x, y, reduction="mean", beta=1.0):
+    a = np.abs(x - y)
+    if beta == 0.0:
+        return reduce(a, reduction)
+    return reduce(np.where(a < beta, 0.5 * a * a / beta, a - 0.5 * beta), reduction)
+
+
+@smooth_l1_loss.defvjp
+def _(g, ans, x, y, reduction="mean", beta=1.0):
+    # d/dd = d / beta inside |d| < beta, sign(d) outside: clamp(d, -beta, beta) / beta
+    d = x - y
+    slope = d.sign() if beta == 0.0 else d.clamp(-beta, beta) * (1.0 / beta)
+    gd = _per_element(g, reduction, _size(x, y)) * slope
+    return (gd, lambda: -gd)
+
+
+def _clamped_logs(x):
+    with np.errstate(divide="ignore"):
+        return np.maximum(np.log(x), -100.0), np.maximum(np.log1p(-x), -100.0)
+
+
+@defop("binary_cross_entropy", "BinaryCrossEntropyBackward0", method=False)
+def binary_cross_entropy(x, y, weight=None, reduction="mean"):
+    if x.shape != y.shape:
+        raise ValueError(f"Using a target size ({tuple(y.shape)}) that is different to the "
+                         f"input size ({tuple(x.shape)}) is deprecated. Please ensure they have "
+                         f"the same size.")
+    if np.any((x < 0) | (x > 1)):
+        raise RuntimeError("all elements of input should be between 0 and 1")
+    lx, l1x = _clamped_logs(x)
+    loss = -(y * lx + (1.0 - y) * l1x)
+    return reduce(loss if weight is None else loss * weight, reduction)
+
+
+@binary_cross_entropy.defvjp
+def _(g, ans, x, y, weight=None, reduction="mean"):
+    # loss = -(y log x + (1 - y) log(1 - x)) w ; d/dx = w (x - y) / (x (1 - x)) ;
+    # d/dy = w (log(1 - x) - log x) ; d/dw = the unweighted loss (logs clamped at -100)
+    gl = _per_element(g, reduction, _size(x, y))
+    gw = gl if weight is None else gl * weight
+
+    def logs():
+        return x.log().clamp(min=-100.0), (-x).log1p().clamp(min=-100.0)
+
+    def dy():
+        lx, l1x = logs()
+        return gw * (l1x - lx)
+
+    def dw():
+        lx, l1x = logs()
+        return -gl * (y * lx + (1.0 - y) * l1x)
+
+    return (lambda: gw * (x - y) / ((1.0 - x) * x).clamp(min=1e-12), dy,
+            None if weight is None else dw)
+
+
+@defop("binary_cross_entropy_with_logits", "BinaryCrossEntropyWithLogitsBackward0",
+       method=False)
+def binary_cross_entropy_with_logits(x, y, weight=None, pos_weight=None, reduction="mean"):
+    if x.shape != y.shape:
+        raise ValueError(f"Target size ({tuple(y.shape)}) must be the same as input size "
+                         f"({tuple(x.shape)})")
+    sp = np.logaddexp(0.0, -x)   # log(1 + exp(-x)) = -log sigmoid(x)
+    lw = 1.0 if pos_weight is None else 1.0 + (pos_weight - 1.0) * y
+    loss = (1.0 - y) * x + lw * sp
+    return reduce(loss if weight is None else loss * weight, reduction)
+
+
+@binary_cross_entropy_with_logits.defvjp
+def _(g, ans, x, y, weight=None, pos_weight=None, reduction="mean"):
+    # loss = ((1 - y) x + (1 + (pw - 1) y) softplus(-x)) w
+    # d/dx = ((1 - y) - (1 + (pw - 1) y) sigmoid(-x)) w ; d/dy = (-x + (pw - 1) softplus(-x)) w
+    # d/dpw = y softplus(-x) w ; d/dw = the unweighted loss
+    gl = _per_element(g, reduction, _size(x, y))
+    gw = gl if weight is None else gl * weight
+    lw = 1.0 if pos_weight is None else 1.0 + (pos_weight - 1.0) * y
+
+    def sp():
+        return call("softplus", -x)
+
+    def dy():
+        return gw * -x if pos_weight is None else gw * ((pos_weight - 1.0) * sp() - x)
+
+    return (lambda: gw * ((1.0 - y) - lw * (-x).sigmoid()), dy,
+            None if weight is None else (lambda: gl * ((1.0 - y) * x + lw * sp())),
+            None if pos_weight is None else (lambda: gw * y * sp()))
+
+
+# -- class losses: input (N, C, d1, ...) or (C,), class dimension 1 (0 for (C,)) -------------
+
+def _nll_node(x, *args, **params):
+    # PyTorch: nll_loss2d for inputs with spatial dimensions (its "none" reduction of a
+    # non-4-d input is a ViewBackward0 of it; here it stays one NllLoss2DBackward0 node)
+    return "NllLoss2DBackward0" if np.ndim(x) >= 3 else "NllLossBackward0"
+
+
+def _class_dim(x):
+    if np.ndim(x) == 0:
+        raise ValueError("Expected input to have at least 1 dimension (got a 0-d tensor)")
+    return 0 if np.ndim(x) == 1 else 1
+
+
+def _soft(x, t):
+    """True for class-probability targets (float, shaped like the input)."""
+    return np.shape(t) == np.shape(x) and np.asarray(t).dtype.kind == "f"
+
+
+def _along(v, dim, ndim):
+    """Class weights ``v`` (C,) shaped to broadcast along dimension ``dim`` of ``ndim``."""
+    return np.reshape(v, (-1,) + (1,) * (ndim - dim - 1))
+
+
+def _hard_targets(x, t, weight, ignore_index):
+    """For integer targets ``t``: the one-hot of the targets (shaped like ``x``), the
+    per-position weights (0 where ignored) and the valid mask (both shaped like ``t``)."""
+    if t.dtype.kind not in "iub":
+        raise RuntimeError(f"expected scalar type Long but found {t.dtype}")
+    dim, C = _class_dim(x), x.shape[_class_dim(x)]
+    t = t.astype(np.int64, copy=False)
+    valid = t != ignore_index
+    tc = np.where(valid, t, 0)
+    bad = (tc < 0) | (tc >= C)
+    if bad.any():
+        raise IndexError(f"Target {int(t[bad][0])} is out of bounds.")
+    onehot = np.expand_dims(tc, dim) == _along(np.arange(C), dim, x.ndim)
+    w = valid.astype(np.float64)
+    if weight is not None:
+        w = w * weight[tc]
+    return onehot, w, valid
+
+
+def _cross_entropy_terms(x, t, weight, ignore_index, label_smoothing):
+    """``(B, denom)``: the per-position loss is ``-sum_c B_c log_softmax(x)_c`` (``B`` the
+    weighted, smoothed target distribution, shaped like ``x``); ``denom`` divides the mean."""
+    dim = _class_dim(x)
+    C, eps = x.shape[dim], float(label_smoothing)
+    wc = _along(np.ones(C) if weight is None else weight, dim, x.ndim)
+    if _soft(x, t):
+        return (t * (1.0 - eps) + eps / C) * wc, float(np.prod(x.shape)) / C
+    onehot, w, valid = _hard_targets(x, t, weight, ignore_index)
+    B = (1.0 - eps) * onehot * np.expand_dims(w, dim)
+    if eps:
+        B = B + (eps / C) * np.expand_dims(valid, dim) * wc
+    return B, float(w.sum())
+
+
+@defop("cross_entropy", _nll_node, method=False)
+def cross_entropy(x, t, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    """log-softmax and NLL fused (log-sum-exp forward)."""
+    dim = _class_dim(x)
+    B, denom = _cross_entropy_terms(x, t, weight, ignore_index, label_smoothing)
+    z = x - np.max(x, axis=dim, keepdims=True)
+    ls = z - np.log(np.sum(np.exp(z), axis=dim, keepdims=True))
+    return reduce(-np.sum(B * ls, axis=dim), reduction, denom)
+
+
+@cross_entropy.defvjp
+def _(g, ans, x, t, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    # loss = -sum_c B_c log_softmax(x)_c ; d/dx = softmax(x) sum_c B_c - B
+    # (= (softmax - onehot) w unsmoothed) ; for probabilities t, B = ((1 - eps) t + eps/C) w:
+    # d/dt = -(1 - eps) w log_softmax(x)
+    xv, tv = value(x), value(t)
+    wv = None if weight is None else value(weight).astype(np.float64)
+    dim = _class_dim(xv)
+    B, denom = _cross_entropy_terms(xv, tv, wv, ignore_index, label_smoothing)
+    wc = 1.0 if wv is None else wrap(_along(wv, dim, xv.ndim))
+    if _soft(xv, tv):   # B as recorded ops of t: mixed second derivatives stay exact
+        B = (t * (1.0 - label_smoothing) + label_smoothing / xv.shape[dim]) * wc
+    else:
+        B = wrap(B)
+    gl = _per_element(g, reduction, denom)
+    if reduction == "none" and xv.ndim > 1:
+        gl = call("unsqueeze", gl, dim)
+    return (lambda: gl * (_softmax(x, dim) * call("sum", B, dim=dim, keepdim=True) - B),
+            lambda: gl * _log_softmax(x, dim) * wc * -(1.0 - label_smoothing),
+            None)
+
+
+@defop("nll_loss", _nll_node, method=False)
+def nll_loss(x, t, weight=None, ignore_index=-100, reduction="mean"):
+    dim = _class_dim(x)
+    onehot, w, _ = _hard_targets(x, t, weight, ignore_index)
+    return reduce(-np.sum(np.where(onehot, x, 0.0), axis=dim) * w, reduction, float(w.sum()))
+
+
+@nll_loss.defvjp
+def _(g, ans, x, t, weight=None, ignore_index=-100, reduction="mean"):
+    # loss = -w x[target] ; d/dx = -w onehot(target)
+    xv = value(x)
+    dim = _class_dim(xv)
+    onehot, w, _ = _hard_targets(xv, value(t), None if weight is None else value(weight),
+                                 ignore_index)
+    gl = _per_element(g, reduction, float(w.sum()))
+    if reduction == "none" and xv.ndim > 1:
+        gl = call("unsqueeze", gl, dim)
+    return (gl * wrap(onehot * -np.expand_dims(w, dim)), None, None)
