@@ -485,35 +485,61 @@ def grad_value(t, g):
 
 def accumulate(acc, only=None, create_graph=False):
     """Run leaf hooks on the summed gradients, then accumulate into ``.grad``
-    (only for tensors whose id is in ``only``, when given)."""
+    (only for tensors whose id is in ``only``, when given).  Under ``create_graph`` the
+    gradients are recorded tensors and ``.grad`` accumulates out of place, recorded too."""
+    if create_graph:
+        with set_grad_enabled(True):
+            _accumulate_recorded(acc, only)
+        return
+    with set_grad_enabled(False):   # hooks run with grad mode off, as in PyTorch
+        _accumulate_values(acc, only)
+
+
+def _accumulate_recorded(acc, only):
+    for t, g in zip(acc.ts, acc.gs):
+        if only is not None and id(t) not in only:
+            continue
+        g = grad_value(t, g)
+        hooks = getattr(t, "_hooks", None)
+        if hooks and id(t) not in acc.retained:
+            for hook in list(hooks):
+                r = hook(g if isinstance(g, Tensor) else wrap(g))
+                if r is not None:
+                    g = r
+        g = g if isinstance(g, Tensor) else wrap(g)
+        cur = getattr(t, "_grad", None)
+        t._grad = g if cur is None else cur + g
+
+
+def _accumulate_values(acc, only):
+    new = object.__new__
     retained = acc.retained
-    with set_grad_enabled(create_graph):
-        for t, g in zip(acc.ts, acc.gs):
-            if only is not None and id(t) not in only:
-                continue
-            if create_graph or t._v.__class__ is not float or g.__class__ is not float:
-                g = grad_value(t, g)
-            hooks = getattr(t, "_hooks", None)
-            cur = getattr(t, "_grad", None)
-            if hooks and id(t) not in retained:
-                for hook in list(hooks):
-                    r = hook(g if isinstance(g, Tensor) else wrap(g))
-                    if r is not None:
-                        g = r if create_graph else grad_value(t, r._v if isinstance(r, Tensor) else r)
-            if create_graph:
-                g = g if isinstance(g, Tensor) else wrap(g)
-                t._grad = g if cur is None else cur + g
-                continue
-            if isinstance(g, Tensor):
+    for t, g in zip(acc.ts, acc.gs):
+        if only is not None and id(t) not in only:
+            continue
+        if t._v.__class__ is not float or g.__class__ is not float:
+            g = grad_value(t, g)
+            if g.__class__ is Tensor:
                 g = g._v
-            if cur is None:
-                r = object.__new__(Tensor)
-                # a gradient the sweep made for this call is owned outright; views are copied
-                r._v = g if g.__class__ is float or (g.base is None and g.flags.writeable) else g.copy()
-                r._t = None
-                r._grad = r._hooks = None
-                t._grad = r
-            elif cur._v.__class__ is not float and cur._v.dtype == np.result_type(cur._v, g):
-                cur._v += g       # accumulate in place, as PyTorch does
-            else:
-                cur._v = cur._v + g
+        try:
+            hooks = t._hooks
+            cur = t._grad
+        except AttributeError:  # a non-leaf that retains grad
+            hooks = None
+            cur = getattr(t, "_grad", None)
+        if hooks and id(t) not in retained:
+            for hook in list(hooks):
+                r = hook(wrap(g))
+                if r is not None:
+                    g = grad_value(t, r._v if isinstance(r, Tensor) else r)
+        if cur is None:
+            r = new(Tensor)
+            # a gradient the sweep made for this call is owned outright; views are copied
+            r._v = g if g.__class__ is float or (g.base is None and g.flags.writeable) else g.copy()
+            r._t = None
+            r._grad = r._hooks = None
+            t._grad = r
+        elif cur._v.__class__ is not float and cur._v.dtype == np.result_type(cur._v, g):
+            cur._v += g       # accumulate in place, as PyTorch does
+        else:
+            cur._v = cur._v + g
