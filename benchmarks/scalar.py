@@ -237,11 +237,11 @@ def _sweep_alone(tg, x0, repeats):
     with tg.Tape() as tape:
         xs = [tg.tensor(v, requires_grad=True) for v in x0]
         y = rosen(xs)
-    walk_tape(tape, {y._i: 1.0}, False)  # converts the recording lists once
+    walk_tape(tape, {y._entry: 1.0}, False)  # converts the recording lists once
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        walk_tape(tape, {y._i: 1.0}, False)
+        walk_tape(tape, {y._entry: 1.0}, False)
         times.append(time.perf_counter() - t0)
     return _median(times) / len(tape) * 1e9
 

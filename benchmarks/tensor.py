@@ -181,7 +181,7 @@ def bench_chain(repeats):
         tg_run()
         torch_run()
         check["max_grad_diff_vs_torch"] = max(
-            float(np.max(np.abs(np.asarray(g.grad._v) - t.grad.numpy())))
+            float(np.max(np.abs(np.asarray(g.grad._value) - t.grad.numpy())))
             for g, t in zip(leaves, tleaves))
 
     def numpy_forward():           # the floor: the same 50 NumPy ufunc calls, no gradient

@@ -37,7 +37,7 @@ def _load_bench():
 
 
 def val(t):
-    return np.asarray(t.detach()._v)
+    return np.asarray(t.detach()._value)
 
 
 def numgrad(f, x, eps=1e-6):
@@ -128,7 +128,7 @@ def test_parameter_factory():
     assert p.requires_grad and p.is_leaf and p.grad_fn is None
     assert type(p) is tg.Tensor and isinstance(p, nn.Parameter)
     assert not isinstance(base, nn.Parameter)
-    assert np.shares_memory(p._v, base._v)           # like PyTorch: shares the data
+    assert np.shares_memory(p._value, base._value)           # like PyTorch: shares the data
     q = nn.Parameter(tg.tensor(3.0))
     assert q.shape == () and q.item() == 3.0 and q.requires_grad
     assert nn.Parameter(np.zeros((2, 2))).shape == (2, 2)
@@ -660,9 +660,9 @@ def test_functional_value_gradient_and_hvp_vs_pytorch(name, k):
 def test_init_functions():
     tg.manual_seed(3)
     w = tg.empty(200, 100) if hasattr(tg, "empty") else tg.zeros(200, 100)
-    arr = w._v
+    arr = w._value
     assert init.kaiming_uniform_(w, a=math.sqrt(5)) is w
-    assert w._v is arr                                     # in place
+    assert w._value is arr                                     # in place
     bound = math.sqrt(6 / ((1 + 5) * 100))
     assert np.abs(val(w)).max() <= bound and np.abs(val(w)).max() > 0.99 * bound
     init.kaiming_uniform_(w, nonlinearity="relu")
@@ -717,7 +717,7 @@ def test_sgd_by_hand():
     (s * s * s).backward()
     opt.step()
     np.testing.assert_allclose(val(p), [1.0 - 0.1 * 2.0, -2.0 + 0.1 * 4.0])
-    assert s._v.__class__ is float and s.item() == pytest.approx(0.5 - 0.1 * 0.75)
+    assert s._value.__class__ is float and s.item() == pytest.approx(0.5 - 0.1 * 0.75)
     assert p.is_leaf and p.requires_grad and p.grad_fn is None
     opt.zero_grad()
     assert p.grad is None and s.grad is None

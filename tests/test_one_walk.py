@@ -15,7 +15,7 @@ MODES = [False, True]
 def grad_of(fn, x0, create_graph):
     x = tg.tensor(x0, requires_grad=True)
     (g,) = tg.autograd.grad(fn(x), x, create_graph=create_graph)
-    return np.asarray(g.detach()._v, dtype=float)
+    return np.asarray(g.detach()._value, dtype=float)
 
 
 @pytest.mark.parametrize("create_graph", MODES)

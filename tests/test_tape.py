@@ -45,7 +45,7 @@ def test_innermost_tape_records():
         with tg.Tape() as inner:
             v = u * 3.0
         w = v + 1.0
-    assert v._t is inner and w._t is outer and u._t is outer
+    assert v._tape is inner and w._tape is outer and u._tape is outer
     w.backward()       # flows outer -> inner -> outer through links
     assert x.grad.item() == 6.0
 

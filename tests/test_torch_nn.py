@@ -22,7 +22,7 @@ TF = torch.nn.functional
 
 
 def val(t):
-    return np.asarray(t.detach()._v) if isinstance(t, tg.Tensor) else t.detach().numpy()
+    return np.asarray(t.detach()._value) if isinstance(t, tg.Tensor) else t.detach().numpy()
 
 
 def pair(a, requires_grad=True):

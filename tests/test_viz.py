@@ -252,7 +252,7 @@ def test_text_summary_is_a_wengert_list():
 
 def test_text_summary_with_adjoints():
     tape, x, y, z = small_tape()
-    text = viz.tape_summary(tape, sweep={y._i: 1.5})
+    text = viz.tape_summary(tape, sweep={y._entry: 1.5})
     assert re.search(r"-> v2\s+= -0\.2794155\s+adjoint 1\.5$", text, re.M)
     assert text.count("adjoint") == 1
 
@@ -274,7 +274,7 @@ def test_html_table_rows_and_summary():
 def test_html_adjoint_column_from_a_sweep():
     tape, x, y, z = small_tape()
     from tapegrad.autograd.engine import walk_tape
-    sweep = walk_tape(tape, {z._i: 1.0}, create_graph=False)
+    sweep = walk_tape(tape, {z._entry: 1.0}, create_graph=False)
     page = viz.tape_html(tape, sweep=sweep)
     cells = [re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", r) for r in re.findall(r"<tr>(.*?)</tr>", page)]
     assert cells[0][-1] == "adjoint"

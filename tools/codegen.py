@@ -460,7 +460,7 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
 
 _OPERAND = """\
 {ind}if {t}t is T:
-{ind}    r{t} = t{t}._i
+{ind}    r{t} = t{t}._entry
 {ind}elif {t}t is None:
 {ind}    r{t} = T._const_t({t})
 {ind}else:
@@ -474,25 +474,25 @@ _CONST = """\
 """
 
 _PUSH = """\
-{ind}vs = T._v
+{ind}vs = T._rec_val
 {ind}n = len(vs)
 {ind}if n >= _CHUNK:
 {ind}    n = T._flush()
-{ind}T._op.append({code})
-{ind}T._a.append(rx)
-{ind}T._b.append(ry)
+{ind}T._rec_op.append({code})
+{ind}T._rec_a.append(rx)
+{ind}T._rec_b.append(ry)
 {ind}vs.append(v)
 {ind}r = Tensor()
-{ind}r._v = v
-{ind}r._t = T
-{ind}r._i = T._base + n
+{ind}r._value = v
+{ind}r._tape = T
+{ind}r._entry = T._base + n
 {ind}return r
 """
 
 _PLAIN = """\
 {ind}r = Tensor()
-{ind}r._v = v
-{ind}r._t = None
+{ind}r._value = v
+{ind}r._tape = None
 {ind}return r
 """
 
@@ -519,14 +519,14 @@ def _binary(op, k):
     src = [f"def {op.name}_(tx, ty):",
            f'    """{op.name}: elementwise, differentiable (node ``{op.node}``)."""',
            "    if tx.__class__ is Tensor:",
-           "        x = tx._v",
+           "        x = tx._value",
            "        if x.__class__ is float:",
            "            cy = ty.__class__",
            "            if cy is Tensor:",
-           "                y = ty._v",
+           "                y = ty._value",
            "                if y.__class__ is float:"]
     src.append(_value(op, k, i5))
-    src.append(f"{i5}xt = tx._t\n{i5}yt = ty._t\n{i5}if xt is None and yt is None:")
+    src.append(f"{i5}xt = tx._tape\n{i5}yt = ty._tape\n{i5}if xt is None and yt is None:")
     src.append(_PLAIN.format(ind=i5 + "    "))
     src.append(_rec_lines(i5))
     src.append(_PLAIN.format(ind=i5 + "    "))
@@ -534,7 +534,7 @@ def _binary(op, k):
     src.append(_PUSH.format(ind=i5, code=k))
     src.append(f"{i3}elif cy is float or cy is int:\n{i4}y = ty if cy is float else float(ty)")
     src.append(_value(op, k, i4))
-    src.append(f"{i4}xt = tx._t\n{i4}if xt is None:")
+    src.append(f"{i4}xt = tx._tape\n{i4}if xt is None:")
     src.append(_PLAIN.format(ind=i4 + "    "))
     src.append(_rec_lines(i4))
     src.append(_PLAIN.format(ind=i4 + "    "))
@@ -547,11 +547,11 @@ def _binary(op, k):
                 f'    """Reflected {op.name}: ``number {op.dunder} tensor``."""',
                 "    cx = tx.__class__",
                 "    if cx is float or cx is int:",
-                "        y = ty._v",
+                "        y = ty._value",
                 "        if y.__class__ is float:",
                 "            x = tx if cx is float else float(tx)"]
         src.append(_value(op, k, i3))
-        src.append(f"{i3}yt = ty._t\n{i3}if yt is None:")
+        src.append(f"{i3}yt = ty._tape\n{i3}if yt is None:")
         src.append(_PLAIN.format(ind=i3 + "    "))
         src.append(_rec_lines(i3))
         src.append(_PLAIN.format(ind=i3 + "    "))
@@ -566,10 +566,10 @@ def _unary(op, k):
     src = [f"def {op.name}_(tx):",
            f'    """{op.name}: elementwise, differentiable (node ``{op.node}``)."""',
            "    if tx.__class__ is Tensor:",
-           "        x = tx._v",
+           "        x = tx._value",
            "        if x.__class__ is float:"]
     src.append(_value(op, k, i3, y="0.0"))
-    src.append(f"{i3}xt = tx._t\n{i3}if xt is None:")
+    src.append(f"{i3}xt = tx._tape\n{i3}if xt is None:")
     src.append(_PLAIN.format(ind=i3 + "    "))
     src.append(_rec_lines(i3))
     src.append(_PLAIN.format(ind=i3 + "    "))

@@ -43,12 +43,12 @@ def _shape_of(v):
 def seed_value(k, t, g):
     """The seed of output ``k`` (tensor ``t``) from ``grad_tensors[k]`` (``g``): a float or
     an ndarray shaped like ``t`` (ones for a scalar output when ``g`` is None)."""
-    shape = _shape_of(t._v)
+    shape = _shape_of(t._value)
     if g is None:
         if t.numel() != 1:
             raise RuntimeError("grad can be implicitly created only for scalar outputs")
         return 1.0 if shape == () else np.ones(shape)
-    gv = g._v if isinstance(g, Tensor) else (float(g) if isinstance(g, (int, float)) else np.asarray(g))
+    gv = g._value if isinstance(g, Tensor) else (float(g) if isinstance(g, (int, float)) else np.asarray(g))
     gshape = _shape_of(gv)
     if gshape != shape and not (isinstance(g, (int, float)) and len(shape) == 0):
         raise RuntimeError(f"Mismatch in shape: grad_output[{k}] has a shape of {Size(gshape)!r} "
@@ -57,8 +57,8 @@ def seed_value(k, t, g):
 
 
 def _is_leaf(t):
-    T = t._t
-    return T.__class__ is not Tape or T._leaves.get(t._i) is t
+    T = t._tape
+    return T.__class__ is not Tape or T._leaves.get(t._entry) is t
 
 
 def _check(T, status, i):
@@ -171,7 +171,7 @@ class FloatAdjoints:
 
     def set(self, i, g):
         if isinstance(g, Tensor):
-            g = g._v
+            g = g._value
         arr = self.tape._arr.get(i)
         if arr is None:
             self.adj[i] = float(np.sum(g)) if g.__class__ is not float else g
@@ -184,7 +184,7 @@ class FloatAdjoints:
 
     def add(self, i, g):
         if isinstance(g, Tensor):
-            g = g._v
+            g = g._value
         arr = self.tape._arr.get(i)
         if arr is None:
             self.adj[i] += float(np.sum(g)) if g.__class__ is not float else g
@@ -412,7 +412,7 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
     for k, (t, g) in enumerate(zip(tensors, grad_tensors)):
         if not isinstance(t, Tensor):
             raise TypeError(f"backward(): expected a Tensor, got {type(t).__name__}")
-        if t._t is None:
+        if t._tape is None:
             raise RuntimeError(f"element {k} of tensors does not require grad and does not "
                                "have a grad_fn")
         gv = seed_value(k, t, g)
@@ -421,15 +421,15 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
         if _is_leaf(t):
             acc.extend([t], [gv])
             continue
-        seeds = work.setdefault(id(t._t), [t._t, {}])[1]
-        seeds[t._i] = seeds[t._i] + gv if t._i in seeds else gv
+        seeds = work.setdefault(id(t._tape), [t._tape, {}])[1]
+        seeds[t._entry] = seeds[t._entry] + gv if t._entry in seeds else gv
 
     targets = []  # (position, tape, entry) for non-leaf inputs
     captured = [None] * (len(inputs) if inputs is not None else 0)
     if inputs is not None:
         for pos, x in enumerate(inputs):
             if not _is_leaf(x):
-                targets.append((pos, x._t, x._i))
+                targets.append((pos, x._tape, x._entry))
 
     walked = []
     with set_grad_enabled(create_graph):
@@ -446,7 +446,7 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
                     s[j] = s[j] + g if j in s else g
             for i, ref in T._retain.items():
                 t = ref()
-                if t is not None and i < len(reached) and reached[i] and t._t is T and t._i == i:
+                if t is not None and i < len(reached) and reached[i] and t._tape is T and t._entry == i:
                     acc.extend([t], [adj.get(i)])
                     acc.retained.add(id(t))
             for pos, S, j in targets:
@@ -476,7 +476,7 @@ def grad_value(t, g):
         if tuple(g.shape) != tuple(t.shape):
             g = g.expand(tuple(t.shape)) if g.ndim <= t.ndim else g.sum()
         return g
-    v = t._v
+    v = t._value
     if v.__class__ is float:
         return float(np.sum(g)) if g.__class__ is not float else g
     return np.asarray(np.broadcast_to(g, v.shape), dtype=v.dtype).copy() if np.shape(g) != v.shape \
@@ -517,10 +517,10 @@ def _accumulate_values(acc, only):
     for t, g in zip(acc.ts, acc.gs):
         if only is not None and id(t) not in only:
             continue
-        if t._v.__class__ is not float or g.__class__ is not float:
+        if t._value.__class__ is not float or g.__class__ is not float:
             g = grad_value(t, g)
             if g.__class__ is Tensor:
-                g = g._v
+                g = g._value
         try:
             hooks = t._hooks
             cur = t._grad
@@ -531,15 +531,15 @@ def _accumulate_values(acc, only):
             for hook in list(hooks):
                 r = hook(wrap(g))
                 if r is not None:
-                    g = grad_value(t, r._v if isinstance(r, Tensor) else r)
+                    g = grad_value(t, r._value if isinstance(r, Tensor) else r)
         if cur is None:
             r = new(Tensor)
             # a gradient the sweep made for this call is owned outright; views are copied
-            r._v = g if g.__class__ is float or (g.base is None and g.flags.writeable) else g.copy()
-            r._t = None
+            r._value = g if g.__class__ is float or (g.base is None and g.flags.writeable) else g.copy()
+            r._tape = None
             r._grad = r._hooks = None
             t._grad = r
-        elif cur._v.__class__ is not float and cur._v.dtype == np.result_type(cur._v, g):
-            cur._v += g       # accumulate in place, as PyTorch does
+        elif cur._value.__class__ is not float and cur._value.dtype == np.result_type(cur._value, g):
+            cur._value += g       # accumulate in place, as PyTorch does
         else:
-            cur._v = cur._v + g
+            cur._value = cur._value + g

@@ -66,7 +66,7 @@ class Function:
             return out
         name = f"{cls.__name__}Backward"
         tensor_outs = [o if isinstance(o, Tensor) else wrap(np.asarray(o)) for o in outs]
-        refs = [(a._i if a._t is T else T._ref(a)) if n else -1 for a, n in zip(args, needs)]
+        refs = [(a._entry if a._tape is T else T._ref(a)) if n else -1 for a, n in zip(args, needs)]
 
         def backward_fn(grads_out):
             # grads_out are tensors; under create_graph=True they are recorded, and so is
@@ -98,6 +98,6 @@ class Function:
                 result.append(g)
             return result
 
-        idx = record(T, name, refs, [o._v for o in tensor_outs], backward_fn)
-        res = tuple(tensor_of_entry(T, i, o._v) for i, o in zip(idx, tensor_outs))
+        idx = record(T, name, refs, [o._value for o in tensor_outs], backward_fn)
+        res = tuple(tensor_of_entry(T, i, o._value) for i, o in zip(idx, tensor_outs))
         return res if is_tuple else res[0]

@@ -152,7 +152,7 @@ def _stack(gs, out_shape, in_shape):
     if any(g.requires_grad for g in gs):   # create_graph: keep the rows recorded
         full = stack([g.reshape(in_shape) if in_shape else g for g in gs])
         return full.reshape(out_shape + in_shape)
-    return wrap(np.array([np.asarray(g._v, dtype=np.float64) for g in gs])
+    return wrap(np.array([np.asarray(g._value, dtype=np.float64) for g in gs])
                  .reshape(out_shape + in_shape))
 
 
@@ -188,7 +188,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
                 e[j] = 1.0
                 vs[k] = wrap(e.reshape(_shape(x)) if x.ndim else 1.0)
                 for i, t in enumerate(_jvp(outs, inputs, vs, create_graph)):
-                    cols[i][k].append(np.asarray(t.detach()._v, dtype=np.float64))
+                    cols[i][k].append(np.asarray(t.detach()._value, dtype=np.float64))
         J = [tuple(wrap(np.moveaxis(np.array(cols[i][k]).reshape(_shape(x) + _shape(o)),
                                      list(range(len(_shape(x)))),
                                      list(range(len(_shape(o)), len(_shape(o)) + len(_shape(x)))))

@@ -23,7 +23,7 @@ def _numerical(func, inputs, k, eps):
     """Jacobians of every output with respect to input ``k`` by central differences:
     a list over outputs of (out numel, in numel) arrays."""
     x = inputs[k]
-    base = np.array(x.detach()._v, dtype=np.float64)
+    base = np.array(x.detach()._value, dtype=np.float64)
     cols = []
     for j in range(base.size):
         vals = []
@@ -33,7 +33,7 @@ def _numerical(func, inputs, k, eps):
             xs = list(inputs)
             xs[k] = wrap(p.reshape(base.shape) if base.ndim else float(p[0]))
             with no_grad():
-                vals.append([np.array(o._v, dtype=np.float64).reshape(-1) if isinstance(o, Tensor)
+                vals.append([np.array(o._value, dtype=np.float64).reshape(-1) if isinstance(o, Tensor)
                              else None for o in _outputs(func, xs)])
         cols.append([None if a is None else (a - b) / (2 * eps) for a, b in zip(*vals)])
     n_out = len(cols[0]) if cols else 0
@@ -58,7 +58,7 @@ def _analytical(func, inputs, k):
             (g,) = grad(o, x, wrap(e.reshape(tuple(o.shape)) if o.ndim else 1.0),
                         retain_graph=True, allow_unused=True)
             rows.append(np.zeros(x.numel()) if g is None else
-                        np.array(g._v, dtype=np.float64).reshape(-1))
+                        np.array(g._value, dtype=np.float64).reshape(-1))
         J.append(np.array(rows).reshape(o.numel(), x.numel()))
     return J
 

@@ -46,7 +46,7 @@ class Elements(Tensor):
     def __setitem__(self, idx, value):
         idx = index_value(idx)
         self._elems[idx] = _objects(value)
-        self._v = _values(self._elems)
+        self._value = _values(self._elems)
 
     def __iter__(self):
         return (self[k] for k in range(len(self)))
@@ -83,7 +83,7 @@ class Elements(Tensor):
         """``x += ...``, ``x.mul_(...)``, ``x.copy_(...)``: the elements are replaced."""
         objs = _E(compute(self))
         self._elems = np.broadcast_to(objs, self._elems.shape).copy()
-        self._v = _values(self._elems)
+        self._value = _values(self._elems)
         return self
 
 
@@ -96,7 +96,7 @@ def elements(leaves, shape=None):
 
 
 def _value(e):
-    return e._v if isinstance(e, Tensor) else e
+    return e._value if isinstance(e, Tensor) else e
 
 
 def _values(objs):
@@ -113,7 +113,7 @@ def _wrap_elems(objs):
         e = objs[()]
         return e if isinstance(e, Tensor) else wrap(_const(e))
     r = Elements()
-    r._elems, r._t, r._v = objs, None, _values(objs)
+    r._elems, r._tape, r._value = objs, None, _values(objs)
     return r
 
 
@@ -126,10 +126,10 @@ def _objects(a):
     if isinstance(a, Elements):
         return a._elems
     if isinstance(a, Tensor):
-        v = a._v
+        v = a._value
         if v.__class__ is float:
-            return a if a._t is not None else v
-        if a._t is not None:
+            return a if a._tape is not None else v
+        if a._tape is not None:
             raise NotImplementedError(
                 "tg.compile: an array tensor that requires grad, other than the input, "
                 "entered the function; pass what you differentiate through x")
@@ -143,7 +143,7 @@ def _objects(a):
 
 def _apply(code, fn, elems):
     """One element of an elementwise op: recorded if an operand is, else a constant."""
-    if not any(isinstance(e, Tensor) and (e._t is not None or getattr(e, "_g", None))
+    if not any(isinstance(e, Tensor) and (e._tape is not None or getattr(e, "_comparison", None))
                for e in elems):
         xs = [float(_value(e)) for e in elems] + [0.0] * (3 - len(elems))
         try:
@@ -396,7 +396,7 @@ def scalarize_tape(T, inputs, outputs):
     Elementwise entries apply their op over the elements, array-op entries their rule
     above (``PyOp.fwd`` holds the op and its arguments), leaves that are not inputs and
     links from other tapes are constants.  Guards on scalar comparisons carry over."""
-    end = max([t._i for t in outputs] + [g[0] for g in T._guards]) + 1
+    end = max([t._entry for t in outputs] + [g[0] for g in T._guards]) + 1
     where = {id(x): k for k, x in enumerate(inputs)}
     S = Tape()
     S.rewrite_array_op = array_op
@@ -405,7 +405,7 @@ def scalarize_tape(T, inputs, outputs):
         for x in inputs:
             shape = tuple(x.shape)
             ls = [wrap(float(v), requires_grad=True)
-                  for v in np.asarray(x._v, dtype=np.float64).reshape(-1)]
+                  for v in np.asarray(x._value, dtype=np.float64).reshape(-1)]
             leaves += ls
             made.append(ls[0] if shape == () else elements(ls, shape))
         vals = {}
@@ -445,12 +445,12 @@ def scalarize_tape(T, inputs, outputs):
             if np.ndim(v):
                 raise NotImplementedError("compile(): a branch on an array comparison (its "
                                           f"outcome at {at} depends on every element)")
-            rec = getattr(g, "_g", None) if isinstance(g, Tensor) else None
+            rec = getattr(g, "_comparison", None) if isinstance(g, Tensor) else None
             if rec is not None and rec[0] is S:      # a comparison recorded on S
                 S._guards.append((rec[1], v, at))
     outs, shape = [], None
     for t in outputs:
-        v = vals[t._i]
+        v = vals[t._entry]
         if isinstance(v, Elements):
             if len(outputs) == 1:
                 shape = tuple(v.shape)
@@ -458,7 +458,7 @@ def scalarize_tape(T, inputs, outputs):
         else:
             outs.append(v)
     for k, e in enumerate(outs):
-        if not (isinstance(e, Tensor) and e._t is S):
+        if not (isinstance(e, Tensor) and e._tape is S):
             raise ValueError(f"compile(): output element {k} does not depend on the inputs")
     return S, leaves, outs, shape
 

@@ -51,11 +51,11 @@ class CompiledTape:
         outputs = list(outputs)
         inputs = list(inputs)
         for t in outputs:
-            if not isinstance(t, Tensor) or t._t is not tape:
+            if not isinstance(t, Tensor) or t._tape is not tape:
                 raise ValueError("compile(): every output must be a tensor recorded on this tape")
         for x in inputs:
-            if not isinstance(x, Tensor) or x._t is None or \
-                    (x._t.__class__ is Tape and x._t._leaves.get(x._i) is not x):
+            if not isinstance(x, Tensor) or x._tape is None or \
+                    (x._tape.__class__ is Tape and x._tape._leaves.get(x._entry) is not x):
                 raise ValueError("compile(): every input must be a leaf tensor that requires "
                                  "grad (an input the recording never used gets a zero "
                                  "gradient)")
@@ -65,16 +65,16 @@ class CompiledTape:
         op, a, b, val = tape._arrays()
         # every guard counts, also one recorded after the outputs: ``return y if y > z else
         # z`` compares after computing both, and that comparison chose the output
-        end = max([t._i for t in outputs] + [g[0] for g in tape._guards]) + 1
+        end = max([t._entry for t in outputs] + [g[0] for g in tape._guards]) + 1
         codes = op[:end]
         structural = np.any((codes >= N_ELEMENTWISE) & (codes != LEAF) & (codes != ARG))
         if structural or any(k < end for k in tape._arr) or \
-                any(t._v.__class__ is not float for t in inputs + outputs):
+                any(t._value.__class__ is not float for t in inputs + outputs):
             # array entries: run the tape again on elements, into a tape of scalar entries
             self.in_shapes = [tuple(x.shape) for x in inputs]
             tape, inputs, outputs, self.out_shape = scalarize_tape(tape, inputs, outputs)
             op, a, b, val = tape._arrays()
-            end = max([t._i for t in outputs] + [g[0] for g in tape._guards]) + 1
+            end = max([t._entry for t in outputs] + [g[0] for g in tape._guards]) + 1
         self._finish(tape, inputs, outputs, op, a, b, val, end, optimize)
 
     @staticmethod
@@ -107,7 +107,7 @@ class CompiledTape:
         self.in_pos = np.array([p[1] for p in pairs], dtype=np.int64)
         self.n_inputs = len(inputs)
         self._inputs_changed()
-        self.out = np.array([t._i for t in outputs], dtype=np.int64)
+        self.out = np.array([t._entry for t in outputs], dtype=np.int64)
         self.stats = None
         if optimize:
             self._optimize()
@@ -639,7 +639,7 @@ class CompiledFunction:
         else:
             ys = [y]
         for k, e in enumerate(ys):
-            if not isinstance(e, Tensor) or e._t.__class__ is not Tape:
+            if not isinstance(e, Tensor) or e._tape.__class__ is not Tape:
                 what = "the result" if shape is None else f"element {k} of the result"
                 raise ValueError(
                     f"tg.compile: {what} does not depend on x (the function must return a "

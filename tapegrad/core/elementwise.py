@@ -14,22 +14,22 @@ from .tensor import ieee_value as _ieee, wrap
 def add_(tx, ty):
     """add: elementwise, differentiable (node ``AddBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             cy = ty.__class__
             if cy is Tensor:
-                y = ty._v
+                y = ty._value
                 if y.__class__ is float:
                     try:
                         v = x + y
                     except (ArithmeticError, ValueError):
                         v = _ieee(0, x, y, 0.0)
-                    xt = tx._t
-                    yt = ty._t
+                    xt = tx._tape
+                    yt = ty._tape
                     if xt is None and yt is None:
                         r = Tensor()
-                        r._v = v
-                        r._t = None
+                        r._value = v
+                        r._tape = None
                         return r
                     try:
                         T = _rec_get()
@@ -37,33 +37,33 @@ def add_(tx, ty):
                         T = _boot()
                     if T is None:
                         r = Tensor()
-                        r._v = v
-                        r._t = None
+                        r._value = v
+                        r._tape = None
                         return r
                     if xt is T:
-                        rx = tx._i
+                        rx = tx._entry
                     elif xt is None:
                         rx = T._const_t(x)
                     else:
                         rx = T._ref(tx)
                     if yt is T:
-                        ry = ty._i
+                        ry = ty._entry
                     elif yt is None:
                         ry = T._const_t(y)
                     else:
                         ry = T._ref(ty)
-                    vs = T._v
+                    vs = T._rec_val
                     n = len(vs)
                     if n >= _CHUNK:
                         n = T._flush()
-                    T._op.append(0)
-                    T._a.append(rx)
-                    T._b.append(ry)
+                    T._rec_op.append(0)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
                     vs.append(v)
                     r = Tensor()
-                    r._v = v
-                    r._t = T
-                    r._i = T._base + n
+                    r._value = v
+                    r._tape = T
+                    r._entry = T._base + n
                     return r
             elif cy is float or cy is int:
                 y = ty if cy is float else float(ty)
@@ -71,11 +71,11 @@ def add_(tx, ty):
                     v = x + y
                 except (ArithmeticError, ValueError):
                     v = _ieee(0, x, y, 0.0)
-                xt = tx._t
+                xt = tx._tape
                 if xt is None:
                     r = Tensor()
-                    r._v = v
-                    r._t = None
+                    r._value = v
+                    r._tape = None
                     return r
                 try:
                     T = _rec_get()
@@ -83,11 +83,11 @@ def add_(tx, ty):
                     T = _boot()
                 if T is None:
                     r = Tensor()
-                    r._v = v
-                    r._t = None
+                    r._value = v
+                    r._tape = None
                     return r
                 if xt is T:
-                    rx = tx._i
+                    rx = tx._entry
                 elif xt is None:
                     rx = T._const_t(x)
                 else:
@@ -95,18 +95,18 @@ def add_(tx, ty):
                 ry = T._cmap.get(y)
                 if ry is None:
                     ry = T._const(y)
-                vs = T._v
+                vs = T._rec_val
                 n = len(vs)
                 if n >= _CHUNK:
                     n = T._flush()
-                T._op.append(0)
-                T._a.append(rx)
-                T._b.append(ry)
+                T._rec_op.append(0)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
                 vs.append(v)
                 r = Tensor()
-                r._v = v
-                r._t = T
-                r._i = T._base + n
+                r._value = v
+                r._tape = T
+                r._entry = T._base + n
                 return r
     return _generic(0, (tx, ty))
 
@@ -114,22 +114,22 @@ def add_(tx, ty):
 def sub_(tx, ty):
     """sub: elementwise, differentiable (node ``SubBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             cy = ty.__class__
             if cy is Tensor:
-                y = ty._v
+                y = ty._value
                 if y.__class__ is float:
                     try:
                         v = x - y
                     except (ArithmeticError, ValueError):
                         v = _ieee(1, x, y, 0.0)
-                    xt = tx._t
-                    yt = ty._t
+                    xt = tx._tape
+                    yt = ty._tape
                     if xt is None and yt is None:
                         r = Tensor()
-                        r._v = v
-                        r._t = None
+                        r._value = v
+                        r._tape = None
                         return r
                     try:
                         T = _rec_get()
@@ -137,33 +137,33 @@ def sub_(tx, ty):
                         T = _boot()
                     if T is None:
                         r = Tensor()
-                        r._v = v
-                        r._t = None
+                        r._value = v
+                        r._tape = None
                         return r
                     if xt is T:
-                        rx = tx._i
+                        rx = tx._entry
                     elif xt is None:
                         rx = T._const_t(x)
                     else:
                         rx = T._ref(tx)
                     if yt is T:
-                        ry = ty._i
+                        ry = ty._entry
                     elif yt is None:
                         ry = T._const_t(y)
                     else:
                         ry = T._ref(ty)
-                    vs = T._v
+                    vs = T._rec_val
                     n = len(vs)
                     if n >= _CHUNK:
                         n = T._flush()
-                    T._op.append(1)
-                    T._a.append(rx)
-                    T._b.append(ry)
+                    T._rec_op.append(1)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
                     vs.append(v)
                     r = Tensor()
-                    r._v = v
-                    r._t = T
-                    r._i = T._base + n
+                    r._value = v
+                    r._tape = T
+                    r._entry = T._base + n
                     return r
             elif cy is float or cy is int:
                 y = ty if cy is float else float(ty)
@@ -171,11 +171,11 @@ def sub_(tx, ty):
                     v = x - y
                 except (ArithmeticError, ValueError):
                     v = _ieee(1, x, y, 0.0)
-                xt = tx._t
+                xt = tx._tape
                 if xt is None:
                     r = Tensor()
-                    r._v = v
-                    r._t = None
+                    r._value = v
+                    r._tape = None
                     return r
                 try:
                     T = _rec_get()
@@ -183,11 +183,11 @@ def sub_(tx, ty):
                     T = _boot()
                 if T is None:
                     r = Tensor()
-                    r._v = v
-                    r._t = None
+                    r._value = v
+                    r._tape = None
                     return r
                 if xt is T:
-                    rx = tx._i
+                    rx = tx._entry
                 elif xt is None:
                     rx = T._const_t(x)
                 else:
@@ -195,36 +195,36 @@ def sub_(tx, ty):
                 ry = T._cmap.get(y)
                 if ry is None:
                     ry = T._const(y)
-                vs = T._v
+                vs = T._rec_val
                 n = len(vs)
                 if n >= _CHUNK:
                     n = T._flush()
-                T._op.append(1)
-                T._a.append(rx)
-                T._b.append(ry)
+                T._rec_op.append(1)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
                 vs.append(v)
                 r = Tensor()
-                r._v = v
-                r._t = T
-                r._i = T._base + n
+                r._value = v
+                r._tape = T
+                r._entry = T._base + n
                 return r
     return _generic(1, (tx, ty))
 def rsub_(ty, tx):
     """Reflected sub: ``number sub tensor``."""
     cx = tx.__class__
     if cx is float or cx is int:
-        y = ty._v
+        y = ty._value
         if y.__class__ is float:
             x = tx if cx is float else float(tx)
             try:
                 v = x - y
             except (ArithmeticError, ValueError):
                 v = _ieee(1, x, y, 0.0)
-            yt = ty._t
+            yt = ty._tape
             if yt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -232,30 +232,30 @@ def rsub_(ty, tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             rx = T._cmap.get(x)
             if rx is None:
                 rx = T._const(x)
             if yt is T:
-                ry = ty._i
+                ry = ty._entry
             elif yt is None:
                 ry = T._const_t(y)
             else:
                 ry = T._ref(ty)
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(1)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(1)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(1, (tx, ty))
 
@@ -263,22 +263,22 @@ def rsub_(ty, tx):
 def mul_(tx, ty):
     """mul: elementwise, differentiable (node ``MulBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             cy = ty.__class__
             if cy is Tensor:
-                y = ty._v
+                y = ty._value
                 if y.__class__ is float:
                     try:
                         v = x * y
                     except (ArithmeticError, ValueError):
                         v = _ieee(2, x, y, 0.0)
-                    xt = tx._t
-                    yt = ty._t
+                    xt = tx._tape
+                    yt = ty._tape
                     if xt is None and yt is None:
                         r = Tensor()
-                        r._v = v
-                        r._t = None
+                        r._value = v
+                        r._tape = None
                         return r
                     try:
                         T = _rec_get()
@@ -286,33 +286,33 @@ def mul_(tx, ty):
                         T = _boot()
                     if T is None:
                         r = Tensor()
-                        r._v = v
-                        r._t = None
+                        r._value = v
+                        r._tape = None
                         return r
                     if xt is T:
-                        rx = tx._i
+                        rx = tx._entry
                     elif xt is None:
                         rx = T._const_t(x)
                     else:
                         rx = T._ref(tx)
                     if yt is T:
-                        ry = ty._i
+                        ry = ty._entry
                     elif yt is None:
                         ry = T._const_t(y)
                     else:
                         ry = T._ref(ty)
-                    vs = T._v
+                    vs = T._rec_val
                     n = len(vs)
                     if n >= _CHUNK:
                         n = T._flush()
-                    T._op.append(2)
-                    T._a.append(rx)
-                    T._b.append(ry)
+                    T._rec_op.append(2)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
                     vs.append(v)
                     r = Tensor()
-                    r._v = v
-                    r._t = T
-                    r._i = T._base + n
+                    r._value = v
+                    r._tape = T
+                    r._entry = T._base + n
                     return r
             elif cy is float or cy is int:
                 y = ty if cy is float else float(ty)
@@ -320,11 +320,11 @@ def mul_(tx, ty):
                     v = x * y
                 except (ArithmeticError, ValueError):
                     v = _ieee(2, x, y, 0.0)
-                xt = tx._t
+                xt = tx._tape
                 if xt is None:
                     r = Tensor()
-                    r._v = v
-                    r._t = None
+                    r._value = v
+                    r._tape = None
                     return r
                 try:
                     T = _rec_get()
@@ -332,11 +332,11 @@ def mul_(tx, ty):
                     T = _boot()
                 if T is None:
                     r = Tensor()
-                    r._v = v
-                    r._t = None
+                    r._value = v
+                    r._tape = None
                     return r
                 if xt is T:
-                    rx = tx._i
+                    rx = tx._entry
                 elif xt is None:
                     rx = T._const_t(x)
                 else:
@@ -344,18 +344,18 @@ def mul_(tx, ty):
                 ry = T._cmap.get(y)
                 if ry is None:
                     ry = T._const(y)
-                vs = T._v
+                vs = T._rec_val
                 n = len(vs)
                 if n >= _CHUNK:
                     n = T._flush()
-                T._op.append(2)
-                T._a.append(rx)
-                T._b.append(ry)
+                T._rec_op.append(2)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
                 vs.append(v)
                 r = Tensor()
-                r._v = v
-                r._t = T
-                r._i = T._base + n
+                r._value = v
+                r._tape = T
+                r._entry = T._base + n
                 return r
     return _generic(2, (tx, ty))
 
@@ -363,22 +363,22 @@ def mul_(tx, ty):
 def div_(tx, ty):
     """div: elementwise, differentiable (node ``DivBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             cy = ty.__class__
             if cy is Tensor:
-                y = ty._v
+                y = ty._value
                 if y.__class__ is float:
                     try:
                         v = x / y
                     except (ArithmeticError, ValueError):
                         v = _ieee(3, x, y, 0.0)
-                    xt = tx._t
-                    yt = ty._t
+                    xt = tx._tape
+                    yt = ty._tape
                     if xt is None and yt is None:
                         r = Tensor()
-                        r._v = v
-                        r._t = None
+                        r._value = v
+                        r._tape = None
                         return r
                     try:
                         T = _rec_get()
@@ -386,33 +386,33 @@ def div_(tx, ty):
                         T = _boot()
                     if T is None:
                         r = Tensor()
-                        r._v = v
-                        r._t = None
+                        r._value = v
+                        r._tape = None
                         return r
                     if xt is T:
-                        rx = tx._i
+                        rx = tx._entry
                     elif xt is None:
                         rx = T._const_t(x)
                     else:
                         rx = T._ref(tx)
                     if yt is T:
-                        ry = ty._i
+                        ry = ty._entry
                     elif yt is None:
                         ry = T._const_t(y)
                     else:
                         ry = T._ref(ty)
-                    vs = T._v
+                    vs = T._rec_val
                     n = len(vs)
                     if n >= _CHUNK:
                         n = T._flush()
-                    T._op.append(3)
-                    T._a.append(rx)
-                    T._b.append(ry)
+                    T._rec_op.append(3)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
                     vs.append(v)
                     r = Tensor()
-                    r._v = v
-                    r._t = T
-                    r._i = T._base + n
+                    r._value = v
+                    r._tape = T
+                    r._entry = T._base + n
                     return r
             elif cy is float or cy is int:
                 y = ty if cy is float else float(ty)
@@ -420,11 +420,11 @@ def div_(tx, ty):
                     v = x / y
                 except (ArithmeticError, ValueError):
                     v = _ieee(3, x, y, 0.0)
-                xt = tx._t
+                xt = tx._tape
                 if xt is None:
                     r = Tensor()
-                    r._v = v
-                    r._t = None
+                    r._value = v
+                    r._tape = None
                     return r
                 try:
                     T = _rec_get()
@@ -432,11 +432,11 @@ def div_(tx, ty):
                     T = _boot()
                 if T is None:
                     r = Tensor()
-                    r._v = v
-                    r._t = None
+                    r._value = v
+                    r._tape = None
                     return r
                 if xt is T:
-                    rx = tx._i
+                    rx = tx._entry
                 elif xt is None:
                     rx = T._const_t(x)
                 else:
@@ -444,36 +444,36 @@ def div_(tx, ty):
                 ry = T._cmap.get(y)
                 if ry is None:
                     ry = T._const(y)
-                vs = T._v
+                vs = T._rec_val
                 n = len(vs)
                 if n >= _CHUNK:
                     n = T._flush()
-                T._op.append(3)
-                T._a.append(rx)
-                T._b.append(ry)
+                T._rec_op.append(3)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
                 vs.append(v)
                 r = Tensor()
-                r._v = v
-                r._t = T
-                r._i = T._base + n
+                r._value = v
+                r._tape = T
+                r._entry = T._base + n
                 return r
     return _generic(3, (tx, ty))
 def rdiv_(ty, tx):
     """Reflected div: ``number truediv tensor``."""
     cx = tx.__class__
     if cx is float or cx is int:
-        y = ty._v
+        y = ty._value
         if y.__class__ is float:
             x = tx if cx is float else float(tx)
             try:
                 v = x / y
             except (ArithmeticError, ValueError):
                 v = _ieee(3, x, y, 0.0)
-            yt = ty._t
+            yt = ty._tape
             if yt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -481,30 +481,30 @@ def rdiv_(ty, tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             rx = T._cmap.get(x)
             if rx is None:
                 rx = T._const(x)
             if yt is T:
-                ry = ty._i
+                ry = ty._entry
             elif yt is None:
                 ry = T._const_t(y)
             else:
                 ry = T._ref(ty)
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(3)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(3)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(3, (tx, ty))
 
@@ -512,22 +512,22 @@ def rdiv_(ty, tx):
 def pow_(tx, ty):
     """pow: elementwise, differentiable (node ``PowBackward1``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             cy = ty.__class__
             if cy is Tensor:
-                y = ty._v
+                y = ty._value
                 if y.__class__ is float:
                     try:
                         v = x * x if y == 2.0 else math.pow(x, y)
                     except (ArithmeticError, ValueError):
                         v = _ieee(4, x, y, 0.0)
-                    xt = tx._t
-                    yt = ty._t
+                    xt = tx._tape
+                    yt = ty._tape
                     if xt is None and yt is None:
                         r = Tensor()
-                        r._v = v
-                        r._t = None
+                        r._value = v
+                        r._tape = None
                         return r
                     try:
                         T = _rec_get()
@@ -535,33 +535,33 @@ def pow_(tx, ty):
                         T = _boot()
                     if T is None:
                         r = Tensor()
-                        r._v = v
-                        r._t = None
+                        r._value = v
+                        r._tape = None
                         return r
                     if xt is T:
-                        rx = tx._i
+                        rx = tx._entry
                     elif xt is None:
                         rx = T._const_t(x)
                     else:
                         rx = T._ref(tx)
                     if yt is T:
-                        ry = ty._i
+                        ry = ty._entry
                     elif yt is None:
                         ry = T._const_t(y)
                     else:
                         ry = T._ref(ty)
-                    vs = T._v
+                    vs = T._rec_val
                     n = len(vs)
                     if n >= _CHUNK:
                         n = T._flush()
-                    T._op.append(4)
-                    T._a.append(rx)
-                    T._b.append(ry)
+                    T._rec_op.append(4)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
                     vs.append(v)
                     r = Tensor()
-                    r._v = v
-                    r._t = T
-                    r._i = T._base + n
+                    r._value = v
+                    r._tape = T
+                    r._entry = T._base + n
                     return r
             elif cy is float or cy is int:
                 y = ty if cy is float else float(ty)
@@ -569,11 +569,11 @@ def pow_(tx, ty):
                     v = x * x if y == 2.0 else math.pow(x, y)
                 except (ArithmeticError, ValueError):
                     v = _ieee(4, x, y, 0.0)
-                xt = tx._t
+                xt = tx._tape
                 if xt is None:
                     r = Tensor()
-                    r._v = v
-                    r._t = None
+                    r._value = v
+                    r._tape = None
                     return r
                 try:
                     T = _rec_get()
@@ -581,11 +581,11 @@ def pow_(tx, ty):
                     T = _boot()
                 if T is None:
                     r = Tensor()
-                    r._v = v
-                    r._t = None
+                    r._value = v
+                    r._tape = None
                     return r
                 if xt is T:
-                    rx = tx._i
+                    rx = tx._entry
                 elif xt is None:
                     rx = T._const_t(x)
                 else:
@@ -593,36 +593,36 @@ def pow_(tx, ty):
                 ry = T._cmap.get(y)
                 if ry is None:
                     ry = T._const(y)
-                vs = T._v
+                vs = T._rec_val
                 n = len(vs)
                 if n >= _CHUNK:
                     n = T._flush()
-                T._op.append(4)
-                T._a.append(rx)
-                T._b.append(ry)
+                T._rec_op.append(4)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
                 vs.append(v)
                 r = Tensor()
-                r._v = v
-                r._t = T
-                r._i = T._base + n
+                r._value = v
+                r._tape = T
+                r._entry = T._base + n
                 return r
     return _generic(4, (tx, ty))
 def rpow_(ty, tx):
     """Reflected pow: ``number pow tensor``."""
     cx = tx.__class__
     if cx is float or cx is int:
-        y = ty._v
+        y = ty._value
         if y.__class__ is float:
             x = tx if cx is float else float(tx)
             try:
                 v = x * x if y == 2.0 else math.pow(x, y)
             except (ArithmeticError, ValueError):
                 v = _ieee(4, x, y, 0.0)
-            yt = ty._t
+            yt = ty._tape
             if yt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -630,30 +630,30 @@ def rpow_(ty, tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             rx = T._cmap.get(x)
             if rx is None:
                 rx = T._const(x)
             if yt is T:
-                ry = ty._i
+                ry = ty._entry
             elif yt is None:
                 ry = T._const_t(y)
             else:
                 ry = T._ref(ty)
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(4)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(4)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(4, (tx, ty))
 
@@ -661,22 +661,22 @@ def rpow_(ty, tx):
 def atan2_(tx, ty):
     """atan2: elementwise, differentiable (node ``Atan2Backward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             cy = ty.__class__
             if cy is Tensor:
-                y = ty._v
+                y = ty._value
                 if y.__class__ is float:
                     try:
                         v = math.atan2(x, y)
                     except (ArithmeticError, ValueError):
                         v = _ieee(5, x, y, 0.0)
-                    xt = tx._t
-                    yt = ty._t
+                    xt = tx._tape
+                    yt = ty._tape
                     if xt is None and yt is None:
                         r = Tensor()
-                        r._v = v
-                        r._t = None
+                        r._value = v
+                        r._tape = None
                         return r
                     try:
                         T = _rec_get()
@@ -684,33 +684,33 @@ def atan2_(tx, ty):
                         T = _boot()
                     if T is None:
                         r = Tensor()
-                        r._v = v
-                        r._t = None
+                        r._value = v
+                        r._tape = None
                         return r
                     if xt is T:
-                        rx = tx._i
+                        rx = tx._entry
                     elif xt is None:
                         rx = T._const_t(x)
                     else:
                         rx = T._ref(tx)
                     if yt is T:
-                        ry = ty._i
+                        ry = ty._entry
                     elif yt is None:
                         ry = T._const_t(y)
                     else:
                         ry = T._ref(ty)
-                    vs = T._v
+                    vs = T._rec_val
                     n = len(vs)
                     if n >= _CHUNK:
                         n = T._flush()
-                    T._op.append(5)
-                    T._a.append(rx)
-                    T._b.append(ry)
+                    T._rec_op.append(5)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
                     vs.append(v)
                     r = Tensor()
-                    r._v = v
-                    r._t = T
-                    r._i = T._base + n
+                    r._value = v
+                    r._tape = T
+                    r._entry = T._base + n
                     return r
             elif cy is float or cy is int:
                 y = ty if cy is float else float(ty)
@@ -718,11 +718,11 @@ def atan2_(tx, ty):
                     v = math.atan2(x, y)
                 except (ArithmeticError, ValueError):
                     v = _ieee(5, x, y, 0.0)
-                xt = tx._t
+                xt = tx._tape
                 if xt is None:
                     r = Tensor()
-                    r._v = v
-                    r._t = None
+                    r._value = v
+                    r._tape = None
                     return r
                 try:
                     T = _rec_get()
@@ -730,11 +730,11 @@ def atan2_(tx, ty):
                     T = _boot()
                 if T is None:
                     r = Tensor()
-                    r._v = v
-                    r._t = None
+                    r._value = v
+                    r._tape = None
                     return r
                 if xt is T:
-                    rx = tx._i
+                    rx = tx._entry
                 elif xt is None:
                     rx = T._const_t(x)
                 else:
@@ -742,18 +742,18 @@ def atan2_(tx, ty):
                 ry = T._cmap.get(y)
                 if ry is None:
                     ry = T._const(y)
-                vs = T._v
+                vs = T._rec_val
                 n = len(vs)
                 if n >= _CHUNK:
                     n = T._flush()
-                T._op.append(5)
-                T._a.append(rx)
-                T._b.append(ry)
+                T._rec_op.append(5)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
                 vs.append(v)
                 r = Tensor()
-                r._v = v
-                r._t = T
-                r._i = T._base + n
+                r._value = v
+                r._tape = T
+                r._entry = T._base + n
                 return r
     return _generic(5, (tx, ty))
 
@@ -761,22 +761,22 @@ def atan2_(tx, ty):
 def maximum_(tx, ty):
     """maximum: elementwise, differentiable (node ``MaximumBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             cy = ty.__class__
             if cy is Tensor:
-                y = ty._v
+                y = ty._value
                 if y.__class__ is float:
                     try:
                         v = x if (x > y or x != x) else y
                     except (ArithmeticError, ValueError):
                         v = _ieee(6, x, y, 0.0)
-                    xt = tx._t
-                    yt = ty._t
+                    xt = tx._tape
+                    yt = ty._tape
                     if xt is None and yt is None:
                         r = Tensor()
-                        r._v = v
-                        r._t = None
+                        r._value = v
+                        r._tape = None
                         return r
                     try:
                         T = _rec_get()
@@ -784,33 +784,33 @@ def maximum_(tx, ty):
                         T = _boot()
                     if T is None:
                         r = Tensor()
-                        r._v = v
-                        r._t = None
+                        r._value = v
+                        r._tape = None
                         return r
                     if xt is T:
-                        rx = tx._i
+                        rx = tx._entry
                     elif xt is None:
                         rx = T._const_t(x)
                     else:
                         rx = T._ref(tx)
                     if yt is T:
-                        ry = ty._i
+                        ry = ty._entry
                     elif yt is None:
                         ry = T._const_t(y)
                     else:
                         ry = T._ref(ty)
-                    vs = T._v
+                    vs = T._rec_val
                     n = len(vs)
                     if n >= _CHUNK:
                         n = T._flush()
-                    T._op.append(6)
-                    T._a.append(rx)
-                    T._b.append(ry)
+                    T._rec_op.append(6)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
                     vs.append(v)
                     r = Tensor()
-                    r._v = v
-                    r._t = T
-                    r._i = T._base + n
+                    r._value = v
+                    r._tape = T
+                    r._entry = T._base + n
                     return r
             elif cy is float or cy is int:
                 y = ty if cy is float else float(ty)
@@ -818,11 +818,11 @@ def maximum_(tx, ty):
                     v = x if (x > y or x != x) else y
                 except (ArithmeticError, ValueError):
                     v = _ieee(6, x, y, 0.0)
-                xt = tx._t
+                xt = tx._tape
                 if xt is None:
                     r = Tensor()
-                    r._v = v
-                    r._t = None
+                    r._value = v
+                    r._tape = None
                     return r
                 try:
                     T = _rec_get()
@@ -830,11 +830,11 @@ def maximum_(tx, ty):
                     T = _boot()
                 if T is None:
                     r = Tensor()
-                    r._v = v
-                    r._t = None
+                    r._value = v
+                    r._tape = None
                     return r
                 if xt is T:
-                    rx = tx._i
+                    rx = tx._entry
                 elif xt is None:
                     rx = T._const_t(x)
                 else:
@@ -842,18 +842,18 @@ def maximum_(tx, ty):
                 ry = T._cmap.get(y)
                 if ry is None:
                     ry = T._const(y)
-                vs = T._v
+                vs = T._rec_val
                 n = len(vs)
                 if n >= _CHUNK:
                     n = T._flush()
-                T._op.append(6)
-                T._a.append(rx)
-                T._b.append(ry)
+                T._rec_op.append(6)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
                 vs.append(v)
                 r = Tensor()
-                r._v = v
-                r._t = T
-                r._i = T._base + n
+                r._value = v
+                r._tape = T
+                r._entry = T._base + n
                 return r
     return _generic(6, (tx, ty))
 
@@ -861,22 +861,22 @@ def maximum_(tx, ty):
 def minimum_(tx, ty):
     """minimum: elementwise, differentiable (node ``MinimumBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             cy = ty.__class__
             if cy is Tensor:
-                y = ty._v
+                y = ty._value
                 if y.__class__ is float:
                     try:
                         v = x if (x < y or x != x) else y
                     except (ArithmeticError, ValueError):
                         v = _ieee(7, x, y, 0.0)
-                    xt = tx._t
-                    yt = ty._t
+                    xt = tx._tape
+                    yt = ty._tape
                     if xt is None and yt is None:
                         r = Tensor()
-                        r._v = v
-                        r._t = None
+                        r._value = v
+                        r._tape = None
                         return r
                     try:
                         T = _rec_get()
@@ -884,33 +884,33 @@ def minimum_(tx, ty):
                         T = _boot()
                     if T is None:
                         r = Tensor()
-                        r._v = v
-                        r._t = None
+                        r._value = v
+                        r._tape = None
                         return r
                     if xt is T:
-                        rx = tx._i
+                        rx = tx._entry
                     elif xt is None:
                         rx = T._const_t(x)
                     else:
                         rx = T._ref(tx)
                     if yt is T:
-                        ry = ty._i
+                        ry = ty._entry
                     elif yt is None:
                         ry = T._const_t(y)
                     else:
                         ry = T._ref(ty)
-                    vs = T._v
+                    vs = T._rec_val
                     n = len(vs)
                     if n >= _CHUNK:
                         n = T._flush()
-                    T._op.append(7)
-                    T._a.append(rx)
-                    T._b.append(ry)
+                    T._rec_op.append(7)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
                     vs.append(v)
                     r = Tensor()
-                    r._v = v
-                    r._t = T
-                    r._i = T._base + n
+                    r._value = v
+                    r._tape = T
+                    r._entry = T._base + n
                     return r
             elif cy is float or cy is int:
                 y = ty if cy is float else float(ty)
@@ -918,11 +918,11 @@ def minimum_(tx, ty):
                     v = x if (x < y or x != x) else y
                 except (ArithmeticError, ValueError):
                     v = _ieee(7, x, y, 0.0)
-                xt = tx._t
+                xt = tx._tape
                 if xt is None:
                     r = Tensor()
-                    r._v = v
-                    r._t = None
+                    r._value = v
+                    r._tape = None
                     return r
                 try:
                     T = _rec_get()
@@ -930,11 +930,11 @@ def minimum_(tx, ty):
                     T = _boot()
                 if T is None:
                     r = Tensor()
-                    r._v = v
-                    r._t = None
+                    r._value = v
+                    r._tape = None
                     return r
                 if xt is T:
-                    rx = tx._i
+                    rx = tx._entry
                 elif xt is None:
                     rx = T._const_t(x)
                 else:
@@ -942,18 +942,18 @@ def minimum_(tx, ty):
                 ry = T._cmap.get(y)
                 if ry is None:
                     ry = T._const(y)
-                vs = T._v
+                vs = T._rec_val
                 n = len(vs)
                 if n >= _CHUNK:
                     n = T._flush()
-                T._op.append(7)
-                T._a.append(rx)
-                T._b.append(ry)
+                T._rec_op.append(7)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
                 vs.append(v)
                 r = Tensor()
-                r._v = v
-                r._t = T
-                r._i = T._base + n
+                r._value = v
+                r._tape = T
+                r._entry = T._base + n
                 return r
     return _generic(7, (tx, ty))
 
@@ -961,17 +961,17 @@ def minimum_(tx, ty):
 def neg_(tx):
     """neg: elementwise, differentiable (node ``NegBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = -x
             except (ArithmeticError, ValueError):
                 v = _ieee(8, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -979,28 +979,28 @@ def neg_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(8)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(8)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(8, (tx,))
 
@@ -1008,17 +1008,17 @@ def neg_(tx):
 def abs_(tx):
     """abs: elementwise, differentiable (node ``AbsBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = abs(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(9, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -1026,28 +1026,28 @@ def abs_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(9)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(9)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(9, (tx,))
 
@@ -1055,17 +1055,17 @@ def abs_(tx):
 def exp_(tx):
     """exp: elementwise, differentiable (node ``ExpBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = math.exp(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(10, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -1073,28 +1073,28 @@ def exp_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(10)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(10)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(10, (tx,))
 
@@ -1102,17 +1102,17 @@ def exp_(tx):
 def log_(tx):
     """log: elementwise, differentiable (node ``LogBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = math.log(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(11, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -1120,28 +1120,28 @@ def log_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(11)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(11)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(11, (tx,))
 
@@ -1149,17 +1149,17 @@ def log_(tx):
 def log1p_(tx):
     """log1p: elementwise, differentiable (node ``Log1PBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = math.log1p(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(12, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -1167,28 +1167,28 @@ def log1p_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(12)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(12)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(12, (tx,))
 
@@ -1196,17 +1196,17 @@ def log1p_(tx):
 def expm1_(tx):
     """expm1: elementwise, differentiable (node ``Expm1Backward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = math.expm1(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(13, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -1214,28 +1214,28 @@ def expm1_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(13)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(13)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(13, (tx,))
 
@@ -1243,17 +1243,17 @@ def expm1_(tx):
 def sqrt_(tx):
     """sqrt: elementwise, differentiable (node ``SqrtBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = math.sqrt(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(14, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -1261,28 +1261,28 @@ def sqrt_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(14)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(14)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(14, (tx,))
 
@@ -1290,17 +1290,17 @@ def sqrt_(tx):
 def sin_(tx):
     """sin: elementwise, differentiable (node ``SinBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = math.sin(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(15, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -1308,28 +1308,28 @@ def sin_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(15)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(15)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(15, (tx,))
 
@@ -1337,17 +1337,17 @@ def sin_(tx):
 def cos_(tx):
     """cos: elementwise, differentiable (node ``CosBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = math.cos(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(16, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -1355,28 +1355,28 @@ def cos_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(16)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(16)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(16, (tx,))
 
@@ -1384,17 +1384,17 @@ def cos_(tx):
 def tan_(tx):
     """tan: elementwise, differentiable (node ``TanBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = math.tan(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(17, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -1402,28 +1402,28 @@ def tan_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(17)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(17)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(17, (tx,))
 
@@ -1431,17 +1431,17 @@ def tan_(tx):
 def asin_(tx):
     """asin: elementwise, differentiable (node ``AsinBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = math.asin(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(18, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -1449,28 +1449,28 @@ def asin_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(18)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(18)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(18, (tx,))
 
@@ -1478,17 +1478,17 @@ def asin_(tx):
 def acos_(tx):
     """acos: elementwise, differentiable (node ``AcosBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = math.acos(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(19, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -1496,28 +1496,28 @@ def acos_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(19)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(19)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(19, (tx,))
 
@@ -1525,17 +1525,17 @@ def acos_(tx):
 def atan_(tx):
     """atan: elementwise, differentiable (node ``AtanBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = math.atan(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(20, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -1543,28 +1543,28 @@ def atan_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(20)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(20)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(20, (tx,))
 
@@ -1572,17 +1572,17 @@ def atan_(tx):
 def sinh_(tx):
     """sinh: elementwise, differentiable (node ``SinhBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = math.sinh(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(21, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -1590,28 +1590,28 @@ def sinh_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(21)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(21)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(21, (tx,))
 
@@ -1619,17 +1619,17 @@ def sinh_(tx):
 def cosh_(tx):
     """cosh: elementwise, differentiable (node ``CoshBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = math.cosh(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(22, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -1637,28 +1637,28 @@ def cosh_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(22)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(22)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(22, (tx,))
 
@@ -1666,17 +1666,17 @@ def cosh_(tx):
 def tanh_(tx):
     """tanh: elementwise, differentiable (node ``TanhBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = math.tanh(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(23, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -1684,28 +1684,28 @@ def tanh_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(23)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(23)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(23, (tx,))
 
@@ -1713,17 +1713,17 @@ def tanh_(tx):
 def sigmoid_(tx):
     """sigmoid: elementwise, differentiable (node ``SigmoidBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = 1.0 / (1.0 + math.exp(-x))
             except (ArithmeticError, ValueError):
                 v = _ieee(24, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -1731,28 +1731,28 @@ def sigmoid_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(24)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(24)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(24, (tx,))
 
@@ -1760,17 +1760,17 @@ def sigmoid_(tx):
 def relu_(tx):
     """relu: elementwise, differentiable (node ``ReluBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = x if x > 0.0 else 0.0 * x
             except (ArithmeticError, ValueError):
                 v = _ieee(25, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -1778,28 +1778,28 @@ def relu_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(25)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(25)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(25, (tx,))
 
@@ -1807,17 +1807,17 @@ def relu_(tx):
 def erf_(tx):
     """erf: elementwise, differentiable (node ``ErfBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = math.erf(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(26, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -1825,28 +1825,28 @@ def erf_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(26)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(26)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(26, (tx,))
 
@@ -1854,17 +1854,17 @@ def erf_(tx):
 def sign_(tx):
     """sign: elementwise, differentiable (node ``SignBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0 * x)
             except (ArithmeticError, ValueError):
                 v = _ieee(27, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -1872,28 +1872,28 @@ def sign_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(27)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(27)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(27, (tx,))
 
@@ -1901,17 +1901,17 @@ def sign_(tx):
 def round_(tx):
     """round: elementwise, differentiable (node ``RoundBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = float(round(x))
             except (ArithmeticError, ValueError):
                 v = _ieee(28, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -1919,28 +1919,28 @@ def round_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(28)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(28)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(28, (tx,))
 
@@ -1948,17 +1948,17 @@ def round_(tx):
 def floor_(tx):
     """floor: elementwise, differentiable (node ``FloorBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = float(math.floor(x))
             except (ArithmeticError, ValueError):
                 v = _ieee(29, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -1966,28 +1966,28 @@ def floor_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(29)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(29)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(29, (tx,))
 
@@ -1995,17 +1995,17 @@ def floor_(tx):
 def ceil_(tx):
     """ceil: elementwise, differentiable (node ``CeilBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = float(math.ceil(x))
             except (ArithmeticError, ValueError):
                 v = _ieee(30, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -2013,28 +2013,28 @@ def ceil_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(30)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(30)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(30, (tx,))
 
@@ -2042,17 +2042,17 @@ def ceil_(tx):
 def trunc_(tx):
     """trunc: elementwise, differentiable (node ``TruncBackward0``)."""
     if tx.__class__ is Tensor:
-        x = tx._v
+        x = tx._value
         if x.__class__ is float:
             try:
                 v = float(math.trunc(x))
             except (ArithmeticError, ValueError):
                 v = _ieee(31, x, 0.0, 0.0)
-            xt = tx._t
+            xt = tx._tape
             if xt is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             try:
                 T = _rec_get()
@@ -2060,28 +2060,28 @@ def trunc_(tx):
                 T = _boot()
             if T is None:
                 r = Tensor()
-                r._v = v
-                r._t = None
+                r._value = v
+                r._tape = None
                 return r
             if xt is T:
-                rx = tx._i
+                rx = tx._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
                 rx = T._ref(tx)
             ry = -1
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= _CHUNK:
                 n = T._flush()
-            T._op.append(31)
-            T._a.append(rx)
-            T._b.append(ry)
+            T._rec_op.append(31)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
             vs.append(v)
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = T._base + n
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
             return r
     return _generic(31, (tx,))
 

@@ -15,10 +15,10 @@ _CLASSES = {}
 class Node:
     """A backward node: the view of one tape entry."""
 
-    __slots__ = ("_tape", "_i")
+    __slots__ = ("_tape", "_entry")
 
     def __init__(self, tape, i):
-        self._tape, self._i = tape, i
+        self._tape, self._entry = tape, i
 
     def name(self):
         return type(self).__name__
@@ -27,13 +27,13 @@ class Node:
     def next_functions(self):
         """((node, output_nr), ...) for each input; (None, 0) for inputs without grad."""
         T = self._tape
-        return tuple(_edge(T, r) for r in _node_inputs(T, self._i))
+        return tuple(_edge(T, r) for r in _node_inputs(T, self._entry))
 
     def __eq__(self, other):
-        return type(other) is type(self) and other._tape is self._tape and other._i == self._i
+        return type(other) is type(self) and other._tape is self._tape and other._entry == self._entry
 
     def __hash__(self):
-        return hash((id(self._tape), self._i))
+        return hash((id(self._tape), self._entry))
 
     def __repr__(self):
         return f"<{self.name()} object at {hex(id(self))}>"
@@ -46,7 +46,7 @@ class AccumulateGrad(Node):
     next_functions = ()
 
     def __init__(self, variable):
-        self._tape, self._i = None, -1
+        self._tape, self._entry = None, -1
         self.variable = variable
 
     def __eq__(self, other):

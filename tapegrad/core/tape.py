@@ -3,7 +3,7 @@
 Entry ``i`` of a tape is one recorded op.  It has an opcode ``op[i]``, two operand
 references ``a[i]`` and ``b[i]`` and a value ``val[i]``.  A reference ``r >= 0`` names an
 earlier entry; ``r < 0`` names the constant ``consts[-r - 1]``.  A tensor that requires
-grad knows its tape (``t._t``) and its entry (``t._i``); the tensor *is* its entry's output.
+grad knows its tape (``t._tape``) and its entry (``t._entry``); the tensor *is* its entry's output.
 
 Array-valued entries keep their value in ``_arr`` (entry -> ndarray) and ``val[i]`` is NaN;
 the sweep lays them out in one flat buffer.  Ops whose backward runs in Python (custom
@@ -94,13 +94,13 @@ class Tape:
     one, ops record onto a per-thread default tape.  Tapes nest; the innermost records.
     """
 
-    __slots__ = ("_op", "_a", "_b", "_v", "_c", "_base", "_stored_op", "_stored_a", "_stored_b", "_stored_val",
+    __slots__ = ("_rec_op", "_rec_a", "_rec_b", "_rec_val", "_c", "_base", "_stored_op", "_stored_a", "_stored_b", "_stored_val",
                  "_arr", "_leaves", "_links", "_linkcache", "_py", "_hooks", "_retain",
                  "_stops", "_freed", "_dirty", "_tensor_consts", "_cmap", "_flat", "_reads", "_guards",
                  "rewrite_array_op", "__weakref__")
 
     def __init__(self):
-        self._op, self._a, self._b, self._v = [], [], [], []
+        self._rec_op, self._rec_a, self._rec_b, self._rec_val = [], [], [], []
         self._c = [0.0]            # constants; consts[0] = 0.0 is the unused operand
         self._base = 0             # entries already moved into the arrays below
         self._stored_op = np.zeros(0, np.int8)
@@ -144,11 +144,11 @@ class Tape:
 
     # -- recording --------------------------------------------------------------------
     def __len__(self) -> int:
-        return self._base + len(self._v)
+        return self._base + len(self._rec_val)
 
     def _flush(self):
         """Move the recording lists into the NumPy arrays; returns 0 (the new list length)."""
-        n = len(self._v)
+        n = len(self._rec_val)
         if n:
             end = self._base + n
             if end > len(self._stored_op):
@@ -159,17 +159,17 @@ class Tape:
                     new[:self._base] = old[:self._base]
                     setattr(self, name, new)
             s = slice(self._base, end)
-            self._stored_op[s] = np.fromiter(self._op, np.int8, n)
-            self._stored_a[s] = np.fromiter(self._a, np.int32, n)
-            self._stored_b[s] = np.fromiter(self._b, np.int32, n)
-            self._stored_val[s] = np.fromiter(self._v, np.float64, n)
-            self._op.clear(); self._a.clear(); self._b.clear(); self._v.clear()
+            self._stored_op[s] = np.fromiter(self._rec_op, np.int8, n)
+            self._stored_a[s] = np.fromiter(self._rec_a, np.int32, n)
+            self._stored_b[s] = np.fromiter(self._rec_b, np.int32, n)
+            self._stored_val[s] = np.fromiter(self._rec_val, np.float64, n)
+            self._rec_op.clear(); self._rec_a.clear(); self._rec_b.clear(); self._rec_val.clear()
             self._base = end
         return 0
 
     def _push(self, code, ra, rb, v):
         """Append one entry (any value kind); returns its index."""
-        vs = self._v
+        vs = self._rec_val
         n = len(vs)
         if n >= CHUNK:
             n = self._flush()
@@ -180,7 +180,7 @@ class Tape:
                 v = np.nan
             else:           # 0-d values are scalar entries, whatever their dtype
                 v = float(v)
-        self._op.append(code); self._a.append(ra); self._b.append(rb); vs.append(v)
+        self._rec_op.append(code); self._rec_a.append(ra); self._rec_b.append(rb); vs.append(v)
         return i
 
     def _const(self, c):
@@ -203,23 +203,23 @@ class Tape:
         return r
 
     def _push_leaf(self, t):
-        i = self._push(LEAF, -1, -1, t._v)
+        i = self._push(LEAF, -1, -1, t._value)
         self._leaves[i] = t
-        t._t = self
-        t._i = i
+        t._tape = self
+        t._entry = i
         return i
 
     def _ref(self, t):
         """Reference to tensor ``t`` (which requires grad) from this tape: registers a leaf,
         or links a non-leaf of another tape so that gradients flow on into it."""
-        src = t._t
-        if src.__class__ is not Tape or src._leaves.get(t._i) is t:
+        src = t._tape
+        if src.__class__ is not Tape or src._leaves.get(t._entry) is t:
             return self._push_leaf(t)
-        key = (id(src), t._i)
+        key = (id(src), t._entry)
         j = self._linkcache.get(key)
         if j is None:
-            j = self._push(LINK, -1, -1, t._v)
-            self._links[j] = (src, t._i)
+            j = self._push(LINK, -1, -1, t._value)
+            self._links[j] = (src, t._entry)
             self._linkcache[key] = j
         return j
 
@@ -233,7 +233,7 @@ class Tape:
         """(opcode, a, b) of entry ``i``."""
         if i >= self._base:
             k = i - self._base
-            return self._op[k], self._a[k], self._b[k]
+            return self._rec_op[k], self._rec_a[k], self._rec_b[k]
         return int(self._stored_op[i]), int(self._stored_a[i]), int(self._stored_b[i])
 
     def _value(self, i):
@@ -241,7 +241,7 @@ class Tape:
             return None   # a Python op's head holds no value: its outputs follow it
         if i in self._arr:
             return self._arr[i]
-        return self._v[i - self._base] if i >= self._base else float(self._stored_val[i])
+        return self._rec_val[i - self._base] if i >= self._base else float(self._stored_val[i])
 
     def _inputs(self, i):
         """Operand references of entry ``i`` in argument order (constants are < 0)."""
@@ -268,7 +268,7 @@ class Tape:
     @property
     def nbytes(self):
         """Bytes held by this tape's entry storage (arrays, lists and array values)."""
-        listed = 4 * 8 * len(self._v) + 8 * len(self._c) + 100 * len(self._cmap)
+        listed = 4 * 8 * len(self._rec_val) + 8 * len(self._c) + 100 * len(self._cmap)
         frozen = self._stored_op.nbytes + self._stored_a.nbytes + self._stored_b.nbytes + self._stored_val.nbytes
         return frozen + listed + sum(v.nbytes for v in self._arr.values())
 

@@ -1,13 +1,13 @@
 """``Tensor``: a value plus, when it requires grad, its place on a tape.
 
-The slots, short because the recording fast paths read them for every op:
+The slots (the recording fast paths read them for every op):
 
-- ``_v``: the value -- a Python float for a 0-d float64 tensor (the fast path), else a
-  NumPy array;
-- ``_t``: None when the tensor does not require grad, ``_UNREG`` for a leaf that requires
-  grad but is on no tape yet, else the Tape whose entry is this tensor;
-- ``_i``: that entry's index;
-- ``_g``: for a comparison result, the ``(tape, entry)`` that recorded it (a guard source);
+- ``_value``: a Python float for a 0-d float64 tensor (the fast path), else a NumPy array;
+- ``_tape``: None when the tensor does not require grad, ``_UNREG`` for a leaf that
+  requires grad but is on no tape yet, else the Tape whose entry is this tensor;
+- ``_entry``: that entry's index;
+- ``_comparison``: for a comparison result, the ``(tape, entry)`` that recorded it (a guard
+  source);
 - ``_grad``, ``_hooks``, ``_retains``: ``.grad``, leaf hooks, ``retain_grad()``.
 
 A leaf is a tensor whose entry is a ``leaf`` entry (or that has none).  This module also
@@ -53,8 +53,8 @@ def wrap(v, requires_grad=False):
             if v.ndim == 0 and v.dtype == np.float64:
                 v = _b.float(v)
     r = _new(Tensor)
-    r._v = v
-    r._t = _UNREG if requires_grad else None
+    r._value = v
+    r._tape = _UNREG if requires_grad else None
     r._grad = r._hooks = None
     return r
 
@@ -62,9 +62,9 @@ def wrap(v, requires_grad=False):
 def tensor_of_entry(T, i, v):
     """The tensor standing for entry ``i`` of tape ``T``, with value ``v``."""
     r = _new(Tensor)
-    r._v = v
-    r._t = T
-    r._i = i
+    r._value = v
+    r._tape = T
+    r._entry = i
     return r
 
 
@@ -83,9 +83,9 @@ def _record(code, refs, v):
             if r in arr:
                 flat[r] = None
     r = Tensor()
-    r._v = v
-    r._t = T
-    r._i = i
+    r._value = v
+    r._tape = T
+    r._entry = i
     return r
 
 
@@ -93,12 +93,12 @@ def _operand_ref(T, t, shape):
     """Reference from tape T to tensor/number ``t`` as an operand of an op with output
     ``shape``; array operands of another shape are broadcast by a recorded expand."""
     if isinstance(t, Tensor):
-        v = t._v
-        if t._t is None:  # a constant tensor
+        v = t._value
+        if t._tape is None:  # a constant tensor
             if shape == () or v.__class__ is float or v.size == 1:
                 return T._const_t(_b.float(np.asarray(v).reshape(())) if v.__class__ is not float else v)
             return T._push(CONST, -1, -1, np.broadcast_to(np.asarray(v, np.float64), shape))
-        r = t._i if t._t is T else T._ref(t)
+        r = t._entry if t._tape is T else T._ref(t)
         vshape = () if v.__class__ is float else v.shape
         if vshape != shape and vshape != ():  # 0-d operands broadcast in the sweep itself
             r = record_broadcast(T, r, v, shape)
@@ -108,7 +108,7 @@ def _operand_ref(T, t, shape):
 
 def _value_of(x, name, pos):
     if isinstance(x, Tensor):
-        return x._v
+        return x._value
     if isinstance(x, (bool, _b.int, _b.float)):
         return x
     if isinstance(x, (np.ndarray, np.number)):
@@ -146,12 +146,12 @@ def elementwise_fallback(code, args):
     for a in args:
         c = a.__class__
         if c is Tensor:
-            v = a._v
+            v = a._value
             if v.__class__ is not _ND or v.dtype is not _F64 or (shape is not None and v.shape != shape):
                 break
             shape = v.shape
             vals.append(v)
-            if a._t is not None:
+            if a._tape is not None:
                 rg = True
         elif c is _b.float or c is _b.int:
             vals.append(a)
@@ -169,23 +169,23 @@ def elementwise_fallback(code, args):
             if T is None:
                 return wrap(v)
             x = args[0]
-            t = x._t if x.__class__ is Tensor else None
-            ra = (x._i if t is T else (T._ref(x) if t is not None else T._push(CONST, -1, -1, x._v))) \
+            t = x._tape if x.__class__ is Tensor else None
+            ra = (x._entry if t is T else (T._ref(x) if t is not None else T._push(CONST, -1, -1, x._value))) \
                 if x.__class__ is Tensor else T._const(x)
             rb = -1
             if len(args) == 2:
                 y = args[1]
-                t = y._t if y.__class__ is Tensor else None
-                rb = (y._i if t is T else (T._ref(y) if t is not None else T._push(CONST, -1, -1, y._v))) \
+                t = y._tape if y.__class__ is Tensor else None
+                rb = (y._entry if t is T else (T._ref(y) if t is not None else T._push(CONST, -1, -1, y._value))) \
                     if y.__class__ is Tensor else T._const(y)
-            vs = T._v
+            vs = T._rec_val
             n = len(vs)
             if n >= CHUNK:
                 n = T._flush()
             i = T._base + n
-            T._op.append(code)
-            T._a.append(ra)
-            T._b.append(rb)
+            T._rec_op.append(code)
+            T._rec_a.append(ra)
+            T._rec_b.append(rb)
             vs.append(_NAN)
             T._arr[i] = v
             flat = T._flat
@@ -195,9 +195,9 @@ def elementwise_fallback(code, args):
             if rb >= 0:
                 flat[rb] = None
             r = Tensor()
-            r._v = v
-            r._t = T
-            r._i = i
+            r._value = v
+            r._tape = T
+            r._entry = i
             return r
     return _generic_slow(code, args)
 
@@ -215,7 +215,7 @@ def _generic_slow(code, args):
                         f"not {type(args[first]).__name__}")
     vals = [_value_of(a, op.name, k + 1) for k, a in enumerate(args)]
     for a, v in zip(args, vals):
-        if isinstance(a, Tensor) and a._t is not None and op.name == "where" and a is args[0]:
+        if isinstance(a, Tensor) and a._tape is not None and op.name == "where" and a is args[0]:
             raise RuntimeError("where(): the condition cannot require grad")
     if all(v.__class__ is float or isinstance(v, (_b.int, _b.float)) for v in vals):
         xs = [_b.float(v) for v in vals] + [0.0] * (3 - len(vals))
@@ -237,12 +237,12 @@ def _generic_slow(code, args):
     T = recording()
     if T is None:
         return wrap(v)
-    if not any(isinstance(a, Tensor) and a._t is not None for a in args):
+    if not any(isinstance(a, Tensor) and a._tape is not None for a in args):
         g = recorded_comparison(T, args)
         if g is None:
             return wrap(v)
-        if op.name != "where" or getattr(args[0], "_g", None) is not g or \
-                any(getattr(a, "_g", None) is not None for a in args[1:]):
+        if op.name != "where" or getattr(args[0], "_comparison", None) is not g or \
+                any(getattr(a, "_comparison", None) is not None for a in args[1:]):
             note_comparison_use(T, g)   # a comparison used as a number: not replayable
             return wrap(v)
         # where(recorded condition, constants): recorded, so that a replay follows the
@@ -251,7 +251,7 @@ def _generic_slow(code, args):
     refs = []
     for k, a in enumerate(args):
         if op.name == "where" and k == 0:  # the condition, stored as 0/1
-            g = getattr(a, "_g", None) if isinstance(a, Tensor) else None
+            g = getattr(a, "_comparison", None) if isinstance(a, Tensor) else None
             cshape = np.shape(vals[0])
             if g is not None and g[0] is T and (cshape == shape or cshape == ()):
                 refs.append(g[1])    # a recorded comparison: replay re-evaluates it
@@ -276,7 +276,7 @@ class Tensor:
     Create tensors with :func:`tapegrad.tensor` and the factories (``zeros``, ``randn``...).
     """
 
-    __slots__ = ("_v", "_t", "_i", "_grad", "_hooks", "_retains", "_g", "__weakref__")
+    __slots__ = ("_value", "_tape", "_entry", "_grad", "_hooks", "_retains", "_comparison", "__weakref__")
     __hash__ = object.__hash__
     # A subclass whose ops record differently (tg.compile's Elements) sets these to
     # handler(code, args) and handler(array op name, args, params).
@@ -287,7 +287,7 @@ class Tensor:
     @property
     def requires_grad(self):
         """True when operations on this tensor are recorded for differentiation."""
-        return self._t is not None
+        return self._tape is not None
 
     @requires_grad.setter
     def requires_grad(self, flag):
@@ -296,16 +296,16 @@ class Tensor:
     @property
     def is_leaf(self):
         """True for tensors not produced by a recorded operation."""
-        t = self._t
-        return t.__class__ is not Tape or t._leaves.get(self._i) is self
+        t = self._tape
+        return t.__class__ is not Tape or t._leaves.get(self._entry) is self
 
     @property
     def grad_fn(self):
         """The backward node of the op that produced this tensor (None for leaves)."""
-        t = self._t
-        if t.__class__ is not Tape or t._leaves.get(self._i) is self:
+        t = self._tape
+        if t.__class__ is not Tape or t._leaves.get(self._entry) is self:
             return None
-        return node_for(t, self._i)
+        return node_for(t, self._entry)
 
     @property
     def grad(self):
@@ -345,61 +345,61 @@ class Tensor:
                 "a computed variable in a subgraph that doesn't require differentiation use "
                 "var_no_grad = var.detach().")
         if requires_grad:
-            if self._t is None:
-                if self._v.__class__ is not float and self._v.dtype.kind not in "fc":
+            if self._tape is None:
+                if self._value.__class__ is not float and self._value.dtype.kind not in "fc":
                     raise RuntimeError("only Tensors of floating point dtype can require gradients")
-                self._t = _UNREG
+                self._tape = _UNREG
         else:
-            self._t = None
+            self._tape = None
         return self
 
     def retain_grad(self) -> None:
         """Keep the gradient of this non-leaf tensor in ``.grad`` after backward."""
-        if self._t is None:
+        if self._tape is None:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if self.is_leaf:
             return
         self._retains = True
         import weakref
-        self._t._retain[self._i] = weakref.ref(self)
+        self._tape._retain[self._entry] = weakref.ref(self)
 
     def register_hook(self, hook: Callable[["Tensor"], Optional["Tensor"]]) -> "_HookHandle":
         """Call ``hook(grad)`` when this tensor's gradient is computed; a returned tensor
         replaces the gradient.  Returns a handle with ``remove()``."""
-        if self._t is None:
+        if self._tape is None:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self.is_leaf:
             hooks = getattr(self, "_hooks", None)
             if hooks is None:
                 hooks = self._hooks = []
         else:
-            T = self._t
-            hooks = T._hooks.setdefault(self._i, [])
-            T._stops.append(self._i)
+            T = self._tape
+            hooks = T._hooks.setdefault(self._entry, [])
+            T._stops.append(self._entry)
         hooks.append(hook)
         return _HookHandle(hooks, hook)
 
     def detach(self) -> "Tensor":
         """A new leaf sharing this tensor's value, cut from the graph."""
-        return wrap(self._v)
+        return wrap(self._value)
 
     def detach_(self):
         """Cut this tensor from the graph in place (it becomes a leaf without grad)."""
-        self._t = None
+        self._tape = None
         return self
 
     @property
     def data(self):
         """The value as a tensor that does not require grad (shares memory)."""
-        return wrap(self._v)
+        return wrap(self._value)
 
     @data.setter
     def data(self, other):
-        self._v = other._v if isinstance(other, Tensor) else wrap(other)._v
-        t = self._t
-        if t.__class__ is Tape and t._leaves.get(self._i) is self:
-            t._dirty.append((self._i, len(t)))
-            self._t = _UNREG   # re-register with the new value on next use
+        self._value = other._value if isinstance(other, Tensor) else wrap(other)._value
+        t = self._tape
+        if t.__class__ is Tape and t._leaves.get(self._entry) is self:
+            t._dirty.append((self._entry, len(t)))
+            self._tape = _UNREG   # re-register with the new value on next use
 
     def copy_(self, src):
         """Copy ``src``'s values into this tensor, in place (broadcasting ``src``)."""
@@ -407,18 +407,18 @@ class Tensor:
 
     def __reduce_ex__(self, protocol):
         # pickling and deepcopy keep the value and requires_grad, never the tape
-        v = self._v
-        return (_rebuild, (v if v.__class__ is _b.float else np.array(v), self._t is not None))
+        v = self._value
+        return (_rebuild, (v if v.__class__ is _b.float else np.array(v), self._tape is not None))
 
     def __deepcopy__(self, memo):
-        v = self._v
-        return wrap(v if v.__class__ is _b.float else np.array(v), self._t is not None)
+        v = self._value
+        return wrap(v if v.__class__ is _b.float else np.array(v), self._tape is not None)
 
     # -- values -------------------------------------------------------------------------
     @property
     def shape(self):
         """The shape, as a ``tapegrad.Size`` (a tuple)."""
-        v = self._v
+        v = self._value
         return Size(() if v.__class__ is float else v.shape)
 
     def size(self, dim=None):
@@ -429,7 +429,7 @@ class Tensor:
     @property
     def ndim(self):
         """The number of dimensions."""
-        v = self._v
+        v = self._value
         return 0 if v.__class__ is float else v.ndim
 
     def dim(self):
@@ -437,7 +437,7 @@ class Tensor:
         return self.ndim
 
     def numel(self):
-        v = self._v
+        v = self._value
         return 1 if v.__class__ is float else _b.int(v.size)
 
     def __len__(self):
@@ -448,7 +448,7 @@ class Tensor:
     @property
     def dtype(self):
         """The element type (``tg.float64``, ``tg.float32``, ...)."""
-        return dtype_of(self._v)
+        return dtype_of(self._value)
 
     def is_floating_point(self):
         """True for floating-point dtypes."""
@@ -457,7 +457,7 @@ class Tensor:
     def item(self) -> Union[float, int, bool]:
         """The value of a one-element tensor as a Python number."""
         _note_read(self)
-        v = self._v
+        v = self._value
         if v.__class__ is float:
             return v
         if v.size != 1:
@@ -467,33 +467,33 @@ class Tensor:
     def tolist(self):
         """The value as a (nested) list of Python numbers, or a number for 0-d."""
         _note_read(self)
-        v = self._v
+        v = self._value
         return v if v.__class__ is float else v.tolist()
 
     def numpy(self) -> np.ndarray:
         """The value as a NumPy array (shares memory for array tensors)."""
-        if self._t is not None:
+        if self._tape is not None:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
-        v = self._v
+        v = self._value
         return np.array(v) if v.__class__ is float else v
 
     def __array__(self, dtype=None, copy=None):
-        if self._t is not None:
+        if self._tape is not None:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
-        return np.asarray(self._v, dtype=dtype)
+        return np.asarray(self._value, dtype=dtype)
 
     def __float__(self):
         _note_read(self)
-        return _b.float(self._v) if self._v.__class__ is _b.float else _b.float(self.item())
+        return _b.float(self._value) if self._value.__class__ is _b.float else _b.float(self.item())
 
     def __int__(self):
         return _b.int(self.item())
 
     def __bool__(self):
         _note_read(self)
-        v = self._v
+        v = self._value
         if v.__class__ is not float and v.size != 1:
             raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         return bool(self.item())
@@ -504,14 +504,14 @@ class Tensor:
         return _b.int(self.item())
 
     def __repr__(self):
-        body = format_value(self._v)
+        body = format_value(self._value)
         extra = []
         if self.dtype not in (float64, int64, bool_):
             extra.append(f"dtype={self.dtype!r}")
-        fn = self.grad_fn if self._t.__class__ is Tape else None
+        fn = self.grad_fn if self._tape.__class__ is Tape else None
         if fn is not None:
             extra.append(f"grad_fn=<{fn.name()}>")
-        elif self._t is not None:
+        elif self._tape is not None:
             extra.append("requires_grad=True")
         return "tensor(" + ", ".join([body] + extra) + ")"
 
@@ -524,7 +524,7 @@ class Tensor:
 
     def clone(self):
         """A copy that stays in the graph (gradient flows back to self)."""
-        return self * 1.0 if self._t is not None else wrap(np.copy(self._v) if self._v.__class__ is not float else self._v)
+        return self * 1.0 if self._tape is not None else wrap(np.copy(self._value) if self._value.__class__ is not float else self._value)
 
     # -- comparisons (not differentiable) ------------------------------------------------
     def __lt__(self, o): return compare(_CODES["lt"], self, o)
@@ -541,27 +541,27 @@ class Tensor:
         ``self`` now stands for, and the old entry is marked modified so that a backward
         through an op that saved it raises instead of using a stale value."""
         grad_on = recording() is not None
-        if grad_on and self._t is not None and self.is_leaf:
+        if grad_on and self._tape is not None and self.is_leaf:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                                "operation.")
         r = compute(self)
-        old = self._t
+        old = self._tape
         if old.__class__ is Tape:
-            old._dirty.append((self._i, r._i if r._t is old else len(old)))
-        v = r._v
+            old._dirty.append((self._entry, r._entry if r._tape is old else len(old)))
+        v = r._value
         if self.dtype is not float64 and v.__class__ is float:
             v = np.asarray(v, self.dtype.np)
         elif v.__class__ is not float and v.dtype != self.dtype.np:
             v = v.astype(self.dtype.np)
-        if r._t.__class__ is Tape:          # recorded: self is now the new entry
-            self._t, self._i, self._v = r._t, r._i, v
+        if r._tape.__class__ is Tape:          # recorded: self is now the new entry
+            self._tape, self._entry, self._value = r._tape, r._entry, v
         else:
-            if old.__class__ is Tape and old._leaves.get(self._i) is self:
-                self._t = _UNREG            # re-register with the new value on next use
-            if v.__class__ is not float and self._v.__class__ is not float:
-                self._v[...] = v            # really in place: .data and aliases see it
+            if old.__class__ is Tape and old._leaves.get(self._entry) is self:
+                self._tape = _UNREG            # re-register with the new value on next use
+            if v.__class__ is not float and self._value.__class__ is not float:
+                self._value[...] = v            # really in place: .data and aliases see it
             else:
-                self._v = v
+                self._value = v
         return self
 
     def add_(self, other, alpha=1):
@@ -623,16 +623,16 @@ def _note_read(t):
     a replay of the tape could be wrong (``compile`` refuses).  A leaf not on a tape yet is
     noted on the tape recording now, at entry -1 (before everything).  Reading a recorded
     comparison is a guard instead: replay re-evaluates it and checks the outcome."""
-    T = t._t
+    T = t._tape
     if T is None:
-        g = getattr(t, "_g", None)
+        g = getattr(t, "_comparison", None)
         if g is not None:
             f = _user_frame()
-            v = t._v
+            v = t._value
             g[0]._guards.append((g[1], v.item() if v.__class__ is not _b.float and v.ndim == 0
                                  else v, f"{f.f_code.co_filename}:{f.f_lineno}"))
         return
-    i = t._i if T.__class__ is Tape else -1
+    i = t._entry if T.__class__ is Tape else -1
     if T.__class__ is not Tape:
         T = recording()
         if T is None:
@@ -652,7 +652,7 @@ def _user_frame():
 def recorded_comparison(T, args):
     """The ``(tape, entry)`` of a comparison recorded on T among ``args``, if any."""
     for a in args:
-        g = getattr(a, "_g", None) if isinstance(a, Tensor) else None
+        g = getattr(a, "_comparison", None) if isinstance(a, Tensor) else None
         if g is not None and g[0] is T:
             return g
     return None
@@ -675,17 +675,17 @@ def compare(code, x, y):
             handler = a.__tapegrad_elementwise__
             if handler is not None:   # a tensor type that records ops its own way (tg.compile)
                 return handler(code, (x, y))
-    xv = x._v if isinstance(x, Tensor) else x
-    yv = y._v if isinstance(y, Tensor) else y
+    xv = x._value if isinstance(x, Tensor) else x
+    yv = y._value if isinstance(y, Tensor) else y
     v = np.asarray(_VF[code](np.asarray(xv), np.asarray(yv)))
     r = wrap(v)
     T = recording()
-    if T is None or not any(isinstance(t, Tensor) and t._t is not None for t in (x, y)):
+    if T is None or not any(isinstance(t, Tensor) and t._tape is not None for t in (x, y)):
         return r
     shape = v.shape
     refs = [_operand_ref(T, t, shape) if isinstance(t, Tensor) else T._const(t) for t in (x, y)]
     rec = _record(code, refs, v.astype(np.float64) if v.ndim else _b.float(v))
-    r._g = (T, rec._i)
+    r._comparison = (T, rec._entry)
     return r
 
 

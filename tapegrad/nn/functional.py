@@ -115,7 +115,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
     if p == 1.0:
         scale = np.zeros(x.shape)
     else:
-        u = np.asarray(rand(*x.shape)._v)
+        u = np.asarray(rand(*x.shape)._value)
         scale = (u < 1.0 - p) * (1.0 / (1.0 - p))
     scale = scale.astype(x.dtype if x.dtype.kind == "f" else np.float64, copy=False)
     return input * wrap(scale)   # MulBackward0, PyTorch's node on CPU

@@ -28,7 +28,7 @@ __all__ = ["Parameter", "Module", "Sequential", "ModuleList", "ParameterList", "
 
 
 def _is_param(value):
-    return isinstance(value, Tensor) and value._t is not None and value.is_leaf
+    return isinstance(value, Tensor) and value._tape is not None and value.is_leaf
 
 
 class _ParameterMeta(type):
@@ -46,7 +46,7 @@ class Parameter(metaclass=_ParameterMeta):
         if data is None:
             v = np.zeros(0)
         elif isinstance(data, Tensor):
-            v = data._v
+            v = data._value
         else:
             v = np.asarray(data, dtype=np.float64 if not isinstance(data, np.ndarray) else None)
         t = wrap(v)
@@ -67,7 +67,7 @@ def _addindent(s, num_spaces):
 
 
 def _np_copy(t):
-    v = t._v
+    v = t._value
     return np.array(v)
 
 
@@ -343,7 +343,7 @@ class Module:
                 continue
             v = state_dict[k]
             if isinstance(v, Tensor):
-                v = v._v
+                v = v._value
             elif hasattr(v, "detach") and hasattr(v, "numpy"):   # a torch tensor
                 v = v.detach().cpu().numpy()
             v = np.asarray(v)

@@ -11,12 +11,12 @@ from ..core.tensor import Tensor, wrap
 
 def value(x):
     """The value of a tensor, NumPy array or number as a NumPy array (no copy)."""
-    return np.asarray(x._v if isinstance(x, Tensor) else x)
+    return np.asarray(x._value if isinstance(x, Tensor) else x)
 
 
 def needs_grad(x):
     """True when ``x`` is a tensor that requires grad."""
-    return isinstance(x, Tensor) and x._t is not None
+    return isinstance(x, Tensor) and x._tape is not None
 
 
 def set_value(t, new):
@@ -27,7 +27,7 @@ def set_value(t, new):
     code path of ``sub_``/``add_``/``fill_`` under ``no_grad`` -- so that the tape is told:
     the old entry is marked modified (a backward through an op that saved the old value
     raises instead of silently using it) and a leaf is re-registered with its new value on
-    next use.  Writing ``t._v`` directly (or ``t.data = ...``) skips both.  Array values are
+    next use.  Writing ``t._value`` directly (or ``t.data = ...``) skips both.  Array values are
     written into the existing array, so aliases (e.g. ``t.data``) see the new value, as in
     PyTorch.
     """
@@ -43,6 +43,6 @@ def write(t, new):
 
 def mark_written(t):
     """Tell the tape that the array value of ``t`` was just changed in place by the caller
-    (e.g. a fused optimizer kernel writing ``t._v``): the bookkeeping of ``write`` without a
+    (e.g. a fused optimizer kernel writing ``t._value``): the bookkeeping of ``write`` without a
     copy (NumPy's ``a[...] = a`` is a no-op).  Call under ``tg.no_grad()``."""
-    return t._inplace(lambda s: wrap(s._v))
+    return t._inplace(lambda s: wrap(s._value))

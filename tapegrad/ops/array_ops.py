@@ -76,9 +76,9 @@ def _record_call(op, node, args, outs, params):
     tensors.  The entry keeps the call (``PyOp.fwd``): the walk finds the rule from it."""
     T = recording()
     tensors = [a for a in args if isinstance(a, Tensor)]
-    if T is None or not any(t._t is not None for t in tensors):
+    if T is None or not any(t._tape is not None for t in tensors):
         return [wrap(v) for v in outs]
-    refs = [(t._i if t._t is T else T._ref(t)) if t._t is not None else -1 for t in tensors]
+    refs = [(t._entry if t._tape is T else T._ref(t)) if t._tape is not None else -1 for t in tensors]
     idx = record(T, node, refs, outs, None, (op.name, _template(args), params))
     return [tensor_of_entry(T, i, v) for i, v in zip(idx, outs)]
 
@@ -110,25 +110,25 @@ def call(name, *args, **params):
             handler = getattr(a, "__tapegrad_array_op__", None)
             if handler is not None:
                 return handler(name, args, params)
-        elif a._v.__class__ is float and a._t is not None:
+        elif a._value.__class__ is float and a._tape is not None:
             T = recording()
             if T is not None and T.rewrite_array_op is not None:
                 return T.rewrite_array_op(name, args, params)
-        elif getattr(a, "_g", None) is not None:
+        elif getattr(a, "_comparison", None) is not None:
             compared = True
     op = ARRAY_OPS[name]
     tensors = [a for a in args if isinstance(a, Tensor)]
-    if compared and not any(t._t is not None for t in tensors):
+    if compared and not any(t._tape is not None for t in tensors):
         T = recording()
         g = recorded_comparison(T, tensors) if T is not None else None
         if g is not None:
             note_comparison_use(T, g)
-    vals = [_np(a._v) if isinstance(a, Tensor) else a for a in args]
+    vals = [_np(a._value) if isinstance(a, Tensor) else a for a in args]
     ans = op.forward(*vals, **params)
     extra = None
     if op.outputs is not None:
         ans, extra = op.outputs(ans)
-    dt = next((np.asarray(a._v).dtype for a in tensors if a._v.__class__ is not float), None) \
+    dt = next((np.asarray(a._value).dtype for a in tensors if a._value.__class__ is not float), None) \
         if op.cast else None
     node = op.node(*vals, **params) if callable(op.node) else op.node
     if isinstance(ans, tuple):  # several differentiable outputs (split, chunk)
@@ -143,7 +143,7 @@ def _template(args):
     out, k = [], 0
     for a in args:
         if isinstance(a, Tensor):
-            out.append(Arg(k) if a._t is not None else wrap(a._v))
+            out.append(Arg(k) if a._tape is not None else wrap(a._value))
             k += 1
         else:
             out.append(a)
@@ -170,7 +170,7 @@ def _numel(x):
 
 
 def _value(x):
-    return np.asarray(x._v) if isinstance(x, Tensor) else np.asarray(x)
+    return np.asarray(x._value) if isinstance(x, Tensor) else np.asarray(x)
 
 
 _where = ELEMENTWISE["where"]
@@ -474,8 +474,8 @@ def _mm(a, b):
 def _mT(v):
     """``v`` with its last two dims swapped.  Nothing records a tensor without history (the
     float walk, or a constant): a NumPy view then, which BLAS reads without a copy."""
-    if v._t is None:
-        return wrap(np.swapaxes(np.asarray(v._v), -1, -2))
+    if v._tape is None:
+        return wrap(np.swapaxes(np.asarray(v._value), -1, -2))
     return call("transpose", v, -1, -2)
 
 

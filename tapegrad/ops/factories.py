@@ -36,7 +36,7 @@ def tensor(data: Any, dtype: DType = None, requires_grad: bool = False) -> Tenso
     if data.__class__ is float and dtype is None:  # the scalar fast path
         return wrap(data, requires_grad)
     if isinstance(data, Tensor):
-        data = data._v
+        data = data._value
     a = np.array(data, dtype=_np_dtype(dtype))
     if dtype is None and a.dtype.kind == "i":
         a = a.astype(np.int64)

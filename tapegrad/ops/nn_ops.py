@@ -28,7 +28,7 @@ _GELU_C = 0.044715
 
 def value(x):
     """The value of a tensor (or array, or number) as a NumPy array."""
-    return np.asarray(x._v if isinstance(x, Tensor) else x)
+    return np.asarray(x._value if isinstance(x, Tensor) else x)
 
 
 def check_reduction(reduction):

@@ -274,7 +274,7 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> Tuple[Tensor, ...]:
 
 def index_value(idx):
     if isinstance(idx, Tensor):
-        v = idx._v
+        v = idx._value
         return np.asarray(v) if v.__class__ is not float else v
     if isinstance(idx, list):
         return np.asarray(idx)

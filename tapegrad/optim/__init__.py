@@ -143,7 +143,7 @@ class Optimizer:
         for k, st in state_dict["state"].items():
             p = params[int(k)]
             self.state[p] = {n: (np.array(v, dtype=np.float64) if np.ndim(v) and
-                                 not isinstance(p._v, float) else v) for n, v in st.items()}
+                                 not isinstance(p._value, float) else v) for n, v in st.items()}
         for g, saved in zip(self.param_groups, groups):
             for k, v in saved.items():
                 if k != "params":
@@ -184,8 +184,8 @@ class SGD(Optimizer):
         for p in group["params"]:
             if p._grad is None:
                 continue
-            x = p._v
-            graw = p._grad._v
+            x = p._value
+            graw = p._grad._value
             if x.__class__ is not float and _fusable(x, graw):   # one Numba pass, in place
                 st = state.get(p) if mom else None
                 first = mom and st is None
@@ -275,7 +275,7 @@ class Adam(Optimizer):
         for p in group["params"]:
             if p._grad is None:
                 continue
-            x = p._v
+            x = p._value
             scalar = x.__class__ is float
             st = state.get(p)
             if st is None:
@@ -288,7 +288,7 @@ class Adam(Optimizer):
             bc1 = 1.0 - b1 ** step
             bc2_sqrt = math.sqrt(1.0 - b2 ** step)
             step_size = lr / bc1
-            g = p._grad._v
+            g = p._grad._value
             if not scalar and _fusable(x, g):       # one Numba pass, in place
                 m, v = st["exp_avg"], st["exp_avg_sq"]
                 vmax = st["max_exp_avg_sq"] if amsgrad else m

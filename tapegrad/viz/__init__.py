@@ -255,7 +255,7 @@ def _key(node):
     """The identity of a backward node: its tape entry, or its leaf for AccumulateGrad."""
     if hasattr(node, "variable"):
         return id(node.variable)
-    return (id(node._tape), node._i)
+    return (id(node._tape), node._entry)
 
 
 def _tensor_key(t):
@@ -263,7 +263,7 @@ def _tensor_key(t):
     node = t.grad_fn
     if node is None:
         return id(t), 0
-    return _key(node), (t._i - node._i - 1 if t._i != node._i else 0)
+    return _key(node), (t._entry - node._entry - 1 if t._entry != node._entry else 0)
 
 
 def _caller_names(depth=2):
@@ -390,7 +390,7 @@ def draw(y, show_values=True, show_grads=True, collapse_chains=False, max_nodes=
     for j, node in enumerate(nodes):
         if ident[j][0] == "n":
             acc = hasattr(node, "variable")
-            tip = "" if acc else f', tooltip="tape entry {node._i}"'
+            tip = "" if acc else f', tooltip="tape entry {node._entry}"'
             lines.append(f"  n{j} [label={_dot_str(type(node).__name__)}, "
                          f"{_STYLE['acc' if acc else 'op']}{tip}];")
     if cut:
@@ -398,7 +398,7 @@ def draw(y, show_values=True, show_grads=True, collapse_chains=False, max_nodes=
                      f", {_STYLE['more']}];")
     box_id = {jn: f"t{b}" for b, jn in enumerate(boxes)}
     for jn, (style, t, name) in boxes.items():
-        label = _dot_str(_box_label(t, name, show_values, show_grads), left=_is_array(t._v))
+        label = _dot_str(_box_label(t, name, show_values, show_grads), left=_is_array(t._value))
         lines.append(f"  {box_id[jn]} [label={label}, {_STYLE[style]}];")
 
     edges = []                                    # inputs in argument order (ordering=in)
@@ -420,17 +420,17 @@ def draw(y, show_values=True, show_grads=True, collapse_chains=False, max_nodes=
 
 def _box_label(t, name, show_values, show_grads):
     """A tensor box: its name (or "tensor") and shape, value and gradient."""
-    v, g = t._v, getattr(t, "_grad", None)       # not .grad: it warns for non-leaves
+    v, g = t._value, getattr(t, "_grad", None)       # not .grad: it warns for non-leaves
     if not _is_array(v):                          # a = 2 / grad = 4
         rows = [(name or "tensor") + (f" = {_num(v)}" if show_values else "")]
         if show_grads and g is not None:
-            rows.append(f"grad = {_num(g._v)}")
+            rows.append(f"grad = {_num(g._value)}")
         return "\n".join(rows)
     rows = [f"{name or 'tensor'} {tuple(v.shape)}"]   # W (2, 3) / [[...]] / grad [[...]]
     if show_values:
         rows.append(_num(v))
     if show_grads and g is not None:
-        rows.append("grad " + _num(g._v))
+        rows.append("grad " + _num(g._value))
     return "\n".join(rows)
 
 
