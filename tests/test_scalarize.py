@@ -105,8 +105,13 @@ def test_reading_values_and_ops_without_a_form_say_so():
     for body in (lambda x: tg.tensor(np.asarray(x)).sum(), lambda x: x.numpy().sum()):
         with pytest.raises(TypeError, match="read the values of its input"):
             tg.compile(body)(np.ones(3))
-    with pytest.raises(tg.RetraceRequired, match="read the value of a leaf"):
-        tg.compile(lambda x: (x * float(x[0])).sum())(np.ones(3))
+    # a value read into Python: every call records again (one warning), results stay right
+    f = tg.compile(lambda x: (x * float(x[0])).sum())
+    with pytest.warns(RuntimeWarning, match="read the value of a leaf"):
+        assert f(np.ones(3)) == 3.0
+    assert f(np.full(3, 2.0)) == 12.0 and f.eager is not None
+    value, grad = f.value_and_grad(np.array([2.0, 1.0, 1.0]))
+    assert value == 8.0 and grad.tolist() == [2.0, 2.0, 2.0]   # float(x[0]) is a constant
     with pytest.raises(NotImplementedError, match="max_dim has no elementwise form"):
         tg.compile(lambda x: x.reshape(1, 3).max(1).values.sum())(np.ones(3))
 
@@ -205,10 +210,37 @@ def test_where_with_constant_branches_follows_its_condition():
     np.testing.assert_array_equal(g.grad([-1.0, 2.0]), [-1.0, 1.0])
 
 
-def test_a_comparison_used_as_a_number_refuses_to_replay():
-    for body in (lambda x: ((x[0] > 0) * 2.0) * x[1], lambda x: ((x > 0) * 2.0 * x).sum()):
-        with pytest.raises(tg.RetraceRequired, match="a comparison used as a number"):
-            tg.compile(body)([1.0, 2.0])
+def test_a_comparison_used_as_a_number_is_not_replayed():
+    for body, at_plus, at_minus in ((lambda x: ((x[0] > 0) * 2.0) * x[1], 4.0, 0.0),
+                                    (lambda x: ((x > 0) * 2.0 * x).sum(), 6.0, 4.0)):
+        f = tg.compile(body)
+        with pytest.warns(RuntimeWarning, match="a comparison used as a number"):
+            assert f([1.0, 2.0]) == at_plus
+        assert f([-1.0, 2.0]) == at_minus      # recorded again at this point: right
+
+
+def test_tape_compile_guards_comparisons_in_tensor_code():
+    """A comparison of elements recorded with array tensors stays where's condition (the
+    replay follows it), and one used as a number makes compile refuse."""
+    x = tg.tensor([0.1, 0.5, 0.3, 0.2, 0.9], requires_grad=True)
+    with tg.Tape() as tape:
+        y = tg.where(x[1] > x[3], x[1], x[3])
+    f = tape.compile([x], [y])
+    for p in ([0.1, 0.5, 0.3, 0.2, 0.9], [0.1, 0.1, 0.3, 0.2, 0.9]):
+        assert f(np.array(p)) == max(p[1], p[3])
+    with tg.Tape() as tape:
+        y = x[0] + (x[4] > 0.23)
+    with pytest.raises(tg.RetraceRequired, match="a comparison used as a number"):
+        tape.compile([x], [y])
+
+
+def test_compile_of_a_function_of_a_number():
+    f = tg.compile(lambda x: (x * x).sin())
+    assert f(3.0) == pytest.approx(np.sin(9.0))
+    value, grad = f.value_and_grad(3.0)
+    assert grad == pytest.approx(6 * np.cos(9.0)) and np.ndim(grad) == 0
+    assert f.grad(np.array([1.0, 2.0])) == pytest.approx(2 * np.array([1.0, 2.0]) * np.cos([1.0, 4.0]))
+    assert f.hessian(1.0) == pytest.approx(2 * np.cos(1.0) - 4 * np.sin(1.0))
 
 
 def test_vectorised_comparisons_guard_and_in_place_ops_record():

@@ -129,6 +129,8 @@ def _objects(a):
         v = a._value
         if v.__class__ is float:
             return a if a._tape is not None else v
+        if getattr(a, "_comparison", None) is not None and np.ndim(v) == 0:
+            return a     # a recorded comparison: it stays recorded (a guard or where's condition)
         if a._tape is not None:
             raise NotImplementedError(
                 "tg.compile: an array tensor that requires grad, other than the input, "

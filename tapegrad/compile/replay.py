@@ -22,6 +22,7 @@ recorded value read into Python in any other way (``float(t)``, ``t.item()``) ma
 from __future__ import annotations
 
 import json
+import warnings
 from typing import Sequence, Union
 
 import numpy as np
@@ -40,6 +41,11 @@ class RetraceRequired(RuntimeError):
     other inputs could take other branches, so it must be recorded again there."""
 
 
+class ReadsRecordedValues(RetraceRequired):
+    """The recording read a recorded value into Python (``float(x)``): it is right at the
+    point it was recorded at, and replays nowhere else."""
+
+
 class CompiledTape:
     """A scalar program recorded on a tape, replayed in Numba at new inputs."""
 
@@ -47,7 +53,9 @@ class CompiledTape:
     in_shapes = None   # for array inputs: their shapes (the input vector is their elements)
 
     def __init__(self, tape: Tape, inputs: Sequence[Tensor], outputs: Sequence[Tensor],
-                 optimize: bool = True):
+                 optimize: bool = True, at_recorded_point: bool = False):
+        """``at_recorded_point``: the tape will only be evaluated at the point it was
+        recorded at (``tg.compile``'s fallback), where values read into Python are right."""
         outputs = list(outputs)
         inputs = list(inputs)
         for t in outputs:
@@ -61,7 +69,8 @@ class CompiledTape:
                                  "gradient)")
             if x.dtype is not None and str(x.dtype) != "tapegrad.float64":
                 raise NotImplementedError("compile(): only float64 inputs replay")
-        self._check_reads(tape)
+        if not at_recorded_point:
+            self._check_reads(tape)
         op, a, b, val = tape._arrays()
         # every guard counts, also one recorded after the outputs: ``return y if y > z else
         # z`` compares after computing both, and that comparison chose the output
@@ -82,7 +91,7 @@ class CompiledTape:
         if tape._reads:   # any read: it may have chosen an output, even after computing it
             i, where = tape._reads[0]
             what = f"entry {i} ({OP_NAMES[tape._entry(i)[0]]})" if i >= 0 else "a leaf"
-            raise RetraceRequired(
+            raise ReadsRecordedValues(
                 f"the recording read the value of {what} into Python at {where} (float(), "
                 ".item(), int(), ...): code that depends on such a value cannot be checked at "
                 "replay, so this tape cannot be replayed. Compare tensors instead (`if x > 0:` "
@@ -611,7 +620,13 @@ class CompiledFunction:
     """``@tg.compile``: records ``fn`` on its first call and replays the recording after
     that; when a guarded branch goes the other way (or the input size changes) it tries the
     other recordings it holds (one per branch pattern seen, up to ``max_tapes``), and
-    records again at that input only when none fits (``retraces`` counts those)."""
+    records again at that input only when none fits (``retraces`` counts those).
+
+    ``x`` is a 1-D array of n numbers (the function sees a 1-D tensor of scalar elements)
+    or a single number (the function sees a 0-d tensor); the first call decides which, and
+    a batch is then ``(B, n)`` or ``(B,)``.  A function that reads a recorded value into
+    Python (``if float(x[0]) > 0:``) cannot be replayed: it is recorded again at every
+    call (``eager`` names the line; one warning says so), so results stay right."""
 
     max_tapes = 16
 
@@ -619,6 +634,8 @@ class CompiledFunction:
         self.fn = fn
         self.tapes = []          # compiled recordings, most recently used first
         self.retraces = 0
+        self.scalar_input = None  # decided by the first call: 0-d or 1-D points
+        self.eager = None         # why every call records again (None: replays)
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__name__ = getattr(fn, "__name__", "compiled")
 
@@ -627,11 +644,12 @@ class CompiledFunction:
         """The compiled tape used last (None before the first call)."""
         return self.tapes[0] if self.tapes else None
 
-    def _record(self, x):
+    def _trace(self, x):
+        """Run ``fn`` once at the point ``x`` (1-D), recording: (tape, leaves, outputs, shape)."""
         with Tape() as tape:
             tape.rewrite_array_op = array_op
             xs = [wrap(float(v), requires_grad=True) for v in x]
-            y = self.fn(elements(xs))
+            y = self.fn(xs[0] if self.scalar_input else elements(xs))
         shape = None
         if isinstance(y, Elements):          # an array result: one output per element
             shape = tuple(y.shape)
@@ -644,18 +662,63 @@ class CompiledFunction:
                 raise ValueError(
                     f"tg.compile: {what} does not depend on x (the function must return a "
                     "tensor computed from x with tapegrad operations)")
+        return tape, xs, ys, shape
+
+    def _record(self, x):
+        tape, xs, ys, shape = self._trace(x)
+        try:
+            f = tape.compile(xs, ys)
+        except ReadsRecordedValues as e:
+            self.eager = str(e)
+            warnings.warn(f"tg.compile: {self.__name__} {e} It is recorded again at every "
+                          "call instead of replayed.", RuntimeWarning, stacklevel=4)
+            return self._at_point(tape, xs, ys, shape)
         if self.tapes:
             self.retraces += 1
-        f = tape.compile(xs, ys)
         f.out_shape = shape
         self.tapes = [f] + [t for t in self.tapes if t.n_inputs == f.n_inputs]
         del self.tapes[self.max_tapes:]
         return f
 
-    def _point(self, x, method, *args):
+    @staticmethod
+    def _at_point(tape, xs, ys, shape):
+        """The recording, compiled to be evaluated at its own point only."""
+        f = CompiledTape(tape, xs, ys, optimize=False, at_recorded_point=True)
+        f.out_shape = shape
+        return f
+
+    def _points(self, x):
+        """``x`` as float64 points: (n,) for one point, (B, n) for a batch."""
         x = np.asarray(x, dtype=np.float64)
-        if x.ndim != 1:
-            raise ValueError(f"expected a 1-D input, got shape {x.shape}")
+        if self.scalar_input is None:
+            if x.ndim not in (0, 1, 2):
+                raise ValueError(f"expected a 1-D input (or a number), got shape {x.shape}")
+            self.scalar_input = x.ndim == 0
+        if self.scalar_input:
+            if x.ndim > 1:
+                raise ValueError(f"expected a number or a batch of numbers (B,), got shape "
+                                 f"{x.shape}")
+            return x[..., None]
+        if x.ndim not in (1, 2):
+            raise ValueError(f"expected a 1-D input or a batch (B, n), got shape {x.shape}")
+        return x
+
+    def _squeeze(self, method, out, batch):
+        """Results for a scalar input: drop the input's axis of length 1."""
+        if not self.scalar_input:
+            return out
+        if method == "value_and_grad":
+            return out[0], out[1][..., 0] if batch else float(out[1][0])
+        if method in ("jacobian", "vjp"):
+            return out[..., 0] if np.ndim(out) > 1 or batch else float(np.reshape(out, -1)[0])
+        if method == "hessian":
+            return float(out[0, 0])
+        return out
+
+    def _point(self, x, method, *args):
+        if self.eager is not None:
+            tape, xs, ys, shape = self._trace(x)
+            return getattr(self._at_point(tape, xs, ys, shape), method)(x, *args)
         for k, f in enumerate(self.tapes):
             if f.n_inputs != len(x):
                 continue
@@ -666,24 +729,35 @@ class CompiledFunction:
             if k:
                 self.tapes.insert(0, self.tapes.pop(k))
             return out
-        return getattr(self._record(x), method)(x, *args)
+        f = self._record(x)
+        return getattr(f, method)(x, *args)
 
-    def _any(self, x, method):
-        x = np.asarray(x, dtype=np.float64)
+    def _any(self, x, method, *args):
+        x = self._points(x)
+        args = tuple(self._points_like(a) for a in args)
         if x.ndim == 2:
-            if self.tape_fn is None or self.tape_fn.n_inputs != x.shape[1]:
-                self._record(x[0])
-            try:
-                return getattr(self.tape_fn, method)(x)
-            except RetraceRequired:   # some points branch differently: one at a time
-                rows = [self._point(p, method) for p in x]
-                if method == "value_and_grad":
-                    return np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
-                return np.array(rows)
-        return self._point(x, method)
+            if self.eager is None:
+                if self.tape_fn is None or self.tape_fn.n_inputs != x.shape[1]:
+                    self._record(x[0])
+                if self.eager is None:
+                    try:
+                        return self._squeeze(method, getattr(self.tape_fn, method)(x), True)
+                    except RetraceRequired:   # some points branch differently: one at a time
+                        pass
+            rows = [self._point(p, method) for p in x]
+            if method == "value_and_grad":
+                out = np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
+            else:
+                out = np.array(rows)
+            return self._squeeze(method, out, True)
+        return self._squeeze(method, self._point(x, method, *args), False)
+
+    def _points_like(self, v):
+        v = np.asarray(v, dtype=np.float64)
+        return v[..., None] if self.scalar_input and v.ndim == 0 else v
 
     def __call__(self, x):
-        """The value at ``x`` ((n,) -> float; (B, n) -> (B,))."""
+        """The value at ``x`` (a point -> float; a batch -> (B,))."""
         return self._any(x, "__call__")
 
     def value_and_grad(self, x):
@@ -691,32 +765,32 @@ class CompiledFunction:
         return self._any(x, "value_and_grad")
 
     def grad(self, x):
-        """The gradient at ``x`` ((n,) or a batch (B, n))."""
+        """The gradient at ``x`` (a point or a batch)."""
         return self.value_and_grad(x)[1]
 
     def jvp(self, x, v):
         """J(x) @ v (forward mode)."""
-        return self._point(x, "jvp", v)
+        return self._any(x, "jvp", v)
 
     def vjp(self, x, w):
         """w @ J(x) (reverse mode)."""
-        return self._point(x, "vjp", w)
+        return self._any(x, "vjp", w)
 
     def jacobian(self, x):
         """The Jacobian at ``x`` ((n,) for a scalar function)."""
-        return self._point(x, "jacobian")
+        return self._any(x, "jacobian")
 
     def hvp(self, x, v):
         """Hessian-vector product H(x) @ v (forward over reverse)."""
-        return self._point(x, "hvp", v)
+        return self._any(x, "hvp", v)
 
     def hessian(self, x):
         """The (n, n) Hessian at ``x`` (coloured when sparse)."""
-        return self._point(x, "hessian")
+        return self._any(x, "hessian")
 
     def sparse_hessian(self, x):
         """The Hessian's non-zeros at ``x`` as ``(rows, cols, values)``."""
-        return self._point(x, "sparse_hessian")
+        return self._any(x, "sparse_hessian")
 
 
 def compile(fn):  # noqa: A001  (tg.compile, as torch.compile / jax.jit)
