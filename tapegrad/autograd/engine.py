@@ -56,6 +56,20 @@ def seed_value(k, t, g):
     return gv if gv.__class__ is float else np.asarray(gv, dtype=np.float64)
 
 
+def run_hook(hook, g):
+    """``hook(g)``: the gradient it returns (or ``g``), checked as PyTorch checks it."""
+    r = hook(g)
+    if r is None:
+        return g
+    if not isinstance(r, Tensor):
+        raise TypeError(f"hook '{getattr(hook, '__name__', hook)}' returned a "
+                        f"{type(r).__name__}, expected a Tensor or None")
+    if tuple(r.shape) != tuple(g.shape):
+        raise RuntimeError(f"hook '{getattr(hook, '__name__', hook)}' has changed the size of "
+                           "value")
+    return r
+
+
 def _is_leaf(t):
     T = t._tape
     return T.__class__ is not Tape or T._leaves.get(t._entry) is t
@@ -346,9 +360,7 @@ def walk_tape(T, seeds, create_graph):
         if hooks:
             g = adj.tensor(s)
             for hook in list(hooks):
-                r = hook(g)
-                if r is not None:
-                    g = r
+                g = run_hook(hook, g)
             adj.set(s, g)
         py = T._py.get(s)
         if py is not None:
@@ -502,10 +514,9 @@ def _accumulate_recorded(acc, only):
         g = grad_value(t, g)
         hooks = getattr(t, "_hooks", None)
         if hooks and id(t) not in acc.retained:
+            g = g if isinstance(g, Tensor) else wrap(g)
             for hook in list(hooks):
-                r = hook(g if isinstance(g, Tensor) else wrap(g))
-                if r is not None:
-                    g = r
+                g = run_hook(hook, g)
         g = g if isinstance(g, Tensor) else wrap(g)
         cur = getattr(t, "_grad", None)
         t._grad = g if cur is None else cur + g
@@ -529,9 +540,8 @@ def _accumulate_values(acc, only):
             cur = getattr(t, "_grad", None)
         if hooks and id(t) not in retained:
             for hook in list(hooks):
-                r = hook(wrap(g))
-                if r is not None:
-                    g = grad_value(t, r._value if isinstance(r, Tensor) else r)
+                r = run_hook(hook, wrap(g))
+                g = grad_value(t, r._value)
         if cur is None:
             r = new(Tensor)
             # a gradient the sweep made for this call is owned outright; views are copied

@@ -30,10 +30,7 @@ def backward(tensors: Tensors, grad_tensors: Optional[Union[Tensor, Sequence]] =
     Without ``retain_graph=True`` the graph is freed: a second backward through it raises.
     """
     tensors = _as_list(tensors)
-    grads = _as_list(grad_tensors) or [None] * len(tensors)
-    if len(grads) != len(tensors):
-        raise RuntimeError(f"grad_tensors should have the same length as tensors: got "
-                           f"{len(grads)} and {len(tensors)}")
+    grads = _seeds(tensors, grad_tensors)
     # Creating a .grad tensor per leaf would trigger the cyclic garbage collector again and
     # again on large graphs (2x the backward time at 100k leaves); nothing here makes cycles.
     was_enabled = gc.isenabled()
@@ -46,6 +43,16 @@ def backward(tensors: Tensors, grad_tensors: Optional[Union[Tensor, Sequence]] =
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _seeds(tensors, grads):
+    """The given gradients of ``tensors``, one each (None: ones for a scalar output)."""
+    grads = _as_list(grads)
+    if grads is None:
+        return [None] * len(tensors)
+    if len(grads) != len(tensors):
+        raise RuntimeError(f"got {len(tensors)} tensors and {len(grads)} gradients")
+    return grads
 
 
 def _unused(allowed):
@@ -70,7 +77,7 @@ def grad(outputs: Tensors, inputs: Tensors, grad_outputs: Optional[Union[Tensor,
             raise TypeError(f"grad(): inputs must be Tensors, got {type(x).__name__}")
         if not x.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
-    grads = _as_list(grad_outputs) or [None] * len(outputs)
+    grads = _seeds(outputs, grad_outputs)
     _, captured = run_backward(outputs, grads,
                                create_graph if retain_graph is None else retain_graph,
                                inputs=inputs, create_graph=create_graph)
