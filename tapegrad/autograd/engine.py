@@ -113,11 +113,14 @@ class TapeArrays:
             T._freed = freed = grown
         self.freed = freed
         self.dirty = _EMPTY_I
-        if T._dirty:
+        stale = [k for k, (t, version) in T._const_sources.items()
+                 if k < n and getattr(t, "_version", 0) != version]
+        if T._dirty or stale:
             self.dirty = np.zeros(n, np.int64)
             for k, when in T._dirty:
                 if k < n:
                     self.dirty[k] = max(self.dirty[k], when)
+            self.dirty[stale] = n + 1   # changed after every entry that could have saved it
 
 
 class FloatAdjoints:
@@ -321,7 +324,7 @@ class GraphAdjoints:
             vs = [np.asarray(T._value(r)) if r >= 0 and r in T._arr else
                   (T._value(r) if r >= 0 else T._c[-r - 1]) for r in refs] + [None] * (3 - len(refs))
             need = [r >= 0 for r in refs] + [False] * (3 - len(refs))
-            parts = GRAPH_PARTIALS[code](ts[0], ts[1], ts[2], self.saved(i),
+            parts = GRAPH_PARTIALS[code](g, ts[0], ts[1], ts[2], self.saved(i),
                                          vs[0], vs[1], vs[2], T._value(i), *need)
             for r, names in zip(refs, GRAPH_CONDITIONS[code]):
                 if r >= 0 and any((refs[_OPERAND[n]] if n != "out" else i) >= 0 for n in names
@@ -330,8 +333,9 @@ class GraphAdjoints:
                                         " (its derivative branches on a recorded value)"))
                     break
             for r, p in zip(refs, parts):
-                if r >= 0 and p is not None:
-                    self.add(r, g * p)
+                if r >= 0:
+                    if p is not None:   # None: the partial masks (PyTorch's zeros)
+                        self.add(r, p)
                     reached[r] = 1
 
     def leaf_grads(self):

@@ -17,6 +17,7 @@ class FunctionCtx:
     def __init__(self, needs_input_grad):
         self.needs_input_grad = needs_input_grad
         self._saved = ()
+        self._versions = ()
 
     def save_for_backward(self, *tensors):
         for t in tensors:
@@ -24,9 +25,25 @@ class FunctionCtx:
                 raise TypeError("save_for_backward can only save variables, but argument "
                                 f"{len(self._saved)} is of type {type(t).__name__}")
         self._saved = tensors
+        self._versions = tuple(getattr(t, "_version", 0) for t in tensors)
+
+    def _saved_outputs_are(self, outs, results):
+        """Saved forward outputs stand for the recorded results (so that a create_graph
+        backward differentiates through them, as PyTorch's saved outputs do)."""
+        swap = {id(o): r for o, r in zip(outs, results)}
+        self._saved = tuple(swap.get(id(t), t) for t in self._saved)
+        self._versions = tuple(getattr(t, "_version", 0) for t in self._saved)
 
     @property
     def saved_tensors(self):
+        for k, (t, version) in enumerate(zip(self._saved, self._versions)):
+            if t is not None and getattr(t, "_version", 0) != version:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified "
+                    f"by an inplace operation: saved tensor {k} of a custom Function is at "
+                    f"version {getattr(t, '_version', 0)}; expected version {version} instead. "
+                    "Hint: the gradient would be wrong, so it is not computed; avoid the "
+                    "in-place operation or clone the tensor first.")
         return tuple(self._saved)
 
     def mark_non_differentiable(self, *tensors):
@@ -100,4 +117,5 @@ class Function:
 
         idx = record(T, name, refs, [o._value for o in tensor_outs], backward_fn)
         res = tuple(tensor_of_entry(T, i, o._value) for i, o in zip(idx, tensor_outs))
+        ctx._saved_outputs_are(tensor_outs, res)
         return res if is_tuple else res[0]

@@ -96,7 +96,7 @@ class Tape:
 
     __slots__ = ("_rec_op", "_rec_a", "_rec_b", "_rec_val", "_c", "_base", "_stored_op", "_stored_a", "_stored_b", "_stored_val",
                  "_arr", "_leaves", "_links", "_linkcache", "_py", "_hooks", "_retain",
-                 "_stops", "_freed", "_dirty", "_tensor_consts", "_cmap", "_flat", "_reads", "_guards",
+                 "_stops", "_freed", "_dirty", "_const_sources", "_tensor_consts", "_cmap", "_flat", "_reads", "_guards",
                  "rewrite_array_op", "__weakref__")
 
     def __init__(self):
@@ -117,6 +117,9 @@ class Tape:
         self._stops = []           # entries where the sweep calls back into Python
         self._freed = None         # uint8 per entry: freed by a backward without retain_graph
         self._dirty = []           # (entry, tape length) for tensors modified in place
+        # const entry -> (tensor, its version then): a tensor without grad saved by reference,
+        # whose in-place change after that makes a backward that needs it raise
+        self._const_sources = {}
         self._tensor_consts = set()           # constant refs that came from tensors (not Python numbers)
         self._cmap = {}            # Python-number constant -> its reference (deduplicated)
         self._flat = {}            # array entries the Numba sweep reads (an ordered set)
@@ -201,6 +204,12 @@ class Tape:
         r = -len(self._c)
         self._tensor_consts.add(r)
         return r
+
+    def _push_const(self, t, value):
+        """An array constant entry holding ``value``, the value of tensor ``t`` (no grad)."""
+        i = self._push(CONST, -1, -1, value)
+        self._const_sources[i] = (t, getattr(t, "_version", 0))
+        return i
 
     def _push_leaf(self, t):
         i = self._push(LEAF, -1, -1, t._value)

@@ -1,0 +1,174 @@
+"""PyTorch's rules for overwritten tensors, in-place changes of saved tensors, seeds and
+hooks: each case checks the value PyTorch 2.13 gives (written out, so the test runs
+without torch) and, with torch installed, runs the same code on torch too."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+try:
+    import torch
+    torch.set_default_dtype(torch.float64)
+except ImportError:  # the written-out expectations still run
+    torch = None
+
+INPLACE = "modified by an inplace operation"
+
+
+def outcome(fn, lib):
+    """What ``fn(lib)`` gives: a list of numbers, or the exception class and a message part."""
+    try:
+        r = fn(lib)
+    except Exception as e:  # noqa: BLE001  (the exception type is what is compared)
+        return type(e).__name__, str(e)
+    return [np.asarray(t.detach().numpy() if hasattr(t, "detach") else t, dtype=float).tolist()
+            if t is not None else None for t in (r if isinstance(r, tuple) else (r,))]
+
+
+def zero_non_leaf(L):
+    a = L.tensor([1.0, 2.0], requires_grad=True)
+    v = a * 3
+    v.zero_()
+    v.sum().backward()
+    return a.grad
+
+
+def fill_non_leaf_grad(L):
+    a = L.tensor([1.0, 2.0], requires_grad=True)
+    v = a * 3
+    v.fill_(2.0)
+    return L.autograd.grad((v * a).sum(), a)
+
+
+def fill_with_tensor(L):
+    a = L.tensor([1.0, 2.0], requires_grad=True)
+    w = L.tensor(5.0, requires_grad=True)
+    v = a * 3
+    v.fill_(w)
+    v.sum().backward()
+    return a.grad, w.grad
+
+
+def copy_into_non_leaf(L):
+    a = L.tensor([1.0, 2.0], requires_grad=True)
+    s = L.tensor([3.0, 4.0], requires_grad=True)
+    v = a * 1
+    v.copy_(s * 2)
+    (v * v).sum().backward()
+    return a.grad, s.grad
+
+
+def constant_changed_after_mul(L):
+    x = L.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    c = L.tensor([1.0, 2.0, 3.0])
+    y = x * c
+    c.add_(10)
+    y.sum().backward()
+    return x.grad
+
+
+def constant_changed_after_add(L):      # add saves nothing: no error
+    x = L.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    c = L.tensor([1.0, 2.0, 3.0])
+    y = x + c
+    c.add_(10)
+    y.sum().backward()
+    return x.grad
+
+
+def function_saved_input_changed(L):
+    class Square(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 2 * g * x
+
+    a = L.tensor([1.0, 2.0], requires_grad=True) * 1
+    y = Square.apply(a)
+    a.mul_(10)
+    y.sum().backward()
+
+
+def function_saved_output_second_order(L):
+    class Exp(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            r = x.exp()
+            ctx.save_for_backward(r)
+            return r
+
+        @staticmethod
+        def backward(ctx, g):
+            (r,) = ctx.saved_tensors
+            return g * r
+
+    x = L.tensor(0.5, requires_grad=True)
+    (g,) = L.autograd.grad(Exp.apply(x), x, create_graph=True)
+    return g, L.autograd.grad(g, x)[0]
+
+
+def grad_outputs_too_few(L):
+    x = L.tensor(1.0, requires_grad=True)
+    return L.autograd.grad([x * 2, x * 3], x, grad_outputs=[L.tensor(1.0)])
+
+
+def hook_changes_size(L):
+    def widen(g):
+        return g.expand(3)
+    x = L.tensor(1.0, requires_grad=True)
+    x.register_hook(widen)
+    (x * 2).backward()
+
+
+def hook_on_intermediate_changes_size(L):
+    x = L.tensor([1.0, 2.0], requires_grad=True)
+    y = x * x
+    y.register_hook(lambda g: g.sum())
+    y.sum().backward()
+
+
+CASES = {
+    "zero_ on a non-leaf cuts its gradient": (zero_non_leaf, [[0.0, 0.0]]),
+    "fill_ on a non-leaf cuts its gradient": (fill_non_leaf_grad, [[2.0, 2.0]]),
+    "fill_ with a tensor sends the gradient there": (fill_with_tensor, [[0.0, 0.0], 2.0]),
+    "copy_ sends the gradient to the source": (copy_into_non_leaf, [[0.0, 0.0], [24.0, 32.0]]),
+    "a saved constant changed in place": (constant_changed_after_mul, ("RuntimeError", INPLACE)),
+    "an unsaved constant changed in place": (constant_changed_after_add, [[1.0, 1.0, 1.0]]),
+    "a Function's saved tensor changed in place": (function_saved_input_changed,
+                                                   ("RuntimeError", INPLACE)),
+    "a Function's saved output is differentiated again": (function_saved_output_second_order,
+                                                          [np.exp(0.5), np.exp(0.5)]),
+    "grad_outputs of the wrong length": (grad_outputs_too_few,
+                                         ("RuntimeError", "got 2 tensors and 1 gradients")),
+    "a leaf hook changing the size": (hook_changes_size,
+                                      ("RuntimeError", "hook 'widen' has changed the size")),
+    "a hook on an intermediate changing the size": (hook_on_intermediate_changes_size,
+                                                    ("RuntimeError", "has changed the size")),
+}
+
+
+def _same(got, want):
+    if isinstance(want, tuple):
+        return isinstance(got, tuple) and got[0] == want[0] and want[1] in got[1]
+    return not isinstance(got, tuple) and len(got) == len(want) and all(
+        np.allclose(g, w, rtol=1e-12, atol=0) for g, w in zip(got, want))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_rule_as_pytorch_has_it(name):
+    fn, want = CASES[name]
+    got = outcome(fn, tg)
+    assert _same(got, want), f"{name}: tapegrad gives {got}, PyTorch {want}"
+
+
+@pytest.mark.skipif(torch is None, reason="torch is not installed")
+@pytest.mark.parametrize("name", list(CASES))
+def test_written_out_expectation_is_pytorchs(name):
+    fn, want = CASES[name]
+    got = outcome(fn, torch)
+    assert _same(got, want), f"{name}: torch gives {got}, the test says {want}"
