@@ -37,7 +37,7 @@ sys.path.insert(0, str(HERE.parent))
 import numpy as np  # noqa: E402
 
 import tapegrad as tg  # noqa: E402
-from tapegrad.compile.tape_passes import optimize  # noqa: E402
+from tapegrad.replay.tape_passes import optimize  # noqa: E402
 
 KEYS = ("op", "a", "b", "val0", "consts", "in_entries", "in_pos", "out", "guard_entries")
 SIZES = (2, 16, 16, 1)

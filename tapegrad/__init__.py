@@ -8,14 +8,14 @@
 
 The package is layered; each layer imports only from the ones before it:
 ``core`` (op table, tape, tensors, kernels) -> ``ops`` (array ops, PyTorch-shaped
-functions) -> ``autograd`` (the reverse walk, Function, functional API) -> ``compile``
+functions) -> ``autograd`` (the reverse walk, Function, functional API) -> ``replay``
 (replay in Numba) -> ``nn``, ``optim``, ``viz``.
 """
 from __future__ import annotations
 
 from . import autograd, core, nn, ops, optim, viz
 from .autograd import Function
-from .compile import CompiledTape, RetraceRequired, compile, load  # noqa: A004
+from .replay import CompiledTape, RetraceRequired, compile, load  # noqa: A004
 from .core import optable as _optable
 from .core.elementwise import FUNCTIONS as _ELEMENTWISE
 from .core.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled

@@ -93,7 +93,7 @@ def test_checker_finds_each_kind_of_violation(tmp_path):
     assert g["tapegrad.optim"] == {"tapegrad.nn.layer"}
 
     assert [mg.layer_of(m) for m in ("tapegrad.core.a", "tapegrad.ops", "tapegrad.autograd.x",
-                                     "tapegrad.compile", "tapegrad.nn.layer", "tapegrad.viz",
+                                     "tapegrad.replay", "tapegrad.nn.layer", "tapegrad.viz",
                                      "tapegrad.optim", "tapegrad", "tapegrad.__main__")] == \
         [0, 1, 2, 3, 4, 4, 5, 6, 6]
     with pytest.raises(ValueError):

@@ -8,8 +8,8 @@ import pytest
 
 import tapegrad as tg
 from tapegrad.core import kernels as K
-from tapegrad.compile.tape_passes import _Pool, optimize
-from tapegrad.compile.replay import CompiledTape, RetraceRequired, _validate
+from tapegrad.replay.tape_passes import _Pool, optimize
+from tapegrad.replay.compiled_tape import CompiledTape, RetraceRequired, _validate
 
 KEYS = ("op", "a", "b", "val0", "consts", "in_entries", "in_pos", "out", "guard_entries")
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad.compile.elementwise_rewrite import SCALAR_RULES
+from tapegrad.replay.elementwise_rewrite import SCALAR_RULES
 from test_array_ops import CASES
 
 NO_FORM = {"max_dim", "min_dim", "unindex", "to_dtype"}   # see test_ops_without_a_form_say_so

@@ -22,7 +22,10 @@ recorded value read into Python in any other way (``float(t)``, ``t.item()``) ma
 from __future__ import annotations
 
 import json
+import os
+import stat
 import warnings
+import zipfile
 from typing import Sequence, Union
 
 import numpy as np
@@ -158,8 +161,11 @@ class CompiledTape:
                 all(np.shape(p) == s for p, s in zip(x, self.in_shapes)):
             x = np.concatenate([np.asarray(p, dtype=np.float64).reshape(-1) for p in x])
         x = np.asarray(x, dtype=np.float64)
-        if x.shape[-1:] != (self.n_inputs,):
-            raise ValueError(f"expected inputs of shape (..., {self.n_inputs}), got {x.shape}")
+        if x.ndim not in (1, 2) or x.shape[-1] != self.n_inputs:
+            raise ValueError(f"expected a point of shape ({self.n_inputs},) or a batch of shape "
+                             f"(B, {self.n_inputs}), got {x.shape}")
+        if x.ndim == 2 and x.shape[0] == 0:
+            raise ValueError(f"an empty batch (shape {x.shape}): nothing to evaluate")
         return x
 
     def _layout(self, x, values=None):
@@ -413,20 +419,7 @@ class CompiledTape:
     def load(cls, path):
         """Read a file written by ``save``.  Every index is checked first, so a corrupted or
         hostile file raises ``ValueError`` instead of reaching a Numba kernel."""
-        import os
-        if not os.path.exists(path) and os.path.exists(f"{path}.npz"):
-            path = f"{path}.npz"      # save() lets NumPy add the suffix
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"No such file: {path!r}")
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                data = {k: z[k] for k in z.files}
-            meta = json.loads(str(data.pop("meta")))
-        except KeyError:
-            raise ValueError(f"not a tapegrad compiled tape: {path}: no 'meta' record") from None
-        except Exception as e:   # truncated or foreign files: zipfile, EOF, pickle refusal...
-            raise ValueError(f"not a tapegrad compiled tape (or a damaged one): {path}: "
-                             f"{type(e).__name__}: {e}") from None
+        data, meta = _read_archive(path)
         self = cls.__new__(cls)
         _validate(data, meta)
         for k in cls._ARRAYS:
@@ -531,7 +524,6 @@ _POOL = [None, None]   # ((pid, threads), executor): not reused after a fork or 
 
 
 def _threads():
-    import os
     env = os.environ.get("TAPEGRAD_NUM_THREADS")
     if env:
         return max(1, int(env))
@@ -542,7 +534,6 @@ def _threads():
 
 
 def _pool():
-    import os
     n = _threads()
     if n <= 1:
         return None
@@ -566,13 +557,56 @@ _COMPARE_CODES = [k for k, o in enumerate(optable.OPS) if o.compare]
 _TERNARY = np.array([o.arity == 3 for o in optable.OPS] + [False] * len(optable.STRUCTURAL))
 
 
+# The most a compiled tape file may hold once decompressed (its members' declared sizes,
+# checked before anything is decompressed: a small hostile file cannot claim gigabytes).
+LOAD_LIMIT_BYTES = int(os.environ.get("TAPEGRAD_LOAD_LIMIT_BYTES", 1 << 31))
+
+
+def _read_archive(path):
+    """The arrays and metadata of a compiled tape file, read with every size checked first:
+    a regular file, a zip archive of the expected ``.npy`` members, within the size limit."""
+    path = os.fspath(path)
+    if not os.path.exists(path) and os.path.exists(f"{path}.npz"):
+        path = f"{path}.npz"      # save() lets NumPy add the suffix
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"No such file: {path!r}")
+    if not stat.S_ISREG(os.stat(path).st_mode):   # a FIFO or a device would block or stream
+        raise ValueError(f"not a tapegrad compiled tape: {path}: not a regular file")
+    names = {f"{k}.npy" for k in _DTYPES} | {"meta.npy"}
+    try:
+        with zipfile.ZipFile(path) as z:
+            members = z.infolist()
+            unknown = sorted(m.filename for m in members if m.filename not in names)
+            if unknown:
+                raise ValueError(f"unexpected member {unknown[0]!r}")
+            total = sum(m.file_size for m in members)
+            if total > LOAD_LIMIT_BYTES:
+                raise ValueError(f"members declare {total} bytes, more than the limit "
+                                 f"{LOAD_LIMIT_BYTES} (TAPEGRAD_LOAD_LIMIT_BYTES)")
+        with np.load(path, allow_pickle=False) as z:
+            data = {k: z[k] for k in z.files}
+        if "meta" not in data:
+            raise ValueError("no 'meta' record")
+        meta = json.loads(str(data.pop("meta")))
+    except Exception as e:   # truncated or foreign files: zipfile, EOF, pickle refusal...
+        raise ValueError(f"not a tapegrad compiled tape (or a damaged one): {path}: "
+                         f"{type(e).__name__}: {e}") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"corrupted tapegrad compiled tape: {path}: meta is not a JSON object")
+    return data, meta
+
+
 def _validate(d, meta):
-    """Check a loaded compiled tape: types, shapes, and that every reference is in range."""
+    """Check a loaded compiled tape: types, shapes, and that every reference is in range.
+    Every problem is a ValueError naming the field."""
     def bad(why):
         raise ValueError(f"corrupted tapegrad compiled tape: {why}")
 
     if meta.get("format") != "tapegrad-compiled-tape" or meta.get("version") != 1:
-        bad("unknown format or version")
+        bad("unknown format or version (fields 'format', 'version')")
+    guards_meta = meta.get("guards")
+    if not isinstance(guards_meta, list) or not all(isinstance(w, str) for w in guards_meta):
+        bad("field 'guards' is not a list of strings")
     for k, dt in _DTYPES.items():
         if k not in d:
             bad(f"missing array {k!r}")
@@ -594,8 +628,8 @@ def _validate(d, meta):
     if np.any(tern & ((b < 0) | (op[np.clip(b, 0, n - 1)] != ARG))):
         bad("a ternary entry without its argument entry")
     n_in = meta.get("n_inputs")
-    if not isinstance(n_in, int) or n_in < 0:
-        bad("n_inputs")
+    if not isinstance(n_in, int) or isinstance(n_in, bool) or n_in < 0:
+        bad("field 'n_inputs' is not a count")
     ie, ip = d["in_entries"], d["in_pos"]
     if len(ie) != len(ip) or np.any((ie < 0) | (ie >= n)) or np.any((ip < 0) | (ip >= n_in)):
         bad("an input index out of range")
@@ -605,8 +639,8 @@ def _validate(d, meta):
     if len(out) == 0 or np.any((out < 0) | (out >= n)):
         bad("an output index out of range")
     ge = d["guard_entries"]
-    if len(ge) != len(d["guard_values"]) or len(ge) != len(meta.get("guards", ())):
-        bad("guard arrays disagree")
+    if len(ge) != len(d["guard_values"]) or len(ge) != len(guards_meta):
+        bad("guard arrays disagree (fields 'guard_entries', 'guard_values', 'guards')")
     if np.any((ge < 0) | (ge >= n)) or (len(ge) and not np.all(np.isin(op[ge], _COMPARE_CODES))):
         bad("a guard that is not a comparison entry")
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from ..core.tape import Tape
 from ..core.tensor import extend
-from .replay import CompiledTape, RetraceRequired, compile, compile_tape, load  # noqa: A004
+from .compiled_tape import CompiledTape, RetraceRequired, compile, compile_tape, load  # noqa: A004
 
 
 def _tape_compile(self, inputs, outputs, optimize: bool = True):
-    """A :class:`~tapegrad.compile.replay.CompiledTape`: this recording replayed in Numba at
+    """A :class:`~tapegrad.replay.compiled_tape.CompiledTape`: this recording replayed in Numba at
     new values of ``inputs`` (value, gradient, batches of points).  ``optimize`` folds
     constants, merges common subexpressions and drops dead entries first (``.stats`` says
     how much each pass removed)."""
