@@ -395,3 +395,56 @@ def test_coloured_hessians_equal_dense_ones(fn, n, colours):
         assert int(sp[2].max()) + 1 == colours and len(v) == 3 * n - 2
     elif fn.__code__.co_code and "exp" in fn.__code__.co_names:
         assert sp is None or int(sp[2].max()) + 1 == n
+
+
+def _small_compiled():
+    with tg.Tape() as t:
+        x = [tg.tensor(1.0, requires_grad=True) for _ in range(3)]
+        y = x[0] * x[1] + x[2]
+    return t.compile(x, y)
+
+
+def test_replay_inputs_of_the_wrong_rank_or_an_empty_batch_raise_valueerror():
+    f = _small_compiled()
+    for bad in (np.zeros((0, 3)), np.zeros((2, 2, 3)), np.zeros(2), np.zeros((4, 2))):
+        with pytest.raises(ValueError):
+            f(bad)
+
+
+def test_load_refuses_what_is_not_a_regular_file_or_claims_too_much(tmp_path, monkeypatch):
+    import os
+    import zipfile
+
+    from tapegrad.replay import compiled_tape
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):
+        tg.load(str(fifo))                                  # would block on open
+    bomb = tmp_path / "bomb.npz"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("op.npy", b"\0" * (8 << 20))             # 8 MB in a few kB
+    monkeypatch.setattr(compiled_tape, "LOAD_LIMIT_BYTES", 1 << 20)
+    with pytest.raises(ValueError, match="more than the limit"):
+        tg.load(str(bomb))
+    odd = tmp_path / "odd.npz"
+    with zipfile.ZipFile(odd, "w") as z:
+        z.writestr("evil.txt", b"x")
+    with pytest.raises(ValueError, match="unexpected member"):
+        tg.load(str(odd))
+
+
+def test_load_names_the_field_of_bad_metadata(tmp_path):
+    import json
+    f = _small_compiled()
+    f.save(tmp_path / "ok")
+    with np.load(tmp_path / "ok.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    for meta, field in ((["not", "a", "dict"], "meta is not a JSON object"),
+                        ({"format": "tapegrad-compiled-tape", "version": 1, "guards": 3,
+                          "n_inputs": 3}, "'guards'"),
+                        ({"format": "tapegrad-compiled-tape", "version": 1, "guards": [],
+                          "n_inputs": "3"}, "'n_inputs'"),
+                        ({"format": "x", "version": 1}, "'format'")):
+        np.savez(tmp_path / "bad.npz", **{**arrays, "meta": np.array(json.dumps(meta))})
+        with pytest.raises(ValueError, match=field):
+            tg.load(tmp_path / "bad.npz")
