@@ -6,7 +6,7 @@ Nothing here imports from the layers above (``ops``, ``autograd``, ``compile``, 
 """
 from __future__ import annotations
 
-from . import elementwise, optable
+from . import elementwise, interrupts, optable
 from .tensor import Tensor, extend
 
 
@@ -29,3 +29,6 @@ def _elementwise_methods():
 
 
 extend(Tensor, _elementwise_methods())
+# the generated recording fast paths write the tape: Ctrl-C waits for them to return
+interrupts.protect(*elementwise.FUNCTIONS.values(), *elementwise.REFLECTED.values())
+interrupts.install()

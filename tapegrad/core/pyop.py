@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import interrupts
 from .tape import PYFUNC, PYOUT
 
 
@@ -49,3 +50,6 @@ def record_broadcast(T, r, value, shape):
     out = np.array(np.broadcast_to(np.asarray(value, np.float64), shape))
     return record(T, "broadcast", [r], [out], None,
                   ("expand", (Arg(0),), {"shape": tuple(shape)}))[0]
+
+
+interrupts.protect(record)

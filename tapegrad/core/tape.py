@@ -22,9 +22,10 @@ from typing import Iterator, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from . import optable
+from . import interrupts, optable
 
 CHUNK = 1 << 16
+MAX_ENTRIES = (1 << 31) - 1 - CHUNK   # operand references are int32 (a chunk of headroom)
 N_ELEMENTWISE = len(optable.OPS)
 LEAF, LINK, CONST, ARG, PYFUNC, PYOUT = range(N_ELEMENTWISE, N_ELEMENTWISE + len(optable.STRUCTURAL))
 OP_NAMES = tuple(op.name for op in optable.OPS) + optable.STRUCTURAL
@@ -154,6 +155,11 @@ class Tape:
         n = len(self._rec_val)
         if n:
             end = self._base + n
+            if end > MAX_ENTRIES or len(self._c) > MAX_ENTRIES:
+                raise RuntimeError(
+                    f"this tape would hold more than {MAX_ENTRIES} entries (or constants): "
+                    "its operand slots are int32. Record less on one tape (call backward() "
+                    "more often, or use tg.no_grad() where no gradient is needed).")
             if end > len(self._stored_op):
                 cap = max(end, 2 * len(self._stored_op), 1024)
                 for name in ("_stored_op", "_stored_a", "_stored_b", "_stored_val"):
@@ -293,3 +299,8 @@ thread_state = _State()
 def current_tape() -> Optional["Tape"]:
     """The tape ops record onto in this thread now (None under ``no_grad``)."""
     return recording()
+
+
+# Ctrl-C inside one of these is delivered when it returns: a tape is never half-written.
+interrupts.protect(Tape._push, Tape._flush, Tape._push_leaf, Tape._push_const, Tape._ref,
+                   Tape._const, Tape._const_t)

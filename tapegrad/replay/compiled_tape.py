@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import threading
 import warnings
 import zipfile
 from typing import Sequence, Union
@@ -480,17 +481,28 @@ class CompiledTape:
         rows = len(self.val0) + len(self.consts)
         spans = [(s, min(s + bs, nb)) for s in range(0, nb, bs)]
 
+        stop = threading.Event()     # set when the caller is interrupted or a block fails
+
         def share(spans):
             full = [np.empty((rows, bs)) for _ in range(nbuf)]
             for s, e in spans:
+                if stop.is_set():
+                    return
                 work(s, e, full if e - s == bs else [np.empty((rows, e - s)) for _ in full])
 
         pool = _pool() if len(spans) > 1 else None
         if pool is None:
             return share(spans)
         k = min(_threads(), len(spans))
-        for f in [pool.submit(share, spans[j::k]) for j in range(k)]:
-            f.result()      # re-raises a block's RetraceRequired
+        futures = [pool.submit(share, spans[j::k]) for j in range(k)]
+        try:
+            for f in futures:
+                f.result()      # re-raises a block's RetraceRequired
+        except BaseException:   # Ctrl-C or a failed block: the other workers stop too
+            stop.set()
+            for f in futures:
+                f.cancel()
+            raise
 
     def _batch_values(self, X):
         out = np.empty((len(self.out), X.shape[0]))
