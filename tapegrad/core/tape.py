@@ -25,6 +25,7 @@ import numpy as np
 from . import interrupts, optable
 
 CHUNK = 1 << 16
+_BINDING = threading.Lock()   # a leaf's (_tape, _entry) pair is written and read as one
 MAX_ENTRIES = (1 << 31) - 1 - CHUNK   # operand references are int32 (a chunk of headroom)
 N_ELEMENTWISE = len(optable.OPS)
 LEAF, LINK, CONST, ARG, PYFUNC, PYOUT = range(N_ELEMENTWISE, N_ELEMENTWISE + len(optable.STRUCTURAL))
@@ -96,7 +97,7 @@ class Tape:
     """
 
     __slots__ = ("_rec_op", "_rec_a", "_rec_b", "_rec_val", "_c", "_base", "_stored_op", "_stored_a", "_stored_b", "_stored_val",
-                 "_arr", "_leaves", "_links", "_linkcache", "_py", "_hooks", "_retain",
+                 "_arr", "_leaves", "_leaf_of", "_owner", "_links", "_linkcache", "_py", "_hooks", "_retain",
                  "_stops", "_freed", "_dirty", "_const_sources", "_tensor_consts", "_cmap", "_flat", "_reads", "_guards",
                  "rewrite_array_op", "__weakref__")
 
@@ -110,6 +111,8 @@ class Tape:
         self._stored_val = np.zeros(0, np.float64)
         self._arr = {}             # entry -> ndarray value (array entries)
         self._leaves = {}          # entry -> leaf Tensor (gets .grad)
+        self._leaf_of = {}         # id(leaf) -> its entry here (leaves shared across threads)
+        self._owner = threading.get_ident()   # the thread that records onto this tape
         self._links = {}           # entry -> (tape, entry): a non-leaf of another tape
         self._linkcache = {}
         self._py = {}              # head entry -> PyOp (backward in Python)
@@ -217,24 +220,35 @@ class Tape:
         self._const_sources[i] = (t, getattr(t, "_version", 0))
         return i
 
-    def _push_leaf(self, t):
+    def _push_leaf(self, t, bound):
+        """Register leaf ``t`` on this tape.  ``bound``: the tape ``t`` is bound to now (its
+        ``_tape``), which the fast paths read with ``_entry``.  The leaf is rebound here
+        unless another thread's tape holds it: then this tape finds it in ``_leaf_of``."""
         i = self._push(LEAF, -1, -1, t._value)
         self._leaves[i] = t
-        t._tape = self
-        t._entry = i
+        self._leaf_of[id(t)] = i
+        if bound.__class__ is not Tape or bound._owner == self._owner:
+            with _BINDING:
+                if t._tape is bound:      # entry first: a reader that sees this tape in
+                    t._entry = i          # _tape (only this thread's own) sees its entry
+                    t._tape = self
         return i
 
     def _ref(self, t):
         """Reference to tensor ``t`` (which requires grad) from this tape: registers a leaf,
         or links a non-leaf of another tape so that gradients flow on into it."""
-        src = t._tape
-        if src.__class__ is not Tape or src._leaves.get(t._entry) is t:
-            return self._push_leaf(t)
-        key = (id(src), t._entry)
+        j = self._leaf_of.get(id(t))
+        if j is not None and self._leaves.get(j) is t:
+            return j
+        with _BINDING:                    # a consistent (tape, entry) pair of a shared leaf
+            src, e = t._tape, t._entry if t._tape.__class__ is Tape else -1
+        if src.__class__ is not Tape or src._leaves.get(e) is t:
+            return self._push_leaf(t, src)
+        key = (id(src), e)
         j = self._linkcache.get(key)
         if j is None:
             j = self._push(LINK, -1, -1, t._value)
-            self._links[j] = (src, t._entry)
+            self._links[j] = (src, e)
             self._linkcache[key] = j
         return j
 
