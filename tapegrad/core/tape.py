@@ -30,6 +30,7 @@ MAX_ENTRIES = (1 << 31) - 1 - CHUNK   # operand references are int32 (a chunk of
 N_ELEMENTWISE = len(optable.OPS)
 LEAF, LINK, CONST, ARG, PYFUNC, PYOUT = range(N_ELEMENTWISE, N_ELEMENTWISE + len(optable.STRUCTURAL))
 OP_NAMES = tuple(op.name for op in optable.OPS) + optable.STRUCTURAL
+_N_CODES = N_ELEMENTWISE + len(optable.STRUCTURAL)
 
 SECOND_BACKWARD = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
@@ -175,9 +176,27 @@ class Tape:
             self._stored_a[s] = np.fromiter(self._rec_a, np.int32, n)
             self._stored_b[s] = np.fromiter(self._rec_b, np.int32, n)
             self._stored_val[s] = np.fromiter(self._rec_val, np.float64, n)
+            self._check_chunk(self._base, end)
             self._rec_op.clear(); self._rec_a.clear(); self._rec_b.clear(); self._rec_val.clear()
             self._base = end
         return 0
+
+    def _check_chunk(self, start, end):
+        """Every operand reference of entries ``start..end`` names an earlier entry or a
+        constant, and every opcode is known: the Numba kernels index with these unchecked,
+        so a broken tape raises here instead of corrupting memory there.  (Unused operands
+        are -1, which passes: constant 0 is the 0.0 every tape has.)"""
+        op = self._stored_op[start:end]
+        a = self._stored_a[start:end]
+        b = self._stored_b[start:end]
+        idx = np.arange(start, end, dtype=np.int32)
+        lowest = -len(self._c)
+        bad = (a >= idx) | (b >= idx) | (a < lowest) | (b < lowest)
+        bad |= (op < 0) | (op >= _N_CODES)
+        if bad.any():
+            i = int(idx[np.argmax(bad)])
+            raise RuntimeError(f"tapegrad internal error: tape entry {i} refers to a later "
+                               "entry or an unknown constant; the tape is not swept")
 
     def _push(self, code, ra, rb, v):
         """Append one entry (any value kind); returns its index."""
