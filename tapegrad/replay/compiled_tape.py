@@ -233,7 +233,7 @@ class CompiledTape:
         if x.ndim == 2:
             return self._value_and_grad_batch(x)
         V = self._forward(x)
-        ADJ = np.zeros_like(V)
+        ADJ = np.full_like(V, -0.0)   # -0.0 + g is g for every g, -0.0 too (PyTorch's signs)
         o = int(self.out[0])
         ADJ[o] = 1.0
         K.reverse_point(self.op, self.a, self.b, V, ADJ, o, len(self.val0))
@@ -259,7 +259,7 @@ class CompiledTape:
     def _on_inputs(self, R, G=None):
         """Rows of the leaf entries of ``R`` summed per input -> (n_inputs, K) (into ``G``)."""
         if G is None:
-            G = np.zeros((self.n_inputs, R.shape[1]))
+            G = np.full((self.n_inputs, R.shape[1]), -0.0)
         if self._one_entry_each:
             G[self.in_pos] = R[self.in_entries]
         else:   # a leaf registered more than once: its entries' adjoints add up
@@ -295,7 +295,7 @@ class CompiledTape:
                              f"got {w.shape}")
         w = self._vec(w.reshape(-1), len(self.out), "vjp")
         V = self._forward(x)
-        A = np.zeros((len(V), 1))
+        A = np.full((len(V), 1), -0.0)
         np.add.at(A[:, 0], self.out, w)
         K.reverse_multi(self.op, self.a, self.b, V, A, int(self.out.max()), len(self.val0))
         return self._on_inputs(A)[:, 0]
@@ -311,7 +311,7 @@ class CompiledTape:
         if m <= n:
             for s in range(0, m, self._chunk(m)):
                 outs = self.out[s:s + self._chunk(m)]
-                A = np.zeros((len(V), len(outs)))
+                A = np.full((len(V), len(outs)), -0.0)
                 A[outs, np.arange(len(outs))] = 1.0
                 K.reverse_multi(self.op, self.a, self.b, V, A, int(outs.max()), stop)
                 J[s:s + len(outs)] = self._on_inputs(A).T
@@ -328,7 +328,7 @@ class CompiledTape:
         reverse, one sweep pair for up to ``_chunk`` directions at once."""
         V = self._forward(x)
         stop, o = len(self.val0), int(self.out[0])
-        A = np.zeros(len(V))
+        A = np.full(len(V), -0.0)
         A[o] = 1.0
         K.reverse_point(self.op, self.a, self.b, V, A, o, stop)
         H = np.empty_like(vs)
@@ -350,7 +350,7 @@ class CompiledTape:
         V, T = self._layout(x), self._layout(None, v)
         K.forward_tangent(self.op, self.a, self.b, V, T, n)
         self._check_point_guards(V)
-        A, D = np.zeros(len(V)), np.zeros(len(V))
+        A, D = np.full(len(V), -0.0), np.full(len(V), -0.0)
         A[o] = 1.0
         K.reverse_hvp(self.op, self.a, self.b, V, T, A, D, o, n)
         return self._on_inputs(D[:, None])[:, 0]
@@ -517,12 +517,12 @@ class CompiledTape:
         """Blocks of points: forward and reverse per block, so memory stays bounded and hot."""
         nb = X.shape[0]
         n, o = len(self.val0), int(self.out[0])
-        values, G = np.empty(nb), np.zeros((self.n_inputs, nb))
+        values, G = np.empty(nb), np.full((self.n_inputs, nb), -0.0)
 
         def work(s, e, bufs):
             V, A = bufs
             self._forward_batch(X[s:e], V, first_point=s)
-            A.fill(0.0)
+            A.fill(-0.0)
             A[o] = 1.0
             K.reverse_batch(self.op, self.a, self.b, V, A, o, n)
             values[s:e] = V[o]
