@@ -11,6 +11,13 @@ from ..core.tape import recording
 from ..core.tensor import Tensor, tensor_of_entry, wrap
 
 
+def _versions(tensors):
+    """What tells a saved tensor's later in-place change: its value and the version of
+    that value's memory."""
+    return tuple(None if t is None else (id(t._value), getattr(t, "_version", 0))
+                 for t in tensors)
+
+
 class FunctionCtx:
     """The ``ctx`` passed to ``forward`` and ``backward``."""
 
@@ -25,23 +32,23 @@ class FunctionCtx:
                 raise TypeError("save_for_backward can only save variables, but argument "
                                 f"{len(self._saved)} is of type {type(t).__name__}")
         self._saved = tensors
-        self._versions = tuple(getattr(t, "_version", 0) for t in tensors)
+        self._versions = _versions(tensors)
 
     def _saved_outputs_are(self, outs, results):
         """Saved forward outputs stand for the recorded results (so that a create_graph
         backward differentiates through them, as PyTorch's saved outputs do)."""
         swap = {id(o): r for o, r in zip(outs, results)}
         self._saved = tuple(swap.get(id(t), t) for t in self._saved)
-        self._versions = tuple(getattr(t, "_version", 0) for t in self._saved)
+        self._versions = _versions(self._saved)
 
     @property
     def saved_tensors(self):
         for k, (t, version) in enumerate(zip(self._saved, self._versions)):
-            if t is not None and getattr(t, "_version", 0) != version:
+            if t is not None and _versions((t,))[0] != version:
                 raise RuntimeError(
                     "one of the variables needed for gradient computation has been modified "
-                    f"by an inplace operation: saved tensor {k} of a custom Function is at "
-                    f"version {getattr(t, '_version', 0)}; expected version {version} instead. "
+                    f"by an inplace operation: saved tensor {k} of a custom Function was "
+                    "changed after it was saved. "
                     "Hint: the gradient would be wrong, so it is not computed; avoid the "
                     "in-place operation or clone the tensor first.")
         return tuple(self._saved)
