@@ -35,7 +35,7 @@ def _optimised(f):
     g.__dict__.pop("_fixed", None)      # derived from the arrays: recomputed on use
     for k in KEYS:
         setattr(g, k, arrays[k])
-    g._one_entry_each = len(set(g.in_pos.tolist())) == len(g.in_pos)
+    g._inputs_changed()
     g.guards = [(int(i), v, w) for i, (_, v, w) in zip(arrays["guard_entries"], f.guards)]
     return g, stats
 
@@ -186,7 +186,8 @@ def _hand_tape():
     f.in_entries, f.in_pos = np.array([0]), np.array([0])
     f.out = np.array([10])
     f.guard_entries, f.guard_values, f.guards = np.zeros(0, np.int64), np.zeros(0), []
-    f.n_inputs, f._one_entry_each = 1, True
+    f.n_inputs = 1
+    f._inputs_changed()
     f.val0 = f._forward(np.array([0.25]))[:len(f.op)]
     return f
 

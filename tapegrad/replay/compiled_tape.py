@@ -119,8 +119,8 @@ class CompiledTape:
         self.in_entries = np.array([p[0] for p in pairs], dtype=np.int64)
         self.in_pos = np.array([p[1] for p in pairs], dtype=np.int64)
         self.n_inputs = len(inputs)
-        self._inputs_changed()
         self.out = np.array([t._entry for t in outputs], dtype=np.int64)
+        self._inputs_changed()
         self.stats = None
         if optimize:
             self._optimize()
@@ -143,6 +143,15 @@ class CompiledTape:
         """After ``in_pos`` is set: does each input have one leaf entry?  (Else the
         adjoints of its entries are added up.)"""
         self._one_entry_each = len(np.unique(self.in_pos)) == len(self.in_pos)
+        # inputs no entry reads (and no output is): their gradient is 0.0, not the -0.0 the
+        # adjoints start at
+        read = np.zeros(len(self.op), bool)
+        elem = (self.op < N_ELEMENTWISE) | (self.op == ARG)
+        for r in (self.a[elem], self.b[elem]):
+            read[r[r >= 0]] = True
+        read[self.out] = True
+        read_pos = np.unique(self.in_pos[read[self.in_entries]])
+        self._unread_inputs = np.setdiff1d(np.arange(self.n_inputs), read_pos)
 
     def split(self, v):
         """A vector over the inputs' elements (an input point, a gradient) as one array per
@@ -264,6 +273,7 @@ class CompiledTape:
             G[self.in_pos] = R[self.in_entries]
         else:   # a leaf registered more than once: its entries' adjoints add up
             np.add.at(G, self.in_pos, R[self.in_entries])
+        G[self._unread_inputs] = 0.0
         return G
 
     def _vec(self, v, n, what):
@@ -696,6 +706,10 @@ class CompiledFunction:
             tape.rewrite_array_op = array_op
             xs = [wrap(float(v), requires_grad=True) for v in x]
             y = self.fn(xs[0] if self.scalar_input else elements(xs))
+            inputs = {id(e) for e in xs}
+            for e in (list(y._elems.reshape(-1)) if isinstance(y, Elements) else [y]):
+                if id(e) in inputs and e._tape.__class__ is not Tape:
+                    tape._ref(e)        # an input returned as it is: an output too
         shape = None
         if isinstance(y, Elements):          # an array result: one output per element
             shape = tuple(y.shape)
