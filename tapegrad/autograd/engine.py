@@ -313,6 +313,8 @@ class GraphAdjoints:
                 if code == PYOUT:
                     reached[A.a[i]] = 1
                 continue
+            if K.NO_GRAD[code]:   # a comparison: no gradient flows through it
+                continue
             if freed[i] and K.SAVES[code]:
                 _check(T, 1, i)
             refs = T._inputs(i)
@@ -395,9 +397,11 @@ def needed_entries(T, A, inputs):
     return _depends_on(A.op, A.a, A.b, sources, heads, ptr, flat)
 
 
-def walk_tape(T, seeds, create_graph, inputs=None):
+def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None):
     """The reverse walk over tape ``T`` from ``{entry: seed}``; returns its adjoints.  With
-    ``inputs``, only the parts of the graph that lead to them run hooks and rules."""
+    ``inputs``, only the parts of the graph that lead to them run hooks and rules.
+    ``before_hooks``: ``{entry: None}`` filled with those entries' gradients as they were
+    before their hooks ran (what ``autograd.grad`` returns for a non-leaf input)."""
     A = TapeArrays(T)
     needed = None if inputs is None else needed_entries(T, A, inputs)
     adj = (GraphAdjoints if create_graph else FloatAdjoints)(A)
@@ -416,6 +420,8 @@ def walk_tape(T, seeds, create_graph, inputs=None):
         hooks = T._hooks.get(s)
         if hooks:
             g = adj.tensor(s)
+            if before_hooks is not None and s in before_hooks:
+                before_hooks[s] = g if create_graph else wrap(np.array(g._value, copy=True))
             for hook in list(hooks):
                 g = run_hook(hook, g)
             adj.set(s, g)
@@ -505,7 +511,8 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
     with set_grad_enabled(create_graph):
         while work:
             _, (T, seeds) = work.popitem()
-            adj = walk_tape(T, seeds, create_graph, inputs)
+            before = {j: None for _, S, j in targets if S is T}
+            adj = walk_tape(T, seeds, create_graph, inputs, before)
             walked.append(adj)
             reached = adj.reached
             acc.extend(*adj.leaf_grads())
@@ -522,7 +529,9 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
                     acc.retained.add(id(t))
             for pos, S, j in targets:
                 if S is T and j < len(reached) and reached[j]:
-                    g = adj.get(j)
+                    g = adj.get(j) if before.get(j) is None else before[j]
+                    if isinstance(g, Tensor) and not create_graph:
+                        g = g._value
                     captured[pos] = g if captured[pos] is None else captured[pos] + g
 
     if not retain_graph:

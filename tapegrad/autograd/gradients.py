@@ -88,6 +88,7 @@ def grad(outputs: Tensors, inputs: Tensors, grad_outputs: Optional[Union[Tensor,
     acc, captured = run_backward(outputs, grads,
                                create_graph if retain_graph is None else retain_graph,
                                inputs=inputs, create_graph=create_graph)
+    accumulate(acc, set(), create_graph)   # tensors that retain grad get it, as in PyTorch
     out = []
     for x, g in zip(inputs, captured):
         if g is None:
@@ -100,7 +101,7 @@ def grad(outputs: Tensors, inputs: Tensors, grad_outputs: Optional[Union[Tensor,
             else:
                 out.append(None)
                 continue
-        if x.is_leaf:   # a leaf's hooks run on its gradient, as PyTorch runs them
+        if x.is_leaf:   # a leaf input's hooks run on its gradient (a non-leaf's do not)
             g = hooked(x, g, create_graph)
         g = grad_value(x, g)
         out.append(g if isinstance(g, Tensor) else wrap(g))
