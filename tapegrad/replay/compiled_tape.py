@@ -32,12 +32,29 @@ from typing import Sequence, Union
 import numpy as np
 
 from ..core import kernels as K
+from ..core.numba_jit import jit
 from ..core import optable
 from ..core.tape import ARG, LEAF, N_ELEMENTWISE, OP_NAMES, Tape
 from ..core.tensor import Tensor, wrap
 from .elementwise_rewrite import Elements, array_op, elements, scalarize_tape
 from .sparsity import colour, pattern
 from .tape_passes import optimize
+
+
+@jit
+def _outputs_read(op, a, b, out):
+    """Per entry: 1 if an output depends on it through the tape's operand references."""
+    n = op.shape[0]
+    live = np.zeros(n, np.uint8)
+    for o in out:
+        live[o] = 1
+    for i in range(n - 1, -1, -1):
+        if live[i] != 0 and (op[i] < N_ELEMENTWISE or op[i] == ARG):
+            if a[i] >= 0:
+                live[a[i]] = 1
+            if b[i] >= 0:
+                live[b[i]] = 1
+    return live
 
 
 class RetraceRequired(RuntimeError):
@@ -143,13 +160,9 @@ class CompiledTape:
         """After ``in_pos`` is set: does each input have one leaf entry?  (Else the
         adjoints of its entries are added up.)"""
         self._one_entry_each = len(np.unique(self.in_pos)) == len(self.in_pos)
-        # inputs no entry reads (and no output is): their gradient is 0.0, not the -0.0 the
-        # adjoints start at
-        read = np.zeros(len(self.op), bool)
-        elem = (self.op < N_ELEMENTWISE) | (self.op == ARG)
-        for r in (self.a[elem], self.b[elem]):
-            read[r[r >= 0]] = True
-        read[self.out] = True
+        # inputs no output depends on: their gradient is 0.0, not the -0.0 the adjoints
+        # start at (which stays where nothing was added)
+        read = _outputs_read(self.op, self.a, self.b, self.out).astype(bool)
         read_pos = np.unique(self.in_pos[read[self.in_entries]])
         self._unread_inputs = np.setdiff1d(np.arange(self.n_inputs), read_pos)
 
