@@ -25,10 +25,11 @@ from ..core.forward import SCALAR_FORWARD
 from ..core.pyop import Arg
 from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC, PYOUT, Tape,
                          recording)
-from ..core.tensor import Tensor, ieee_value, wrap
+from ..core.tensor import Tensor, ieee_value, tensor_of_entry, wrap
 from ..ops.torch_api import check_index, index_value
 
 _WHERE = OP_NAMES.index("where")
+_ADD = OP_NAMES.index("add")
 
 
 class Elements(Tensor):
@@ -461,8 +462,16 @@ def scalarize_tape(T, inputs, outputs):
             outs.append(v)
     for k, e in enumerate(outs):
         if not (isinstance(e, Tensor) and e._tape is S):
-            raise ValueError(f"compile(): output element {k} does not depend on the inputs")
+            outs[k] = constant_entry(S, e)   # a constant output (x[0] = 1.5): gradient 0
     return S, leaves, outs, shape
+
+
+def constant_entry(S, value):
+    """A scalar entry of tape ``S`` holding the constant ``value`` (an output that does not
+    depend on the inputs): ``value + 0.0``, which every replay kernel runs."""
+    v = float(value._value if isinstance(value, Tensor) else value)
+    i = S._push(_ADD, S._const(v), S._const(0.0), v)
+    return tensor_of_entry(S, i, v)
 
 
 def _as_arg(v):
