@@ -256,3 +256,39 @@ def test_vectorised_comparisons_guard_and_in_place_ops_record():
     c = tg.compile(f)
     assert c([1.0, 3.0]) == 18.0 and c([2.0, 5.0]) == 50.0
     np.testing.assert_array_equal(c.grad([2.0, 5.0]), [20.0, 10.0])
+
+
+def test_losses_and_activations_compile():
+    """Every loss and activation row has an elementwise form: tg.compile replays it with
+    the eager value and gradient."""
+    import tapegrad.nn.functional as F
+    from tapegrad.ops.array_ops import ARRAY_OPS as ROWS
+    from tapegrad.replay.elementwise_rewrite import NN_RULES
+    rng = np.random.default_rng(0)
+    target = rng.uniform(0.1, 0.9, 6)
+    cases = {
+        "mse_loss": lambda x: F.mse_loss(x, tg.tensor(target)),
+        "l1_loss": lambda x: F.l1_loss(x, tg.tensor(target), reduction="sum"),
+        "smooth_l1_loss": lambda x: F.smooth_l1_loss(x, tg.tensor(target), beta=0.3),
+        "binary_cross_entropy": lambda x: F.binary_cross_entropy(x.sigmoid(), tg.tensor(target)),
+        "binary_cross_entropy_with_logits": lambda x: F.binary_cross_entropy_with_logits(
+            x, tg.tensor(target), pos_weight=tg.tensor(np.full(6, 2.0))),
+        "cross_entropy": lambda x: F.cross_entropy(x.reshape(3, 2) @ tg.tensor(np.ones((2, 3))),
+                                                   tg.tensor([0, 2, 1])),
+        "nll_loss": lambda x: F.nll_loss(F.log_softmax(x.reshape(3, 2), 1), tg.tensor([0, 1, 1]),
+                                         weight=tg.tensor([1.0, 3.0])),
+        "gelu": lambda x: (F.gelu(x) + F.gelu(x, approximate="tanh")).sum(),
+        "silu": lambda x: F.silu(x).sum(),
+        "elu": lambda x: F.elu(x, alpha=0.7).sum(),
+        "softplus": lambda x: F.softplus(x, beta=2.0).sum(),
+        "leaky_relu": lambda x: F.leaky_relu(x, 0.2).sum(),
+    }
+    assert set(cases) == set(NN_RULES) and set(NN_RULES) <= set(ROWS)
+    x0 = rng.normal(size=6)
+    for name, fn in cases.items():
+        x = tg.tensor(x0, requires_grad=True)
+        y = fn(x)
+        (g,) = tg.autograd.grad(y, x)
+        value, grad = tg.compile(fn).value_and_grad(x0)
+        assert value == pytest.approx(float(y), rel=1e-12), name
+        assert np.allclose(grad, g.numpy(), rtol=1e-10, atol=1e-12), name

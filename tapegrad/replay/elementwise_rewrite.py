@@ -336,6 +336,119 @@ def _index_put(x, idx, v):
     return E
 
 
+# -- activations and losses (the rows of ops/nn_ops.py) as elementwise ops -----------------
+
+def _T(x):
+    """An argument as a tensor of elements (operators and methods apply elementwise)."""
+    return _wrap_elems(_E(x))
+
+
+def _reduced(loss, reduction, weights=None):
+    """``loss`` (elements) reduced as the losses reduce; a mean divides by the weights' sum."""
+    if reduction == "none":
+        return _E(loss)
+    total = _sum(loss)
+    if reduction == "sum":
+        return total
+    denom = float(np.size(_E(loss))) if weights is None else float(np.sum(weights))
+    return _E(_wrap_elems(total) / denom)
+
+
+def _where(c, a, b):
+    return FUNCTIONS["where"](c, a, b)
+
+
+def _log_clamped(x):
+    # PyTorch clamps BCE's logs at -100
+    return FUNCTIONS["maximum"](x.log(), -100.0)
+
+
+def _bce(x, y, weight=None, reduction="mean"):
+    X, Y = _T(x), _T(y)
+    loss = -(Y * _log_clamped(X) + (1.0 - Y) * _log_clamped(1.0 - X))
+    return _reduced(loss if weight is None else loss * _T(weight), reduction)
+
+
+def _bce_logits(x, y, weight=None, pos_weight=None, reduction="mean"):
+    X, Y = _T(x), _T(y)
+    softplus_neg = (-X.abs()).exp().log1p() + (-X).relu()       # log(1 + exp(-x)), stable
+    scale = 1.0 if pos_weight is None else (_T(pos_weight) - 1.0) * Y + 1.0
+    loss = (1.0 - Y) * X + scale * softplus_neg
+    return _reduced(loss if weight is None else loss * _T(weight), reduction)
+
+
+def _nll(logp, target, weight=None, ignore_index=-100, reduction="mean"):
+    """NLL of log-probabilities ``logp`` (elements; classes along dim 1, or 0 for 1-D)."""
+    L = _E(logp)
+    t = np.asarray(target._value if isinstance(target, Tensor) else target).astype(np.int64)
+    dim = 0 if L.ndim == 1 else 1
+    C = L.shape[dim]
+    valid = t != ignore_index
+    tc = np.where(valid, t, 0)
+    if np.any((tc < 0) | (tc >= C)):
+        raise IndexError(f"Target {int(t[(tc < 0) | (tc >= C)][0])} is out of bounds.")
+    w = np.ones(C) if weight is None else np.asarray(_value(weight), dtype=np.float64)
+    wt = np.where(valid, w[tc], 0.0)       # class weights are constants: not differentiated
+    picked = np.take_along_axis(L, np.expand_dims(tc, dim), axis=dim).squeeze(dim)
+    loss = -_wrap_elems(np.asarray(picked, dtype=object)) * tg_const(wt)
+    return _reduced(loss, reduction, wt)
+
+
+def tg_const(values):
+    """A constant array as elements (plain numbers)."""
+    return _wrap_elems(np.asarray(values, dtype=np.float64).astype(object))
+
+
+def _cross_entropy(x, t, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    if label_smoothing or np.shape(t) == np.shape(_E(x)):
+        raise NotImplementedError("tg.compile: cross_entropy with label smoothing or class "
+                                  "probabilities has no elementwise form yet")
+    E = _E(x)
+    logp = _E(_T(x) - _wrap_elems(_lse(x, 0 if E.ndim == 1 else 1, True)))
+    return _nll(logp, t, weight, ignore_index, reduction)
+
+
+def _smooth_l1(x, y, reduction="mean", beta=1.0):
+    a = (_T(x) - _T(y)).abs()
+    if beta == 0.0:
+        return _reduced(a, reduction)
+    return _reduced(_where(a < beta, a * a * (0.5 / beta), a - 0.5 * beta), reduction)
+
+
+_SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
+
+
+def _gelu(x, approximate="none"):
+    X = _T(x)
+    if approximate == "tanh":
+        return _E(0.5 * X * (1.0 + (_SQRT_2_OVER_PI * (X + 0.044715 * X * X * X)).tanh()))
+    return _E(0.5 * X * (1.0 + (X * float(1.0 / np.sqrt(2.0))).erf()))
+
+
+def _softplus(x, beta=1.0, threshold=20.0):
+    BX = _T(x) * float(beta)
+    stable = (BX.relu() + (-BX.abs()).exp().log1p()) / float(beta)
+    return _E(_where(BX > threshold, _T(x), stable))
+
+
+NN_RULES = {
+    "leaky_relu": lambda x, negative_slope=0.01: _E(_where(_T(x) > 0.0, _T(x),
+                                                           _T(x) * negative_slope)),
+    "softplus": _softplus,
+    "gelu": _gelu,
+    "silu": lambda x: _E(_T(x) * _T(x).sigmoid()),
+    "elu": lambda x, alpha=1.0: _E(_where(_T(x) > 0.0, _T(x),
+                                          FUNCTIONS["minimum"](_T(x), 0.0).expm1() * alpha)),
+    "mse_loss": lambda x, y, reduction="mean": _reduced((_T(x) - _T(y)) ** 2.0, reduction),
+    "l1_loss": lambda x, y, reduction="mean": _reduced((_T(x) - _T(y)).abs(), reduction),
+    "smooth_l1_loss": _smooth_l1,
+    "binary_cross_entropy": _bce,
+    "binary_cross_entropy_with_logits": _bce_logits,
+    "nll_loss": _nll,
+    "cross_entropy": _cross_entropy,
+}
+
+
 SCALAR_RULES = {
     "sum": _sum,
     "mean": _mean,
@@ -374,6 +487,7 @@ SCALAR_RULES = {
     "roll": lambda x, shifts, dims=None: np.roll(_E(x), shifts, axis=dims),
     "ungather": _ungather,
     "to_dtype": _to_dtype,
+    **NN_RULES,
 }
 
 
