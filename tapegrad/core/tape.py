@@ -177,6 +177,13 @@ class Tape:
             self._stored_b[s] = np.fromiter(self._rec_b, np.int32, n)
             self._stored_val[s] = np.fromiter(self._rec_val, np.float64, n)
             self._check_chunk(self._base, end)
+            if n >= CHUNK and thread_state.implicit is self:
+                # a full chunk on the default tape: later ops record on a fresh one (a
+                # result of this one used later is linked), so this one is freed as soon as
+                # no result of it is alive -- as PyTorch frees a graph whose outputs died,
+                # even when nothing ever calls backward()
+                thread_state.implicit = Tape()
+                thread_state.refresh()
             self._rec_op.clear(); self._rec_a.clear(); self._rec_b.clear(); self._rec_val.clear()
             self._base = end
         return 0
