@@ -193,3 +193,23 @@ def test_a_tape_is_freed_when_nothing_refers_to_it():
         (x * 3.0).backward()
     gc.collect()
     assert ref() is None
+
+
+def test_evaluations_without_backward_free_their_tapes():
+    """Results dropped without backward: the default tape rolls over at a full chunk, and
+    the old one is freed once none of its results is alive (PyTorch frees such graphs)."""
+    import gc
+    import weakref
+
+    from tapegrad.core.tape import CHUNK
+    a = tg.tensor(1.5, requires_grad=True)
+    first = weakref.ref(tg.current_tape())
+    for _ in range(CHUNK + 10):
+        float(a * 2.0)
+    gc.collect()
+    assert first() is None and len(tg.current_tape()) < CHUNK
+    kept = a * 3.0                        # a result alive across a roll-over still works
+    for _ in range(CHUNK + 10):
+        float(a * 2.0)
+    (g,) = tg.autograd.grad(kept * kept, a)
+    assert float(g) == 2 * 3.0 * 1.5 * 3.0
