@@ -24,6 +24,8 @@ REFERENCE = {
     "minimum": min,
     "neg": lambda x: -x,
     "abs": abs,
+    "reciprocal": lambda x: 1.0 / x,
+    "clone": lambda x: x,
     "exp": math.exp,
     "log": math.log,
     "log1p": math.log1p,

@@ -39,6 +39,39 @@ def _subst(expr: str, **names: str) -> str:
     return re.sub(r"\b([xyz])\b", lambda m: names.get(m.group(1), m.group(1)), expr)
 
 
+def _masks(expr: str):
+    """Python condition under which ``expr`` takes a branch that is the constant 0.0 (a mask:
+    that input gets nothing, whatever the incoming gradient), or None if it never does."""
+    import ast
+
+    def zero(node):
+        if isinstance(node, ast.Constant):
+            return "True" if node.value == 0.0 else None
+        if isinstance(node, ast.IfExp):
+            zb, ze = zero(node.body), zero(node.orelse)
+            if zb is None and ze is None:
+                return None
+            return f"(({zb or 'False'}) if ({ast.unparse(node.test)}) else ({ze or 'False'}))"
+        return None
+    return zero(ast.parse(expr, mode="eval").body)
+
+
+def _times(g: str, expr: str) -> str:
+    """``g * expr`` with ``g`` carried into the branches of ``expr``, a 0.0 branch staying 0.0
+    (PyTorch masks there: an infinite or NaN ``g`` gives 0, not NaN)."""
+    import ast
+
+    def term(node):
+        if isinstance(node, ast.Constant) and node.value == 0.0:
+            return "0.0"
+        if isinstance(node, ast.IfExp):
+            return f"({term(node.body)}) if {ast.unparse(node.test)} else ({term(node.orelse)})"
+        if isinstance(node, ast.Constant) and node.value == 1.0:
+            return g
+        return f"{g} * ({ast.unparse(node)})"
+    return term(ast.parse(expr, mode="eval").body)
+
+
 def kernels_source() -> str:
     n = len(OPS)
     out = [HEADER, '"""Numba kernels: one branch per op of the table, one shared adjoint update."""']
@@ -60,6 +93,10 @@ def kernels_source() -> str:
     for j, nm in enumerate(("X", "Y", "Z", "OUT")):
         out.append(f"SAVES_{nm} = np.array({[s[j] for s in saves]}, dtype=np.bool_)")
     out.append("SAVES = SAVES_X | SAVES_Y | SAVES_Z | SAVES_OUT")
+    # comparisons are not differentiable: a gradient never flows through them (PyTorch's bool
+    # results are not in its graph), so a value used only in one is not reached
+    out.append(f"NO_GRAD = np.array({[op.compare for op in OPS] + [False] * len(STRUCTURAL)}, "
+               "dtype=np.bool_)")
     out += [
         "",
         "",
@@ -69,7 +106,7 @@ def kernels_source() -> str:
         "        return 1.0",
         "    if x < 0.0:",
         "        return -1.0",
-        "    return 0.0 * x",
+        "    return 0.0  # sign(-0.) = sign(nan) = 0, as PyTorch",
         "",
         "",
         "@jit",
@@ -79,10 +116,11 @@ def kernels_source() -> str:
     for k, op in enumerate(OPS):
         out.append(f"    {'if' if k == 0 else 'elif'} o == {k}:  # {op.name}")
         out.append(f"        return {op.fwd}")
-    out += ["    return math.nan", "", "", "@jit", "def partials(o, x, y, z, out):",
-            '    """Local partials (d out/dx, d out/dy, d out/dz) of elementwise op ``o``."""']
+    out += ["    return math.nan", "", "", "@jit", "def terms(o, g, x, y, z, out):",
+            '    """The adjoint terms (g d out/dx, g d out/dy, g d out/dz) of elementwise op ``o``',
+            '    (a branch of a partial that is 0.0 masks: its term is 0.0 whatever ``g`` is)."""']
     for k, op in enumerate(OPS):
-        parts = ", ".join(f or "0.0" for f in (op.dx, op.dy, op.dz))
+        parts = ", ".join(_times("g", f or "0.0") for f in (op.dx, op.dy, op.dz))
         out.append(f"    {'if' if k == 0 else 'elif'} o == {k}:  # {op.name}")
         out.append(f"        return {parts}")
     out += ["    return 0.0, 0.0, 0.0", ""]
@@ -114,6 +152,26 @@ _SWEEP_HEAD = """
         rc = rc if rc >= 0 else stop - rc - 1"""
 
 
+def _reverse_head(seeded: str) -> str:
+    """The head of a reverse sweep: as ``_SWEEP_HEAD``, and an entry is swept only when a
+    gradient reached it (``R``) or it holds a seed, as PyTorch's graph: a value used only in a
+    comparison (a guard, where's condition) gets no gradient, not ``0 * inf = nan``.  Every
+    operand of a differentiable op is reached, a masked one too (PyTorch passes its zeros on)."""
+    head = _SWEEP_HEAD.format(loop="range(start, -1, -1)")
+    mark = f"""
+        if not R[i] and not ({seeded}):
+            continue
+        if not NO_GRAD[o]:
+            if ra >= 0:
+                R[ra] = True
+            if rb >= 0:
+                R[rb] = True
+            if rc >= 0:
+                R[rc] = True"""
+    cut = "\n        va = ra >= 0"
+    return "\n    R = np.zeros(V.shape[0], np.bool_)" + head.replace(cut, mark + cut)
+
+
 def _loads(names, ind, at):
     rows = {"x": "ra", "y": "rb", "z": "rc", "out": "i"}
     return "".join(f"{ind}{n} = V[{at(rows[n])}]\n" for n in ("x", "y", "z", "out") if n in names)
@@ -138,7 +196,7 @@ def _replay_kernels(batch: bool) -> List[str]:
            _SWEEP_HEAD.format(loop="range(stop)")]
     rev = ["", "", "@jit", f"def reverse{sfx}(op, a, b, V, ADJ, start, stop):",
            '    """Reverse sweep matching ``replay' + sfx + '`` (``ADJ`` shaped like ``V``)."""' + head,
-           _SWEEP_HEAD.format(loop="range(start, -1, -1)")]
+           _reverse_head("ADJ[i, :].any()" if batch else "ADJ[i] != 0.0")]
     for k, op in enumerate(OPS):
         kw = "if" if k == 0 else "elif"
         fwd.append(f"        {kw} o == {k}:  # {op.name}\n{loop}"
@@ -148,7 +206,7 @@ def _replay_kernels(batch: bool) -> List[str]:
         body += f"{ind}g = ADJ[{at('i')}]\n"
         for row, f in zip(("ra", "rb", "rc"), parts):
             if f != "0.0":
-                body += f"{ind}if v{row[1]}:\n{ind}    ADJ[{at(row)}] += g * ({f})\n"
+                body += f"{ind}if v{row[1]}:\n{ind}    ADJ[{at(row)}] += {_times('g', f)}\n"
         rev.append(body.rstrip("\n"))
     return fwd + rev
 
@@ -240,6 +298,23 @@ def hessian_pairs():
         out.append(tuple(sorted(pairs)))
     return tuple(out)
 
+def _hoisted(live, ind):
+    """Each live partial once (``pa = ...``) and, where it has a 0.0 branch, whether that
+    branch is taken (``ma``: a mask, the term is skipped whatever the adjoint or tangent)."""
+    out = ""
+    for r, f in live:
+        out += f"{ind}p{r[1]} = {f}\n"
+        m = _masks(f)
+        if m is not None:
+            out += f"{ind}m{r[1]} = {m}\n"
+    return out
+
+
+def _live(r, f):
+    """The guard of operand ``r``'s term: it is an entry, and its partial does not mask."""
+    return f"v{r[1]}" + (f" and not m{r[1]}" if _masks(f) is not None else "")
+
+
 def multi_kernels() -> List[str]:
     """Kernels over K directions at one point (V: that point's values, 1-D): tangents
     (forward mode, ``tangent_point``), adjoints for K seeds (``reverse_multi``) and the
@@ -253,12 +328,12 @@ def multi_kernels() -> List[str]:
     rev = ["", "", "@jit", "def reverse_multi(op, a, b, V, A, start, stop):",
            '    """Reverse sweep for K seeds at once (A[i, k]: adjoint of entry i for seed k)."""'
            "\n    nk = A.shape[1]",
-           _SWEEP_HEAD.format(loop="range(start, -1, -1)")]
+           _reverse_head("A[i, :].any()")]
     hvp = ["", "", "@jit", "def hvp_point(op, a, b, V, A, T, D, start, stop):",
            '    """Forward over reverse: D[i, k], the tangent along T[:, k] of the adjoint A[i] (one',
            '    seed, from ``reverse_point``).  Seeding the leaves\' T with vectors v makes D on the',
            '    leaves the Hessian-vector products H v."""' + head,
-           _SWEEP_HEAD.format(loop="range(start, -1, -1)")]
+           _reverse_head("A[i] != 0.0")]
     ind = " " * 12
     for k, op in enumerate(OPS):
         kw = "if" if k == 0 else "elif"
@@ -267,14 +342,14 @@ def multi_kernels() -> List[str]:
         live = [(r, f) for r, f in zip(rows, parts) if f != "0.0"]
         loads = _loads(_used(*parts), ind, lambda r: r)
         names = [f"p{r[1]}" for r, _ in live]
-        body = "".join(f"{ind}p{r[1]} = {f}\n" for r, f in live)
+        body = _hoisted(live, ind)
         # tangents: only the live operands contribute
         t = f"        {kw} o == {k}:  # {op.name}\n"
         if live:
             t += loads + body + f"{ind}for k in range(nk):\n"
             t += f"{ind}    s = 0.0\n"
-            t += "".join(f"{ind}    if v{r[1]}:\n{ind}        s += p{r[1]} * T[{r}, k]\n"
-                         for r, _ in live)
+            t += "".join(f"{ind}    if {_live(r, f)}:\n{ind}        s += p{r[1]} * T[{r}, k]\n"
+                         for r, f in live)
             t += f"{ind}    T[i, k] = s"
         else:
             t += f"{ind}for k in range(nk):\n{ind}    T[i, k] = 0.0"
@@ -282,8 +357,8 @@ def multi_kernels() -> List[str]:
         r_ = f"        {kw} o == {k}:  # {op.name}\n"
         if live:
             r_ += loads + body + f"{ind}for k in range(nk):\n{ind}    g = A[i, k]\n"
-            r_ += "".join(f"{ind}    if v{r[1]}:\n{ind}        A[{r}, k] += g * p{r[1]}\n"
-                          for r, _ in live)
+            r_ += "".join(f"{ind}    if {_live(r, f)}:\n{ind}        A[{r}, k] += g * p{r[1]}\n"
+                          for r, f in live)
         else:
             r_ += f"{ind}pass"
         rev.append(r_.rstrip("\n"))
@@ -297,9 +372,9 @@ def multi_kernels() -> List[str]:
             trow = {"x": "ra", "y": "rb", "z": "rc", "out": "i"}
             h += "".join(f"{ind}    t{n} = T[{trow[n]}, k]\n" for n in ("x", "y", "z", "out")
                          if n in tnames)
-            for r, d in dps:
-                upd = f"dg * p{r[1]}" + (f" + g * ({d})" if d else "")
-                h += f"{ind}    if v{r[1]}:\n{ind}        D[{r}, k] += {upd}\n"
+            for (r, d), (_, f) in zip(dps, live):
+                upd = f"dg * p{r[1]}" + (f" + ({_times('g', d)})" if d else "")
+                h += f"{ind}    if {_live(r, f)}:\n{ind}        D[{r}, k] += {upd}\n"
         else:
             h += f"{ind}pass"
         hvp.append(h.rstrip("\n"))
@@ -317,7 +392,7 @@ def hvp_kernels() -> List[str]:
     rev = ["", "", "@jit", "def reverse_hvp(op, a, b, V, T, A, D, start, stop):",
            '    """Adjoints (A, output seeded) and their tangents (D): on the leaves, the',
            '    gradient and the Hessian-vector product along T."""',
-           _SWEEP_HEAD.format(loop="range(start, -1, -1)")]
+           _reverse_head("A[i] != 0.0")]
     ind = " " * 12
     trow = {"x": "ra", "y": "rb", "z": "rc", "out": "i"}
     for k, op in enumerate(OPS):
@@ -325,12 +400,12 @@ def hvp_kernels() -> List[str]:
         parts = [f for f in (op.dx, op.dy, op.dz)[:op.arity]]
         rows = ("ra", "rb", "rc")[:op.arity]
         live = [(r, f) for r, f in zip(rows, parts) if f != "0.0"]
-        body = "".join(f"{ind}p{r[1]} = {f}\n" for r, f in live)
+        body = _hoisted(live, ind)
         f_ = f"        {kw} o == {k}:  # {op.name}\n"
         f_ += _loads(_used(op.fwd, *parts) - {"out"}, ind, lambda r: r)
         f_ += f"{ind}out = {op.fwd}\n{ind}V[i] = out\n" + body
         f_ += f"{ind}t = 0.0\n" + "".join(
-            f"{ind}if v{r[1]}:\n{ind}    t += p{r[1]} * T[{r}]\n" for r, _ in live)
+            f"{ind}if {_live(r, f)}:\n{ind}    t += p{r[1]} * T[{r}]\n" for r, f in live)
         f_ += f"{ind}T[i] = t"
         fwd.append(f_)
         r_ = f"        {kw} o == {k}:  # {op.name}\n"
@@ -341,9 +416,10 @@ def hvp_kernels() -> List[str]:
             r_ += _loads(_used(*parts, *[d for _, d in dps if d]), ind, lambda r: r) + body
             r_ += f"{ind}g = A[i]\n{ind}dg = D[i]\n"
             r_ += "".join(f"{ind}t{n} = T[{trow[n]}]\n" for n in ("x", "y", "z", "out") if n in tn)
-            for r, d in dps:
-                r_ += (f"{ind}if v{r[1]}:\n{ind}    A[{r}] += g * p{r[1]}\n"
-                       f"{ind}    D[{r}] += dg * p{r[1]}" + (f" + g * ({d})" if d else "") + "\n")
+            for (r, d), (_, f) in zip(dps, live):
+                r_ += (f"{ind}if {_live(r, f)}:\n{ind}    A[{r}] += g * p{r[1]}\n"
+                       f"{ind}    D[{r}] += dg * p{r[1]}" + (f" + ({_times('g', d)})" if d else "")
+                       + "\n")
         else:
             r_ += f"{ind}pass"
         rev.append(r_.rstrip("\n"))
@@ -381,6 +457,8 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
                     pending += 1
                 reached[h] = 1
             continue
+        if NO_GRAD[o]:
+            continue
         if freed[i] != 0 and SAVES[o]:
             return 1, i
         ra = a[i]
@@ -411,31 +489,31 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
                 if za >= 0:
                     z = aval[za + k]
                 g = aadj[oi + k]
-                dx, dy, dz = partials(o, x, y, z, aval[oi + k])
+                dx, dy, dz = terms(o, g, x, y, z, aval[oi + k])
                 if xa >= 0:
-                    aadj[xa + k] += g * dx
+                    aadj[xa + k] += dx
                 elif ra >= 0:
-                    adj[ra] += g * dx
+                    adj[ra] += dx
                 if ya >= 0:
-                    aadj[ya + k] += g * dy
+                    aadj[ya + k] += dy
                 elif rb >= 0:
-                    adj[rb] += g * dy
+                    adj[rb] += dy
                 if za >= 0:
-                    aadj[za + k] += g * dz
+                    aadj[za + k] += dz
                 elif rc >= 0:
-                    adj[rc] += g * dz
+                    adj[rc] += dz
         else:
             x = val[ra] if ra >= 0 else consts[-ra - 1]
             y = val[rb] if rb >= 0 else consts[-rb - 1]
             z = val[rc] if rc >= 0 else consts[-rc - 1]
             g = adj[i]
-            dx, dy, dz = partials(o, x, y, z, val[i])
+            dx, dy, dz = terms(o, g, x, y, z, val[i])
             if ra >= 0:
-                adj[ra] += g * dx
+                adj[ra] += dx
             if rb >= 0:
-                adj[rb] += g * dy
+                adj[rb] += dy
             if rc >= 0:
-                adj[rc] += g * dz
+                adj[rc] += dz
         if ra >= 0:
             if reached[ra] == 0 and ra > stop:
                 pending += 1
@@ -541,7 +619,13 @@ def _binary(op, k):
     src.append(_OPERAND.format(ind=i4, t="x") + _CONST.format(ind=i4, t="y"))
     src.append(_PUSH.format(ind=i4, code=k))
     src.append(f"    return _generic({k}, (tx, ty))\n")
-    if op.dunder and not op.commutative:
+    if op.rewrite_r:
+        # ``number OP tensor`` records as a composition of rows, as PyTorch does
+        call = re.sub(r"\b(\w+)\(", r"\1_(", _subst(op.rewrite_r, x="tx", y="ty"))
+        src += [f"def r{op.name}_(ty, tx):",
+                f'    """Reflected {op.name}: ``number {op.dunder} tensor`` is ``{op.rewrite_r}``."""',
+                f"    return {call}\n"]
+    elif op.dunder and not op.commutative:
         # reflected: ``c OP tensor`` with a Python number c on the left
         src += [f"def r{op.name}_(ty, tx):",
                 f'    """Reflected {op.name}: ``number {op.dunder} tensor``."""',
@@ -610,6 +694,16 @@ class _GraphRule:
             return repr(node.value)
         raise ValueError(ast.dump(node))
 
+    def term(self, node):
+        """``g`` times the partial, as recorded tensors: a 0.0 branch is None (a mask, the
+        input gets nothing: PyTorch's zeros, which do not require grad), a 1.0 branch ``g``."""
+        import ast
+        if isinstance(node, ast.IfExp):
+            return f"_sel({self.cond(node.test)}, {self.term(node.body)}, {self.term(node.orelse)})"
+        if isinstance(node, ast.Constant) and node.value in (0.0, 1.0):
+            return "None" if node.value == 0.0 else "g"
+        return f"(g * {self.tensor(node)})"
+
     def cond(self, node):
         import ast
         if isinstance(node, ast.BoolOp):
@@ -631,15 +725,20 @@ _OPS = {"Add": "+", "Sub": "-", "Mult": "*", "Div": "/", "Pow": "**", "Gt": ">",
 
 
 def graph_rules_source() -> List[str]:
-    """``GRAPH_PARTIALS``: per op, its partials as recorded tensor expressions (each only
-    where ``nx``/``ny``/``nz`` says that operand needs it)."""
+    """``GRAPH_PARTIALS``: per op, the adjoint terms ``g * partial`` as recorded tensor
+    expressions (each only where ``nx``/``ny``/``nz`` says that operand needs it; None where
+    the partial masks)."""
     import ast
     rule = _GraphRule()
     out = []
     for op in OPS:
-        parts = [f"{rule.tensor(ast.parse(f, mode='eval').body)} if n{v} else None"
-                 if f else "None" for v, f in zip("xyz", (op.dx, op.dy, op.dz)[:op.arity])]
-        out.append(f"def _gp_{op.name}(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):\n"
+        parts = []
+        for v, f in zip("xyz", (op.dx, op.dy, op.dz)[:op.arity]):
+            t = rule.term(ast.parse(f, mode="eval").body)
+            if op.keeps_graph:
+                t = f"_keep({t}, {v})"
+            parts.append(f"{t} if n{v} else None")
+        out.append(f"def _gp_{op.name}(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):\n"
                    f"    return ({', '.join(parts)},)\n\n")
     out.append("GRAPH_PARTIALS = (" + ", ".join(f"_gp_{op.name}" for op in OPS) + ",)")
     # which values each partial's branch conditions read (a create_graph tape built through
@@ -672,7 +771,7 @@ def _on_tensor(name, fn):
 
 
 def _plain_sign(v):
-    return float(np.sign(v))
+    return 1.0 if v > 0.0 else (-1.0 if v < 0.0 else 0.0)   # sign(nan) = 0, as PyTorch
 
 
 _f_sqrt, _f_exp, _f_log, _f_sin, _f_cos, _f_sinh, _f_cosh = (
@@ -681,10 +780,22 @@ _f_sign = _on_tensor("sign", _plain_sign)
 
 
 def _sel(cond, a, b):
-    """``a`` where ``cond`` else ``b`` (``cond``: plain values, not recorded)."""
+    """``a`` where ``cond`` else ``b`` (``cond``: plain values, not recorded; None: nothing)."""
     if np.ndim(cond) == 0:
         return a if bool(cond) else b
-    return where_(wrap(np.asarray(cond)), a, b)
+    if a is None and b is None:
+        return None
+    return where_(wrap(np.asarray(cond)), 0.0 if a is None else a, 0.0 if b is None else b)
+
+
+def _keep(t, x):
+    """``t`` made to depend on ``x`` with a zero derivative (``+ 0 * sign(x)``): PyTorch's
+    backward of the op reads ``x``, so its create_graph gradient requires grad even where
+    it is a constant."""
+    if not isinstance(x, Tensor) or x._tape is None:
+        return t
+    k = FUNCTIONS["sign"](x) * 0.0
+    return k + 0.0 if t is None else t + k   # (+ 0.0: 0 * sign(-1.) is -0.)
 '''
 
 

@@ -324,7 +324,10 @@ class GraphAdjoints:
                                or (K.SAVES_OUT[code] and dirty[i] > i)):
                 _check(T, 2, i)
             g = self.adj.get(i)
-            if g is None:
+            if g is None:   # reached through masks only: its inputs get zeros (PyTorch's)
+                for r in refs:
+                    if r >= 0:
+                        reached[r] = 1
                 continue
             ts = [self._operand(r) for r in refs] + [None] * (3 - len(refs))
             vs = [np.asarray(T._value(r)) if r >= 0 and r in T._arr else

@@ -459,54 +459,8 @@ def div_(tx, ty):
                 return r
     return _generic(3, (tx, ty))
 def rdiv_(ty, tx):
-    """Reflected div: ``number truediv tensor``."""
-    cx = tx.__class__
-    if cx is float or cx is int:
-        y = ty._value
-        if y.__class__ is float:
-            x = tx if cx is float else float(tx)
-            try:
-                v = x / y
-            except (ArithmeticError, ValueError):
-                v = _ieee(3, x, y, 0.0)
-            yt = ty._tape
-            if yt is None:
-                r = Tensor()
-                r._value = v
-                r._tape = None
-                return r
-            try:
-                T = _rec_get()
-            except LookupError:
-                T = _boot()
-            if T is None:
-                r = Tensor()
-                r._value = v
-                r._tape = None
-                return r
-            rx = T._cmap.get(x)
-            if rx is None:
-                rx = T._const(x)
-            if yt is T:
-                ry = ty._entry
-            elif yt is None:
-                ry = T._const_t(y)
-            else:
-                ry = T._ref(ty)
-            vs = T._rec_val
-            n = len(vs)
-            if n >= _CHUNK:
-                n = T._flush()
-            T._rec_op.append(3)
-            T._rec_a.append(rx)
-            T._rec_b.append(ry)
-            vs.append(v)
-            r = Tensor()
-            r._value = v
-            r._tape = T
-            r._entry = T._base + n
-            return r
-    return _generic(3, (tx, ty))
+    """Reflected div: ``number truediv tensor`` is ``mul(reciprocal(y), x)``."""
+    return mul_(reciprocal_(ty), tx)
 
 
 def pow_(tx, ty):
@@ -768,7 +722,7 @@ def maximum_(tx, ty):
                 y = ty._value
                 if y.__class__ is float:
                     try:
-                        v = x if (x > y or x != x) else y
+                        v = x if (x >= y or x != x) else y
                     except (ArithmeticError, ValueError):
                         v = _ieee(6, x, y, 0.0)
                     xt = tx._tape
@@ -815,7 +769,7 @@ def maximum_(tx, ty):
             elif cy is float or cy is int:
                 y = ty if cy is float else float(ty)
                 try:
-                    v = x if (x > y or x != x) else y
+                    v = x if (x >= y or x != x) else y
                 except (ArithmeticError, ValueError):
                     v = _ieee(6, x, y, 0.0)
                 xt = tx._tape
@@ -868,7 +822,7 @@ def minimum_(tx, ty):
                 y = ty._value
                 if y.__class__ is float:
                     try:
-                        v = x if (x < y or x != x) else y
+                        v = x if (x <= y or x != x) else y
                     except (ArithmeticError, ValueError):
                         v = _ieee(7, x, y, 0.0)
                     xt = tx._tape
@@ -915,7 +869,7 @@ def minimum_(tx, ty):
             elif cy is float or cy is int:
                 y = ty if cy is float else float(ty)
                 try:
-                    v = x if (x < y or x != x) else y
+                    v = x if (x <= y or x != x) else y
                 except (ArithmeticError, ValueError):
                     v = _ieee(7, x, y, 0.0)
                 xt = tx._tape
@@ -1763,7 +1717,7 @@ def relu_(tx):
         x = tx._value
         if x.__class__ is float:
             try:
-                v = x if x > 0.0 else 0.0 * x
+                v = 0.0 if x < 0.0 else x
             except (ArithmeticError, ValueError):
                 v = _ieee(25, x, 0.0, 0.0)
             xt = tx._tape
@@ -1857,7 +1811,7 @@ def sign_(tx):
         x = tx._value
         if x.__class__ is float:
             try:
-                v = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0 * x)
+                v = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
             except (ArithmeticError, ValueError):
                 v = _ieee(27, x, 0.0, 0.0)
             xt = tx._tape
@@ -1904,7 +1858,7 @@ def round_(tx):
         x = tx._value
         if x.__class__ is float:
             try:
-                v = float(round(x))
+                v = math.copysign(float(round(x)), x)
             except (ArithmeticError, ValueError):
                 v = _ieee(28, x, 0.0, 0.0)
             xt = tx._tape
@@ -1951,7 +1905,7 @@ def floor_(tx):
         x = tx._value
         if x.__class__ is float:
             try:
-                v = float(math.floor(x))
+                v = math.copysign(float(math.floor(x)), x)
             except (ArithmeticError, ValueError):
                 v = _ieee(29, x, 0.0, 0.0)
             xt = tx._tape
@@ -1998,7 +1952,7 @@ def ceil_(tx):
         x = tx._value
         if x.__class__ is float:
             try:
-                v = float(math.ceil(x))
+                v = math.copysign(float(math.ceil(x)), x)
             except (ArithmeticError, ValueError):
                 v = _ieee(30, x, 0.0, 0.0)
             xt = tx._tape
@@ -2045,7 +1999,7 @@ def trunc_(tx):
         x = tx._value
         if x.__class__ is float:
             try:
-                v = float(math.trunc(x))
+                v = math.copysign(float(math.trunc(x)), x)
             except (ArithmeticError, ValueError):
                 v = _ieee(31, x, 0.0, 0.0)
             xt = tx._tape
@@ -2126,7 +2080,101 @@ def where_(condition, input, other):
     return _generic(39, (condition, input, other,))
 
 
-FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'sign': sign_, 'round': round_, 'floor': floor_, 'ceil': ceil_, 'trunc': trunc_, 'lt': lt_, 'le': le_, 'gt': gt_, 'ge': ge_, 'eq': eq_, 'ne': ne_, 'clamp': clamp_, 'where': where_}
+def reciprocal_(tx):
+    """reciprocal: elementwise, differentiable (node ``ReciprocalBackward0``)."""
+    if tx.__class__ is Tensor:
+        x = tx._value
+        if x.__class__ is float:
+            try:
+                v = 1.0 / x
+            except (ArithmeticError, ValueError):
+                v = _ieee(40, x, 0.0, 0.0)
+            xt = tx._tape
+            if xt is None:
+                r = Tensor()
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = Tensor()
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = tx._entry
+            elif xt is None:
+                rx = T._const_t(x)
+            else:
+                rx = T._ref(tx)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            T._rec_op.append(40)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(v)
+            r = Tensor()
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
+            return r
+    return _generic(40, (tx,))
+
+
+def clone_(tx):
+    """clone: elementwise, differentiable (node ``CloneBackward0``)."""
+    if tx.__class__ is Tensor:
+        x = tx._value
+        if x.__class__ is float:
+            try:
+                v = x
+            except (ArithmeticError, ValueError):
+                v = _ieee(41, x, 0.0, 0.0)
+            xt = tx._tape
+            if xt is None:
+                r = Tensor()
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = Tensor()
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = tx._entry
+            elif xt is None:
+                rx = T._const_t(x)
+            else:
+                rx = T._ref(tx)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            T._rec_op.append(41)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(v)
+            r = Tensor()
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
+            return r
+    return _generic(41, (tx,))
+
+
+FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'sign': sign_, 'round': round_, 'floor': floor_, 'ceil': ceil_, 'trunc': trunc_, 'lt': lt_, 'le': le_, 'gt': gt_, 'ge': ge_, 'eq': eq_, 'ne': ne_, 'clamp': clamp_, 'where': where_, 'reciprocal': reciprocal_, 'clone': clone_}
 
 
 
@@ -2140,7 +2188,7 @@ def _on_tensor(name, fn):
 
 
 def _plain_sign(v):
-    return float(np.sign(v))
+    return 1.0 if v > 0.0 else (-1.0 if v < 0.0 else 0.0)   # sign(nan) = 0, as PyTorch
 
 
 _f_sqrt, _f_exp, _f_log, _f_sin, _f_cos, _f_sinh, _f_cosh = (
@@ -2149,175 +2197,195 @@ _f_sign = _on_tensor("sign", _plain_sign)
 
 
 def _sel(cond, a, b):
-    """``a`` where ``cond`` else ``b`` (``cond``: plain values, not recorded)."""
+    """``a`` where ``cond`` else ``b`` (``cond``: plain values, not recorded; None: nothing)."""
     if np.ndim(cond) == 0:
         return a if bool(cond) else b
-    return where_(wrap(np.asarray(cond)), a, b)
+    if a is None and b is None:
+        return None
+    return where_(wrap(np.asarray(cond)), 0.0 if a is None else a, 0.0 if b is None else b)
 
-def _gp_add(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (1.0 if nx else None, 1.0 if ny else None,)
 
+def _keep(t, x):
+    """``t`` made to depend on ``x`` with a zero derivative (``+ 0 * sign(x)``): PyTorch's
+    backward of the op reads ``x``, so its create_graph gradient requires grad even where
+    it is a constant."""
+    if not isinstance(x, Tensor) or x._tape is None:
+        return t
+    k = FUNCTIONS["sign"](x) * 0.0
+    return k + 0.0 if t is None else t + k   # (+ 0.0: 0 * sign(-1.) is -0.)
 
-def _gp_sub(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (1.0 if nx else None, (-1.0) if ny else None,)
+def _gp_add(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (g if nx else None, g if ny else None,)
 
 
-def _gp_mul(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (y if nx else None, x if ny else None,)
+def _gp_sub(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (g if nx else None, (g * (-1.0)) if ny else None,)
 
 
-def _gp_div(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return ((1.0 / y) if nx else None, ((-out) / y) if ny else None,)
+def _gp_mul(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((g * y) if nx else None, (g * x) if ny else None,)
 
 
-def _gp_pow(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (_sel((yv == 2.0), (2.0 * x), _sel((yv == 0.0), 0.0, (y * (x ** (y - 1.0))))) if nx else None, _sel(np.logical_and((xv == 0.0), (yv >= 0.0)), 0.0, (out * _f_log(x))) if ny else None,)
+def _gp_div(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((g * (1.0 / y)) if nx else None, (g * ((-out) / y)) if ny else None,)
 
 
-def _gp_atan2(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (_sel(np.logical_and((xv == 0.0), (yv == 0.0)), 0.0, (y / ((x * x) + (y * y)))) if nx else None, _sel(np.logical_and((xv == 0.0), (yv == 0.0)), 0.0, ((-x) / ((x * x) + (y * y)))) if ny else None,)
+def _gp_pow(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (_sel((yv == 2.0), (g * (2.0 * x)), _sel((yv == 0.0), None, (g * (y * (x ** (y - 1.0)))))) if nx else None, _sel(np.logical_and((xv == 0.0), (yv >= 0.0)), (g * (0.0 * out)), (g * (out * _f_log(x)))) if ny else None,)
 
 
-def _gp_maximum(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (_sel((xv > yv), 1.0, _sel((xv == yv), 0.5, 0.0)) if nx else None, _sel((yv > xv), 1.0, _sel((xv == yv), 0.5, 0.0)) if ny else None,)
+def _gp_atan2(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (_sel(np.logical_and((xv == 0.0), (yv == 0.0)), (g * (0.0 * y)), (g * (y / ((x * x) + (y * y))))) if nx else None, _sel(np.logical_and((xv == 0.0), (yv == 0.0)), (g * ((-0.0) * x)), (g * ((-x) / ((x * x) + (y * y))))) if ny else None,)
 
 
-def _gp_minimum(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (_sel((xv < yv), 1.0, _sel((xv == yv), 0.5, 0.0)) if nx else None, _sel((yv < xv), 1.0, _sel((xv == yv), 0.5, 0.0)) if ny else None,)
+def _gp_maximum(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (_sel((xv < yv), None, _sel((xv == yv), (g * 0.5), g)) if nx else None, _sel((yv < xv), None, _sel((xv == yv), (g * 0.5), g)) if ny else None,)
 
 
-def _gp_neg(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return ((-1.0) if nx else None,)
+def _gp_minimum(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (_sel((xv > yv), None, _sel((xv == yv), (g * 0.5), g)) if nx else None, _sel((yv > xv), None, _sel((xv == yv), (g * 0.5), g)) if ny else None,)
 
 
-def _gp_abs(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (_f_sign(x) if nx else None,)
+def _gp_neg(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((g * (-1.0)) if nx else None,)
 
 
-def _gp_exp(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (out if nx else None,)
+def _gp_abs(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((g * _f_sign(x)) if nx else None,)
 
 
-def _gp_log(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return ((1.0 / x) if nx else None,)
+def _gp_exp(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((g * out) if nx else None,)
 
 
-def _gp_log1p(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return ((1.0 / (1.0 + x)) if nx else None,)
+def _gp_log(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((g * (1.0 / x)) if nx else None,)
 
 
-def _gp_expm1(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return ((out + 1.0) if nx else None,)
+def _gp_log1p(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((g * (1.0 / (1.0 + x))) if nx else None,)
 
 
-def _gp_sqrt(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return ((0.5 / out) if nx else None,)
+def _gp_expm1(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((g * (out + 1.0)) if nx else None,)
 
 
-def _gp_sin(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (_f_cos(x) if nx else None,)
+def _gp_sqrt(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((g * (0.5 / out)) if nx else None,)
 
 
-def _gp_cos(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return ((-_f_sin(x)) if nx else None,)
+def _gp_sin(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((g * _f_cos(x)) if nx else None,)
 
 
-def _gp_tan(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return ((1.0 + (out * out)) if nx else None,)
+def _gp_cos(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((g * (-_f_sin(x))) if nx else None,)
 
 
-def _gp_asin(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return ((1.0 / _f_sqrt((1.0 - (x * x)))) if nx else None,)
+def _gp_tan(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((g * (1.0 + (out * out))) if nx else None,)
 
 
-def _gp_acos(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (((-1.0) / _f_sqrt((1.0 - (x * x)))) if nx else None,)
+def _gp_asin(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((g * (1.0 / _f_sqrt((1.0 - (x * x))))) if nx else None,)
 
 
-def _gp_atan(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return ((1.0 / (1.0 + (x * x))) if nx else None,)
+def _gp_acos(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((g * ((-1.0) / _f_sqrt((1.0 - (x * x))))) if nx else None,)
 
 
-def _gp_sinh(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (_f_cosh(x) if nx else None,)
+def _gp_atan(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((g * (1.0 / (1.0 + (x * x)))) if nx else None,)
 
 
-def _gp_cosh(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (_f_sinh(x) if nx else None,)
+def _gp_sinh(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((g * _f_cosh(x)) if nx else None,)
 
 
-def _gp_tanh(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return ((1.0 - (out * out)) if nx else None,)
+def _gp_cosh(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((g * _f_sinh(x)) if nx else None,)
 
 
-def _gp_sigmoid(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return ((out * (1.0 - out)) if nx else None,)
+def _gp_tanh(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((g * (1.0 - (out * out))) if nx else None,)
 
 
-def _gp_relu(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (_sel((xv > 0.0), 1.0, 0.0) if nx else None,)
+def _gp_sigmoid(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((g * (out * (1.0 - out))) if nx else None,)
 
 
-def _gp_erf(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return ((1.1283791670955126 * _f_exp(((-x) * x))) if nx else None,)
+def _gp_relu(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (_keep(_sel((xv <= 0.0), None, g), x) if nx else None,)
 
 
-def _gp_sign(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (0.0 if nx else None,)
+def _gp_erf(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((g * (1.1283791670955126 * _f_exp(((-x) * x)))) if nx else None,)
 
 
-def _gp_round(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (0.0 if nx else None,)
+def _gp_sign(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (None if nx else None,)
 
 
-def _gp_floor(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (0.0 if nx else None,)
+def _gp_round(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (None if nx else None,)
 
 
-def _gp_ceil(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (0.0 if nx else None,)
+def _gp_floor(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (None if nx else None,)
 
 
-def _gp_trunc(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (0.0 if nx else None,)
+def _gp_ceil(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (None if nx else None,)
 
 
-def _gp_lt(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (0.0 if nx else None, 0.0 if ny else None,)
+def _gp_trunc(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (None if nx else None,)
 
 
-def _gp_le(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (0.0 if nx else None, 0.0 if ny else None,)
+def _gp_lt(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (None if nx else None, None if ny else None,)
 
 
-def _gp_gt(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (0.0 if nx else None, 0.0 if ny else None,)
+def _gp_le(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (None if nx else None, None if ny else None,)
 
 
-def _gp_ge(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (0.0 if nx else None, 0.0 if ny else None,)
+def _gp_gt(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (None if nx else None, None if ny else None,)
 
 
-def _gp_eq(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (0.0 if nx else None, 0.0 if ny else None,)
+def _gp_ge(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (None if nx else None, None if ny else None,)
 
 
-def _gp_ne(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (0.0 if nx else None, 0.0 if ny else None,)
+def _gp_eq(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (None if nx else None, None if ny else None,)
 
 
-def _gp_clamp(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (_sel(np.logical_and((xv >= yv), (xv <= zv)), 1.0, 0.0) if nx else None, _sel(np.logical_and((xv < yv), (yv <= zv)), 1.0, 0.0) if ny else None, _sel(np.logical_or((xv > zv), (yv > zv)), 1.0, 0.0) if nz else None,)
+def _gp_ne(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (None if nx else None, None if ny else None,)
 
 
-def _gp_where(x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (0.0 if nx else None, _sel((xv != 0.0), 1.0, 0.0) if ny else None, _sel((xv != 0.0), 0.0, 1.0) if nz else None,)
+def _gp_clamp(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (_sel(np.logical_and((xv >= yv), (xv <= zv)), g, None) if nx else None, _sel(np.logical_and((xv < yv), (yv < zv)), g, None) if ny else None, _sel(np.logical_or((xv > zv), (zv < yv)), g, None) if nz else None,)
 
 
-GRAPH_PARTIALS = (_gp_add, _gp_sub, _gp_mul, _gp_div, _gp_pow, _gp_atan2, _gp_maximum, _gp_minimum, _gp_neg, _gp_abs, _gp_exp, _gp_log, _gp_log1p, _gp_expm1, _gp_sqrt, _gp_sin, _gp_cos, _gp_tan, _gp_asin, _gp_acos, _gp_atan, _gp_sinh, _gp_cosh, _gp_tanh, _gp_sigmoid, _gp_relu, _gp_erf, _gp_sign, _gp_round, _gp_floor, _gp_ceil, _gp_trunc, _gp_lt, _gp_le, _gp_gt, _gp_ge, _gp_eq, _gp_ne, _gp_clamp, _gp_where,)
+def _gp_where(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (None if nx else None, _sel((xv != 0.0), g, None) if ny else None, _sel((xv != 0.0), None, g) if nz else None,)
 
 
-GRAPH_CONDITIONS = (((), ()), ((), ()), ((), ()), ((), ()), (('y',), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), (('x',),), ((),), ((),), ((),), ((),), ((),), ((),), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), (('x', 'y', 'z'), ('x', 'y', 'z'), ('x', 'y', 'z')), ((), ('x',), ('x',)))
+def _gp_reciprocal(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return ((g * ((-out) * out)) if nx else None,)
+
+
+def _gp_clone(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+    return (g if nx else None,)
+
+
+GRAPH_PARTIALS = (_gp_add, _gp_sub, _gp_mul, _gp_div, _gp_pow, _gp_atan2, _gp_maximum, _gp_minimum, _gp_neg, _gp_abs, _gp_exp, _gp_log, _gp_log1p, _gp_expm1, _gp_sqrt, _gp_sin, _gp_cos, _gp_tan, _gp_asin, _gp_acos, _gp_atan, _gp_sinh, _gp_cosh, _gp_tanh, _gp_sigmoid, _gp_relu, _gp_erf, _gp_sign, _gp_round, _gp_floor, _gp_ceil, _gp_trunc, _gp_lt, _gp_le, _gp_gt, _gp_ge, _gp_eq, _gp_ne, _gp_clamp, _gp_where, _gp_reciprocal, _gp_clone,)
+
+
+GRAPH_CONDITIONS = (((), ()), ((), ()), ((), ()), ((), ()), (('y',), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), (('x',),), ((),), ((),), ((),), ((),), ((),), ((),), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), (('x', 'y', 'z'), ('x', 'y', 'z'), ('x', 'y', 'z')), ((), ('x',), ('x',)), ((),), ((),))
 REFLECTED = {'add': add_, 'sub': rsub_, 'mul': mul_, 'div': rdiv_, 'pow': rpow_}
 for _name, _fn in list(FUNCTIONS.items()) + [('r' + k, f) for k, f in REFLECTED.items()
                                            if f is not FUNCTIONS[k]]:

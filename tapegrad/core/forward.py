@@ -59,19 +59,19 @@ def _vf_atan2(x, y=0.0, z=0.0):
 
 
 def _sf_maximum(x, y, z):
-    return x if (x > y or x != x) else y
+    return x if (x >= y or x != x) else y
 
 
 def _vf_maximum(x, y=0.0, z=0.0):
-    return np.maximum(x, y)
+    return np.where((x >= y) | (x != x), x, y)
 
 
 def _sf_minimum(x, y, z):
-    return x if (x < y or x != x) else y
+    return x if (x <= y or x != x) else y
 
 
 def _vf_minimum(x, y=0.0, z=0.0):
-    return np.minimum(x, y)
+    return np.where((x <= y) | (x != x), x, y)
 
 
 def _sf_neg(x, y, z):
@@ -211,11 +211,11 @@ def _vf_sigmoid(x, y=0.0, z=0.0):
 
 
 def _sf_relu(x, y, z):
-    return x if x > 0.0 else 0.0 * x
+    return 0.0 if x < 0.0 else x
 
 
 def _vf_relu(x, y=0.0, z=0.0):
-    return np.maximum(x, 0.0)
+    return np.where(x < 0.0, 0.0, x)
 
 
 def _sf_erf(x, y, z):
@@ -227,15 +227,15 @@ def _vf_erf(x, y=0.0, z=0.0):
 
 
 def _sf_sign(x, y, z):
-    return 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0 * x)
+    return 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
 
 
 def _vf_sign(x, y=0.0, z=0.0):
-    return np.sign(x)
+    return (x > 0.0) * 1.0 - (x < 0.0) * 1.0
 
 
 def _sf_round(x, y, z):
-    return float(round(x))
+    return math.copysign(float(round(x)), x)
 
 
 def _vf_round(x, y=0.0, z=0.0):
@@ -243,7 +243,7 @@ def _vf_round(x, y=0.0, z=0.0):
 
 
 def _sf_floor(x, y, z):
-    return float(math.floor(x))
+    return math.copysign(float(math.floor(x)), x)
 
 
 def _vf_floor(x, y=0.0, z=0.0):
@@ -251,7 +251,7 @@ def _vf_floor(x, y=0.0, z=0.0):
 
 
 def _sf_ceil(x, y, z):
-    return float(math.ceil(x))
+    return math.copysign(float(math.ceil(x)), x)
 
 
 def _vf_ceil(x, y=0.0, z=0.0):
@@ -259,7 +259,7 @@ def _vf_ceil(x, y=0.0, z=0.0):
 
 
 def _sf_trunc(x, y, z):
-    return float(math.trunc(x))
+    return math.copysign(float(math.trunc(x)), x)
 
 
 def _vf_trunc(x, y=0.0, z=0.0):
@@ -315,11 +315,11 @@ def _vf_ne(x, y=0.0, z=0.0):
 
 
 def _sf_clamp(x, y, z):
-    return min(max(x, y), z)
+    return math.nan if (x != x or y != y or z != z) else (z if (y if x < y else x) > z else (y if x < y else x))
 
 
 def _vf_clamp(x, y=0.0, z=0.0):
-    return np.minimum(np.maximum(x, y), z)
+    return np.where((x != x) | (y != y) | (z != z), np.nan, np.where(np.where(x < y, y, x) > z, z, np.where(x < y, y, x)))
 
 
 def _sf_where(x, y, z):
@@ -330,5 +330,21 @@ def _vf_where(x, y=0.0, z=0.0):
     return np.where(x, y, z)
 
 
-SCALAR_FORWARD = (_sf_add, _sf_sub, _sf_mul, _sf_div, _sf_pow, _sf_atan2, _sf_maximum, _sf_minimum, _sf_neg, _sf_abs, _sf_exp, _sf_log, _sf_log1p, _sf_expm1, _sf_sqrt, _sf_sin, _sf_cos, _sf_tan, _sf_asin, _sf_acos, _sf_atan, _sf_sinh, _sf_cosh, _sf_tanh, _sf_sigmoid, _sf_relu, _sf_erf, _sf_sign, _sf_round, _sf_floor, _sf_ceil, _sf_trunc, _sf_lt, _sf_le, _sf_gt, _sf_ge, _sf_eq, _sf_ne, _sf_clamp, _sf_where,)
-ARRAY_FORWARD = (np.add, np.subtract, np.multiply, np.true_divide, np.power, np.arctan2, np.maximum, np.minimum, np.negative, np.abs, np.exp, np.log, np.log1p, np.expm1, np.sqrt, np.sin, np.cos, np.tan, np.arcsin, np.arccos, np.arctan, np.sinh, np.cosh, np.tanh, _vf_sigmoid, _vf_relu, _vf_erf, np.sign, np.round, np.floor, np.ceil, np.trunc, np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal, _vf_clamp, _vf_where,)
+def _sf_reciprocal(x, y, z):
+    return 1.0 / x
+
+
+def _vf_reciprocal(x, y=0.0, z=0.0):
+    return np.reciprocal(x)
+
+
+def _sf_clone(x, y, z):
+    return x
+
+
+def _vf_clone(x, y=0.0, z=0.0):
+    return np.copy(x)
+
+
+SCALAR_FORWARD = (_sf_add, _sf_sub, _sf_mul, _sf_div, _sf_pow, _sf_atan2, _sf_maximum, _sf_minimum, _sf_neg, _sf_abs, _sf_exp, _sf_log, _sf_log1p, _sf_expm1, _sf_sqrt, _sf_sin, _sf_cos, _sf_tan, _sf_asin, _sf_acos, _sf_atan, _sf_sinh, _sf_cosh, _sf_tanh, _sf_sigmoid, _sf_relu, _sf_erf, _sf_sign, _sf_round, _sf_floor, _sf_ceil, _sf_trunc, _sf_lt, _sf_le, _sf_gt, _sf_ge, _sf_eq, _sf_ne, _sf_clamp, _sf_where, _sf_reciprocal, _sf_clone,)
+ARRAY_FORWARD = (np.add, np.subtract, np.multiply, np.true_divide, np.power, np.arctan2, _vf_maximum, _vf_minimum, np.negative, np.abs, np.exp, np.log, np.log1p, np.expm1, np.sqrt, np.sin, np.cos, np.tan, np.arcsin, np.arccos, np.arctan, np.sinh, np.cosh, np.tanh, _vf_sigmoid, _vf_relu, _vf_erf, _vf_sign, np.round, np.floor, np.ceil, np.trunc, np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal, _vf_clamp, _vf_where, np.reciprocal, np.copy,)

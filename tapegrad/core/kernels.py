@@ -9,19 +9,20 @@ import numpy as np
 
 from .numba_jit import jit
 
-N_ELEMENTWISE = 40
-LEAF = 40
-LINK = 41
-CONST = 42
-ARG = 43
-PYFUNC = 44
-PYOUT = 45
-ARITY = np.array([2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 0, 0, 0, 0, 0, 0], dtype=np.int8)
-SAVES_X = np.array([False, False, True, False, True, True, True, True, False, True, False, True, True, False, False, True, True, False, True, True, True, True, True, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, True, True, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_Y = np.array([False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_Z = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_OUT = np.array([False, False, False, True, True, False, False, False, False, False, True, False, False, True, True, False, False, True, False, False, False, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+N_ELEMENTWISE = 42
+LEAF = 42
+LINK = 43
+CONST = 44
+ARG = 45
+PYFUNC = 46
+PYOUT = 47
+ARITY = np.array([2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 1, 1, 0, 0, 0, 0, 0, 0], dtype=np.int8)
+SAVES_X = np.array([False, False, True, False, True, True, True, True, False, True, False, True, True, False, False, True, True, False, True, True, True, True, True, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, True, True, False, False, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_Y = np.array([False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_Z = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_OUT = np.array([False, False, False, True, True, False, False, False, False, False, True, False, False, True, True, False, False, True, False, False, False, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False], dtype=np.bool_)
 SAVES = SAVES_X | SAVES_Y | SAVES_Z | SAVES_OUT
+NO_GRAD = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
 
 
 @jit
@@ -30,7 +31,7 @@ def sign(x):
         return 1.0
     if x < 0.0:
         return -1.0
-    return 0.0 * x
+    return 0.0  # sign(-0.) = sign(nan) = 0, as PyTorch
 
 
 @jit
@@ -49,9 +50,9 @@ def forward(o, x, y, z):
     elif o == 5:  # atan2
         return math.atan2(x, y)
     elif o == 6:  # maximum
-        return x if (x > y or x != x) else y
+        return x if (x >= y or x != x) else y
     elif o == 7:  # minimum
-        return x if (x < y or x != x) else y
+        return x if (x <= y or x != x) else y
     elif o == 8:  # neg
         return -x
     elif o == 9:  # abs
@@ -87,19 +88,19 @@ def forward(o, x, y, z):
     elif o == 24:  # sigmoid
         return 1.0 / (1.0 + math.exp(-x))
     elif o == 25:  # relu
-        return x if x > 0.0 else 0.0 * x
+        return 0.0 if x < 0.0 else x
     elif o == 26:  # erf
         return math.erf(x)
     elif o == 27:  # sign
-        return 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0 * x)
+        return 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
     elif o == 28:  # round
-        return float(round(x))
+        return math.copysign(float(round(x)), x)
     elif o == 29:  # floor
-        return float(math.floor(x))
+        return math.copysign(float(math.floor(x)), x)
     elif o == 30:  # ceil
-        return float(math.ceil(x))
+        return math.copysign(float(math.ceil(x)), x)
     elif o == 31:  # trunc
-        return float(math.trunc(x))
+        return math.copysign(float(math.trunc(x)), x)
     elif o == 32:  # lt
         return 1.0 if x < y else 0.0
     elif o == 33:  # le
@@ -113,69 +114,74 @@ def forward(o, x, y, z):
     elif o == 37:  # ne
         return 1.0 if x != y else 0.0
     elif o == 38:  # clamp
-        return min(max(x, y), z)
+        return math.nan if (x != x or y != y or z != z) else (z if (y if x < y else x) > z else (y if x < y else x))
     elif o == 39:  # where
         return y if x != 0.0 else z
+    elif o == 40:  # reciprocal
+        return 1.0 / x
+    elif o == 41:  # clone
+        return x
     return math.nan
 
 
 @jit
-def partials(o, x, y, z, out):
-    """Local partials (d out/dx, d out/dy, d out/dz) of elementwise op ``o``."""
+def terms(o, g, x, y, z, out):
+    """The adjoint terms (g d out/dx, g d out/dy, g d out/dz) of elementwise op ``o``
+    (a branch of a partial that is 0.0 masks: its term is 0.0 whatever ``g`` is)."""
     if o == 0:  # add
-        return 1.0, 1.0, 0.0
+        return g, g, 0.0
     elif o == 1:  # sub
-        return 1.0, -1.0, 0.0
+        return g, g * (-1.0), 0.0
     elif o == 2:  # mul
-        return y, x, 0.0
+        return g * (y), g * (x), 0.0
     elif o == 3:  # div
-        return 1.0 / y, -out / y, 0.0
+        return g * (1.0 / y), g * (-out / y), 0.0
     elif o == 4:  # pow
-        return 2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0)), 0.0 if (x == 0.0 and y >= 0.0) else out * log(x), 0.0
+        return (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0)))), (g * (0.0 * out)) if x == 0.0 and y >= 0.0 else (g * (out * log(x))), 0.0
     elif o == 5:  # atan2
-        return 0.0 if (x == 0.0 and y == 0.0) else y / (x * x + y * y), 0.0 if (x == 0.0 and y == 0.0) else -x / (x * x + y * y), 0.0
+        return (g * (0.0 * y)) if x == 0.0 and y == 0.0 else (g * (y / (x * x + y * y))), (g * (-0.0 * x)) if x == 0.0 and y == 0.0 else (g * (-x / (x * x + y * y))), 0.0
     elif o == 6:  # maximum
-        return 1.0 if x > y else (0.5 if x == y else 0.0), 1.0 if y > x else (0.5 if x == y else 0.0), 0.0
+        return (0.0) if x < y else ((g * (0.5)) if x == y else (g)), (0.0) if y < x else ((g * (0.5)) if x == y else (g)), 0.0
     elif o == 7:  # minimum
-        return 1.0 if x < y else (0.5 if x == y else 0.0), 1.0 if y < x else (0.5 if x == y else 0.0), 0.0
+        return (0.0) if x > y else ((g * (0.5)) if x == y else (g)), (0.0) if y > x else ((g * (0.5)) if x == y else (g)), 0.0
     elif o == 8:  # neg
-        return -1.0, 0.0, 0.0
+        return g * (-1.0), 0.0, 0.0
     elif o == 9:  # abs
-        return sign(x), 0.0, 0.0
+        return g * (sign(x)), 0.0, 0.0
     elif o == 10:  # exp
-        return out, 0.0, 0.0
+        return g * (out), 0.0, 0.0
     elif o == 11:  # log
-        return 1.0 / x, 0.0, 0.0
+        return g * (1.0 / x), 0.0, 0.0
     elif o == 12:  # log1p
-        return 1.0 / (1.0 + x), 0.0, 0.0
+        return g * (1.0 / (1.0 + x)), 0.0, 0.0
     elif o == 13:  # expm1
-        return out + 1.0, 0.0, 0.0
+        return g * (out + 1.0), 0.0, 0.0
     elif o == 14:  # sqrt
-        return 0.5 / out, 0.0, 0.0
+        return g * (0.5 / out), 0.0, 0.0
     elif o == 15:  # sin
-        return cos(x), 0.0, 0.0
+        return g * (cos(x)), 0.0, 0.0
     elif o == 16:  # cos
-        return -sin(x), 0.0, 0.0
+        return g * (-sin(x)), 0.0, 0.0
     elif o == 17:  # tan
-        return 1.0 + out * out, 0.0, 0.0
+        return g * (1.0 + out * out), 0.0, 0.0
     elif o == 18:  # asin
-        return 1.0 / sqrt(1.0 - x * x), 0.0, 0.0
+        return g * (1.0 / sqrt(1.0 - x * x)), 0.0, 0.0
     elif o == 19:  # acos
-        return -1.0 / sqrt(1.0 - x * x), 0.0, 0.0
+        return g * (-1.0 / sqrt(1.0 - x * x)), 0.0, 0.0
     elif o == 20:  # atan
-        return 1.0 / (1.0 + x * x), 0.0, 0.0
+        return g * (1.0 / (1.0 + x * x)), 0.0, 0.0
     elif o == 21:  # sinh
-        return cosh(x), 0.0, 0.0
+        return g * (cosh(x)), 0.0, 0.0
     elif o == 22:  # cosh
-        return sinh(x), 0.0, 0.0
+        return g * (sinh(x)), 0.0, 0.0
     elif o == 23:  # tanh
-        return 1.0 - out * out, 0.0, 0.0
+        return g * (1.0 - out * out), 0.0, 0.0
     elif o == 24:  # sigmoid
-        return out * (1.0 - out), 0.0, 0.0
+        return g * (out * (1.0 - out)), 0.0, 0.0
     elif o == 25:  # relu
-        return 1.0 if x > 0.0 else 0.0, 0.0, 0.0
+        return (0.0) if x <= 0.0 else (g), 0.0, 0.0
     elif o == 26:  # erf
-        return 1.1283791670955126 * exp(-x * x), 0.0, 0.0
+        return g * (1.1283791670955126 * exp(-x * x)), 0.0, 0.0
     elif o == 27:  # sign
         return 0.0, 0.0, 0.0
     elif o == 28:  # round
@@ -199,12 +205,16 @@ def partials(o, x, y, z, out):
     elif o == 37:  # ne
         return 0.0, 0.0, 0.0
     elif o == 38:  # clamp
-        return 1.0 if (x >= y and x <= z) else 0.0, 1.0 if (x < y and y <= z) else 0.0, 1.0 if (x > z or y > z) else 0.0
+        return (g) if x >= y and x <= z else (0.0), (g) if x < y and y < z else (0.0), (g) if x > z or z < y else (0.0)
     elif o == 39:  # where
-        return 0.0, 1.0 if x != 0.0 else 0.0, 0.0 if x != 0.0 else 1.0
+        return 0.0, (g) if x != 0.0 else (0.0), (0.0) if x != 0.0 else (g)
+    elif o == 40:  # reciprocal
+        return g * (-out * out), 0.0, 0.0
+    elif o == 41:  # clone
+        return g, 0.0, 0.0
     return 0.0, 0.0, 0.0
 
-HESSIAN_PAIRS = ((), (), ((0, 1),), ((0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), (), (), (), (), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), (), ((0, 0),), (), (), (), (), (), (), (), (), (), (), (), (), ())
+HESSIAN_PAIRS = ((), (), ((0, 1),), ((0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), (), (), (), (), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), (), ((0, 0),), (), (), (), (), (), (), (), (), (), (), (), (), (), ((0, 0),), ())
 
 @jit
 def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, aadj, start, stop,
@@ -236,6 +246,8 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
                     pending += 1
                 reached[h] = 1
             continue
+        if NO_GRAD[o]:
+            continue
         if freed[i] != 0 and SAVES[o]:
             return 1, i
         ra = a[i]
@@ -266,31 +278,31 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
                 if za >= 0:
                     z = aval[za + k]
                 g = aadj[oi + k]
-                dx, dy, dz = partials(o, x, y, z, aval[oi + k])
+                dx, dy, dz = terms(o, g, x, y, z, aval[oi + k])
                 if xa >= 0:
-                    aadj[xa + k] += g * dx
+                    aadj[xa + k] += dx
                 elif ra >= 0:
-                    adj[ra] += g * dx
+                    adj[ra] += dx
                 if ya >= 0:
-                    aadj[ya + k] += g * dy
+                    aadj[ya + k] += dy
                 elif rb >= 0:
-                    adj[rb] += g * dy
+                    adj[rb] += dy
                 if za >= 0:
-                    aadj[za + k] += g * dz
+                    aadj[za + k] += dz
                 elif rc >= 0:
-                    adj[rc] += g * dz
+                    adj[rc] += dz
         else:
             x = val[ra] if ra >= 0 else consts[-ra - 1]
             y = val[rb] if rb >= 0 else consts[-rb - 1]
             z = val[rc] if rc >= 0 else consts[-rc - 1]
             g = adj[i]
-            dx, dy, dz = partials(o, x, y, z, val[i])
+            dx, dy, dz = terms(o, g, x, y, z, val[i])
             if ra >= 0:
-                adj[ra] += g * dx
+                adj[ra] += dx
             if rb >= 0:
-                adj[rb] += g * dy
+                adj[rb] += dy
             if rc >= 0:
-                adj[rc] += g * dz
+                adj[rc] += dz
         if ra >= 0:
             if reached[ra] == 0 and ra > stop:
                 pending += 1
@@ -356,11 +368,11 @@ def replay_point(op, a, b, V, stop):
         elif o == 6:  # maximum
             x = V[ra]
             y = V[rb]
-            V[i] = x if (x > y or x != x) else y
+            V[i] = x if (x >= y or x != x) else y
         elif o == 7:  # minimum
             x = V[ra]
             y = V[rb]
-            V[i] = x if (x < y or x != x) else y
+            V[i] = x if (x <= y or x != x) else y
         elif o == 8:  # neg
             x = V[ra]
             V[i] = -x
@@ -414,25 +426,25 @@ def replay_point(op, a, b, V, stop):
             V[i] = 1.0 / (1.0 + math.exp(-x))
         elif o == 25:  # relu
             x = V[ra]
-            V[i] = x if x > 0.0 else 0.0 * x
+            V[i] = 0.0 if x < 0.0 else x
         elif o == 26:  # erf
             x = V[ra]
             V[i] = math.erf(x)
         elif o == 27:  # sign
             x = V[ra]
-            V[i] = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0 * x)
+            V[i] = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
         elif o == 28:  # round
             x = V[ra]
-            V[i] = float(round(x))
+            V[i] = math.copysign(float(round(x)), x)
         elif o == 29:  # floor
             x = V[ra]
-            V[i] = float(math.floor(x))
+            V[i] = math.copysign(float(math.floor(x)), x)
         elif o == 30:  # ceil
             x = V[ra]
-            V[i] = float(math.ceil(x))
+            V[i] = math.copysign(float(math.ceil(x)), x)
         elif o == 31:  # trunc
             x = V[ra]
-            V[i] = float(math.trunc(x))
+            V[i] = math.copysign(float(math.trunc(x)), x)
         elif o == 32:  # lt
             x = V[ra]
             y = V[rb]
@@ -461,18 +473,25 @@ def replay_point(op, a, b, V, stop):
             x = V[ra]
             y = V[rb]
             z = V[rc]
-            V[i] = min(max(x, y), z)
+            V[i] = math.nan if (x != x or y != y or z != z) else (z if (y if x < y else x) > z else (y if x < y else x))
         elif o == 39:  # where
             x = V[ra]
             y = V[rb]
             z = V[rc]
             V[i] = y if x != 0.0 else z
+        elif o == 40:  # reciprocal
+            x = V[ra]
+            V[i] = 1.0 / x
+        elif o == 41:  # clone
+            x = V[ra]
+            V[i] = x
 
 
 @jit
 def reverse_point(op, a, b, V, ADJ, start, stop):
     """Reverse sweep matching ``replay_point`` (``ADJ`` shaped like ``V``)."""
 
+    R = np.zeros(V.shape[0], np.bool_)
     for i in range(start, -1, -1):
         o = op[i]
         if o >= N_ELEMENTWISE:
@@ -483,6 +502,15 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
         if ARITY[o] == 3:
             rc = b[rb]
             rb = a[rb]
+        if not R[i] and not (ADJ[i] != 0.0):
+            continue
+        if not NO_GRAD[o]:
+            if ra >= 0:
+                R[ra] = True
+            if rb >= 0:
+                R[rb] = True
+            if rc >= 0:
+                R[rc] = True
         va = ra >= 0  # (reverse: only entries get adjoints, constants do not)
         vb = rb >= 0
         vc = rc >= 0
@@ -493,13 +521,13 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
         if o == 0:  # add
             g = ADJ[i]
             if va:
-                ADJ[ra] += g * (1.0)
+                ADJ[ra] += g
             if vb:
-                ADJ[rb] += g * (1.0)
+                ADJ[rb] += g
         elif o == 1:  # sub
             g = ADJ[i]
             if va:
-                ADJ[ra] += g * (1.0)
+                ADJ[ra] += g
             if vb:
                 ADJ[rb] += g * (-1.0)
         elif o == 2:  # mul
@@ -524,33 +552,33 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
             out = V[i]
             g = ADJ[i]
             if va:
-                ADJ[ra] += g * (2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0)))
+                ADJ[ra] += (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0))))
             if vb:
-                ADJ[rb] += g * (0.0 if (x == 0.0 and y >= 0.0) else out * log(x))
+                ADJ[rb] += (g * (0.0 * out)) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
         elif o == 5:  # atan2
             x = V[ra]
             y = V[rb]
             g = ADJ[i]
             if va:
-                ADJ[ra] += g * (0.0 if (x == 0.0 and y == 0.0) else y / (x * x + y * y))
+                ADJ[ra] += (g * (0.0 * y)) if x == 0.0 and y == 0.0 else (g * (y / (x * x + y * y)))
             if vb:
-                ADJ[rb] += g * (0.0 if (x == 0.0 and y == 0.0) else -x / (x * x + y * y))
+                ADJ[rb] += (g * (-0.0 * x)) if x == 0.0 and y == 0.0 else (g * (-x / (x * x + y * y)))
         elif o == 6:  # maximum
             x = V[ra]
             y = V[rb]
             g = ADJ[i]
             if va:
-                ADJ[ra] += g * (1.0 if x > y else (0.5 if x == y else 0.0))
+                ADJ[ra] += (0.0) if x < y else ((g * (0.5)) if x == y else (g))
             if vb:
-                ADJ[rb] += g * (1.0 if y > x else (0.5 if x == y else 0.0))
+                ADJ[rb] += (0.0) if y < x else ((g * (0.5)) if x == y else (g))
         elif o == 7:  # minimum
             x = V[ra]
             y = V[rb]
             g = ADJ[i]
             if va:
-                ADJ[ra] += g * (1.0 if x < y else (0.5 if x == y else 0.0))
+                ADJ[ra] += (0.0) if x > y else ((g * (0.5)) if x == y else (g))
             if vb:
-                ADJ[rb] += g * (1.0 if y < x else (0.5 if x == y else 0.0))
+                ADJ[rb] += (0.0) if y > x else ((g * (0.5)) if x == y else (g))
         elif o == 8:  # neg
             g = ADJ[i]
             if va:
@@ -639,7 +667,7 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
             x = V[ra]
             g = ADJ[i]
             if va:
-                ADJ[ra] += g * (1.0 if x > 0.0 else 0.0)
+                ADJ[ra] += (0.0) if x <= 0.0 else (g)
         elif o == 26:  # erf
             x = V[ra]
             g = ADJ[i]
@@ -673,18 +701,27 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
             z = V[rc]
             g = ADJ[i]
             if va:
-                ADJ[ra] += g * (1.0 if (x >= y and x <= z) else 0.0)
+                ADJ[ra] += (g) if x >= y and x <= z else (0.0)
             if vb:
-                ADJ[rb] += g * (1.0 if (x < y and y <= z) else 0.0)
+                ADJ[rb] += (g) if x < y and y < z else (0.0)
             if vc:
-                ADJ[rc] += g * (1.0 if (x > z or y > z) else 0.0)
+                ADJ[rc] += (g) if x > z or z < y else (0.0)
         elif o == 39:  # where
             x = V[ra]
             g = ADJ[i]
             if vb:
-                ADJ[rb] += g * (1.0 if x != 0.0 else 0.0)
+                ADJ[rb] += (g) if x != 0.0 else (0.0)
             if vc:
-                ADJ[rc] += g * (0.0 if x != 0.0 else 1.0)
+                ADJ[rc] += (0.0) if x != 0.0 else (g)
+        elif o == 40:  # reciprocal
+            out = V[i]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (-out * out)
+        elif o == 41:  # clone
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g
 
 
 @jit
@@ -744,12 +781,12 @@ def replay_batch(op, a, b, V, stop):
             for k in range(nb):
                 x = V[ra, k]
                 y = V[rb, k]
-                V[i, k] = x if (x > y or x != x) else y
+                V[i, k] = x if (x >= y or x != x) else y
         elif o == 7:  # minimum
             for k in range(nb):
                 x = V[ra, k]
                 y = V[rb, k]
-                V[i, k] = x if (x < y or x != x) else y
+                V[i, k] = x if (x <= y or x != x) else y
         elif o == 8:  # neg
             for k in range(nb):
                 x = V[ra, k]
@@ -821,7 +858,7 @@ def replay_batch(op, a, b, V, stop):
         elif o == 25:  # relu
             for k in range(nb):
                 x = V[ra, k]
-                V[i, k] = x if x > 0.0 else 0.0 * x
+                V[i, k] = 0.0 if x < 0.0 else x
         elif o == 26:  # erf
             for k in range(nb):
                 x = V[ra, k]
@@ -829,23 +866,23 @@ def replay_batch(op, a, b, V, stop):
         elif o == 27:  # sign
             for k in range(nb):
                 x = V[ra, k]
-                V[i, k] = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0 * x)
+                V[i, k] = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
         elif o == 28:  # round
             for k in range(nb):
                 x = V[ra, k]
-                V[i, k] = float(round(x))
+                V[i, k] = math.copysign(float(round(x)), x)
         elif o == 29:  # floor
             for k in range(nb):
                 x = V[ra, k]
-                V[i, k] = float(math.floor(x))
+                V[i, k] = math.copysign(float(math.floor(x)), x)
         elif o == 30:  # ceil
             for k in range(nb):
                 x = V[ra, k]
-                V[i, k] = float(math.ceil(x))
+                V[i, k] = math.copysign(float(math.ceil(x)), x)
         elif o == 31:  # trunc
             for k in range(nb):
                 x = V[ra, k]
-                V[i, k] = float(math.trunc(x))
+                V[i, k] = math.copysign(float(math.trunc(x)), x)
         elif o == 32:  # lt
             for k in range(nb):
                 x = V[ra, k]
@@ -881,13 +918,21 @@ def replay_batch(op, a, b, V, stop):
                 x = V[ra, k]
                 y = V[rb, k]
                 z = V[rc, k]
-                V[i, k] = min(max(x, y), z)
+                V[i, k] = math.nan if (x != x or y != y or z != z) else (z if (y if x < y else x) > z else (y if x < y else x))
         elif o == 39:  # where
             for k in range(nb):
                 x = V[ra, k]
                 y = V[rb, k]
                 z = V[rc, k]
                 V[i, k] = y if x != 0.0 else z
+        elif o == 40:  # reciprocal
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = 1.0 / x
+        elif o == 41:  # clone
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = x
 
 
 @jit
@@ -895,6 +940,7 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
     """Reverse sweep matching ``replay_batch`` (``ADJ`` shaped like ``V``)."""
     nb = V.shape[1]
 
+    R = np.zeros(V.shape[0], np.bool_)
     for i in range(start, -1, -1):
         o = op[i]
         if o >= N_ELEMENTWISE:
@@ -905,6 +951,15 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
         if ARITY[o] == 3:
             rc = b[rb]
             rb = a[rb]
+        if not R[i] and not (ADJ[i, :].any()):
+            continue
+        if not NO_GRAD[o]:
+            if ra >= 0:
+                R[ra] = True
+            if rb >= 0:
+                R[rb] = True
+            if rc >= 0:
+                R[rc] = True
         va = ra >= 0  # (reverse: only entries get adjoints, constants do not)
         vb = rb >= 0
         vc = rc >= 0
@@ -916,14 +971,14 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
             for k in range(nb):
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += g * (1.0)
+                    ADJ[ra, k] += g
                 if vb:
-                    ADJ[rb, k] += g * (1.0)
+                    ADJ[rb, k] += g
         elif o == 1:  # sub
             for k in range(nb):
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += g * (1.0)
+                    ADJ[ra, k] += g
                 if vb:
                     ADJ[rb, k] += g * (-1.0)
         elif o == 2:  # mul
@@ -951,36 +1006,36 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                 out = V[i, k]
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += g * (2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0)))
+                    ADJ[ra, k] += (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0))))
                 if vb:
-                    ADJ[rb, k] += g * (0.0 if (x == 0.0 and y >= 0.0) else out * log(x))
+                    ADJ[rb, k] += (g * (0.0 * out)) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
         elif o == 5:  # atan2
             for k in range(nb):
                 x = V[ra, k]
                 y = V[rb, k]
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += g * (0.0 if (x == 0.0 and y == 0.0) else y / (x * x + y * y))
+                    ADJ[ra, k] += (g * (0.0 * y)) if x == 0.0 and y == 0.0 else (g * (y / (x * x + y * y)))
                 if vb:
-                    ADJ[rb, k] += g * (0.0 if (x == 0.0 and y == 0.0) else -x / (x * x + y * y))
+                    ADJ[rb, k] += (g * (-0.0 * x)) if x == 0.0 and y == 0.0 else (g * (-x / (x * x + y * y)))
         elif o == 6:  # maximum
             for k in range(nb):
                 x = V[ra, k]
                 y = V[rb, k]
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += g * (1.0 if x > y else (0.5 if x == y else 0.0))
+                    ADJ[ra, k] += (0.0) if x < y else ((g * (0.5)) if x == y else (g))
                 if vb:
-                    ADJ[rb, k] += g * (1.0 if y > x else (0.5 if x == y else 0.0))
+                    ADJ[rb, k] += (0.0) if y < x else ((g * (0.5)) if x == y else (g))
         elif o == 7:  # minimum
             for k in range(nb):
                 x = V[ra, k]
                 y = V[rb, k]
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += g * (1.0 if x < y else (0.5 if x == y else 0.0))
+                    ADJ[ra, k] += (0.0) if x > y else ((g * (0.5)) if x == y else (g))
                 if vb:
-                    ADJ[rb, k] += g * (1.0 if y < x else (0.5 if x == y else 0.0))
+                    ADJ[rb, k] += (0.0) if y > x else ((g * (0.5)) if x == y else (g))
         elif o == 8:  # neg
             for k in range(nb):
                 g = ADJ[i, k]
@@ -1087,7 +1142,7 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                 x = V[ra, k]
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += g * (1.0 if x > 0.0 else 0.0)
+                    ADJ[ra, k] += (0.0) if x <= 0.0 else (g)
         elif o == 26:  # erf
             for k in range(nb):
                 x = V[ra, k]
@@ -1134,19 +1189,30 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                 z = V[rc, k]
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += g * (1.0 if (x >= y and x <= z) else 0.0)
+                    ADJ[ra, k] += (g) if x >= y and x <= z else (0.0)
                 if vb:
-                    ADJ[rb, k] += g * (1.0 if (x < y and y <= z) else 0.0)
+                    ADJ[rb, k] += (g) if x < y and y < z else (0.0)
                 if vc:
-                    ADJ[rc, k] += g * (1.0 if (x > z or y > z) else 0.0)
+                    ADJ[rc, k] += (g) if x > z or z < y else (0.0)
         elif o == 39:  # where
             for k in range(nb):
                 x = V[ra, k]
                 g = ADJ[i, k]
                 if vb:
-                    ADJ[rb, k] += g * (1.0 if x != 0.0 else 0.0)
+                    ADJ[rb, k] += (g) if x != 0.0 else (0.0)
                 if vc:
-                    ADJ[rc, k] += g * (0.0 if x != 0.0 else 1.0)
+                    ADJ[rc, k] += (0.0) if x != 0.0 else (g)
+        elif o == 40:  # reciprocal
+            for k in range(nb):
+                out = V[i, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (-out * out)
+        elif o == 41:  # clone
+            for k in range(nb):
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g
 
 
 @jit
@@ -1221,10 +1287,11 @@ def tangent_point(op, a, b, V, T, stop):
             y = V[rb]
             out = V[i]
             pa = 2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))
-            pb = 0.0 if (x == 0.0 and y >= 0.0) else out * log(x)
+            ma = ((False) if (y == 2.0) else (((True) if (y == 0.0) else (False))))
+            pb = 0.0 * out if (x == 0.0 and y >= 0.0) else out * log(x)
             for k in range(nk):
                 s = 0.0
-                if va:
+                if va and not ma:
                     s += pa * T[ra, k]
                 if vb:
                     s += pb * T[rb, k]
@@ -1232,8 +1299,8 @@ def tangent_point(op, a, b, V, T, stop):
         elif o == 5:  # atan2
             x = V[ra]
             y = V[rb]
-            pa = 0.0 if (x == 0.0 and y == 0.0) else y / (x * x + y * y)
-            pb = 0.0 if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)
+            pa = 0.0 * y if (x == 0.0 and y == 0.0) else y / (x * x + y * y)
+            pb = -0.0 * x if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)
             for k in range(nk):
                 s = 0.0
                 if va:
@@ -1244,25 +1311,29 @@ def tangent_point(op, a, b, V, T, stop):
         elif o == 6:  # maximum
             x = V[ra]
             y = V[rb]
-            pa = 1.0 if x > y else (0.5 if x == y else 0.0)
-            pb = 1.0 if y > x else (0.5 if x == y else 0.0)
+            pa = 0.0 if x < y else (0.5 if x == y else 1.0)
+            ma = ((True) if (x < y) else (False))
+            pb = 0.0 if y < x else (0.5 if x == y else 1.0)
+            mb = ((True) if (y < x) else (False))
             for k in range(nk):
                 s = 0.0
-                if va:
+                if va and not ma:
                     s += pa * T[ra, k]
-                if vb:
+                if vb and not mb:
                     s += pb * T[rb, k]
                 T[i, k] = s
         elif o == 7:  # minimum
             x = V[ra]
             y = V[rb]
-            pa = 1.0 if x < y else (0.5 if x == y else 0.0)
-            pb = 1.0 if y < x else (0.5 if x == y else 0.0)
+            pa = 0.0 if x > y else (0.5 if x == y else 1.0)
+            ma = ((True) if (x > y) else (False))
+            pb = 0.0 if y > x else (0.5 if x == y else 1.0)
+            mb = ((True) if (y > x) else (False))
             for k in range(nk):
                 s = 0.0
-                if va:
+                if va and not ma:
                     s += pa * T[ra, k]
-                if vb:
+                if vb and not mb:
                     s += pb * T[rb, k]
                 T[i, k] = s
         elif o == 8:  # neg
@@ -1402,10 +1473,11 @@ def tangent_point(op, a, b, V, T, stop):
                 T[i, k] = s
         elif o == 25:  # relu
             x = V[ra]
-            pa = 1.0 if x > 0.0 else 0.0
+            pa = 0.0 if x <= 0.0 else 1.0
+            ma = ((True) if (x <= 0.0) else (False))
             for k in range(nk):
                 s = 0.0
-                if va:
+                if va and not ma:
                     s += pa * T[ra, k]
                 T[i, k] = s
         elif o == 26:  # erf
@@ -1454,27 +1526,47 @@ def tangent_point(op, a, b, V, T, stop):
             y = V[rb]
             z = V[rc]
             pa = 1.0 if (x >= y and x <= z) else 0.0
-            pb = 1.0 if (x < y and y <= z) else 0.0
-            pc = 1.0 if (x > z or y > z) else 0.0
+            ma = ((False) if (x >= y and x <= z) else (True))
+            pb = 1.0 if (x < y and y < z) else 0.0
+            mb = ((False) if (x < y and y < z) else (True))
+            pc = 1.0 if (x > z or z < y) else 0.0
+            mc = ((False) if (x > z or z < y) else (True))
             for k in range(nk):
                 s = 0.0
-                if va:
+                if va and not ma:
                     s += pa * T[ra, k]
-                if vb:
+                if vb and not mb:
                     s += pb * T[rb, k]
-                if vc:
+                if vc and not mc:
                     s += pc * T[rc, k]
                 T[i, k] = s
         elif o == 39:  # where
             x = V[ra]
             pb = 1.0 if x != 0.0 else 0.0
+            mb = ((False) if (x != 0.0) else (True))
             pc = 0.0 if x != 0.0 else 1.0
+            mc = ((True) if (x != 0.0) else (False))
             for k in range(nk):
                 s = 0.0
-                if vb:
+                if vb and not mb:
                     s += pb * T[rb, k]
-                if vc:
+                if vc and not mc:
                     s += pc * T[rc, k]
+                T[i, k] = s
+        elif o == 40:  # reciprocal
+            out = V[i]
+            pa = -out * out
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                T[i, k] = s
+        elif o == 41:  # clone
+            pa = 1.0
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
                 T[i, k] = s
 
 
@@ -1483,6 +1575,7 @@ def reverse_multi(op, a, b, V, A, start, stop):
     """Reverse sweep for K seeds at once (A[i, k]: adjoint of entry i for seed k)."""
     nk = A.shape[1]
 
+    R = np.zeros(V.shape[0], np.bool_)
     for i in range(start, -1, -1):
         o = op[i]
         if o >= N_ELEMENTWISE:
@@ -1493,6 +1586,15 @@ def reverse_multi(op, a, b, V, A, start, stop):
         if ARITY[o] == 3:
             rc = b[rb]
             rb = a[rb]
+        if not R[i] and not (A[i, :].any()):
+            continue
+        if not NO_GRAD[o]:
+            if ra >= 0:
+                R[ra] = True
+            if rb >= 0:
+                R[rb] = True
+            if rc >= 0:
+                R[rc] = True
         va = ra >= 0  # (reverse: only entries get adjoints, constants do not)
         vb = rb >= 0
         vc = rc >= 0
@@ -1545,18 +1647,19 @@ def reverse_multi(op, a, b, V, A, start, stop):
             y = V[rb]
             out = V[i]
             pa = 2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))
-            pb = 0.0 if (x == 0.0 and y >= 0.0) else out * log(x)
+            ma = ((False) if (y == 2.0) else (((True) if (y == 0.0) else (False))))
+            pb = 0.0 * out if (x == 0.0 and y >= 0.0) else out * log(x)
             for k in range(nk):
                 g = A[i, k]
-                if va:
+                if va and not ma:
                     A[ra, k] += g * pa
                 if vb:
                     A[rb, k] += g * pb
         elif o == 5:  # atan2
             x = V[ra]
             y = V[rb]
-            pa = 0.0 if (x == 0.0 and y == 0.0) else y / (x * x + y * y)
-            pb = 0.0 if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)
+            pa = 0.0 * y if (x == 0.0 and y == 0.0) else y / (x * x + y * y)
+            pb = -0.0 * x if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)
             for k in range(nk):
                 g = A[i, k]
                 if va:
@@ -1566,24 +1669,28 @@ def reverse_multi(op, a, b, V, A, start, stop):
         elif o == 6:  # maximum
             x = V[ra]
             y = V[rb]
-            pa = 1.0 if x > y else (0.5 if x == y else 0.0)
-            pb = 1.0 if y > x else (0.5 if x == y else 0.0)
+            pa = 0.0 if x < y else (0.5 if x == y else 1.0)
+            ma = ((True) if (x < y) else (False))
+            pb = 0.0 if y < x else (0.5 if x == y else 1.0)
+            mb = ((True) if (y < x) else (False))
             for k in range(nk):
                 g = A[i, k]
-                if va:
+                if va and not ma:
                     A[ra, k] += g * pa
-                if vb:
+                if vb and not mb:
                     A[rb, k] += g * pb
         elif o == 7:  # minimum
             x = V[ra]
             y = V[rb]
-            pa = 1.0 if x < y else (0.5 if x == y else 0.0)
-            pb = 1.0 if y < x else (0.5 if x == y else 0.0)
+            pa = 0.0 if x > y else (0.5 if x == y else 1.0)
+            ma = ((True) if (x > y) else (False))
+            pb = 0.0 if y > x else (0.5 if x == y else 1.0)
+            mb = ((True) if (y > x) else (False))
             for k in range(nk):
                 g = A[i, k]
-                if va:
+                if va and not ma:
                     A[ra, k] += g * pa
-                if vb:
+                if vb and not mb:
                     A[rb, k] += g * pb
         elif o == 8:  # neg
             pa = -1.0
@@ -1705,10 +1812,11 @@ def reverse_multi(op, a, b, V, A, start, stop):
                     A[ra, k] += g * pa
         elif o == 25:  # relu
             x = V[ra]
-            pa = 1.0 if x > 0.0 else 0.0
+            pa = 0.0 if x <= 0.0 else 1.0
+            ma = ((True) if (x <= 0.0) else (False))
             for k in range(nk):
                 g = A[i, k]
-                if va:
+                if va and not ma:
                     A[ra, k] += g * pa
         elif o == 26:  # erf
             x = V[ra]
@@ -1744,26 +1852,44 @@ def reverse_multi(op, a, b, V, A, start, stop):
             y = V[rb]
             z = V[rc]
             pa = 1.0 if (x >= y and x <= z) else 0.0
-            pb = 1.0 if (x < y and y <= z) else 0.0
-            pc = 1.0 if (x > z or y > z) else 0.0
+            ma = ((False) if (x >= y and x <= z) else (True))
+            pb = 1.0 if (x < y and y < z) else 0.0
+            mb = ((False) if (x < y and y < z) else (True))
+            pc = 1.0 if (x > z or z < y) else 0.0
+            mc = ((False) if (x > z or z < y) else (True))
             for k in range(nk):
                 g = A[i, k]
-                if va:
+                if va and not ma:
                     A[ra, k] += g * pa
-                if vb:
+                if vb and not mb:
                     A[rb, k] += g * pb
-                if vc:
+                if vc and not mc:
                     A[rc, k] += g * pc
         elif o == 39:  # where
             x = V[ra]
             pb = 1.0 if x != 0.0 else 0.0
+            mb = ((False) if (x != 0.0) else (True))
             pc = 0.0 if x != 0.0 else 1.0
+            mc = ((True) if (x != 0.0) else (False))
             for k in range(nk):
                 g = A[i, k]
-                if vb:
+                if vb and not mb:
                     A[rb, k] += g * pb
-                if vc:
+                if vc and not mc:
                     A[rc, k] += g * pc
+        elif o == 40:  # reciprocal
+            out = V[i]
+            pa = -out * out
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+        elif o == 41:  # clone
+            pa = 1.0
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
 
 
 @jit
@@ -1773,6 +1899,7 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
     leaves the Hessian-vector products H v."""
     nk = T.shape[1]
 
+    R = np.zeros(V.shape[0], np.bool_)
     for i in range(start, -1, -1):
         o = op[i]
         if o >= N_ELEMENTWISE:
@@ -1783,6 +1910,15 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
         if ARITY[o] == 3:
             rc = b[rb]
             rb = a[rb]
+        if not R[i] and not (A[i] != 0.0):
+            continue
+        if not NO_GRAD[o]:
+            if ra >= 0:
+                R[ra] = True
+            if rb >= 0:
+                R[rb] = True
+            if rc >= 0:
+                R[rc] = True
         va = ra >= 0  # (reverse: only entries get adjoints, constants do not)
         vb = rb >= 0
         vc = rc >= 0
@@ -1821,9 +1957,9 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                 tx = T[ra, k]
                 ty = T[rb, k]
                 if va:
-                    D[ra, k] += dg * pa + g * (ty)
+                    D[ra, k] += dg * pa + (g * (ty))
                 if vb:
-                    D[rb, k] += dg * pb + g * (tx)
+                    D[rb, k] += dg * pb + (g * (tx))
         elif o == 3:  # div
             y = V[rb]
             out = V[i]
@@ -1835,62 +1971,67 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                 ty = T[rb, k]
                 tout = T[i, k]
                 if va:
-                    D[ra, k] += dg * pa + g * ((-(1.0) * (ty) / ((y) * (y))))
+                    D[ra, k] += dg * pa + (g * (-1.0 * ty / (y * y)))
                 if vb:
-                    D[rb, k] += dg * pb + g * (((-(tout)) / (y)) + (-(-out) * (ty) / ((y) * (y))))
+                    D[rb, k] += dg * pb + (g * (-tout / y + --out * ty / (y * y)))
         elif o == 4:  # pow
             x = V[ra]
             y = V[rb]
             out = V[i]
             pa = 2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))
-            pb = 0.0 if (x == 0.0 and y >= 0.0) else out * log(x)
+            ma = ((False) if (y == 2.0) else (((True) if (y == 0.0) else (False))))
+            pb = 0.0 * out if (x == 0.0 and y >= 0.0) else out * log(x)
             g = A[i]
             for k in range(nk):
                 dg = D[i, k]
                 tx = T[ra, k]
                 ty = T[rb, k]
                 tout = T[i, k]
-                if va:
-                    D[ra, k] += dg * pa + g * ((((2.0) * (tx))) if y == 2.0 else ((0.0) if y == 0.0 else (((ty) * (x ** (y - 1.0))) + ((y) * (((y - 1.0) * (x) ** ((y - 1.0) - 1.0) * (tx)) + ((0.0 if ((ty)) == 0.0 else (x) ** (y - 1.0) * log((x)) * ((ty)))))))))
+                if va and not ma:
+                    D[ra, k] += dg * pa + ((g * (2.0 * tx)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (ty * x ** (y - 1.0) + y * ((y - 1.0) * x ** (y - 1.0 - 1.0) * tx + (0.0 if ty == 0.0 else x ** (y - 1.0) * log(x) * ty))))))
                 if vb:
-                    D[rb, k] += dg * pb + g * ((0.0) if x == 0.0 and y >= 0.0 else (((tout) * (log(x))) + ((out) * ((1.0 / (x)) * (tx)))))
+                    D[rb, k] += dg * pb + ((g * (0.0 * tout)) if x == 0.0 and y >= 0.0 else (g * (tout * log(x) + out * (1.0 / x * tx))))
         elif o == 5:  # atan2
             x = V[ra]
             y = V[rb]
-            pa = 0.0 if (x == 0.0 and y == 0.0) else y / (x * x + y * y)
-            pb = 0.0 if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)
+            pa = 0.0 * y if (x == 0.0 and y == 0.0) else y / (x * x + y * y)
+            pb = -0.0 * x if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)
             g = A[i]
             for k in range(nk):
                 dg = D[i, k]
                 tx = T[ra, k]
                 ty = T[rb, k]
                 if va:
-                    D[ra, k] += dg * pa + g * ((0.0) if x == 0.0 and y == 0.0 else (((ty) / (x * x + y * y)) + (-(y) * ((((tx) * (x)) + ((x) * (tx))) + (((ty) * (y)) + ((y) * (ty)))) / ((x * x + y * y) * (x * x + y * y)))))
+                    D[ra, k] += dg * pa + ((g * (0.0 * ty)) if x == 0.0 and y == 0.0 else (g * (ty / (x * x + y * y) + -y * (tx * x + x * tx + (ty * y + y * ty)) / ((x * x + y * y) * (x * x + y * y)))))
                 if vb:
-                    D[rb, k] += dg * pb + g * ((0.0) if x == 0.0 and y == 0.0 else (((-(tx)) / (x * x + y * y)) + (-(-x) * ((((tx) * (x)) + ((x) * (tx))) + (((ty) * (y)) + ((y) * (ty)))) / ((x * x + y * y) * (x * x + y * y)))))
+                    D[rb, k] += dg * pb + ((g * (-0.0 * tx)) if x == 0.0 and y == 0.0 else (g * (-tx / (x * x + y * y) + --x * (tx * x + x * tx + (ty * y + y * ty)) / ((x * x + y * y) * (x * x + y * y)))))
         elif o == 6:  # maximum
             x = V[ra]
             y = V[rb]
-            pa = 1.0 if x > y else (0.5 if x == y else 0.0)
-            pb = 1.0 if y > x else (0.5 if x == y else 0.0)
+            pa = 0.0 if x < y else (0.5 if x == y else 1.0)
+            ma = ((True) if (x < y) else (False))
+            pb = 0.0 if y < x else (0.5 if x == y else 1.0)
+            mb = ((True) if (y < x) else (False))
             g = A[i]
             for k in range(nk):
                 dg = D[i, k]
-                if va:
+                if va and not ma:
                     D[ra, k] += dg * pa
-                if vb:
+                if vb and not mb:
                     D[rb, k] += dg * pb
         elif o == 7:  # minimum
             x = V[ra]
             y = V[rb]
-            pa = 1.0 if x < y else (0.5 if x == y else 0.0)
-            pb = 1.0 if y < x else (0.5 if x == y else 0.0)
+            pa = 0.0 if x > y else (0.5 if x == y else 1.0)
+            ma = ((True) if (x > y) else (False))
+            pb = 0.0 if y > x else (0.5 if x == y else 1.0)
+            mb = ((True) if (y > x) else (False))
             g = A[i]
             for k in range(nk):
                 dg = D[i, k]
-                if va:
+                if va and not ma:
                     D[ra, k] += dg * pa
-                if vb:
+                if vb and not mb:
                     D[rb, k] += dg * pb
         elif o == 8:  # neg
             pa = -1.0
@@ -1915,7 +2056,7 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                 dg = D[i, k]
                 tout = T[i, k]
                 if va:
-                    D[ra, k] += dg * pa + g * (tout)
+                    D[ra, k] += dg * pa + (g * (tout))
         elif o == 11:  # log
             x = V[ra]
             pa = 1.0 / x
@@ -1924,7 +2065,7 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                 dg = D[i, k]
                 tx = T[ra, k]
                 if va:
-                    D[ra, k] += dg * pa + g * ((-(1.0) * (tx) / ((x) * (x))))
+                    D[ra, k] += dg * pa + (g * (-1.0 * tx / (x * x)))
         elif o == 12:  # log1p
             x = V[ra]
             pa = 1.0 / (1.0 + x)
@@ -1933,7 +2074,7 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                 dg = D[i, k]
                 tx = T[ra, k]
                 if va:
-                    D[ra, k] += dg * pa + g * ((-(1.0) * ((tx)) / ((1.0 + x) * (1.0 + x))))
+                    D[ra, k] += dg * pa + (g * (-1.0 * tx / ((1.0 + x) * (1.0 + x))))
         elif o == 13:  # expm1
             out = V[i]
             pa = out + 1.0
@@ -1942,7 +2083,7 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                 dg = D[i, k]
                 tout = T[i, k]
                 if va:
-                    D[ra, k] += dg * pa + g * ((tout))
+                    D[ra, k] += dg * pa + (g * (tout))
         elif o == 14:  # sqrt
             out = V[i]
             pa = 0.5 / out
@@ -1951,7 +2092,7 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                 dg = D[i, k]
                 tout = T[i, k]
                 if va:
-                    D[ra, k] += dg * pa + g * ((-(0.5) * (tout) / ((out) * (out))))
+                    D[ra, k] += dg * pa + (g * (-0.5 * tout / (out * out)))
         elif o == 15:  # sin
             x = V[ra]
             pa = cos(x)
@@ -1960,7 +2101,7 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                 dg = D[i, k]
                 tx = T[ra, k]
                 if va:
-                    D[ra, k] += dg * pa + g * ((-sin((x))) * (tx))
+                    D[ra, k] += dg * pa + (g * (-sin(x) * tx))
         elif o == 16:  # cos
             x = V[ra]
             pa = -sin(x)
@@ -1969,7 +2110,7 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                 dg = D[i, k]
                 tx = T[ra, k]
                 if va:
-                    D[ra, k] += dg * pa + g * (-((cos((x))) * (tx)))
+                    D[ra, k] += dg * pa + (g * (-(cos(x) * tx)))
         elif o == 17:  # tan
             out = V[i]
             pa = 1.0 + out * out
@@ -1978,7 +2119,7 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                 dg = D[i, k]
                 tout = T[i, k]
                 if va:
-                    D[ra, k] += dg * pa + g * ((((tout) * (out)) + ((out) * (tout))))
+                    D[ra, k] += dg * pa + (g * (tout * out + out * tout))
         elif o == 18:  # asin
             x = V[ra]
             pa = 1.0 / sqrt(1.0 - x * x)
@@ -1987,7 +2128,7 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                 dg = D[i, k]
                 tx = T[ra, k]
                 if va:
-                    D[ra, k] += dg * pa + g * ((-(1.0) * ((0.5 / sqrt((1.0 - x * x))) * ((-(((tx) * (x)) + ((x) * (tx)))))) / ((sqrt(1.0 - x * x)) * (sqrt(1.0 - x * x)))))
+                    D[ra, k] += dg * pa + (g * (-1.0 * (0.5 / sqrt(1.0 - x * x) * -(tx * x + x * tx)) / (sqrt(1.0 - x * x) * sqrt(1.0 - x * x))))
         elif o == 19:  # acos
             x = V[ra]
             pa = -1.0 / sqrt(1.0 - x * x)
@@ -1996,7 +2137,7 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                 dg = D[i, k]
                 tx = T[ra, k]
                 if va:
-                    D[ra, k] += dg * pa + g * ((-(-1.0) * ((0.5 / sqrt((1.0 - x * x))) * ((-(((tx) * (x)) + ((x) * (tx)))))) / ((sqrt(1.0 - x * x)) * (sqrt(1.0 - x * x)))))
+                    D[ra, k] += dg * pa + (g * (--1.0 * (0.5 / sqrt(1.0 - x * x) * -(tx * x + x * tx)) / (sqrt(1.0 - x * x) * sqrt(1.0 - x * x))))
         elif o == 20:  # atan
             x = V[ra]
             pa = 1.0 / (1.0 + x * x)
@@ -2005,7 +2146,7 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                 dg = D[i, k]
                 tx = T[ra, k]
                 if va:
-                    D[ra, k] += dg * pa + g * ((-(1.0) * ((((tx) * (x)) + ((x) * (tx)))) / ((1.0 + x * x) * (1.0 + x * x))))
+                    D[ra, k] += dg * pa + (g * (-1.0 * (tx * x + x * tx) / ((1.0 + x * x) * (1.0 + x * x))))
         elif o == 21:  # sinh
             x = V[ra]
             pa = cosh(x)
@@ -2014,7 +2155,7 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                 dg = D[i, k]
                 tx = T[ra, k]
                 if va:
-                    D[ra, k] += dg * pa + g * ((sinh((x))) * (tx))
+                    D[ra, k] += dg * pa + (g * (sinh(x) * tx))
         elif o == 22:  # cosh
             x = V[ra]
             pa = sinh(x)
@@ -2023,7 +2164,7 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                 dg = D[i, k]
                 tx = T[ra, k]
                 if va:
-                    D[ra, k] += dg * pa + g * ((cosh((x))) * (tx))
+                    D[ra, k] += dg * pa + (g * (cosh(x) * tx))
         elif o == 23:  # tanh
             out = V[i]
             pa = 1.0 - out * out
@@ -2032,7 +2173,7 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                 dg = D[i, k]
                 tout = T[i, k]
                 if va:
-                    D[ra, k] += dg * pa + g * ((-(((tout) * (out)) + ((out) * (tout)))))
+                    D[ra, k] += dg * pa + (g * (-(tout * out + out * tout)))
         elif o == 24:  # sigmoid
             out = V[i]
             pa = out * (1.0 - out)
@@ -2041,14 +2182,15 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                 dg = D[i, k]
                 tout = T[i, k]
                 if va:
-                    D[ra, k] += dg * pa + g * (((tout) * (1.0 - out)) + ((out) * ((-(tout)))))
+                    D[ra, k] += dg * pa + (g * (tout * (1.0 - out) + out * -tout))
         elif o == 25:  # relu
             x = V[ra]
-            pa = 1.0 if x > 0.0 else 0.0
+            pa = 0.0 if x <= 0.0 else 1.0
+            ma = ((True) if (x <= 0.0) else (False))
             g = A[i]
             for k in range(nk):
                 dg = D[i, k]
-                if va:
+                if va and not ma:
                     D[ra, k] += dg * pa
         elif o == 26:  # erf
             x = V[ra]
@@ -2058,7 +2200,7 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                 dg = D[i, k]
                 tx = T[ra, k]
                 if va:
-                    D[ra, k] += dg * pa + g * (((1.1283791670955126) * ((exp((-x * x))) * (((-(tx)) * (x)) + ((-x) * (tx))))))
+                    D[ra, k] += dg * pa + (g * (1.1283791670955126 * (exp(-x * x) * (-tx * x + -x * tx))))
         elif o == 27:  # sign
             pass
         elif o == 28:  # round
@@ -2086,28 +2228,49 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
             y = V[rb]
             z = V[rc]
             pa = 1.0 if (x >= y and x <= z) else 0.0
-            pb = 1.0 if (x < y and y <= z) else 0.0
-            pc = 1.0 if (x > z or y > z) else 0.0
+            ma = ((False) if (x >= y and x <= z) else (True))
+            pb = 1.0 if (x < y and y < z) else 0.0
+            mb = ((False) if (x < y and y < z) else (True))
+            pc = 1.0 if (x > z or z < y) else 0.0
+            mc = ((False) if (x > z or z < y) else (True))
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                if va and not ma:
+                    D[ra, k] += dg * pa
+                if vb and not mb:
+                    D[rb, k] += dg * pb
+                if vc and not mc:
+                    D[rc, k] += dg * pc
+        elif o == 39:  # where
+            x = V[ra]
+            pb = 1.0 if x != 0.0 else 0.0
+            mb = ((False) if (x != 0.0) else (True))
+            pc = 0.0 if x != 0.0 else 1.0
+            mc = ((True) if (x != 0.0) else (False))
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                if vb and not mb:
+                    D[rb, k] += dg * pb
+                if vc and not mc:
+                    D[rc, k] += dg * pc
+        elif o == 40:  # reciprocal
+            out = V[i]
+            pa = -out * out
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tout = T[i, k]
+                if va:
+                    D[ra, k] += dg * pa + (g * (-tout * out + -out * tout))
+        elif o == 41:  # clone
+            pa = 1.0
             g = A[i]
             for k in range(nk):
                 dg = D[i, k]
                 if va:
                     D[ra, k] += dg * pa
-                if vb:
-                    D[rb, k] += dg * pb
-                if vc:
-                    D[rc, k] += dg * pc
-        elif o == 39:  # where
-            x = V[ra]
-            pb = 1.0 if x != 0.0 else 0.0
-            pc = 0.0 if x != 0.0 else 1.0
-            g = A[i]
-            for k in range(nk):
-                dg = D[i, k]
-                if vb:
-                    D[rb, k] += dg * pb
-                if vc:
-                    D[rc, k] += dg * pc
 
 
 @jit
@@ -2189,9 +2352,10 @@ def forward_tangent(op, a, b, V, T, stop):
             out = x * x if y == 2.0 else math.pow(x, y)
             V[i] = out
             pa = 2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))
-            pb = 0.0 if (x == 0.0 and y >= 0.0) else out * log(x)
+            ma = ((False) if (y == 2.0) else (((True) if (y == 0.0) else (False))))
+            pb = 0.0 * out if (x == 0.0 and y >= 0.0) else out * log(x)
             t = 0.0
-            if va:
+            if va and not ma:
                 t += pa * T[ra]
             if vb:
                 t += pb * T[rb]
@@ -2201,8 +2365,8 @@ def forward_tangent(op, a, b, V, T, stop):
             y = V[rb]
             out = math.atan2(x, y)
             V[i] = out
-            pa = 0.0 if (x == 0.0 and y == 0.0) else y / (x * x + y * y)
-            pb = 0.0 if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)
+            pa = 0.0 * y if (x == 0.0 and y == 0.0) else y / (x * x + y * y)
+            pb = -0.0 * x if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)
             t = 0.0
             if va:
                 t += pa * T[ra]
@@ -2212,27 +2376,31 @@ def forward_tangent(op, a, b, V, T, stop):
         elif o == 6:  # maximum
             x = V[ra]
             y = V[rb]
-            out = x if (x > y or x != x) else y
+            out = x if (x >= y or x != x) else y
             V[i] = out
-            pa = 1.0 if x > y else (0.5 if x == y else 0.0)
-            pb = 1.0 if y > x else (0.5 if x == y else 0.0)
+            pa = 0.0 if x < y else (0.5 if x == y else 1.0)
+            ma = ((True) if (x < y) else (False))
+            pb = 0.0 if y < x else (0.5 if x == y else 1.0)
+            mb = ((True) if (y < x) else (False))
             t = 0.0
-            if va:
+            if va and not ma:
                 t += pa * T[ra]
-            if vb:
+            if vb and not mb:
                 t += pb * T[rb]
             T[i] = t
         elif o == 7:  # minimum
             x = V[ra]
             y = V[rb]
-            out = x if (x < y or x != x) else y
+            out = x if (x <= y or x != x) else y
             V[i] = out
-            pa = 1.0 if x < y else (0.5 if x == y else 0.0)
-            pb = 1.0 if y < x else (0.5 if x == y else 0.0)
+            pa = 0.0 if x > y else (0.5 if x == y else 1.0)
+            ma = ((True) if (x > y) else (False))
+            pb = 0.0 if y > x else (0.5 if x == y else 1.0)
+            mb = ((True) if (y > x) else (False))
             t = 0.0
-            if va:
+            if va and not ma:
                 t += pa * T[ra]
-            if vb:
+            if vb and not mb:
                 t += pb * T[rb]
             T[i] = t
         elif o == 8:  # neg
@@ -2390,11 +2558,12 @@ def forward_tangent(op, a, b, V, T, stop):
             T[i] = t
         elif o == 25:  # relu
             x = V[ra]
-            out = x if x > 0.0 else 0.0 * x
+            out = 0.0 if x < 0.0 else x
             V[i] = out
-            pa = 1.0 if x > 0.0 else 0.0
+            pa = 0.0 if x <= 0.0 else 1.0
+            ma = ((True) if (x <= 0.0) else (False))
             t = 0.0
-            if va:
+            if va and not ma:
                 t += pa * T[ra]
             T[i] = t
         elif o == 26:  # erf
@@ -2408,31 +2577,31 @@ def forward_tangent(op, a, b, V, T, stop):
             T[i] = t
         elif o == 27:  # sign
             x = V[ra]
-            out = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0 * x)
+            out = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
             V[i] = out
             t = 0.0
             T[i] = t
         elif o == 28:  # round
             x = V[ra]
-            out = float(round(x))
+            out = math.copysign(float(round(x)), x)
             V[i] = out
             t = 0.0
             T[i] = t
         elif o == 29:  # floor
             x = V[ra]
-            out = float(math.floor(x))
+            out = math.copysign(float(math.floor(x)), x)
             V[i] = out
             t = 0.0
             T[i] = t
         elif o == 30:  # ceil
             x = V[ra]
-            out = float(math.ceil(x))
+            out = math.copysign(float(math.ceil(x)), x)
             V[i] = out
             t = 0.0
             T[i] = t
         elif o == 31:  # trunc
             x = V[ra]
-            out = float(math.trunc(x))
+            out = math.copysign(float(math.trunc(x)), x)
             V[i] = out
             t = 0.0
             T[i] = t
@@ -2482,17 +2651,20 @@ def forward_tangent(op, a, b, V, T, stop):
             x = V[ra]
             y = V[rb]
             z = V[rc]
-            out = min(max(x, y), z)
+            out = math.nan if (x != x or y != y or z != z) else (z if (y if x < y else x) > z else (y if x < y else x))
             V[i] = out
             pa = 1.0 if (x >= y and x <= z) else 0.0
-            pb = 1.0 if (x < y and y <= z) else 0.0
-            pc = 1.0 if (x > z or y > z) else 0.0
+            ma = ((False) if (x >= y and x <= z) else (True))
+            pb = 1.0 if (x < y and y < z) else 0.0
+            mb = ((False) if (x < y and y < z) else (True))
+            pc = 1.0 if (x > z or z < y) else 0.0
+            mc = ((False) if (x > z or z < y) else (True))
             t = 0.0
-            if va:
+            if va and not ma:
                 t += pa * T[ra]
-            if vb:
+            if vb and not mb:
                 t += pb * T[rb]
-            if vc:
+            if vc and not mc:
                 t += pc * T[rc]
             T[i] = t
         elif o == 39:  # where
@@ -2502,12 +2674,32 @@ def forward_tangent(op, a, b, V, T, stop):
             out = y if x != 0.0 else z
             V[i] = out
             pb = 1.0 if x != 0.0 else 0.0
+            mb = ((False) if (x != 0.0) else (True))
             pc = 0.0 if x != 0.0 else 1.0
+            mc = ((True) if (x != 0.0) else (False))
             t = 0.0
-            if vb:
+            if vb and not mb:
                 t += pb * T[rb]
-            if vc:
+            if vc and not mc:
                 t += pc * T[rc]
+            T[i] = t
+        elif o == 40:  # reciprocal
+            x = V[ra]
+            out = 1.0 / x
+            V[i] = out
+            pa = -out * out
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            T[i] = t
+        elif o == 41:  # clone
+            x = V[ra]
+            out = x
+            V[i] = out
+            pa = 1.0
+            t = 0.0
+            if va:
+                t += pa * T[ra]
             T[i] = t
 
 
@@ -2516,6 +2708,7 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
     """Adjoints (A, output seeded) and their tangents (D): on the leaves, the
     gradient and the Hessian-vector product along T."""
 
+    R = np.zeros(V.shape[0], np.bool_)
     for i in range(start, -1, -1):
         o = op[i]
         if o >= N_ELEMENTWISE:
@@ -2526,6 +2719,15 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
         if ARITY[o] == 3:
             rc = b[rb]
             rb = a[rb]
+        if not R[i] and not (A[i] != 0.0):
+            continue
+        if not NO_GRAD[o]:
+            if ra >= 0:
+                R[ra] = True
+            if rb >= 0:
+                R[rb] = True
+            if rc >= 0:
+                R[rc] = True
         va = ra >= 0  # (reverse: only entries get adjoints, constants do not)
         vb = rb >= 0
         vc = rc >= 0
@@ -2566,10 +2768,10 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             ty = T[rb]
             if va:
                 A[ra] += g * pa
-                D[ra] += dg * pa + g * (ty)
+                D[ra] += dg * pa + (g * (ty))
             if vb:
                 A[rb] += g * pb
-                D[rb] += dg * pb + g * (tx)
+                D[rb] += dg * pb + (g * (tx))
         elif o == 3:  # div
             y = V[rb]
             out = V[i]
@@ -2581,66 +2783,71 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             tout = T[i]
             if va:
                 A[ra] += g * pa
-                D[ra] += dg * pa + g * ((-(1.0) * (ty) / ((y) * (y))))
+                D[ra] += dg * pa + (g * (-1.0 * ty / (y * y)))
             if vb:
                 A[rb] += g * pb
-                D[rb] += dg * pb + g * (((-(tout)) / (y)) + (-(-out) * (ty) / ((y) * (y))))
+                D[rb] += dg * pb + (g * (-tout / y + --out * ty / (y * y)))
         elif o == 4:  # pow
             x = V[ra]
             y = V[rb]
             out = V[i]
             pa = 2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))
-            pb = 0.0 if (x == 0.0 and y >= 0.0) else out * log(x)
+            ma = ((False) if (y == 2.0) else (((True) if (y == 0.0) else (False))))
+            pb = 0.0 * out if (x == 0.0 and y >= 0.0) else out * log(x)
             g = A[i]
             dg = D[i]
             tx = T[ra]
             ty = T[rb]
             tout = T[i]
-            if va:
+            if va and not ma:
                 A[ra] += g * pa
-                D[ra] += dg * pa + g * ((((2.0) * (tx))) if y == 2.0 else ((0.0) if y == 0.0 else (((ty) * (x ** (y - 1.0))) + ((y) * (((y - 1.0) * (x) ** ((y - 1.0) - 1.0) * (tx)) + ((0.0 if ((ty)) == 0.0 else (x) ** (y - 1.0) * log((x)) * ((ty)))))))))
+                D[ra] += dg * pa + ((g * (2.0 * tx)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (ty * x ** (y - 1.0) + y * ((y - 1.0) * x ** (y - 1.0 - 1.0) * tx + (0.0 if ty == 0.0 else x ** (y - 1.0) * log(x) * ty))))))
             if vb:
                 A[rb] += g * pb
-                D[rb] += dg * pb + g * ((0.0) if x == 0.0 and y >= 0.0 else (((tout) * (log(x))) + ((out) * ((1.0 / (x)) * (tx)))))
+                D[rb] += dg * pb + ((g * (0.0 * tout)) if x == 0.0 and y >= 0.0 else (g * (tout * log(x) + out * (1.0 / x * tx))))
         elif o == 5:  # atan2
             x = V[ra]
             y = V[rb]
-            pa = 0.0 if (x == 0.0 and y == 0.0) else y / (x * x + y * y)
-            pb = 0.0 if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)
+            pa = 0.0 * y if (x == 0.0 and y == 0.0) else y / (x * x + y * y)
+            pb = -0.0 * x if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)
             g = A[i]
             dg = D[i]
             tx = T[ra]
             ty = T[rb]
             if va:
                 A[ra] += g * pa
-                D[ra] += dg * pa + g * ((0.0) if x == 0.0 and y == 0.0 else (((ty) / (x * x + y * y)) + (-(y) * ((((tx) * (x)) + ((x) * (tx))) + (((ty) * (y)) + ((y) * (ty)))) / ((x * x + y * y) * (x * x + y * y)))))
+                D[ra] += dg * pa + ((g * (0.0 * ty)) if x == 0.0 and y == 0.0 else (g * (ty / (x * x + y * y) + -y * (tx * x + x * tx + (ty * y + y * ty)) / ((x * x + y * y) * (x * x + y * y)))))
             if vb:
                 A[rb] += g * pb
-                D[rb] += dg * pb + g * ((0.0) if x == 0.0 and y == 0.0 else (((-(tx)) / (x * x + y * y)) + (-(-x) * ((((tx) * (x)) + ((x) * (tx))) + (((ty) * (y)) + ((y) * (ty)))) / ((x * x + y * y) * (x * x + y * y)))))
+                D[rb] += dg * pb + ((g * (-0.0 * tx)) if x == 0.0 and y == 0.0 else (g * (-tx / (x * x + y * y) + --x * (tx * x + x * tx + (ty * y + y * ty)) / ((x * x + y * y) * (x * x + y * y)))))
         elif o == 6:  # maximum
             x = V[ra]
             y = V[rb]
-            pa = 1.0 if x > y else (0.5 if x == y else 0.0)
-            pb = 1.0 if y > x else (0.5 if x == y else 0.0)
+            pa = 0.0 if x < y else (0.5 if x == y else 1.0)
+            ma = ((True) if (x < y) else (False))
+            pb = 0.0 if y < x else (0.5 if x == y else 1.0)
+            mb = ((True) if (y < x) else (False))
             g = A[i]
             dg = D[i]
-            if va:
+            if va and not ma:
                 A[ra] += g * pa
                 D[ra] += dg * pa
-            if vb:
+            if vb and not mb:
                 A[rb] += g * pb
                 D[rb] += dg * pb
         elif o == 7:  # minimum
             x = V[ra]
             y = V[rb]
-            pa = 1.0 if x < y else (0.5 if x == y else 0.0)
-            pb = 1.0 if y < x else (0.5 if x == y else 0.0)
+            pa = 0.0 if x > y else (0.5 if x == y else 1.0)
+            ma = ((True) if (x > y) else (False))
+            pb = 0.0 if y > x else (0.5 if x == y else 1.0)
+            mb = ((True) if (y > x) else (False))
             g = A[i]
             dg = D[i]
-            if va:
+            if va and not ma:
                 A[ra] += g * pa
                 D[ra] += dg * pa
-            if vb:
+            if vb and not mb:
                 A[rb] += g * pb
                 D[rb] += dg * pb
         elif o == 8:  # neg
@@ -2666,7 +2873,7 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             tout = T[i]
             if va:
                 A[ra] += g * pa
-                D[ra] += dg * pa + g * (tout)
+                D[ra] += dg * pa + (g * (tout))
         elif o == 11:  # log
             x = V[ra]
             pa = 1.0 / x
@@ -2675,7 +2882,7 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             tx = T[ra]
             if va:
                 A[ra] += g * pa
-                D[ra] += dg * pa + g * ((-(1.0) * (tx) / ((x) * (x))))
+                D[ra] += dg * pa + (g * (-1.0 * tx / (x * x)))
         elif o == 12:  # log1p
             x = V[ra]
             pa = 1.0 / (1.0 + x)
@@ -2684,7 +2891,7 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             tx = T[ra]
             if va:
                 A[ra] += g * pa
-                D[ra] += dg * pa + g * ((-(1.0) * ((tx)) / ((1.0 + x) * (1.0 + x))))
+                D[ra] += dg * pa + (g * (-1.0 * tx / ((1.0 + x) * (1.0 + x))))
         elif o == 13:  # expm1
             out = V[i]
             pa = out + 1.0
@@ -2693,7 +2900,7 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             tout = T[i]
             if va:
                 A[ra] += g * pa
-                D[ra] += dg * pa + g * ((tout))
+                D[ra] += dg * pa + (g * (tout))
         elif o == 14:  # sqrt
             out = V[i]
             pa = 0.5 / out
@@ -2702,7 +2909,7 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             tout = T[i]
             if va:
                 A[ra] += g * pa
-                D[ra] += dg * pa + g * ((-(0.5) * (tout) / ((out) * (out))))
+                D[ra] += dg * pa + (g * (-0.5 * tout / (out * out)))
         elif o == 15:  # sin
             x = V[ra]
             pa = cos(x)
@@ -2711,7 +2918,7 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             tx = T[ra]
             if va:
                 A[ra] += g * pa
-                D[ra] += dg * pa + g * ((-sin((x))) * (tx))
+                D[ra] += dg * pa + (g * (-sin(x) * tx))
         elif o == 16:  # cos
             x = V[ra]
             pa = -sin(x)
@@ -2720,7 +2927,7 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             tx = T[ra]
             if va:
                 A[ra] += g * pa
-                D[ra] += dg * pa + g * (-((cos((x))) * (tx)))
+                D[ra] += dg * pa + (g * (-(cos(x) * tx)))
         elif o == 17:  # tan
             out = V[i]
             pa = 1.0 + out * out
@@ -2729,7 +2936,7 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             tout = T[i]
             if va:
                 A[ra] += g * pa
-                D[ra] += dg * pa + g * ((((tout) * (out)) + ((out) * (tout))))
+                D[ra] += dg * pa + (g * (tout * out + out * tout))
         elif o == 18:  # asin
             x = V[ra]
             pa = 1.0 / sqrt(1.0 - x * x)
@@ -2738,7 +2945,7 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             tx = T[ra]
             if va:
                 A[ra] += g * pa
-                D[ra] += dg * pa + g * ((-(1.0) * ((0.5 / sqrt((1.0 - x * x))) * ((-(((tx) * (x)) + ((x) * (tx)))))) / ((sqrt(1.0 - x * x)) * (sqrt(1.0 - x * x)))))
+                D[ra] += dg * pa + (g * (-1.0 * (0.5 / sqrt(1.0 - x * x) * -(tx * x + x * tx)) / (sqrt(1.0 - x * x) * sqrt(1.0 - x * x))))
         elif o == 19:  # acos
             x = V[ra]
             pa = -1.0 / sqrt(1.0 - x * x)
@@ -2747,7 +2954,7 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             tx = T[ra]
             if va:
                 A[ra] += g * pa
-                D[ra] += dg * pa + g * ((-(-1.0) * ((0.5 / sqrt((1.0 - x * x))) * ((-(((tx) * (x)) + ((x) * (tx)))))) / ((sqrt(1.0 - x * x)) * (sqrt(1.0 - x * x)))))
+                D[ra] += dg * pa + (g * (--1.0 * (0.5 / sqrt(1.0 - x * x) * -(tx * x + x * tx)) / (sqrt(1.0 - x * x) * sqrt(1.0 - x * x))))
         elif o == 20:  # atan
             x = V[ra]
             pa = 1.0 / (1.0 + x * x)
@@ -2756,7 +2963,7 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             tx = T[ra]
             if va:
                 A[ra] += g * pa
-                D[ra] += dg * pa + g * ((-(1.0) * ((((tx) * (x)) + ((x) * (tx)))) / ((1.0 + x * x) * (1.0 + x * x))))
+                D[ra] += dg * pa + (g * (-1.0 * (tx * x + x * tx) / ((1.0 + x * x) * (1.0 + x * x))))
         elif o == 21:  # sinh
             x = V[ra]
             pa = cosh(x)
@@ -2765,7 +2972,7 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             tx = T[ra]
             if va:
                 A[ra] += g * pa
-                D[ra] += dg * pa + g * ((sinh((x))) * (tx))
+                D[ra] += dg * pa + (g * (sinh(x) * tx))
         elif o == 22:  # cosh
             x = V[ra]
             pa = sinh(x)
@@ -2774,7 +2981,7 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             tx = T[ra]
             if va:
                 A[ra] += g * pa
-                D[ra] += dg * pa + g * ((cosh((x))) * (tx))
+                D[ra] += dg * pa + (g * (cosh(x) * tx))
         elif o == 23:  # tanh
             out = V[i]
             pa = 1.0 - out * out
@@ -2783,7 +2990,7 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             tout = T[i]
             if va:
                 A[ra] += g * pa
-                D[ra] += dg * pa + g * ((-(((tout) * (out)) + ((out) * (tout)))))
+                D[ra] += dg * pa + (g * (-(tout * out + out * tout)))
         elif o == 24:  # sigmoid
             out = V[i]
             pa = out * (1.0 - out)
@@ -2792,13 +2999,14 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             tout = T[i]
             if va:
                 A[ra] += g * pa
-                D[ra] += dg * pa + g * (((tout) * (1.0 - out)) + ((out) * ((-(tout)))))
+                D[ra] += dg * pa + (g * (tout * (1.0 - out) + out * -tout))
         elif o == 25:  # relu
             x = V[ra]
-            pa = 1.0 if x > 0.0 else 0.0
+            pa = 0.0 if x <= 0.0 else 1.0
+            ma = ((True) if (x <= 0.0) else (False))
             g = A[i]
             dg = D[i]
-            if va:
+            if va and not ma:
                 A[ra] += g * pa
                 D[ra] += dg * pa
         elif o == 26:  # erf
@@ -2809,7 +3017,7 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             tx = T[ra]
             if va:
                 A[ra] += g * pa
-                D[ra] += dg * pa + g * (((1.1283791670955126) * ((exp((-x * x))) * (((-(tx)) * (x)) + ((-x) * (tx))))))
+                D[ra] += dg * pa + (g * (1.1283791670955126 * (exp(-x * x) * (-tx * x + -x * tx))))
         elif o == 27:  # sign
             pass
         elif o == 28:  # round
@@ -2837,28 +3045,49 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             y = V[rb]
             z = V[rc]
             pa = 1.0 if (x >= y and x <= z) else 0.0
-            pb = 1.0 if (x < y and y <= z) else 0.0
-            pc = 1.0 if (x > z or y > z) else 0.0
+            ma = ((False) if (x >= y and x <= z) else (True))
+            pb = 1.0 if (x < y and y < z) else 0.0
+            mb = ((False) if (x < y and y < z) else (True))
+            pc = 1.0 if (x > z or z < y) else 0.0
+            mc = ((False) if (x > z or z < y) else (True))
             g = A[i]
             dg = D[i]
-            if va:
+            if va and not ma:
                 A[ra] += g * pa
                 D[ra] += dg * pa
-            if vb:
+            if vb and not mb:
                 A[rb] += g * pb
                 D[rb] += dg * pb
-            if vc:
+            if vc and not mc:
                 A[rc] += g * pc
                 D[rc] += dg * pc
         elif o == 39:  # where
             x = V[ra]
             pb = 1.0 if x != 0.0 else 0.0
+            mb = ((False) if (x != 0.0) else (True))
             pc = 0.0 if x != 0.0 else 1.0
+            mc = ((True) if (x != 0.0) else (False))
             g = A[i]
             dg = D[i]
-            if vb:
+            if vb and not mb:
                 A[rb] += g * pb
                 D[rb] += dg * pb
-            if vc:
+            if vc and not mc:
                 A[rc] += g * pc
                 D[rc] += dg * pc
+        elif o == 40:  # reciprocal
+            out = V[i]
+            pa = -out * out
+            g = A[i]
+            dg = D[i]
+            tout = T[i]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + (g * (-tout * out + -out * tout))
+        elif o == 41:  # clone
+            pa = 1.0
+            g = A[i]
+            dg = D[i]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa

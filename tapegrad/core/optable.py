@@ -1,8 +1,8 @@
 """The op table: the single source of truth for every differentiable elementwise op.
 
-One row per op.  Everything else is derived from these rows by ``tapegrad/_codegen.py``:
+One row per op.  Everything else is derived from these rows by ``tools/codegen.py``:
 the opcode numbers, the branches of the Numba reverse sweep (``kernels.py``), the fast
-Python recording methods (``_methods.py``), the ``tg.<name>`` functions and ``Tensor``
+Python recording methods (``elementwise.py``), the ``tg.<name>`` functions and ``Tensor``
 methods, the node names users see (``grad_fn``), which inputs an op saves for backward,
 the op list in the docs, and the op tests (``tests/test_ops.py`` walks this table).
 
@@ -20,6 +20,11 @@ Vocabulary of a row (fixed names, as in PyTorch's derivatives.yaml and HIPS auto
 - ``node``: the ``grad_fn`` class name, as PyTorch prints it; ``node_c`` the name used
   when the second input is a Python number, if PyTorch names that case differently.
 - ``domain``: where the op tests sample each input (a smooth region of the op).
+
+A branch of a partial that is the constant ``0.0`` is a *mask*, as PyTorch's ``where``/
+``masked_fill``/``zeros_like`` in its backward formulas: that input gets nothing, even from
+an infinite or NaN incoming gradient.  A computed zero (``y`` in ``mul`` at ``y == 0``)
+multiplies as usual (``inf * 0 = nan``), as in PyTorch.
 """
 from __future__ import annotations
 
@@ -41,6 +46,9 @@ class Op(NamedTuple):
     method: bool = True  # also a Tensor method (``x.sin()``)
     dunder: Optional[str] = None  # Python operator protocol name (``mul`` -> ``__mul__``)
     commutative: bool = False     # ``2 * x`` records as ``x * 2``, as PyTorch does
+    rewrite_r: Optional[str] = None  # ``number OP tensor`` records as this composition of rows
+    int_result: bool = False  # integer/bool inputs give that dtype (else the default float)
+    keeps_graph: bool = False  # create_graph: the gradient depends on x even where constant
     compare: bool = False         # a comparison: a bool tensor without grad (a guard source)
     sig: Optional[str] = None  # Python signature of a ternary op ...
     call: Optional[str] = None  # ... and how it maps onto (x, y, z)
@@ -54,36 +62,45 @@ B2 = ((-2.0, 2.0), (-2.0, 2.0))
 OPS: Tuple[Op, ...] = (
     # binary arithmetic -------------------------------------------------------------
     Op("add", 2, "x + y", "np.add(x, y)", "1.0", "1.0", node="AddBackward0", dunder="add",
-       commutative=True, domain=B2),
+       commutative=True, int_result=True, domain=B2),
     Op("sub", 2, "x - y", "np.subtract(x, y)", "1.0", "-1.0", node="SubBackward0", dunder="sub",
-       node_r="RsubBackward1", domain=B2),
+       node_r="RsubBackward1", int_result=True, domain=B2),
     Op("mul", 2, "x * y", "np.multiply(x, y)", "y", "x", node="MulBackward0", dunder="mul",
-       commutative=True, domain=B2),
+       commutative=True, int_result=True, domain=B2),
     # d/dx x/y = 1/y ; d/dy x/y = -x/y^2 = -out/y
     Op("div", 2, "x / y", "np.true_divide(x, y)", "1.0 / y", "-out / y",
-       node="DivBackward0", dunder="truediv", domain=((-2.0, 2.0), (0.5, 2.0))),
-    # d/dx x^y = y x^(y-1) (0 where y == 0, as PyTorch) ; d/dy x^y = x^y log x (0 at x == 0, y >= 0)
+       node="DivBackward0", dunder="truediv", rewrite_r="mul(reciprocal(y), x)",
+       domain=((-2.0, 2.0), (0.5, 2.0))),
+    # d/dx x^y = y x^(y-1) (0 where y == 0, as PyTorch) ; d/dy x^y = x^y log x (0 at x == 0, y >= 0:
+    # a computed zero, as PyTorch's, so an infinite gradient gives NaN there)
     # (y == 2 is the common case, x**2: a multiply instead of a call to pow)
     Op("pow", 2, "x * x if y == 2.0 else math.pow(x, y)", "np.power(x, y)",
        "2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))",
-       "0.0 if (x == 0.0 and y >= 0.0) else out * log(x)",
+       "0.0 * out if (x == 0.0 and y >= 0.0) else out * log(x)",
        node="PowBackward1", dunder="pow", node_c="PowBackward0",
-       node_r="PowBackward2", domain=((0.3, 2.0), (-2.0, 2.0))),
+       node_r="PowBackward2", int_result=True, domain=((0.3, 2.0), (-2.0, 2.0))),
     # atan2(x, y) = angle of (y, x): d/dx = y/(x^2+y^2) ; d/dy = -x/(x^2+y^2)
+    # (at the origin, PyTorch's partials are computed zeros, not masks: times an infinite
+    # gradient they give NaN, and a create_graph gradient depends on x and y)
     Op("atan2", 2, "math.atan2(x, y)", "np.arctan2(x, y)",
-       "0.0 if (x == 0.0 and y == 0.0) else y / (x * x + y * y)",
-       "0.0 if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)", node="Atan2Backward0",
+       "0.0 * y if (x == 0.0 and y == 0.0) else y / (x * x + y * y)",
+       "-0.0 * x if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)", node="Atan2Backward0",
        domain=((0.3, 2.0), (0.3, 2.0))),
-    # ties split the gradient evenly, as PyTorch's maximum/minimum
-    Op("maximum", 2, "x if (x > y or x != x) else y", "np.maximum(x, y)",
-       "1.0 if x > y else (0.5 if x == y else 0.0)",
-       "1.0 if y > x else (0.5 if x == y else 0.0)", node="MaximumBackward0", domain=B2),
-    Op("minimum", 2, "x if (x < y or x != x) else y", "np.minimum(x, y)",
-       "1.0 if x < y else (0.5 if x == y else 0.0)",
-       "1.0 if y < x else (0.5 if x == y else 0.0)", node="MinimumBackward0", domain=B2),
+    # ties split the gradient evenly, as PyTorch's maximum/minimum; a tie returns x (so
+    # maximum(-0., 0.) is -0.) and NaN propagates from either side, as PyTorch
+    Op("maximum", 2, "x if (x >= y or x != x) else y", "np.where((x >= y) | (x != x), x, y)",
+       "0.0 if x < y else (0.5 if x == y else 1.0)",
+       "0.0 if y < x else (0.5 if x == y else 1.0)", node="MaximumBackward0", int_result=True,
+       domain=B2),
+    Op("minimum", 2, "x if (x <= y or x != x) else y", "np.where((x <= y) | (x != x), x, y)",
+       "0.0 if x > y else (0.5 if x == y else 1.0)",
+       "0.0 if y > x else (0.5 if x == y else 1.0)", node="MinimumBackward0", int_result=True,
+       domain=B2),
     # unary ---------------------------------------------------------------------------
-    Op("neg", 1, "-x", "np.negative(x)", "-1.0", node="NegBackward0", dunder="neg"),
-    Op("abs", 1, "abs(x)", "np.abs(x)", "sign(x)", node="AbsBackward0", dunder="abs"),  # abs'(0) = 0
+    Op("neg", 1, "-x", "np.negative(x)", "-1.0", node="NegBackward0", dunder="neg",
+       int_result=True),
+    Op("abs", 1, "abs(x)", "np.abs(x)", "sign(x)", node="AbsBackward0", dunder="abs",
+       int_result=True),  # abs'(0) = 0
     Op("exp", 1, "math.exp(x)", "np.exp(x)", "out", node="ExpBackward0"),
     Op("log", 1, "math.log(x)", "np.log(x)", "1.0 / x", node="LogBackward0", domain=POS),
     Op("log1p", 1, "math.log1p(x)", "np.log1p(x)", "1.0 / (1.0 + x)", node="Log1PBackward0",
@@ -106,18 +123,25 @@ OPS: Tuple[Op, ...] = (
     # fused: sigma' = sigma (1 - sigma), stable for large |x|
     Op("sigmoid", 1, "1.0 / (1.0 + math.exp(-x))", "1.0 / (1.0 + np.exp(-x))",
        "out * (1.0 - out)", node="SigmoidBackward0", domain=((-4.0, 4.0),)),
-    Op("relu", 1, "x if x > 0.0 else 0.0 * x", "np.maximum(x, 0.0)",
-       "1.0 if x > 0.0 else 0.0", node="ReluBackward0"),  # relu'(0) = 0
+    # relu(-0.) = -0., relu(nan) = nan, relu'(0) = 0, relu'(nan) = 1, as PyTorch; its backward
+    # (threshold_backward) reads x, so a create_graph gradient through it requires grad
+    Op("relu", 1, "0.0 if x < 0.0 else x", "np.where(x < 0.0, 0.0, x)",
+       "0.0 if x <= 0.0 else 1.0", node="ReluBackward0", int_result=True, keeps_graph=True),
     # erf' = 2/sqrt(pi) exp(-x^2)
     Op("erf", 1, "math.erf(x)", "erf_array(x)", "1.1283791670955126 * exp(-x * x)",
        node="ErfBackward0"),
-    # piecewise constant: zero gradient almost everywhere, as PyTorch
-    Op("sign", 1, "1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0 * x)", "np.sign(x)", "0.0",
-       node="SignBackward0"),
-    Op("round", 1, "float(round(x))", "np.round(x)", "0.0", node="RoundBackward0"),
-    Op("floor", 1, "float(math.floor(x))", "np.floor(x)", "0.0", node="FloorBackward0"),
-    Op("ceil", 1, "float(math.ceil(x))", "np.ceil(x)", "0.0", node="CeilBackward0"),
-    Op("trunc", 1, "float(math.trunc(x))", "np.trunc(x)", "0.0", node="TruncBackward0"),
+    # piecewise constant: zero gradient almost everywhere, as PyTorch; sign(nan) = sign(-0.) = 0.
+    # and the roundings keep the sign of x (ceil(-0.2) = -0.), as PyTorch
+    Op("sign", 1, "1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)",
+       "(x > 0.0) * 1.0 - (x < 0.0) * 1.0", "0.0", node="SignBackward0", int_result=True),
+    Op("round", 1, "math.copysign(float(round(x)), x)", "np.round(x)", "0.0",
+       node="RoundBackward0", int_result=True),
+    Op("floor", 1, "math.copysign(float(math.floor(x)), x)", "np.floor(x)", "0.0",
+       node="FloorBackward0", int_result=True),
+    Op("ceil", 1, "math.copysign(float(math.ceil(x)), x)", "np.ceil(x)", "0.0",
+       node="CeilBackward0", int_result=True),
+    Op("trunc", 1, "math.copysign(float(math.trunc(x)), x)", "np.trunc(x)", "0.0",
+       node="TruncBackward0", int_result=True),
     # comparisons: bool results that never require grad; recorded (value 0/1) when an
     # operand is recorded, so that replay can re-evaluate them (guards, where's condition)
     Op("lt", 2, "1.0 if x < y else 0.0", "np.less(x, y)", "0.0", "0.0", compare=True, domain=B2),
@@ -132,18 +156,29 @@ OPS: Tuple[Op, ...] = (
     Op("ne", 2, "1.0 if x != y else 0.0", "np.not_equal(x, y)", "0.0", "0.0", compare=True,
        domain=B2),
     # ternary -------------------------------------------------------------------------
-    # clamp(x, lo, hi): inclusive at both bounds, as PyTorch
-    Op("clamp", 3, "min(max(x, y), z)", "np.minimum(np.maximum(x, y), z)",
+    # clamp(x, lo, hi): inclusive at both bounds; NaN in any input gives NaN; hi wins when
+    # lo > hi, and with lo == hi only x (inside) or hi (above) gets the gradient: PyTorch's
+    # clamp_backward_min_max
+    Op("clamp", 3,
+       "math.nan if (x != x or y != y or z != z) else "
+       "(z if (y if x < y else x) > z else (y if x < y else x))",
+       "np.where((x != x) | (y != y) | (z != z), np.nan, "
+       "np.where(np.where(x < y, y, x) > z, z, np.where(x < y, y, x)))",
        "1.0 if (x >= y and x <= z) else 0.0",
-       "1.0 if (x < y and y <= z) else 0.0",
-       "1.0 if (x > z or y > z) else 0.0",
-       node="ClampBackward1",
+       "1.0 if (x < y and y < z) else 0.0",
+       "1.0 if (x > z or z < y) else 0.0",
+       node="ClampBackward1", int_result=True,
        sig="input, min=None, max=None",
        call="input, -math.inf if min is None else min, math.inf if max is None else max", domain=((-2.0, 2.0), (-1.0, -1.0), (1.0, 1.0))),
     # where(cond, a, b): cond is not differentiable
     Op("where", 3, "y if x != 0.0 else z", "np.where(x, y, z)", "0.0",
        "1.0 if x != 0.0 else 0.0", "0.0 if x != 0.0 else 1.0",
-       node="WhereBackward0", sig="condition, input, other", call="condition, input, other", domain=((0.0, 1.0), (-2.0, 2.0), (-2.0, 2.0)), method=False),
+       node="WhereBackward0", int_result=True, sig="condition, input, other", call="condition, input, other", domain=((0.0, 1.0), (-2.0, 2.0), (-2.0, 2.0)), method=False),
+    # new rows go here, at the end: an opcode is a row's position, and saved tapes keep them
+    # d/dx 1/x = -1/x^2 = -out^2 ; ``number / tensor`` records as reciprocal then mul, as PyTorch
+    Op("reciprocal", 1, "1.0 / x", "np.reciprocal(x)", "-out * out", node="ReciprocalBackward0",
+       domain=((0.3, 2.0),)),
+    Op("clone", 1, "x", "np.copy(x)", "1.0", node="CloneBackward0", int_result=True),
 )
 
 # Structural opcodes follow the elementwise ones; the sweep treats them specially.

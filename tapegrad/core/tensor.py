@@ -24,7 +24,7 @@ from typing import Callable, Optional, Union
 
 import numpy as np
 
-from . import optable
+from . import interrupts, optable
 from .forward import ARRAY_FORWARD, SCALAR_FORWARD
 from .dtypes import (Size, bool_, dtype, dtype_of, float16, float32, float64, int8, int16,
                      int32, int64, uint8)
@@ -97,7 +97,7 @@ def _operand_ref(T, t, shape):
         if t._tape is None:  # a constant tensor
             if shape == () or v.__class__ is float or v.size == 1:
                 return T._const_t(_b.float(np.asarray(v).reshape(())) if v.__class__ is not float else v)
-            return T._push(CONST, -1, -1, np.broadcast_to(np.asarray(v, np.float64), shape))
+            return T._push_const(t, np.broadcast_to(np.asarray(v, np.float64), shape))
         r = t._entry if t._tape is T else T._ref(t)
         vshape = () if v.__class__ is float else v.shape
         if vshape != shape and vshape != ():  # 0-d operands broadcast in the sweep itself
@@ -117,19 +117,50 @@ def _value_of(x, name, pos):
                     f"not {type(x).__name__}")
 
 
+def _promote(a, b):
+    """PyTorch's promoteTypes: a float type beats an integer or bool one (int64 with float16
+    is float16); within a kind, as NumPy (uint8 with int8 is int16)."""
+    if a is None or b is None:
+        return b if a is None else a
+    if (a.kind == "f") != (b.kind == "f"):
+        return a if a.kind == "f" else b
+    return np.promote_types(a, b)
+
+
+def _combine(higher, lower):
+    """PyTorch's combine_categories: a lower-priority operand counts only when it is of a
+    higher category (bool < integer < float)."""
+    if higher is None or lower is None:
+        return lower if higher is None else higher
+    if higher.kind == "f":
+        return higher
+    if higher.kind == "b" or lower.kind == "f":
+        return _promote(higher, lower)
+    return higher
+
+
 def _result_dtype(args, vals):
-    """NumPy dtype of an elementwise result: floating, float64 unless all float tensors
-    are float32/float16 (Python numbers do not promote, as in PyTorch)."""
-    kinds = [v.dtype for a, v in zip(args, vals) if isinstance(a, Tensor) and v.__class__ is not float]
-    floats = [d for d in kinds if d.kind == "f"]
-    if any(isinstance(a, Tensor) and v.__class__ is float for a, v in zip(args, vals)):
-        floats.append(np.dtype(np.float64))
-    if floats:
-        return np.result_type(*floats)
-    return np.dtype(np.float64)
+    """NumPy dtype of an elementwise op's operands, by PyTorch's type promotion
+    (``torch.result_type``): tensors with dimensions first, then 0-d tensors, then Python
+    numbers, a later group counting only when of a higher category; a Python int is int64
+    (so ``uint8 + 1`` stays uint8), a Python float the default float dtype (float64)."""
+    groups = [None, None, None]
+    for a, v in zip(args, vals):
+        if isinstance(a, Tensor) or isinstance(a, (np.ndarray, np.generic)):
+            k, dt = (1, _F64) if v.__class__ is float else ((0 if v.ndim else 1), v.dtype)
+        elif isinstance(a, (bool, np.bool_)):
+            k, dt = 2, _BOOL
+        elif isinstance(a, _b.int):
+            k, dt = 2, _I64
+        else:
+            k, dt = 2, _F64
+        groups[k] = _promote(groups[k], dt)
+    return _combine(groups[0], _combine(groups[1], groups[2]))
 
 
 _F64 = np.dtype(np.float64)
+_I64 = np.dtype(np.int64)
+_BOOL = np.dtype(np.bool_)
 _NAN = math.nan
 _ND = np.ndarray
 
@@ -170,13 +201,13 @@ def elementwise_fallback(code, args):
                 return wrap(v)
             x = args[0]
             t = x._tape if x.__class__ is Tensor else None
-            ra = (x._entry if t is T else (T._ref(x) if t is not None else T._push(CONST, -1, -1, x._value))) \
+            ra = (x._entry if t is T else (T._ref(x) if t is not None else T._push_const(x, x._value))) \
                 if x.__class__ is Tensor else T._const(x)
             rb = -1
             if len(args) == 2:
                 y = args[1]
                 t = y._tape if y.__class__ is Tensor else None
-                rb = (y._entry if t is T else (T._ref(y) if t is not None else T._push(CONST, -1, -1, y._value))) \
+                rb = (y._entry if t is T else (T._ref(y) if t is not None else T._push_const(y, y._value))) \
                     if y.__class__ is Tensor else T._const(y)
             vs = T._rec_val
             n = len(vs)
@@ -225,13 +256,23 @@ def _generic_slow(code, args):
             v = ieee_value(code, *xs)
         v = _b.float(v)
     else:
-        dt = _result_dtype(args, vals)
+        # clamp's absent bounds (+-inf) do not promote an integer tensor, as PyTorch's None
+        typed = [(a, v) for a, v in list(zip(args, vals))[first:]
+                 if not (op.name == "clamp" and a.__class__ is _b.float and math.isinf(a))]
+        dt = _result_dtype(*zip(*typed))
+        if dt.kind != "f" and not op.int_result:
+            dt = _F64   # int / int, sqrt(int): the default float dtype
         arrs = [np.asarray(v) for v in vals]
-        if op.name == "where":
-            arrs[0] = arrs[0].astype(bool)
+        for k, (a, x) in enumerate(zip(args, arrs)):
+            if k < first:
+                arrs[k] = x.astype(bool)
+            elif a.__class__ is not _b.float:   # Python floats stay weak, as in PyTorch
+                arrs[k] = x.astype(dt, copy=False)   # (a Python int wraps: uint8 - 1 is 255)
         with np.errstate(all="ignore"):
             v = _VF[code](*arrs)
         v = np.asarray(v).astype(dt, copy=False)
+        if dt.kind != "f":
+            return wrap(v)   # integer and bool results never require grad
         if v.ndim == 0 and v.dtype == np.float64:
             v = _b.float(v)
     T = recording()
@@ -245,8 +286,18 @@ def _generic_slow(code, args):
                 any(getattr(a, "_comparison", None) is not None for a in args[1:]):
             note_comparison_use(T, g)   # a comparison used as a number: not replayable
             return wrap(v)
-        # where(recorded condition, constants): recorded, so that a replay follows the
-        # condition (the result requires grad, with zero gradient, unlike PyTorch's)
+        if T.rewrite_array_op is None:
+            note_comparison_use(T, g, "tg.where with constant branches is a constant outside "
+                                      "tg.compile, as in PyTorch; record it with tg.compile")
+            return wrap(v)
+        # where(recorded condition, constants) while tg.compile records: recorded, so that a
+        # replay follows the condition (the result requires grad, with zero gradient); outside
+        # tg.compile it is a constant, as PyTorch's
+    else:
+        for k, a in enumerate(args):   # a comparison used as a number, beside recorded values
+            g = getattr(a, "_comparison", None) if isinstance(a, Tensor) else None
+            if g is not None and g[0] is T and not (op.name == "where" and k == 0):
+                note_comparison_use(T, g)
     shape = () if v.__class__ is float else v.shape
     refs = []
     for k, a in enumerate(args):
@@ -276,7 +327,8 @@ class Tensor:
     Create tensors with :func:`tapegrad.tensor` and the factories (``zeros``, ``randn``...).
     """
 
-    __slots__ = ("_value", "_tape", "_entry", "_grad", "_hooks", "_retains", "_comparison", "__weakref__")
+    __slots__ = ("_value", "_tape", "_entry", "_grad", "_hooks", "_retains", "_comparison",
+                 "_version", "__weakref__")
     __hash__ = object.__hash__
     # A subclass whose ops record differently (tg.compile's Elements) sets these to
     # handler(code, args) and handler(array op name, args, params).
@@ -399,11 +451,8 @@ class Tensor:
         t = self._tape
         if t.__class__ is Tape and t._leaves.get(self._entry) is self:
             t._dirty.append((self._entry, len(t)))
+            t._leaf_of.pop(id(self), None)
             self._tape = _UNREG   # re-register with the new value on next use
-
-    def copy_(self, src):
-        """Copy ``src``'s values into this tensor, in place (broadcasting ``src``)."""
-        return self._inplace(lambda s: s * 0.0 + src)
 
     def __reduce_ex__(self, protocol):
         # pickling and deepcopy keep the value and requires_grad, never the tape
@@ -522,10 +571,6 @@ class Tensor:
             return format(self.item(), spec)
         return repr(self)
 
-    def clone(self):
-        """A copy that stays in the graph (gradient flows back to self)."""
-        return self * 1.0 if self._tape is not None else wrap(np.copy(self._value) if self._value.__class__ is not float else self._value)
-
     # -- comparisons (not differentiable) ------------------------------------------------
     def __lt__(self, o): return compare(_CODES["lt"], self, o)
     def __le__(self, o): return compare(_CODES["le"], self, o)
@@ -557,9 +602,12 @@ class Tensor:
             self._tape, self._entry, self._value = r._tape, r._entry, v
         else:
             if old.__class__ is Tape and old._leaves.get(self._entry) is self:
+                old._leaf_of.pop(id(self), None)
                 self._tape = _UNREG            # re-register with the new value on next use
             if v.__class__ is not float and self._value.__class__ is not float:
                 self._value[...] = v            # really in place: .data and aliases see it
+                # a new version of the memory: what saved it by reference must not use it
+                self._version = getattr(self, "_version", 0) + 1
             else:
                 self._value = v
         return self
@@ -587,15 +635,6 @@ class Tensor:
     def clamp_(self, min=None, max=None):
         """In place ``clamp``."""
         return self._inplace(lambda s: s.clamp(min, max))
-
-    def fill_(self, value):
-        """Fill with ``value`` in place (not differentiable with respect to self)."""
-        return self._inplace(lambda s: wrap(np.full(s.shape, value, s.dtype.np) if s.ndim
-                                             else _b.float(value)))
-
-    def zero_(self):
-        """Fill with zeros in place (e.g. ``x.grad.zero_()``)."""
-        return self.fill_(0.0)
 
     __iadd__ = add_
     __isub__ = sub_
@@ -658,12 +697,11 @@ def recorded_comparison(T, args):
     return None
 
 
-def note_comparison_use(T, g):
+def note_comparison_use(T, g, why="a comparison used as a number; use tg.where(cond, a, b)"):
     """A recorded comparison's value flowed into an op that does not record (its other
     operands are constants): a replay could not follow it, so ``compile`` must refuse."""
     f = _user_frame()
-    T._reads.append((g[1], f"{f.f_code.co_filename}:{f.f_lineno} (a comparison used as a "
-                           "number; use tg.where(cond, a, b))"))
+    T._reads.append((g[1], f"{f.f_code.co_filename}:{f.f_lineno} ({why})"))
 
 
 def compare(code, x, y):
@@ -714,3 +752,6 @@ _SF, _VF = SCALAR_FORWARD, ARRAY_FORWARD
 _WHERE = [op.name for op in optable.OPS].index("where")
 _CODES = {op.name: k for k, op in enumerate(optable.OPS)}
 _ARITY = tuple(op.arity for op in optable.OPS)
+
+# Ctrl-C inside these is delivered when they return (they append tape entries)
+interrupts.protect(elementwise_fallback, _record)
