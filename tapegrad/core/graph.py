@@ -10,6 +10,8 @@ from . import optable
 from .tape import ARG, CONST, LEAF, LINK, PYFUNC, PYOUT, N_ELEMENTWISE
 
 _CLASSES = {}
+_CODES = {op.name: k for k, op in enumerate(optable.OPS)}
+_WHERE, _CLAMP = _CODES["where"], _CODES["clamp"]
 
 
 class Node:
@@ -75,9 +77,19 @@ def _number_side(T, code, ra, rb):
     return None
 
 
+def _tensor_bounds(T, refs):
+    """True when a clamp's bounds came from tensors (PyTorch's ``ClampBackward0``, an edge
+    per input) rather than Python numbers (``ClampBackward1``, an edge for ``x`` only)."""
+    return any(r >= 0 or r in T._tensor_consts for r in refs[1:])
+
+
 def _node_inputs(T, i):
     refs = T._inputs(i)
     code, ra, rb = T._entry(i)
+    if code == _WHERE:   # the condition is not differentiable: no edge, as in PyTorch
+        return refs[1:]
+    if code == _CLAMP and not _tensor_bounds(T, refs):
+        return refs[:1]
     if code < N_ELEMENTWISE:
         side = _number_side(T, code, ra, rb)
         if side is not None:
@@ -95,6 +107,8 @@ def node_name(T, i):
     if code >= N_ELEMENTWISE:
         return optable.STRUCTURAL[code - N_ELEMENTWISE]
     op = optable.OPS[code]
+    if code == _CLAMP and _tensor_bounds(T, T._inputs(i)):
+        return "ClampBackward0"
     side = _number_side(T, code, ra, rb)
     return op.node if side is None else (op.node_c if side == 1 else op.node_r)
 

@@ -13,6 +13,9 @@ sweep stops there and calls the vjp (``pyop_backward``).
 """
 from __future__ import annotations
 
+import builtins
+import math
+import warnings
 from typing import Callable, NamedTuple, Optional, Union
 
 import numpy as np
@@ -32,12 +35,15 @@ class ArrayOp(NamedTuple):
     method: bool = True         # also a Tensor method
     outputs: Optional[Callable] = None  # for multi-output ops: ans -> (differentiable, extra)
     cast: bool = True           # results take the inputs' float dtype (float32 stays float32)
+    edges: Union[int, Callable, None] = None  # the node's inputs: the first ``edges`` tensor
+    #   arguments (PyTorch's differentiable ones; a function of the call's values and params);
+    #   later ones are constants
 
 
 ARRAY_OPS = {}
 
 
-def defop(name, node, method=True, outputs=None, cast=True):
+def defop(name, node, method=True, outputs=None, cast=True, edges=None):
     """Register ``forward`` (the decorated function) with its ``vjp`` (``forward.defvjp``).
 
     The rule is written in tapegrad ops: ``vjp(g, ans, *args, **params)`` gets the result's
@@ -47,10 +53,12 @@ def defop(name, node, method=True, outputs=None, cast=True):
     arguments computing it only when that input needs it).  Broadcasting is undone by the
     caller (``sum_to``), never inside a rule.  A multi-output op (``split``) gets lists of
     tensors as ``g`` and ``ans``.  The float walk runs a rule under no_grad on plain
-    tensors, ``create_graph=True`` on recorded ones: one rule for every order."""
+    tensors, ``create_graph=True`` on recorded ones: one rule for every order.  ``edges``
+    limits the node's inputs (``next_functions``) to the first tensor arguments, PyTorch's
+    differentiable ones (``nll_loss``'s target and weight are constants)."""
     def register(forward):
         def with_vjp(vjp):
-            ARRAY_OPS[name] = ArrayOp(name, node, forward, vjp, method, outputs, cast)
+            ARRAY_OPS[name] = ArrayOp(name, node, forward, vjp, method, outputs, cast, edges)
             return vjp
         forward.defvjp = with_vjp
         return forward
@@ -71,15 +79,16 @@ def _out(v, like=None):
     return v
 
 
-def _record_call(op, node, args, outs, params):
+def _record_call(op, node, args, outs, params, edges=None):
     """Record array op ``op`` applied to ``args`` with results ``outs``; returns the result
-    tensors.  The entry keeps the call (``PyOp.fwd``): the walk finds the rule from it."""
+    tensors.  The entry keeps the call (``PyOp.fwd``): the walk finds the rule from it; the
+    node's inputs are the first ``edges`` tensors (all for None)."""
     T = recording()
-    tensors = [a for a in args if isinstance(a, Tensor)]
+    tensors = [a for a in args if isinstance(a, Tensor)][:edges]
     if T is None or not any(t._tape is not None for t in tensors):
         return [wrap(v) for v in outs]
     refs = [(t._entry if t._tape is T else T._ref(t)) if t._tape is not None else -1 for t in tensors]
-    idx = record(T, node, refs, outs, None, (op.name, _template(args), params))
+    idx = record(T, node, refs, outs, None, (op.name, _template(args, edges), params))
     return [tensor_of_entry(T, i, v) for i, v in zip(idx, outs)]
 
 
@@ -93,7 +102,7 @@ def pyop_backward(py, grads, saved, outs):
         return py.backward_fn(grads)
     name, template, params = py.fwd
     op = ARRAY_OPS[name]
-    tensor_pos = [k for k, a in enumerate(template) if isinstance(a, (Arg, Tensor))]
+    tensor_pos = [k for k, a in enumerate(template) if isinstance(a, (Arg, Tensor))][:len(py.inputs)]
     args = [saved(py.inputs[int(a)]) if isinstance(a, Arg) else a for a in template]
     multi = py.nout > 1 or name == "split"
     g, ans = (grads, outs) if multi else (grads[0], outs[0])
@@ -131,30 +140,63 @@ def call(name, *args, **params):
     dt = next((np.asarray(a._value).dtype for a in tensors if a._value.__class__ is not float), None) \
         if op.cast else None
     node = op.node(*vals, **params) if callable(op.node) else op.node
+    edges = op.edges(*vals, **params) if callable(op.edges) else op.edges
     if isinstance(ans, tuple):  # several differentiable outputs (split, chunk)
-        return tuple(_record_call(op, node, args, [_out(v, dt) for v in ans], params))
-    res = _record_call(op, node, args, [_out(ans, dt)], params)[0]
+        return tuple(_record_call(op, node, args, [_out(v, dt) for v in ans], params, edges))
+    res = _record_call(op, node, args, [_out(ans, dt)], params, edges)[0]
     return res if extra is None else (res, wrap(extra))
 
 
-def _template(args):
+def _template(args, edges=None):
     """The arguments of a recorded call, each tensor that requires grad replaced by its
-    input number (a tensor without grad is a constant: kept as a tensor of its value)."""
+    input number (a tensor without grad, or past the op's ``edges``, is a constant: kept as
+    a tensor of its value)."""
     out, k = [], 0
     for a in args:
         if isinstance(a, Tensor):
-            out.append(Arg(k) if a._tape is not None else wrap(a._value))
+            live = a._tape is not None and (edges is None or k < edges)
+            out.append(Arg(k) if live else wrap(a._value))
             k += 1
         else:
             out.append(a)
     return tuple(out)
 
 
+def wrap_dim(dim, ndim):
+    """``dim`` of a tensor with ``ndim`` dimensions as an index ``0 <= dim < ndim``, checked
+    as PyTorch checks it (a 0-d tensor takes ``0`` and ``-1``): the one place dims are
+    normalised, for every row and function."""
+    n = ndim if ndim > 0 else 1
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {dim})")
+    return int(dim) % n
+
+
+def wrap_dims(dims, ndim):
+    """A dim or a sequence of dims, each ``wrap_dim``-ed, as a tuple without repeats."""
+    dims = dims if isinstance(dims, (tuple, list)) else (dims,)
+    out = tuple(wrap_dim(d, ndim) for d in dims)
+    for k, d in enumerate(out):
+        if d in out[:k]:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+    return out
+
+
 def _axes(dim, ndim):
+    """NumPy axes of a reduction over ``dim`` (None: all); a 0-d tensor has none to reduce."""
     if dim is None:
         return None
-    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
-    return tuple(d % max(ndim, 1) for d in dims)
+    axes = wrap_dims(dim, ndim)
+    return axes if ndim > 0 else ()
+
+
+def _along(fn, x, dim):
+    """``fn(x, axis)`` along ``dim``; a 0-d ``x`` is taken as one element along dim 0."""
+    dim = wrap_dim(dim, x.ndim)
+    if x.ndim == 0:
+        return fn(x.reshape(1), 0).reshape(())
+    return fn(x, dim)
 
 
 def _name(base, dim):
@@ -263,6 +305,8 @@ def _(g, ans, x, dim=None, keepdim=False):
     # d prod / dx_i = prod of the others = prod / x_i away from zeros
     if np.all(_value(x) != 0):
         return (_spread(g * ans, x, dim, keepdim) / x,)
+    if not _shape(x):   # one element: d x / dx = 1
+        return (g,)
     return (_spread(g, x, dim, keepdim) * _products_of_others(x, dim),)
 
 
@@ -284,6 +328,9 @@ amin.defvjp(_ties)
 
 def _arg_extreme(argfn):
     def forward(x, dim, keepdim=False):
+        dim = wrap_dim(dim, x.ndim)
+        if x.ndim == 0:
+            return x.copy(), np.zeros((), np.int64)
         idx = argfn(x, axis=dim, keepdims=True)
         vals = np.take_along_axis(x, idx, axis=dim)
         if not keepdim:
@@ -295,6 +342,8 @@ def _arg_extreme(argfn):
 def _route(argfn):
     def vjp(g, ans, x, dim, keepdim=False):
         # d max(x, dim) / dx = 1 at the index it returned, 0 elsewhere
+        if not _shape(x):
+            return (g,)
         idx = argfn(_value(x), axis=dim, keepdims=True)
         gk = g if keepdim else call("unsqueeze", g, dim)
         return (call("ungather", gk, _shape(x), dim, idx),)
@@ -337,27 +386,49 @@ def _ddof(unbiased, correction):
     return (1 if unbiased else 0) if correction is None else correction
 
 
+def _reduced_count(x, dim):
+    """How many elements of ``x`` each result of a reduction over ``dim`` combines."""
+    ax = _axes(dim, len(_shape(x)))
+    return _numel(x) if ax is None else int(np.prod([_shape(x)[a] for a in ax], dtype=np.int64))
+
+
+def _variance(x, dim, unbiased, keepdim, correction, name):
+    """sum((x - mean)^2) / max(N - correction, 0), as PyTorch: nan or inf (and a warning)
+    where no degree of freedom is left."""
+    ax = _axes(dim, x.ndim)
+    n = _reduced_count(x, dim)
+    dof = n - _ddof(unbiased, correction)
+    if dof <= 0:
+        warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly less "
+                      "than the reduction factor (input numel divided by output numel).",
+                      UserWarning, stacklevel=5)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = x - np.sum(x, axis=ax, keepdims=True) / n
+        return np.sum(d * d, axis=ax, keepdims=keepdim) / builtins.max(dof, 0)
+
+
 @defop("var", "VarBackward0")
 def var(x, dim=None, unbiased=True, keepdim=False, correction=None):
-    return np.var(x, axis=_axes(dim, x.ndim), ddof=_ddof(unbiased, correction), keepdims=keepdim)
+    return _variance(x, dim, unbiased, keepdim, correction, "var")
 
 
 @var.defvjp
 def _(g, ans, x, dim=None, unbiased=True, keepdim=False, correction=None):
-    # d var / dx = 2 (x - mean) / (N - ddof)
-    n = _numel(x) // max(_numel(ans), 1)
-    scale = 2.0 / (n - _ddof(unbiased, correction))
+    # d var / dx = 2 (x - mean) / (N - ddof)  (inf or negative past N, as PyTorch)
+    dof = _reduced_count(x, dim) - _ddof(unbiased, correction)
+    scale = float(np.float64(2.0) / dof) if dof else math.inf
     return (_spread(g * scale, x, dim, keepdim) * (x - call("mean", x, dim=dim, keepdim=True)),)
 
 
 @defop("std", "StdBackward0")
 def std(x, dim=None, unbiased=True, keepdim=False, correction=None):
-    return np.sqrt(var(x, dim, unbiased, keepdim, correction))
+    return np.sqrt(_variance(x, dim, unbiased, keepdim, correction, "std"))
 
 
-# d std = d var / (2 std)
+# d std = d var / (2 std), and 0 where std is 0 (as PyTorch: no nan at zero spread)
 std.defvjp(lambda g, ans, x, dim=None, unbiased=True, keepdim=False, correction=None:
-           ARRAY_OPS["var"].vjp(g / (ans * 2.0), ans, x, dim, unbiased, keepdim, correction))
+           ARRAY_OPS["var"].vjp(_where(ans == 0.0, 0.0, g / (_where(ans == 0.0, 1.0, ans) * 2.0)),
+                                ans, x, dim, unbiased, keepdim, correction))
 
 
 @defop("norm", "LinalgVectorNormBackward0")
@@ -401,6 +472,10 @@ logsumexp.defvjp(lambda g, ans, x, dim, keepdim=False:
 
 @defop("softmax", "SoftmaxBackward0")
 def softmax(x, dim):
+    return _along(_softmax, x, dim)
+
+
+def _softmax(x, dim):
     e = np.exp(x - np.max(x, axis=dim, keepdims=True))
     return e / np.sum(e, axis=dim, keepdims=True)
 
@@ -412,6 +487,10 @@ softmax.defvjp(lambda g, ans, x, dim:
 
 @defop("log_softmax", "LogSoftmaxBackward0")
 def log_softmax(x, dim):
+    return _along(_log_softmax, x, dim)
+
+
+def _log_softmax(x, dim):
     m = np.max(x, axis=dim, keepdims=True)
     return x - m - np.log(np.sum(np.exp(x - m), axis=dim, keepdims=True))
 
@@ -423,7 +502,7 @@ log_softmax.defvjp(lambda g, ans, x, dim:
 
 @defop("cumsum", "CumsumBackward0")
 def cumsum(x, dim):
-    return np.cumsum(x, axis=dim)
+    return _along(np.cumsum, x, dim)
 
 
 # d out_j / dx_i = 1 for j >= i: the reversed cumulative sum
@@ -432,12 +511,14 @@ cumsum.defvjp(lambda g, ans, x, dim: (_reverse_cumsum(g, dim),))
 
 @defop("cumprod", "CumprodBackward0")
 def cumprod(x, dim):
-    return np.cumprod(x, axis=dim)
+    return _along(np.cumprod, x, dim)
 
 
 @cumprod.defvjp
 def _(g, ans, x, dim):
     # d out_j / dx_i = prod_{k <= j, k != i} x_k for j >= i (= out_j / x_i away from zeros)
+    if not _shape(x):   # one element: d x / dx = 1
+        return (g,)
     if np.all(_value(x) != 0):
         return (_reverse_cumsum(g * ans, dim) / x,)
     xm, gm = call("transpose", x, dim, -1), call("transpose", g, dim, -1)
@@ -563,7 +644,8 @@ reshape.defvjp(_reshape_back)
 
 @defop("transpose", "TransposeBackward0")
 def transpose(x, dim0, dim1):
-    return np.swapaxes(x, dim0, dim1).copy()
+    dim0, dim1 = wrap_dim(dim0, x.ndim), wrap_dim(dim1, x.ndim)
+    return np.swapaxes(x, dim0, dim1).copy() if x.ndim else x.copy()
 
 
 # a swap is its own inverse
@@ -582,19 +664,35 @@ t.defvjp(lambda g, ans, x: (call("t", g),))
 
 @defop("permute", "PermuteBackward0")
 def permute(x, dims):
+    if len(dims) != x.ndim:
+        raise RuntimeError("permute(sparse_coo): number of dimensions in the tensor input does "
+                           "not match the length of the desired ordering of dimensions i.e. "
+                           f"input.dim() = {x.ndim} is not equal to len(dims) = {len(dims)}")
+    dims = tuple(wrap_dim(d, x.ndim) for d in dims)
+    if len(set(dims)) != len(dims):
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
     return np.transpose(x, dims).copy()
 
 
 # the inverse permutation
 permute.defvjp(lambda g, ans, x, dims:
-               (call("permute", g, tuple(int(k) for k in np.argsort(dims))),))
+               (call("permute", g, tuple(int(k) for k in
+                                         np.argsort([wrap_dim(d, len(dims)) for d in dims]))),))
 
 
-@defop("squeeze", lambda x, dim=None: "SqueezeBackward0" if dim is None else "SqueezeBackward1")
+def _squeeze_node(x, dim=None):
+    if dim is None:
+        return "SqueezeBackward0"
+    return "SqueezeBackward2" if isinstance(dim, (tuple, list)) else "SqueezeBackward1"
+
+
+@defop("squeeze", _squeeze_node)
 def squeeze(x, dim=None):
-    if dim is not None and x.ndim and x.shape[dim] != 1:
-        return x.copy()
-    return np.squeeze(x, axis=dim).copy()
+    """Drop the dims of size 1 (of those in ``dim``, an int or a tuple, when given)."""
+    if dim is None:
+        return np.squeeze(x).copy()
+    axes = tuple(d for d in _axes(dim, x.ndim) if x.shape[d] == 1)
+    return np.squeeze(x, axis=axes).copy()
 
 
 squeeze.defvjp(_reshape_back)
@@ -602,7 +700,7 @@ squeeze.defvjp(_reshape_back)
 
 @defop("unsqueeze", "UnsqueezeBackward0")
 def unsqueeze(x, dim):
-    return np.expand_dims(x, dim if dim >= 0 else x.ndim + 1 + dim).copy()
+    return np.expand_dims(x, wrap_dim(dim, x.ndim + 1)).copy()
 
 
 unsqueeze.defvjp(_reshape_back)
@@ -621,7 +719,7 @@ expand.defvjp(lambda g, ans, x, shape: (sum_to(g, _shape(x)),))
 
 @defop("flip", "FlipBackward0")
 def flip(x, dims):
-    return np.flip(x, axis=dims).copy()
+    return np.flip(x, axis=_axes(dims, x.ndim)).copy()
 
 
 # a flip is its own inverse
@@ -630,6 +728,11 @@ flip.defvjp(lambda g, ans, x, dims: (call("flip", g, dims),))
 
 @defop("roll", "RollBackward0")
 def roll(x, shifts, dims=None):
+    if dims is not None and x.ndim == 0:
+        raise IndexError(f"Dimension specified as {dims[0] if isinstance(dims, tuple) else dims} "
+                         "but tensor has no dimensions")
+    if dims is not None:
+        dims = wrap_dims(dims, x.ndim) if isinstance(dims, tuple) else wrap_dim(dims, x.ndim)
     return np.roll(x, shifts, axis=dims)
 
 
@@ -641,34 +744,39 @@ roll.defvjp(lambda g, ans, x, shifts, dims=None:
 
 def _slices(g, xs, dim, pick):
     """``g`` cut into one part per input: ``pick(k, x)`` indexes along ``dim``."""
-    dim %= len(_shape(g))
+    dim = wrap_dim(dim, len(_shape(g)))
     return tuple(call("getitem", g, (slice(None),) * dim + (pick(k, x),))
                  for k, x in enumerate(xs))
 
 
 @defop("cat", "CatBackward0", method=False)
 def cat(*xs, dim=0):
-    return np.concatenate(xs, axis=dim)
+    return np.concatenate(xs, axis=wrap_dim(dim, xs[0].ndim))
 
 
 @cat.defvjp
 def _(g, ans, *xs, dim=0):
     # each input's part of g
+    dim = wrap_dim(dim, len(_shape(g)))
     ends = np.cumsum([_shape(x)[dim] for x in xs])
     return _slices(g, xs, dim, lambda k, x: slice(int(ends[k] - _shape(x)[dim]), int(ends[k])))
 
 
 @defop("stack", "StackBackward0", method=False)
 def stack(*xs, dim=0):
-    return np.stack(xs, axis=dim)
+    return np.stack(xs, axis=wrap_dim(dim, xs[0].ndim + 1))
 
 
 # each input's slice of g
 stack.defvjp(lambda g, ans, *xs, dim=0: _slices(g, xs, dim, lambda k, x: k))
 
 
-@defop("split", "SplitBackward0")
+@defop("split", lambda x, split_size_or_sections, dim=0:
+       "SplitBackward0" if isinstance(split_size_or_sections, int) else "SplitWithSizesBackward0")
 def split(x, split_size_or_sections, dim=0):
+    if x.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    dim = wrap_dim(dim, x.ndim)
     n = x.shape[dim]
     if isinstance(split_size_or_sections, int):
         cuts = list(range(split_size_or_sections, n, split_size_or_sections))
@@ -682,6 +790,62 @@ split.defvjp(lambda gs, outs, x, split_size_or_sections, dim=0: (call("cat", *gs
 
 
 # -- indexing -----------------------------------------------------------------------------
+
+def _is_int(p):
+    return isinstance(p, (int, np.integer)) or (isinstance(p, np.ndarray) and p.ndim == 0
+                                   and p.dtype.kind in "iu")
+
+
+def _is_advanced(p):
+    return isinstance(p, np.ndarray) and not _is_int(p)
+
+
+def full_slice(p, n):
+    """True for a slice that takes all of a dim of size ``n``."""
+    return isinstance(p, slice) and p.step in (None, 1) and p.indices(n)[:2] == (0, n)
+
+
+def index_steps(shape, idx):
+    """The single-dimension indices PyTorch applies one after another for ``x[idx]`` (one
+    ``SelectBackward0``, ``SliceBackward0`` or ``UnsqueezeBackward0`` node each, left to
+    right; full slices of a tuple make none), then the advanced parts (integer arrays,
+    masks) together as one last index (``IndexBackward0``); ``[()]`` when nothing is
+    left (``AliasBackward0``)."""
+    if not isinstance(idx, tuple):
+        return [int(idx) if _is_int(idx) else idx]
+    consumed = builtins.sum(p.ndim if _is_advanced(p) and p.dtype == bool else
+                            (0 if p is None or p is Ellipsis else 1) for p in idx)
+    shape, steps, advanced, d = list(shape), [], [], 0
+    for p in idx:
+        if p is Ellipsis:
+            d += len(shape) - consumed - len(advanced)
+        elif _is_advanced(p):
+            advanced.append((d, p))
+            d += p.ndim if p.dtype == bool else 1
+        elif p is None:
+            steps.append((slice(None),) * d + (None,))
+            shape.insert(d, 1)
+            d += 1
+        elif _is_int(p):
+            steps.append((slice(None),) * d + (int(p),))
+            del shape[d]
+            consumed -= 1
+        else:
+            if not full_slice(p, shape[d]):
+                steps.append((slice(None),) * d + (p,))
+                shape[d] = len(range(*p.indices(shape[d])))
+            d += 1
+            consumed -= 1
+    if advanced:
+        last = [slice(None)] * d
+        for k, p in advanced:
+            last[k] = p
+        for k, p in reversed(advanced):   # a mask spans p.ndim dims
+            if p.dtype == bool:
+                del last[k + 1:k + p.ndim]
+        steps.append(tuple(last))
+    return steps or [()]
+
 
 def _index_node(idx):
     parts = idx if isinstance(idx, tuple) else (idx,)
@@ -716,9 +880,20 @@ def unindex(g, shape, idx):
 unindex.defvjp(lambda g, ans, v, shape, idx: (call("getitem", g, idx),))
 
 
+def along_index(index, dim):
+    """The NumPy index that takes ``index`` along ``dim`` and every other position as
+    itself: ``out[i][j] = x[index[i][j]][j]`` for dim 0.  A 0-d index is one element."""
+    index = np.atleast_1d(index)
+    idx = list(np.indices(index.shape, sparse=True))
+    idx[dim] = index
+    return tuple(idx)
+
+
 @defop("gather", "GatherBackward0")
 def gather(x, dim, index):
-    return np.take_along_axis(x, index, axis=dim)
+    """PyTorch's gather: the result has the index's shape (which may be smaller than the
+    input's in every dim but ``dim``)."""
+    return np.atleast_1d(x)[along_index(index, dim)].reshape(np.shape(index))
 
 
 gather.defvjp(lambda g, ans, x, dim, index: (call("ungather", g, _shape(x), dim, index),))
@@ -727,11 +902,10 @@ gather.defvjp(lambda g, ans, x, dim, index: (call("ungather", g, _shape(x), dim,
 @defop("ungather", "ScatterAddBackward0", method=False)
 def ungather(g, shape, dim, index):
     """Zeros of ``shape`` with ``g`` added along ``dim`` at ``index``: gather's adjoint."""
-    out = np.zeros(shape)
-    idx = list(np.indices(np.shape(index), sparse=True))
-    idx[dim] = index
-    np.add.at(out, tuple(idx), g)
-    return out
+    out = np.zeros(tuple(shape) or (1,))
+    idx = along_index(index, dim)
+    np.add.at(out, idx, np.reshape(g, idx[dim].shape))
+    return out.reshape(shape)
 
 
 ungather.defvjp(lambda g, ans, v, shape, dim, index: (call("gather", g, dim, index),))
@@ -739,11 +913,14 @@ ungather.defvjp(lambda g, ans, v, shape, dim, index: (call("gather", g, dim, ind
 
 @defop("index_select", "IndexSelectBackward0")
 def index_select(x, dim, index):
-    return np.take(x, index, axis=dim)
+    if x.ndim == 0:   # one element: the index is 0
+        return x.copy()
+    return np.take(x, index, axis=wrap_dim(dim, x.ndim))
 
 
 index_select.defvjp(lambda g, ans, x, dim, index:
-                    (call("unindex", g, _shape(x), (slice(None),) * (dim % len(_shape(x)))
+                    (g if not _shape(x) else
+                     call("unindex", g, _shape(x), (slice(None),) * wrap_dim(dim, len(_shape(x)))
                           + (index,)),))
 
 
@@ -756,17 +933,69 @@ take.defvjp(lambda g, ans, x, index:
             (call("reshape", call("unindex", g, (_numel(x),), (index,)), _shape(x)),))
 
 
-@defop("index_put", "CopySlices", method=False)
+def is_advanced_index(step):
+    """True for an index with an integer array or a mask in it."""
+    parts = step if isinstance(step, tuple) else (step,)
+    return any(isinstance(p, list) or _is_advanced(p) for p in parts)
+
+
+def without_leading_ones(shape):
+    """``shape`` without its leading dims of size 1 (PyTorch drops them from an assigned
+    value)."""
+    shape = tuple(shape)
+    while shape and shape[0] == 1:
+        shape = shape[1:]
+    return shape
+
+
+def index(x, idx):
+    """``x[idx]`` recorded as PyTorch records it: one getitem per ``index_steps`` step."""
+    for step in index_steps(_shape(x), idx):
+        x = call("getitem", x, step)
+    return x
+
+
+def view_at(a, idx):
+    """(view, last step): the NumPy view of ``a`` after the basic steps of ``idx`` and the
+    step left to apply, so that ``view[last]`` is ``x[idx]`` with PyTorch's semantics."""
+    steps = index_steps(np.shape(a), idx)
+    for step in steps[:-1]:
+        a = a[step]
+    return a, steps[-1]
+
+
+def index_shape(shape, idx):
+    """The shape of ``x[idx]`` for ``x`` of ``shape``."""
+    view, last = view_at(np.empty(shape, np.int8), idx)
+    return view[last].shape
+
+
+def _index_put_node(x, idx, v):
+    # advanced indices alone write into x itself (index_put); anything else into a view of it
+    steps = index_steps(np.shape(x), idx)
+    return "IndexPutBackward0" if len(steps) == 1 and is_advanced_index(steps[0]) else "CopySlices"
+
+
+@defop("index_put", _index_put_node, method=False)
 def index_put(x, idx, v):
+    """``x`` with ``x[idx] = v``; ``v``'s leading dims of size 1 are dropped first and the
+    rest broadcasts, as in PyTorch."""
     out = np.array(x, dtype=np.result_type(x, np.asarray(v)) if np.asarray(x).dtype.kind != "f"
                    else np.asarray(x).dtype)
-    out[idx] = v
+    v = np.asarray(v)
+    view, last = view_at(out, idx)
+    view[last] = v.reshape(without_leading_ones(v.shape))
     return out
 
 
-# x's gradient is g with the overwritten places zeroed; v's is g there
-index_put.defvjp(lambda g, ans, x, idx, v:
-                 (lambda: call("index_put", g, idx, 0.0), None, lambda: call("getitem", g, idx)))
+@index_put.defvjp
+def _(g, ans, x, idx, v):
+    # x's gradient is g with the overwritten places zeroed; v's is g there, summed back over
+    # the broadcast and shaped like v
+    def dv():
+        gv = sum_to(index(g, idx), without_leading_ones(_shape(v)))
+        return gv if _shape(gv) == _shape(v) else call("reshape", gv, _shape(v))
+    return (lambda: call("index_put", g, idx, 0.0), None, dv)
 
 
 @defop("to_dtype", "ToCopyBackward0", method=False, cast=False)

@@ -37,13 +37,43 @@ def tensor(data: Any, dtype: DType = None, requires_grad: bool = False) -> Tenso
         return wrap(data, requires_grad)
     if isinstance(data, Tensor):
         data = data._value
-    a = np.array(data, dtype=_np_dtype(dtype))
+    try:
+        a = np.array(data, dtype=_np_dtype(dtype))
+    except (ValueError, TypeError):
+        _check_data(data)
+        raise
+    if a.dtype.kind in "OUSV":
+        _check_data(data)
     if dtype is None and a.dtype.kind == "i":
         a = a.astype(np.int64)
     elif dtype is None and a.dtype.kind == "f" and not isinstance(data, np.ndarray) \
             and not isinstance(data, np.floating):
         a = a.astype(np.float64)
     return _make(a, requires_grad)
+
+
+def _check_data(data, dim=0):
+    """Raise PyTorch's error for data that is not a (nested) sequence of numbers of one
+    shape; returns the shape of good data."""
+    if isinstance(data, (bool, int, float, complex, np.number, np.bool_)):
+        return ()
+    if isinstance(data, np.ndarray) and data.dtype.kind not in "OUSV":
+        return data.shape
+    if isinstance(data, str):
+        raise TypeError(f"new(): invalid data type '{type(data).__name__}'")
+    if not isinstance(data, (list, tuple)):
+        raise RuntimeError(f"Could not infer dtype of {type(data).__name__}")
+    shapes = [_check_data(d, dim + 1) for d in data]
+    for s in shapes[1:]:
+        if len(s) != len(shapes[0]):
+            raise ValueError(f"expected sequence of length {len(shapes[0])} at dim {dim + 1} "
+                             f"(got {len(s)})" if not s or not shapes[0] else
+                             "setting an array element with a sequence")
+        if s != shapes[0]:
+            k = next(i for i, (m, n) in enumerate(zip(shapes[0], s)) if m != n)
+            raise ValueError(f"expected sequence of length {shapes[0][k]} at dim {dim + 1 + k} "
+                             f"(got {s[k]})")
+    return (len(data),) + (shapes[0] if shapes else ())
 
 
 def as_tensor(data: Any, dtype: DType = None) -> Tensor:

@@ -306,7 +306,8 @@ def _cross_entropy_terms(x, t, weight, ignore_index, label_smoothing):
     return B, float(w.sum())
 
 
-@defop("cross_entropy", _nll_node, method=False)
+@defop("cross_entropy", _nll_node, method=False,
+       edges=lambda x, t, *args, **params: 2 if _soft(x, t) else 1)   # class targets: no edge
 def cross_entropy(x, t, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
     """log-softmax and NLL fused (log-sum-exp forward)."""
     dim = _class_dim(x)
@@ -338,7 +339,7 @@ def _(g, ans, x, t, weight=None, ignore_index=-100, reduction="mean", label_smoo
             None)
 
 
-@defop("nll_loss", _nll_node, method=False)
+@defop("nll_loss", _nll_node, method=False, edges=1)
 def nll_loss(x, t, weight=None, ignore_index=-100, reduction="mean"):
     dim = _class_dim(x)
     onehot, w, _ = _hard_targets(x, t, weight, ignore_index)

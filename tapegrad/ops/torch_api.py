@@ -6,6 +6,7 @@ rows marked ``method``, as ``Tensor`` methods.
 """
 from __future__ import annotations
 
+import builtins
 import re
 from collections import namedtuple
 from typing import List, Optional, Sequence, Tuple, Union
@@ -14,26 +15,31 @@ import numpy as np
 
 from ..core.elementwise import FUNCTIONS as ELEMENTWISE
 from ..core.dtypes import float32, float64
-from ..core.tensor import Tensor
-from .array_ops import call, shape_arg
+from ..core.tensor import Tensor, wrap
+from .array_ops import (call, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
+                        without_leading_ones, wrap_dim)
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
 Dim = Optional[Union[int, Tuple[int, ...], List[int]]]
 _INT = (int, np.integer)
 
 
-def _dims(dim):
-    return tuple(dim) if isinstance(dim, list) else dim
+def _dims(dim, ndim=None):
+    """A reduction's ``dim`` as the table takes it: None (all dims), an int or a tuple;
+    ``()`` and ``[]`` name every dim, as in PyTorch."""
+    if isinstance(dim, (list, tuple)):
+        return tuple(dim) or (tuple(range(ndim)) if ndim is not None else None)
+    return dim
 
 
 def sum(input: Tensor, dim: Dim = None, keepdim: bool = False, dtype=None) -> Tensor:  # noqa: A001
     """Sum of all elements, or over ``dim`` (int or tuple)."""
-    return call("sum", input, dim=_dims(dim), keepdim=keepdim)
+    return call("sum", input, dim=_dims(dim, input.ndim), keepdim=keepdim)
 
 
 def mean(input: Tensor, dim: Dim = None, keepdim: bool = False, dtype=None) -> Tensor:
     """Mean of all elements, or over ``dim``."""
-    return call("mean", input, dim=_dims(dim), keepdim=keepdim)
+    return call("mean", input, dim=_dims(dim, input.ndim), keepdim=keepdim)
 
 
 def prod(input: Tensor, dim: Optional[int] = None, keepdim: bool = False, dtype=None) -> Tensor:
@@ -90,7 +96,7 @@ def std(input: Tensor, dim: Dim = None, unbiased: bool = True, keepdim: bool = F
 def norm(input, p="fro", dim=None, keepdim=False):
     """Vector norm (2-norm by default) of all elements or over ``dim``."""
     p = 2 if p in ("fro", None) else p
-    return call("norm", input, p=p, dim=_dims(dim), keepdim=keepdim)
+    return call("norm", input, p=p, dim=_dims(dim, input.ndim), keepdim=keepdim)
 
 
 def logsumexp(input: Tensor, dim: Dim, keepdim: bool = False) -> Tensor:
@@ -130,6 +136,10 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
         if len(a) == 2 and len(b) == 2:
             raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a[0]}x{a[1]} and "
                                f"{b[0]}x{b[1]})")
+        if len(a) == 1 and len(b) == 1:
+            raise RuntimeError(f"inconsistent tensor size, expected tensor [{a[0]}] and src "
+                               f"[{b[0]}] to have the same number of elements, but got {a[0]} "
+                               f"and {b[0]} elements respectively")
         raise RuntimeError(f"size mismatch in matmul: {tuple(a)} @ {tuple(b)}")
     return call("matmul", input, other)
 
@@ -192,6 +202,8 @@ def reversed_dims(self):
 def reshape(input: Tensor, *shape: Union[int, Sequence[int]]) -> Tensor:
     """The same values in a new shape (``-1`` infers one dimension)."""
     shape = shape_arg(shape)
+    if builtins.sum(n == -1 for n in shape) > 1:
+        raise RuntimeError("only one dimension can be inferred")
     try:
         np.empty(input.shape).reshape(shape)
     except ValueError:
@@ -206,10 +218,13 @@ view = reshape
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """Merge dimensions ``start_dim`` to ``end_dim`` into one."""
     s = tuple(input.shape)
+    st, e = wrap_dim(start_dim, len(s)), wrap_dim(end_dim, len(s))
+    if st > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     if not s:
         return reshape(input, (1,))
-    e = end_dim % len(s)
-    st = start_dim % len(s)
+    if st == e:   # nothing to merge: the tensor itself, as PyTorch
+        return input
     n = int(np.prod(s[st:e + 1], dtype=np.int64))
     return reshape(input, s[:st] + (n,) + s[e + 1:])
 
@@ -226,7 +241,33 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
 
 def expand(input: Tensor, *sizes: Union[int, Sequence[int]]) -> Tensor:
     """Broadcast to ``sizes`` (``-1`` keeps a dimension); the gradient sums back."""
-    return call("expand", input, shape=shape_arg(sizes))
+    sizes = shape_arg(sizes)
+    check_expand(input, sizes)
+    return call("expand", input, shape=sizes)
+
+
+_TYPE_NAMES = {"float64": "Double", "float32": "Float", "float16": "Half", "int64": "Long",
+               "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def check_expand(input, sizes):
+    """Raise PyTorch's error when ``input`` cannot be expanded to ``sizes``."""
+    have = tuple(input.shape)
+    lead = len(sizes) - len(have)
+    if lead < 0:
+        kind = _TYPE_NAMES.get(np.dtype(input.dtype.np).name, "Double")
+        raise RuntimeError(f"expand(torch.{kind}Tensor{{{list(have)}}}, size={list(sizes)}): the "
+                           f"number of sizes provided ({len(sizes)}) must be greater or equal to "
+                           f"the number of dimensions in the tensor ({len(have)})")
+    for k, n in enumerate(sizes):
+        if k < lead:
+            if n < 0:
+                raise RuntimeError(f"The expanded size of the tensor ({n}) isn't allowed in a "
+                                   f"leading, non-existing dimension {k}")
+        elif n != -1 and have[k - lead] != 1 and n != have[k - lead]:
+            raise RuntimeError(f"The expanded size of the tensor ({n}) must match the existing "
+                               f"size ({have[k - lead]}) at non-singleton dimension {k}.  Target "
+                               f"sizes: {list(sizes)}.  Tensor sizes: {list(have)}")
 
 
 def expand_as(input: Tensor, other: Tensor) -> Tensor:
@@ -249,6 +290,22 @@ def roll(input: Tensor, shifts: Union[int, Sequence[int]],
 
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Concatenate tensors along ``dim``."""
+    if not len(tensors):
+        raise ValueError("torch.cat(): expected a non-empty list of Tensors")
+    shapes = [tuple(t.shape) for t in tensors]
+    for k, s in enumerate(shapes):
+        if not s:
+            raise RuntimeError(f"zero-dimensional tensor (at position {k}) cannot be concatenated")
+    dim = wrap_dim(dim, len(shapes[0]))
+    for k, s in enumerate(shapes):
+        if len(s) != len(shapes[0]):
+            raise RuntimeError(f"Tensors must have same number of dimensions: got "
+                               f"{len(shapes[0])} and {len(s)}")
+        for d, (n, m) in enumerate(zip(shapes[0], s)):
+            if d != dim and n != m:
+                raise RuntimeError(f"Sizes of tensors must match except in dimension {dim}. "
+                                   f"Expected size {n} but got size {m} for tensor number {k} "
+                                   "in the list.")
     return call("cat", *tensors, dim=dim)
 
 
@@ -257,6 +314,14 @@ concat = cat
 
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Stack tensors along a new dimension ``dim``."""
+    if not len(tensors):
+        raise RuntimeError("stack expects a non-empty TensorList")
+    shapes = [tuple(t.shape) for t in tensors]
+    dim = wrap_dim(dim, len(shapes[0]) + 1)
+    for k, s in enumerate(shapes):
+        if s != shapes[0]:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got "
+                               f"{list(shapes[0])} at entry 0 and {list(s)} at entry {k}")
     return call("stack", *tensors, dim=dim)
 
 
@@ -268,6 +333,9 @@ def split(tensor: Tensor, split_size_or_sections: Union[int, Sequence[int]],
 
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> Tuple[Tensor, ...]:
     """Split into ``chunks`` pieces of (nearly) equal size along ``dim``."""
+    if input.ndim == 0:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
+    dim = wrap_dim(dim, input.ndim)
     n = input.shape[dim]
     return split(input, -(-n // chunks), dim)
 
@@ -305,25 +373,48 @@ def check_index(input, idx):
 
 
 def getitem(input: Tensor, idx) -> Tensor:
-    """``x[idx]``: integers, slices, ``...``, ``None``, bool masks and integer arrays."""
+    """``x[idx]``: integers, slices, ``...``, ``None``, bool masks and integer arrays,
+    recorded as PyTorch records them (``x[i, j]`` is two ``SelectBackward0`` nodes)."""
     idx = index_value(idx)
     check_index(input, idx)
-    return call("getitem", input, idx)
+    return index(input, idx)
 
 
 def gather(input: Tensor, dim: int, index) -> Tensor:
-    """Values along ``dim`` at ``index`` (repeated indices accumulate in backward)."""
-    index = index_value(index)
-    if np.any(index >= input.shape[dim]) or np.any(index < -input.shape[dim]):
-        raise RuntimeError(f"index {int(np.max(index))} is out of bounds for dimension {dim} "
-                           f"with size {input.shape[dim]}")
+    """``out[i][j] = input[index[i][j]][j]`` for ``dim`` 0 (and so on): the result has the
+    index's shape, which may be smaller than the input's in every dim but ``dim``
+    (repeated indices accumulate in backward)."""
+    index = np.asarray(index_value(index))
+    if index.dtype.kind not in "iu":
+        raise RuntimeError("gather(): Expected dtype int32/int64 for index")
+    dim = wrap_dim(dim, input.ndim)
+    have, want = tuple(input.shape) or (1,), index.shape or (1,)
+    if len(want) != len(have):
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    for d, (n, m) in enumerate(zip(have, want)):
+        if d != dim and m > n:
+            raise RuntimeError(f"Size does not match at dimension {d} expected index {list(want)} "
+                               f"to be no larger than self {list(have)} apart from dimension {dim}")
+    bad = (index < 0) | (index >= have[dim])
+    if bad.any():
+        raise RuntimeError(f"index {int(index[bad].flat[0])} is out of bounds for dimension {dim} "
+                           f"with size {have[dim]}")
     return call("gather", input, dim, index)
 
 
 def index_select(input: Tensor, dim: int, index) -> Tensor:
-    """Slices of ``input`` along ``dim`` at the integer ``index``."""
-    index = index_value(index)
-    if np.any(index >= input.shape[dim]) or np.any(index < -input.shape[dim]):
+    """Slices of ``input`` along ``dim`` at the integer ``index`` (a vector)."""
+    index = np.asarray(index_value(index))
+    if index.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    if index.dtype.kind not in "iu":
+        raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
+    dim = wrap_dim(dim, input.ndim)
+    if input.ndim == 0 and index.size != 1:
+        raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got "
+                           f"{index.size} value(s)")
+    n = input.shape[dim] if input.ndim else 1
+    if np.any(index >= n) or np.any(index < -n):
         raise IndexError("index out of range in self")
     return call("index_select", input, dim, index)
 
@@ -358,6 +449,34 @@ def setitem(input: Tensor, idx, value) -> None:
     """``x[idx] = value``, in place under the in-place rules (recorded as CopySlices)."""
     idx = index_value(idx)
     check_index(input, idx)
+    if not isinstance(value, Tensor):   # a constant input: an edge without a node, as PyTorch's
+        value = wrap(np.asarray(value))
+    steps = index_steps(tuple(input.shape), idx)
+    target = index_shape(tuple(input.shape), idx)
+    advanced = is_advanced_index(steps[-1])
+    stripped = without_leading_ones(value.shape)
+    if advanced:
+        try:
+            fits = np.broadcast_shapes(stripped, target) == target
+        except ValueError:
+            fits = False
+        if not fits:
+            raise RuntimeError(f"shape mismatch: value tensor of shape {list(stripped)} cannot "
+                               f"be broadcast to indexing result of shape {list(target)}")
+    elif value.shape != target:
+        check_expand(wrap(np.empty(stripped, np.int8)), target)
+    if value._tape is not None and value.shape != target:
+        # PyTorch views the value without its leading ones, then expands it over x's view
+        if not advanced or stripped != tuple(value.shape):
+            value = reshape(value, stripped)
+        if not advanced and value.shape != target:
+            value = expand(value, target)
+    whole = steps[-1]
+    if len(steps) == 1 and (whole == () if isinstance(whole, tuple) else
+                            whole is Ellipsis or (input.ndim and _full(whole, input.shape[0]))):
+        row = "fill_with" if value.ndim == 0 else "copy"   # all of x: as fill_ or copy_
+        input._inplace(lambda s: call(row, s, value))
+        return
     input._inplace(lambda s: call("index_put", s, idx, value))
 
 
