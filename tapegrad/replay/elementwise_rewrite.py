@@ -26,6 +26,7 @@ from ..core.pyop import Arg
 from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC, PYOUT, Tape,
                          recording)
 from ..core.tensor import Tensor, ieee_value, tensor_of_entry, wrap
+from ..ops.array_ops import along_index, view_at, without_leading_ones
 from ..ops.torch_api import check_index, index_value
 
 _WHERE = OP_NAMES.index("where")
@@ -42,11 +43,12 @@ class Elements(Tensor):
     def __getitem__(self, idx):
         idx = index_value(idx)
         check_index(self, idx)
-        return _wrap_elems(self._elems[idx])
+        view, last = view_at(self._elems, idx)      # PyTorch's indexing, as tg's getitem
+        return _wrap_elems(view[last])
 
     def __setitem__(self, idx, value):
         idx = index_value(idx)
-        self._elems[idx] = _objects(value)
+        _assign(self._elems, idx, value)
         self._value = _values(self._elems)
 
     def __iter__(self):
@@ -330,9 +332,18 @@ def _ungather(g, shape, dim, index):
     return out
 
 
+def _assign(E, idx, value):
+    """``E[idx] = value`` with PyTorch's semantics (its indexing order; a value's leading
+    size-1 dims dropped before broadcasting)."""
+    view, last = view_at(E, idx)
+    vals = _objects(value)
+    view[last] = vals.reshape(without_leading_ones(vals.shape)) \
+        if isinstance(vals, np.ndarray) else vals
+
+
 def _index_put(x, idx, v):
     E = _E(x).copy()
-    E[idx] = _objects(v)
+    _assign(E, idx, v)
     return E
 
 
@@ -477,7 +488,8 @@ SCALAR_RULES = {
     "stack": lambda *xs, dim=0: np.stack([_E(x) for x in xs], axis=dim),
     "split": _split,
     "getitem": lambda x, idx: _E(x)[idx],
-    "gather": lambda x, dim, index: np.take_along_axis(_E(x), np.asarray(index), axis=dim),
+    "gather": lambda x, dim, index: np.atleast_1d(_E(x))[along_index(np.asarray(index), dim)]
+    .reshape(np.shape(index)),
     "index_select": lambda x, dim, index: np.take(_E(x), np.asarray(index), axis=dim),
     "take": lambda x, index: _E(x).reshape(-1)[np.asarray(index)],
     "index_put": _index_put,
