@@ -132,7 +132,25 @@ def hook_on_intermediate_changes_size(L):
     y.sum().backward()
 
 
+def shapes_that_do_not_broadcast(L):
+    return L.ones(3) + L.ones(2)
+
+
+def float_of_three_elements(L):
+    return float(L.ones(3))
+
+
+def size_of_a_missing_dim(L):
+    return L.ones(2, 3).size(2)
+
+
 CASES = {
+    "shapes that do not broadcast": (shapes_that_do_not_broadcast,
+                                     ("RuntimeError", "The size of tensor a (3) must match the "
+                                      "size of tensor b (2) at non-singleton dimension 0")),
+    "float() of three elements": (float_of_three_elements,
+                                  ("ValueError", "only one element tensors can be converted")),
+    "size() of a missing dim": (size_of_a_missing_dim, ("IndexError", "Dimension out of range")),
     "zero_ on a non-leaf cuts its gradient": (zero_non_leaf, [[0.0, 0.0]]),
     "fill_ on a non-leaf cuts its gradient": (fill_non_leaf_grad, [[2.0, 2.0]]),
     "fill_ with a tensor sends the gradient there": (fill_with_tensor, [[0.0, 0.0], 2.0]),

@@ -30,6 +30,7 @@ from .dtypes import (Size, bool_, dtype, dtype_of, float16, float32, float64, in
                      int32, int64, uint8)
 from .graph import node_for
 from .printing import format_value
+from .shapes import broadcast_error, wrap_dim
 from .pyop import record_broadcast
 from .tape import CHUNK, ARG, CONST, Tape, boot, rec_get, recording
 
@@ -268,6 +269,9 @@ def _generic_slow(code, args):
                 arrs[k] = x.astype(bool)
             elif a.__class__ is not _b.float:   # Python floats stay weak, as in PyTorch
                 arrs[k] = x.astype(dt, copy=False)   # (a Python int wraps: uint8 - 1 is 255)
+        mismatch = broadcast_error([a.shape for a in (arrs[1:] if op.name == "where" else arrs)])
+        if mismatch is not None:
+            raise mismatch
         with np.errstate(all="ignore"):
             v = _VF[code](*arrs)
         v = np.asarray(v).astype(dt, copy=False)
@@ -473,7 +477,11 @@ class Tensor:
     def size(self, dim=None):
         """The shape, or its length along ``dim``."""
         s = self.shape
-        return s if dim is None else s[dim]
+        if dim is None:
+            return s
+        if not s:
+            raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+        return s[wrap_dim(dim, len(s))]
 
     @property
     def ndim(self):
@@ -534,10 +542,14 @@ class Tensor:
         return np.asarray(self._value, dtype=dtype)
 
     def __float__(self):
+        if self.numel() != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
         _note_read(self)
         return _b.float(self._value) if self._value.__class__ is _b.float else _b.float(self.item())
 
     def __int__(self):
+        if self.numel() != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
         return _b.int(self.item())
 
     def __bool__(self):

@@ -21,6 +21,7 @@ from typing import Callable, NamedTuple, Optional, Union
 import numpy as np
 
 from ..core.elementwise import FUNCTIONS as ELEMENTWISE
+from ..core.shapes import wrap_dim, wrap_dims
 from ..core.pyop import Arg, record
 from ..core.tape import recording
 from ..core.tensor import (Tensor, note_comparison_use, recorded_comparison, tensor_of_entry,
@@ -160,27 +161,6 @@ def _template(args, edges=None):
         else:
             out.append(a)
     return tuple(out)
-
-
-def wrap_dim(dim, ndim):
-    """``dim`` of a tensor with ``ndim`` dimensions as an index ``0 <= dim < ndim``, checked
-    as PyTorch checks it (a 0-d tensor takes ``0`` and ``-1``): the one place dims are
-    normalised, for every row and function."""
-    n = ndim if ndim > 0 else 1
-    if not -n <= dim < n:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
-                         f"but got {dim})")
-    return int(dim) % n
-
-
-def wrap_dims(dims, ndim):
-    """A dim or a sequence of dims, each ``wrap_dim``-ed, as a tuple without repeats."""
-    dims = dims if isinstance(dims, (tuple, list)) else (dims,)
-    out = tuple(wrap_dim(d, ndim) for d in dims)
-    for k, d in enumerate(out):
-        if d in out[:k]:
-            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
-    return out
 
 
 def _axes(dim, ndim):
