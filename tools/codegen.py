@@ -618,6 +618,9 @@ def _binary(op, k):
     src.append(_PLAIN.format(ind=i4 + "    "))
     src.append(_OPERAND.format(ind=i4, t="x") + _CONST.format(ind=i4, t="y"))
     src.append(_PUSH.format(ind=i4, code=k))
+    if op.wraps_number_first:
+        src.append("    if tx.__class__ is float or tx.__class__ is int:\n"
+                   "        tx = wrap(tx)   # the function with a number first, as torch's")
     src.append(f"    return _generic({k}, (tx, ty))\n")
     if op.rewrite_r:
         # ``number OP tensor`` records as a composition of rows, as PyTorch does

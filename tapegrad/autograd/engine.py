@@ -23,6 +23,7 @@ import numpy as np
 
 from ..core import kernels as K
 from ..core import optable
+from ..core.elementwise import FUNCTIONS as ELEMENTWISE
 from ..core.elementwise import GRAPH_CONDITIONS, GRAPH_PARTIALS
 from ..core.grad_mode import set_grad_enabled
 from ..core.numba_jit import jit
@@ -93,6 +94,15 @@ def _check(T, status, i):
 def _pending(reached, stop, start):
     """Reached entries in (stop, start]: where the kernel still has work."""
     return int(np.count_nonzero(reached[stop + 1:start + 1]))
+
+
+_FALSE = wrap(np.False_)
+
+
+def _masked(g):
+    """Zeros where a partial masks a recorded gradient ``g``: ``where(False, g, 0)``, which
+    stays in the graph as PyTorch's masked gradients do."""
+    return ELEMENTWISE["where"](_FALSE, g, 0.0)
 
 
 class TapeArrays:
@@ -343,6 +353,8 @@ class GraphAdjoints:
                     break
             for r, p in zip(refs, parts):
                 if r >= 0:
+                    if p is None and isinstance(g, Tensor) and g._tape is not None:
+                        p = _masked(g)  # PyTorch's where(mask, grad, 0): recorded with grad
                     if p is not None:   # None: the partial masks (PyTorch's zeros)
                         self.add(r, p)
                     reached[r] = 1

@@ -208,6 +208,8 @@ def sub_(tx, ty):
                 r._tape = T
                 r._entry = T._base + n
                 return r
+    if tx.__class__ is float or tx.__class__ is int:
+        tx = wrap(tx)   # the function with a number first, as torch's
     return _generic(1, (tx, ty))
 def rsub_(ty, tx):
     """Reflected sub: ``number sub tensor``."""

@@ -42,6 +42,9 @@ class Op(NamedTuple):
     node: str = ""
     node_c: Optional[str] = None
     node_r: Optional[str] = None  # ... and when the first input is a Python number
+    # ``tg.sub(2.0, x)`` (the function, a number first) takes the number as a tensor, as
+    # torch.sub does: SubBackward0 with a None edge (``2.0 - x`` stays RsubBackward1)
+    wraps_number_first: bool = False
     domain: Tuple[Tuple[float, float], ...] = ((-2.0, 2.0),)
     method: bool = True  # also a Tensor method (``x.sin()``)
     dunder: Optional[str] = None  # Python operator protocol name (``mul`` -> ``__mul__``)
@@ -64,7 +67,7 @@ OPS: Tuple[Op, ...] = (
     Op("add", 2, "x + y", "np.add(x, y)", "1.0", "1.0", node="AddBackward0", dunder="add",
        commutative=True, int_result=True, domain=B2),
     Op("sub", 2, "x - y", "np.subtract(x, y)", "1.0", "-1.0", node="SubBackward0", dunder="sub",
-       node_r="RsubBackward1", int_result=True, domain=B2),
+       node_r="RsubBackward1", wraps_number_first=True, int_result=True, domain=B2),
     Op("mul", 2, "x * y", "np.multiply(x, y)", "y", "x", node="MulBackward0", dunder="mul",
        commutative=True, int_result=True, domain=B2),
     # d/dx x/y = 1/y ; d/dy x/y = -x/y^2 = -out/y

@@ -76,8 +76,10 @@ def leaky_relu(x, negative_slope=0.01):
 
 
 # d/dx = 1 for x > 0, else negative_slope
+# d/dx = 1 or slope; PyTorch's backward reads x, so under create_graph the gradient depends
+# on x (with derivative 0: the sign term, which adds nothing)
 leaky_relu.defvjp(lambda g, ans, x, negative_slope=0.01:
-                  (where(x > 0.0, g, g * negative_slope),))
+                  (where(x > 0.0, g, g * negative_slope) + x.sign() * 0.0,))
 
 
 @defop("softplus", "SoftplusBackward0", method=False)
@@ -124,7 +126,8 @@ def _(g, ans, x):
 
 @defop("elu", "EluBackward0", method=False)
 def elu(x, alpha=1.0):
-    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0.0)))
+    # (x where x <= 0, not minimum(x, 0): minimum(-0., 0.) is 0., and elu(-0.) is -0.)
+    return np.where(x > 0, x, alpha * np.expm1(np.where(x > 0, 0.0, x)))
 
 
 # d/dx = 1 for x > 0, else alpha exp(x) (x clamped at 0, so the unused branch cannot overflow)

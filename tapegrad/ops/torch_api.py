@@ -178,8 +178,9 @@ def outer(input: Tensor, vec2: Tensor) -> Tensor:
 
 
 def t(input: Tensor) -> Tensor:
-    """Transpose of a 2-D tensor (a 0-D or 1-D tensor is returned as is)."""
-    return input if input.ndim < 2 else call("t", input)
+    """Transpose of a 2-D tensor (a 0-D or 1-D tensor's values as they are, in a new node,
+    as PyTorch's TBackward0)."""
+    return call("t", input)
 
 
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
