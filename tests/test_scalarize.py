@@ -292,3 +292,16 @@ def test_losses_and_activations_compile():
         value, grad = tg.compile(fn).value_and_grad(x0)
         assert value == pytest.approx(float(y), rel=1e-12), name
         assert np.allclose(grad, g.numpy(), rtol=1e-10, atol=1e-12), name
+
+
+def test_a_boolean_mask_of_recorded_values_refuses_to_replay():
+    """``x[x > 0]`` selects other elements at other points: compile refuses, naming why."""
+    x = tg.tensor([[-1.0], [0.5], [2.0]], requires_grad=True)
+    with tg.Tape() as tape:
+        y = (x[x > 0.0] * 2).sum()
+    with pytest.raises(tg.RetraceRequired, match="an index computed from recorded values"):
+        tape.compile([x], [y])
+    f = tg.compile(lambda z: (z[z > 0.0] * 2).sum())
+    with pytest.warns(RuntimeWarning, match="an index computed from recorded values"):
+        assert f(np.array([-1.0, 0.5, 2.0])) == 5.0
+    assert f(np.array([1.0, 0.5, -2.0])) == 3.0      # recorded again at that point: right

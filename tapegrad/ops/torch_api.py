@@ -15,7 +15,8 @@ import numpy as np
 
 from ..core.elementwise import FUNCTIONS as ELEMENTWISE
 from ..core.dtypes import float32, float64
-from ..core.tensor import Tensor, wrap
+from ..core.tape import recording
+from ..core.tensor import Tensor, note_comparison_use, wrap
 from .array_ops import (call, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
                         without_leading_ones, wrap_dim)
 
@@ -373,9 +374,20 @@ def check_index(input, idx):
         raise IndexError(str(e)) from None
 
 
+def note_recorded_index(idx):
+    """A boolean mask computed from recorded values (``x[x > 0]``) selects other elements at
+    other points: a replay of the recording could not follow it, so ``compile`` refuses."""
+    T = recording()
+    for part in (idx if isinstance(idx, tuple) else (idx,)):
+        g = getattr(part, "_comparison", None) if isinstance(part, Tensor) else None
+        if T is not None and g is not None and g[0] is T:
+            note_comparison_use(T, g, "an index computed from recorded values")
+
+
 def getitem(input: Tensor, idx) -> Tensor:
     """``x[idx]``: integers, slices, ``...``, ``None``, bool masks and integer arrays,
     recorded as PyTorch records them (``x[i, j]`` is two ``SelectBackward0`` nodes)."""
+    note_recorded_index(idx)
     idx = index_value(idx)
     check_index(input, idx)
     return index(input, idx)
@@ -448,6 +460,7 @@ def to_float32(self):
 
 def setitem(input: Tensor, idx, value) -> None:
     """``x[idx] = value``, in place under the in-place rules (recorded as CopySlices)."""
+    note_recorded_index(idx)
     idx = index_value(idx)
     check_index(input, idx)
     if not isinstance(value, Tensor):   # a constant input: an edge without a node, as PyTorch's

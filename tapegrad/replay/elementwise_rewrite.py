@@ -25,7 +25,7 @@ from ..core.forward import SCALAR_FORWARD
 from ..core.pyop import Arg
 from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC, PYOUT, Tape,
                          recording)
-from ..core.tensor import Tensor, ieee_value, tensor_of_entry, wrap
+from ..core.tensor import Tensor, ieee_value, note_comparison_use, tensor_of_entry, wrap
 from ..ops.array_ops import along_index, view_at, without_leading_ones
 from ..ops.torch_api import check_index, index_value
 
@@ -41,13 +41,13 @@ class Elements(Tensor):
     __array_ufunc__ = None      # ``A @ x``, ``2.0 * x`` with NumPy on the left come to us
 
     def __getitem__(self, idx):
-        idx = index_value(idx)
+        idx = index_value(_mask_values(idx))
         check_index(self, idx)
         view, last = view_at(self._elems, idx)      # PyTorch's indexing, as tg's getitem
         return _wrap_elems(view[last])
 
     def __setitem__(self, idx, value):
-        idx = index_value(idx)
+        idx = index_value(_mask_values(idx))
         _assign(self._elems, idx, value)
         self._value = _values(self._elems)
 
@@ -96,6 +96,27 @@ def elements(leaves, shape=None):
     for k, t in enumerate(leaves):      # one at a time: NumPy would convert a list
         objs[k] = t
     return _wrap_elems(objs.reshape(shape if shape is not None else (len(leaves),)))
+
+
+def _mask_values(idx):
+    """An index whose parts may be masks of recorded comparisons (``x[x > 0]``) as plain
+    values; a replay cannot follow such a mask, so the recording notes it (no replay)."""
+    parts = idx if isinstance(idx, tuple) else (idx,)
+    out = []
+    for part in parts:
+        if isinstance(part, Elements):
+            T = recording()
+            for e in part._elems.reshape(-1):
+                g = getattr(e, "_comparison", None)
+                if T is not None and g is not None and g[0] is T:
+                    note_comparison_use(T, g, "an index computed from recorded values")
+                    break
+            part = np.array([bool(_value(e)) for e in part._elems.reshape(-1)],
+                            dtype=bool).reshape(part._elems.shape) \
+                if all(isinstance(_value(e), (bool, np.bool_)) or np.asarray(_value(e)).dtype == bool
+                       for e in part._elems.reshape(-1)) else part._value
+        out.append(part)
+    return tuple(out) if isinstance(idx, tuple) else out[0]
 
 
 def _value(e):
