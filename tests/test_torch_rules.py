@@ -144,7 +144,31 @@ def size_of_a_missing_dim(L):
     return L.ones(2, 3).size(2)
 
 
+def hooks_of_inputs(L):
+    """A non-leaf input is captured before its hooks when its node runs on (another input
+    lies beyond it), after them when it does not: PyTorch's order."""
+    x = L.tensor(1.5, requires_grad=True)
+    y = x * 2
+    y.register_hook(lambda g: g * 2)
+    z = y * 3
+    through = L.autograd.grad(z, [y, x], retain_graph=True)
+    only = L.autograd.grad(z, [y])
+    return through[0], through[1], only[0]
+
+
+def hook_of_a_leaf_root_not_in_inputs(L):
+    calls = []
+    v1 = L.tensor(1.9, requires_grad=True)
+    v0 = L.tensor(0.4, requires_grad=True)
+    v1.register_hook(lambda g: calls.append(1))
+    v1.backward(inputs=[v0])
+    return float(len(calls))
+
+
 CASES = {
+    "the hooks of non-leaf inputs": (hooks_of_inputs, [3.0, 12.0, 6.0]),
+    "a leaf root's hook runs though it is not an input": (hook_of_a_leaf_root_not_in_inputs,
+                                                          [1.0]),
     "shapes that do not broadcast": (shapes_that_do_not_broadcast,
                                      ("RuntimeError", "The size of tensor a (3) must match the "
                                       "size of tensor b (2) at non-singleton dimension 0")),

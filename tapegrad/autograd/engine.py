@@ -412,6 +412,21 @@ def needed_entries(T, A, inputs):
     return _depends_on(A.op, A.a, A.b, sources, heads, ptr, flat)
 
 
+def _runs_on(T, targets, inputs):
+    """The entries of non-leaf inputs on ``T`` whose node the walk runs on: some other input
+    is reached through it."""
+    mine = [j for _, S, j in targets if S is T]
+    if not mine:
+        return []
+    A = TapeArrays(T)
+    out = []
+    for j in mine:
+        others = [x for x in inputs if not (x._tape is T and x._entry == j)]
+        if others and needed_entries(T, A, others)[j]:
+            out.append(j)
+    return out
+
+
 def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None):
     """The reverse walk over tape ``T`` from ``{entry: seed}``; returns its adjoints.  With
     ``inputs``, only the parts of the graph that lead to them run hooks and rules.
@@ -526,7 +541,9 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
     with set_grad_enabled(create_graph):
         while work:
             _, (T, seeds) = work.popitem()
-            before = {j: None for _, S, j in targets if S is T}
+            # a non-leaf input whose node runs on (another input lies beyond it) is captured
+            # before its hooks; one whose node does not run, after them (PyTorch's order)
+            before = {j: None for j in _runs_on(T, targets, inputs)}
             adj = walk_tape(T, seeds, create_graph, inputs, before)
             walked.append(adj)
             reached = adj.reached

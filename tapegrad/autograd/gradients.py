@@ -37,6 +37,12 @@ def backward(tensors: Tensors, grad_tensors: Optional[Union[Tensor, Sequence]] =
     gc.disable()
     try:
         inputs = None if inputs is None else _as_list(inputs)
+        if inputs is not None:   # a leaf root's hooks run even when it is not an input
+            chosen = {id(x) for x in inputs}
+            for t, g in zip(tensors, grads):
+                if isinstance(t, Tensor) and t.is_leaf and id(t) not in chosen and \
+                        getattr(t, "_hooks", None):
+                    hooked(t, g if g is not None else wrap(np.ones(t.shape)), create_graph)
         acc, captured = run_backward(tensors, grads,
                                      create_graph if retain_graph is None else retain_graph,
                                      inputs=inputs, create_graph=create_graph)
