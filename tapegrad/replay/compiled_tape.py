@@ -187,8 +187,6 @@ class CompiledTape:
         if x.ndim not in (1, 2) or x.shape[-1] != self.n_inputs:
             raise ValueError(f"expected a point of shape ({self.n_inputs},) or a batch of shape "
                              f"(B, {self.n_inputs}), got {x.shape}")
-        if x.ndim == 2 and x.shape[0] == 0:
-            raise ValueError(f"an empty batch (shape {x.shape}): nothing to evaluate")
         return x
 
     def _layout(self, x, values=None):
@@ -467,7 +465,7 @@ class CompiledTape:
         cache: each op reads two rows and writes a third); big tapes, which never fit,
         prefer the shorter rows."""
         rows = len(self.val0) + len(self.consts)
-        return int(min(nb, 128 if rows <= 20_000 else 64))
+        return int(max(1, min(nb, 128 if rows <= 20_000 else 64)))   # (an empty batch: 1)
 
     def _fixed_rows(self):
         """Rows of V a batch must fill besides the inputs and constants: leaves that are
