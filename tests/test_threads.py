@@ -82,3 +82,30 @@ def test_a_leaf_shared_with_another_thread_stays_bound_to_its_own_tape():
     assert seen == {"g": 12.0, "bound": False} and x._tape is mine
     (g,) = tg.autograd.grad(y, x)
     assert float(g) == 3.0
+
+
+def test_a_compiled_tape_shared_by_threads_gives_each_its_own_results():
+    import threading
+    with tg.Tape() as tape:
+        xs = [tg.tensor(0.5, requires_grad=True) for _ in range(6)]
+        y = sum(((xs[k + 1] - xs[k] ** 2) ** 2 + (1 - xs[k]) ** 2 for k in range(5)), 0.0)
+    f = tape.compile(xs, y)
+    rng = np.random.default_rng(0)
+    points = [rng.uniform(-1, 1, size=(40, 6)) for _ in range(8)]
+    want = [f.value_and_grad(p) for p in points]
+    wrong = []
+
+    def worker(k):
+        for _ in range(50):
+            values, grads = f.value_and_grad(points[k])
+            one_v, one_g = f.value_and_grad(points[k][3])
+            if not (np.array_equal(values, want[k][0]) and np.array_equal(grads, want[k][1])
+                    and one_v == want[k][0][3] and np.array_equal(one_g, want[k][1][3])):
+                wrong.append(k)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong
