@@ -29,19 +29,33 @@ STORM = textwrap.dedent("""
         (arr * 1.5 + arr.sin()).sum()
         return y
 
+    with tg.Tape() as recorded:
+        leaves = [tg.tensor(0.1 * k, requires_grad=True) for k in range(50)]
+        total = sum((l.sin() * l for l in leaves), 0.0)
+    compiled = recorded.compile(leaves, total)
+    points = np.random.default_rng(0).uniform(size=(2000, 50))
+    want = compiled.value_and_grad(points)
+
     threading.Thread(target=send_interrupts, daemon=True).start()
     x = tg.tensor(0.7, requires_grad=True)
     arr = tg.tensor(np.linspace(0, 1, 8), requires_grad=True)
-    interrupted, t0 = 0, time.time()
+    interrupted, t0, k = 0, time.time(), 0
     while True:
         try:
             if time.time() - t0 > 3:
                 stop = True
                 time.sleep(0.02)
                 break
-            program(x, arr)
+            k += 1
+            y = program(x, arr)
+            if k % 3 == 0:
+                tg.autograd.grad(y, x)            # interrupted while sweeping
+            if k % 5 == 0:
+                compiled.value_and_grad(points)   # interrupted while replaying a batch
         except KeyboardInterrupt:
             interrupted += 1
+    got = compiled.value_and_grad(points)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
     tape = tg.current_tape()
     lengths = {len(tape._rec_op), len(tape._rec_a), len(tape._rec_b), len(tape._rec_val)}
     (g,) = tg.autograd.grad(program(x, arr), x)    # the interrupted tape still works
