@@ -16,6 +16,7 @@ could not follow such a value.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -260,7 +261,8 @@ def _count(E, dim):
 
 
 def _sum(x, dim=None, keepdim=False):
-    return _fold(_add, _E(x), dim, keepdim)
+    # + 0.0: a sum starts from 0.0, as PyTorch's (-0. + -0. is -0., their sum is 0.)
+    return _E(_wrap_elems(_fold(_add, _E(x), dim, keepdim)) + 0.0)
 
 
 def _mean(x, dim=None, keepdim=False):
@@ -278,6 +280,7 @@ def _var(x, dim=None, unbiased=True, keepdim=False, correction=None):
 
 def _lse(x, dim=None, keepdim=False):
     m = _wrap_elems(_fold(_max, _E(x), dim, True))
+    m = FUNCTIONS["where"](m.abs() < math.inf, m, 0.0)   # an infinite max shifts by 0
     s = _wrap_elems(_sum(_fn("exp")(_wrap_elems(_E(x)) - m), dim, True))
     r = _E(m + _fn("log")(s))
     return r if keepdim else _squeeze_axes(r, dim)
@@ -499,6 +502,7 @@ SCALAR_RULES = {
     "linear": _linear,
     "outer": lambda a, b: np.outer(_E(a), _E(b)),
     "reshape": lambda x, shape: _E(x).reshape(shape),
+    "view_node": lambda x, shape, node: _E(x).reshape(shape),
     "transpose": lambda x, dim0, dim1: np.swapaxes(_E(x), dim0, dim1),
     "t": lambda x: _E(x).T,
     "permute": lambda x, dims: np.transpose(_E(x), dims),
