@@ -42,6 +42,8 @@ CASES = {
                (lambda x, w: tg.linear(x, w), [(2, 5, 3), (4, 3)])],
     "reshape": [(lambda x: x.reshape(4, 3), [(3, 4)]), (lambda x: x.view(-1), [(3, 4)]),
                 (lambda x: x.flatten(), [(2, 3, 4)])],
+    "view_node": [(lambda a, b: a @ b, [(2, 3, 4), (4,)]), (lambda a, b: a @ b, [(4,), (4, 2)]),
+                  (lambda a, b: a @ b, [(2, 1, 3, 4), (3, 4, 2)])],
     "transpose": [(lambda x: x.transpose(0, 2), [(2, 3, 4)])],
     "t": [(lambda x: x.t(), [(3, 4)])],
     "permute": [(lambda x: x.permute(2, 0, 1), [(2, 3, 4)]), (lambda x: x.T, [(3, 4)])],

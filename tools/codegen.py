@@ -678,6 +678,7 @@ class _GraphRule:
     again); the conditions are only selectors, evaluated on plain values (``xv``...)."""
 
     FUNCS = {"sqrt", "exp", "log", "sin", "cos", "sinh", "cosh", "sign"}
+    scalar_overloads = False   # the op being generated has them
 
     def tensor(self, node):
         import ast
@@ -697,14 +698,25 @@ class _GraphRule:
             return repr(node.value)
         raise ValueError(ast.dump(node))
 
-    def term(self, node):
-        """``g`` times the partial, as recorded tensors: a 0.0 branch is None (a mask, the
-        input gets nothing: PyTorch's zeros, which do not require grad), a 1.0 branch ``g``."""
+    def term(self, node, fixed=()):
+        """``g`` times the partial, as recorded tensors: a 0.0 branch is None (a mask: the
+        walk passes ``where(mask, g, 0)`` on, PyTorch's masked rules), a 1.0 branch ``g``.
+        For an op with Scalar overloads in PyTorch (``node_c``/``node_r``), a condition on
+        Python numbers only (``x ** 0.0``) is a plain branch, as there: its 0.0 branch is
+        ``zeros_like(g)``, which does not require grad."""
         import ast
         if isinstance(node, ast.IfExp):
-            return f"_sel({self.cond(node.test)}, {self.term(node.body)}, {self.term(node.orelse)})"
+            reads = sorted({n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)})
+            if fixed and set(reads) <= set(fixed):   # (inside a branch on the same numbers)
+                return (f"({self.term(node.body, fixed)} if {self.cond(node.test)} else "
+                        f"{self.term(node.orelse, fixed)})")
+            sel = f"_sel({self.cond(node.test)}, {self.term(node.body)}, {self.term(node.orelse)})"
+            if "out" in reads or not self.scalar_overloads:
+                return sel
+            return (f"({sel} if {' or '.join('t' + v for v in reads)} else "
+                    f"{self.term(node, tuple(reads))})")
         if isinstance(node, ast.Constant) and node.value in (0.0, 1.0):
-            return "None" if node.value == 0.0 else "g"
+            return ("_zeros(g)" if fixed else "None") if node.value == 0.0 else "g"
         return f"(g * {self.tensor(node)})"
 
     def cond(self, node):
@@ -730,18 +742,23 @@ _OPS = {"Add": "+", "Sub": "-", "Mult": "*", "Div": "/", "Pow": "**", "Gt": ">",
 def graph_rules_source() -> List[str]:
     """``GRAPH_PARTIALS``: per op, the adjoint terms ``g * partial`` as recorded tensor
     expressions (each only where ``nx``/``ny``/``nz`` says that operand needs it; None where
-    the partial masks)."""
+    the partial masks); ``tx``/``ty``/``tz``: the operand is a tensor, not a Python number."""
     import ast
     rule = _GraphRule()
     out = []
     for op in OPS:
         parts = []
+        rule.scalar_overloads = bool(op.node_c or op.node_r)
         for v, f in zip("xyz", (op.dx, op.dy, op.dz)[:op.arity]):
-            t = rule.term(ast.parse(f, mode="eval").body)
+            body = ast.parse(f, mode="eval").body
+            # a partial that is 0 everywhere is PyTorch's zeros_like(grad): a zero gradient
+            # that flows on but does not require grad (a masked branch keeps g's graph)
+            t = "_zeros(g)" if isinstance(body, ast.Constant) and body.value == 0.0 \
+                else rule.term(body)
             if op.keeps_graph:
                 t = f"_keep({t}, {v})"
             parts.append(f"{t} if n{v} else None")
-        out.append(f"def _gp_{op.name}(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):\n"
+        out.append(f"def _gp_{op.name}(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):\n"
                    f"    return ({', '.join(parts)},)\n\n")
     out.append("GRAPH_PARTIALS = (" + ", ".join(f"_gp_{op.name}" for op in OPS) + ",)")
     # which values each partial's branch conditions read (a create_graph tape built through
@@ -782,13 +799,26 @@ _f_sqrt, _f_exp, _f_log, _f_sin, _f_cos, _f_sinh, _f_cosh = (
 _f_sign = _on_tensor("sign", _plain_sign)
 
 
+def _recorded(t):
+    return isinstance(t, Tensor) and t._tape is not None
+
+
 def _sel(cond, a, b):
-    """``a`` where ``cond`` else ``b`` (``cond``: plain values, not recorded; None: nothing)."""
-    if np.ndim(cond) == 0:
+    """``a`` where ``cond`` else ``b`` (``cond``: plain values, not recorded; None: a mask).
+    With a recorded branch this records PyTorch's ``where``, also on one element: the branch
+    not taken stays in the graph, so a second backward sends it zeros, which an infinite
+    partial there turns into NaN, as in PyTorch (``x ** y`` at ``x = y = 0``)."""
+    if np.ndim(cond) == 0 and not (_recorded(a) or _recorded(b)):
         return a if bool(cond) else b
     if a is None and b is None:
         return None
     return where_(wrap(np.asarray(cond)), 0.0 if a is None else a, 0.0 if b is None else b)
+
+
+def _zeros(g):
+    """PyTorch's ``zeros_like(grad)``: zeros shaped like ``g`` that do not require grad."""
+    v = g._value
+    return wrap(0.0 if v.__class__ is float else np.zeros_like(v))
 
 
 def _keep(t, x):

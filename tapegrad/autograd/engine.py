@@ -284,12 +284,6 @@ class GraphAdjoints:
             v = self.views[r] = tensor_of_entry(T, r, T._value(r))
         return v
 
-    def _operand(self, r):
-        T = self.tape
-        if r < 0:
-            return T._c[-r - 1]
-        return self.saved(r)
-
     def get(self, i):
         g = self.adj.get(i)
         if g is None:
@@ -339,12 +333,13 @@ class GraphAdjoints:
                     if r >= 0:
                         reached[r] = 1
                 continue
-            ts = [self._operand(r) for r in refs] + [None] * (3 - len(refs))
+            ts = [self.saved(r) for r in refs] + [None] * (3 - len(refs))
             vs = [np.asarray(T._value(r)) if r >= 0 and r in T._arr else
                   (T._value(r) if r >= 0 else T._c[-r - 1]) for r in refs] + [None] * (3 - len(refs))
             need = [r >= 0 for r in refs] + [False] * (3 - len(refs))
+            tensors = [r >= 0 or r in T._tensor_consts for r in refs] + [False] * (3 - len(refs))
             parts = GRAPH_PARTIALS[code](g, ts[0], ts[1], ts[2], self.saved(i),
-                                         vs[0], vs[1], vs[2], T._value(i), *need)
+                                         vs[0], vs[1], vs[2], T._value(i), *need, *tensors)
             for r, names in zip(refs, GRAPH_CONDITIONS[code]):
                 if r >= 0 and any((refs[_OPERAND[n]] if n != "out" else i) >= 0 for n in names
                                   if n == "out" or _OPERAND[n] < len(refs)):
@@ -353,10 +348,9 @@ class GraphAdjoints:
                     break
             for r, p in zip(refs, parts):
                 if r >= 0:
-                    if p is None and isinstance(g, Tensor) and g._tape is not None:
-                        p = _masked(g)  # PyTorch's where(mask, grad, 0): recorded with grad
-                    if p is not None:   # None: the partial masks (PyTorch's zeros)
-                        self.add(r, p)
+                    # None: the partial masks, PyTorch's where(mask, grad, 0): zeros that
+                    # keep g's graph and flow on (an op below multiplies them as usual)
+                    self.add(r, _masked(g) if p is None else p)
                     reached[r] = 1
 
     def leaf_grads(self):

@@ -2198,13 +2198,26 @@ _f_sqrt, _f_exp, _f_log, _f_sin, _f_cos, _f_sinh, _f_cosh = (
 _f_sign = _on_tensor("sign", _plain_sign)
 
 
+def _recorded(t):
+    return isinstance(t, Tensor) and t._tape is not None
+
+
 def _sel(cond, a, b):
-    """``a`` where ``cond`` else ``b`` (``cond``: plain values, not recorded; None: nothing)."""
-    if np.ndim(cond) == 0:
+    """``a`` where ``cond`` else ``b`` (``cond``: plain values, not recorded; None: a mask).
+    With a recorded branch this records PyTorch's ``where``, also on one element: the branch
+    not taken stays in the graph, so a second backward sends it zeros, which an infinite
+    partial there turns into NaN, as in PyTorch (``x ** y`` at ``x = y = 0``)."""
+    if np.ndim(cond) == 0 and not (_recorded(a) or _recorded(b)):
         return a if bool(cond) else b
     if a is None and b is None:
         return None
     return where_(wrap(np.asarray(cond)), 0.0 if a is None else a, 0.0 if b is None else b)
+
+
+def _zeros(g):
+    """PyTorch's ``zeros_like(grad)``: zeros shaped like ``g`` that do not require grad."""
+    v = g._value
+    return wrap(0.0 if v.__class__ is float else np.zeros_like(v))
 
 
 def _keep(t, x):
@@ -2216,171 +2229,171 @@ def _keep(t, x):
     k = FUNCTIONS["sign"](x) * 0.0
     return k + 0.0 if t is None else t + k   # (+ 0.0: 0 * sign(-1.) is -0.)
 
-def _gp_add(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_add(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return (g if nx else None, g if ny else None,)
 
 
-def _gp_sub(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_sub(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return (g if nx else None, (g * (-1.0)) if ny else None,)
 
 
-def _gp_mul(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_mul(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return ((g * y) if nx else None, (g * x) if ny else None,)
 
 
-def _gp_div(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_div(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return ((g * (1.0 / y)) if nx else None, (g * ((-out) / y)) if ny else None,)
 
 
-def _gp_pow(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (_sel((yv == 2.0), (g * (2.0 * x)), _sel((yv == 0.0), None, (g * (y * (x ** (y - 1.0)))))) if nx else None, _sel(np.logical_and((xv == 0.0), (yv >= 0.0)), (g * (0.0 * out)), (g * (out * _f_log(x)))) if ny else None,)
+def _gp_pow(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return ((_sel((yv == 2.0), (g * (2.0 * x)), (_sel((yv == 0.0), None, (g * (y * (x ** (y - 1.0))))) if ty else (_zeros(g) if (yv == 0.0) else (g * (y * (x ** (y - 1.0))))))) if ty else ((g * (2.0 * x)) if (yv == 2.0) else (_zeros(g) if (yv == 0.0) else (g * (y * (x ** (y - 1.0))))))) if nx else None, (_sel(np.logical_and((xv == 0.0), (yv >= 0.0)), (g * (0.0 * out)), (g * (out * _f_log(x)))) if tx or ty else ((g * (0.0 * out)) if np.logical_and((xv == 0.0), (yv >= 0.0)) else (g * (out * _f_log(x))))) if ny else None,)
 
 
-def _gp_atan2(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_atan2(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return (_sel(np.logical_and((xv == 0.0), (yv == 0.0)), (g * (0.0 * y)), (g * (y / ((x * x) + (y * y))))) if nx else None, _sel(np.logical_and((xv == 0.0), (yv == 0.0)), (g * ((-0.0) * x)), (g * ((-x) / ((x * x) + (y * y))))) if ny else None,)
 
 
-def _gp_maximum(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_maximum(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return (_sel((xv < yv), None, _sel((xv == yv), (g * 0.5), g)) if nx else None, _sel((yv < xv), None, _sel((xv == yv), (g * 0.5), g)) if ny else None,)
 
 
-def _gp_minimum(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_minimum(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return (_sel((xv > yv), None, _sel((xv == yv), (g * 0.5), g)) if nx else None, _sel((yv > xv), None, _sel((xv == yv), (g * 0.5), g)) if ny else None,)
 
 
-def _gp_neg(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_neg(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return ((g * (-1.0)) if nx else None,)
 
 
-def _gp_abs(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_abs(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return ((g * _f_sign(x)) if nx else None,)
 
 
-def _gp_exp(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_exp(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return ((g * out) if nx else None,)
 
 
-def _gp_log(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_log(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return ((g * (1.0 / x)) if nx else None,)
 
 
-def _gp_log1p(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_log1p(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return ((g * (1.0 / (1.0 + x))) if nx else None,)
 
 
-def _gp_expm1(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_expm1(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return ((g * (out + 1.0)) if nx else None,)
 
 
-def _gp_sqrt(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_sqrt(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return ((g * (0.5 / out)) if nx else None,)
 
 
-def _gp_sin(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_sin(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return ((g * _f_cos(x)) if nx else None,)
 
 
-def _gp_cos(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_cos(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return ((g * (-_f_sin(x))) if nx else None,)
 
 
-def _gp_tan(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_tan(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return ((g * (1.0 + (out * out))) if nx else None,)
 
 
-def _gp_asin(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_asin(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return ((g * (1.0 / _f_sqrt((1.0 - (x * x))))) if nx else None,)
 
 
-def _gp_acos(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_acos(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return ((g * ((-1.0) / _f_sqrt((1.0 - (x * x))))) if nx else None,)
 
 
-def _gp_atan(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_atan(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return ((g * (1.0 / (1.0 + (x * x)))) if nx else None,)
 
 
-def _gp_sinh(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_sinh(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return ((g * _f_cosh(x)) if nx else None,)
 
 
-def _gp_cosh(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_cosh(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return ((g * _f_sinh(x)) if nx else None,)
 
 
-def _gp_tanh(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_tanh(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return ((g * (1.0 - (out * out))) if nx else None,)
 
 
-def _gp_sigmoid(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_sigmoid(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return ((g * (out * (1.0 - out))) if nx else None,)
 
 
-def _gp_relu(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_relu(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return (_keep(_sel((xv <= 0.0), None, g), x) if nx else None,)
 
 
-def _gp_erf(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_erf(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return ((g * (1.1283791670955126 * _f_exp(((-x) * x)))) if nx else None,)
 
 
-def _gp_sign(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (None if nx else None,)
+def _gp_sign(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (_zeros(g) if nx else None,)
 
 
-def _gp_round(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (None if nx else None,)
+def _gp_round(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (_zeros(g) if nx else None,)
 
 
-def _gp_floor(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (None if nx else None,)
+def _gp_floor(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (_zeros(g) if nx else None,)
 
 
-def _gp_ceil(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (None if nx else None,)
+def _gp_ceil(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (_zeros(g) if nx else None,)
 
 
-def _gp_trunc(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (None if nx else None,)
+def _gp_trunc(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (_zeros(g) if nx else None,)
 
 
-def _gp_lt(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (None if nx else None, None if ny else None,)
+def _gp_lt(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (_zeros(g) if nx else None, _zeros(g) if ny else None,)
 
 
-def _gp_le(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (None if nx else None, None if ny else None,)
+def _gp_le(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (_zeros(g) if nx else None, _zeros(g) if ny else None,)
 
 
-def _gp_gt(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (None if nx else None, None if ny else None,)
+def _gp_gt(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (_zeros(g) if nx else None, _zeros(g) if ny else None,)
 
 
-def _gp_ge(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (None if nx else None, None if ny else None,)
+def _gp_ge(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (_zeros(g) if nx else None, _zeros(g) if ny else None,)
 
 
-def _gp_eq(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (None if nx else None, None if ny else None,)
+def _gp_eq(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (_zeros(g) if nx else None, _zeros(g) if ny else None,)
 
 
-def _gp_ne(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (None if nx else None, None if ny else None,)
+def _gp_ne(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (_zeros(g) if nx else None, _zeros(g) if ny else None,)
 
 
-def _gp_clamp(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_clamp(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return (_sel(np.logical_and((xv >= yv), (xv <= zv)), g, None) if nx else None, _sel(np.logical_and((xv < yv), (yv < zv)), g, None) if ny else None, _sel(np.logical_or((xv > zv), (zv < yv)), g, None) if nz else None,)
 
 
-def _gp_where(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
-    return (None if nx else None, _sel((xv != 0.0), g, None) if ny else None, _sel((xv != 0.0), None, g) if nz else None,)
+def _gp_where(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (_zeros(g) if nx else None, _sel((xv != 0.0), g, None) if ny else None, _sel((xv != 0.0), None, g) if nz else None,)
 
 
-def _gp_reciprocal(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_reciprocal(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return ((g * ((-out) * out)) if nx else None,)
 
 
-def _gp_clone(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz):
+def _gp_clone(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return (g if nx else None,)
 
 

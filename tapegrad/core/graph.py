@@ -6,6 +6,8 @@ walks the entry's operands.  Two views of the same entry compare equal.
 """
 from __future__ import annotations
 
+import math
+
 from . import optable
 from .tape import ARG, CONST, LEAF, LINK, PYFUNC, PYOUT, N_ELEMENTWISE
 
@@ -78,9 +80,16 @@ def _number_side(T, code, ra, rb):
 
 
 def _tensor_bounds(T, refs):
-    """True when a clamp's bounds came from tensors (PyTorch's ``ClampBackward0``, an edge
-    per input) rather than Python numbers (``ClampBackward1``, an edge for ``x`` only)."""
-    return any(r >= 0 or r in T._tensor_consts for r in refs[1:])
+    """True when a clamp's bounds took PyTorch's tensor overload (``ClampBackward0``, an edge
+    per input) rather than its number overload (``ClampBackward1``, an edge for ``x`` only).
+    PyTorch takes a 0-d tensor that needs no grad (a constant ``r < 0`` here) as a number
+    when the other bound is a number; a bound not given is recorded as an infinite number."""
+    if any(r >= 0 for r in refs[1:]):
+        return True
+    lo, hi = refs[1], refs[2]
+    given = [r for r, default in ((lo, -math.inf), (hi, math.inf)) if T._c[-r - 1] != default
+             or r in T._tensor_consts]
+    return bool(given) and all(r in T._tensor_consts for r in given)
 
 
 def _node_inputs(T, i):

@@ -23,6 +23,7 @@ import numpy as np
 from ..core.elementwise import FUNCTIONS as ELEMENTWISE
 from ..core.shapes import wrap_dim, wrap_dims
 from ..core.pyop import Arg, record
+from ..core.grad_mode import is_grad_enabled
 from ..core.tape import recording
 from ..core.tensor import (Tensor, note_comparison_use, recorded_comparison, tensor_of_entry,
                            wrap)
@@ -240,16 +241,6 @@ def _ties(g, ans, x, dim=None, keepdim=False):
     return (_spread(g / call("sum", mask, dim=dim, keepdim=keepdim), x, dim, keepdim) * mask,)
 
 
-def _products_of_others(x, dim):
-    """For each element, the product of the others along ``dim`` (all if None), without
-    dividing (so zeros are fine): row i of an n x n table holding x with x_i set to 1."""
-    xm = call("reshape", x, (-1,)) if dim is None else call("transpose", x, dim, -1)
-    n = _shape(xm)[-1]
-    table = call("expand", call("unsqueeze", xm, -2), _shape(xm)[:-1] + (n, n))
-    others = call("prod", _where(np.eye(n, dtype=bool), 1.0, table), dim=-1)
-    return call("reshape", others, _shape(x)) if dim is None else call("transpose", others, dim, -1)
-
-
 def _reverse_cumsum(g, dim):
     return call("flip", call("cumsum", call("flip", g, (dim,)), dim), (dim,))
 
@@ -283,11 +274,31 @@ def prod(x, dim=None, keepdim=False):
 @prod.defvjp
 def _(g, ans, x, dim=None, keepdim=False):
     # d prod / dx_i = prod of the others = prod / x_i away from zeros
-    if np.all(_value(x) != 0):
-        return (_spread(g * ans, x, dim, keepdim) / x,)
-    if not _shape(x):   # one element: d x / dx = 1
+    shape = _shape(x)
+    if not shape:
         return (g,)
-    return (_spread(g, x, dim, keepdim) * _products_of_others(x, dim),)
+    if np.all(_value(x) != 0):
+        return (_spread(g, x, dim, keepdim) * (_spread(ans, x, dim, keepdim) / x),)
+    if dim is None:
+        if not is_grad_enabled() and np.count_nonzero(_value(x) == 0) > 1:
+            return (wrap(np.zeros(shape)),)   # PyTorch's zeros_like (no graph to keep)
+        return (call("reshape", g * _exclusive_products(call("reshape", x, (-1,)), 0), shape),)
+    if shape[dim] == 1 or 0 in shape:   # out is x: g as it is, as PyTorch
+        return (g,)
+    return (_spread(g, x, dim, keepdim) * _exclusive_products(x, dim),)
+
+
+def _exclusive_products(x, dim):
+    """For each element, the product of the others along ``dim``: the products before it
+    times the products after it (PyTorch's prod_safe_zeros_backward; zeros are fine)."""
+    n = _shape(x)[dim]
+    dim = wrap_dim(dim, len(_shape(x)))
+    part = lambda v, lo, hi=None: call("getitem", v, (slice(None),) * dim + (slice(lo, hi),))  # noqa: E731
+    ones = wrap(np.ones(tuple(1 if k == dim else m for k, m in enumerate(_shape(x)))))
+    before = call("cumprod", call("cat", ones, part(x, 0, n - 1), dim=dim), dim)
+    after = call("flip", call("cumprod", call("cat", ones, call("flip", part(x, 1), (dim,)), dim=dim),
+                              dim), (dim,))
+    return before * after
 
 
 @defop("amax", "AmaxBackward0")
@@ -497,16 +508,46 @@ def cumprod(x, dim):
 @cumprod.defvjp
 def _(g, ans, x, dim):
     # d out_j / dx_i = prod_{k <= j, k != i} x_k for j >= i (= out_j / x_i away from zeros)
-    if not _shape(x):   # one element: d x / dx = 1
+    shape = _shape(x)
+    if not shape or shape[dim] == 1 or 0 in shape:   # out is x: g as it is, as PyTorch
         return (g,)
     if np.all(_value(x) != 0):
-        return (_reverse_cumsum(g * ans, dim) / x,)
+        return (_reverse_cumsum(ans * g, dim) / x,)
     xm, gm = call("transpose", x, dim, -1), call("transpose", g, dim, -1)
+    if not is_grad_enabled():
+        gx = wrap(_cumprod_zeros_grad(_value(xm), _value(gm), _value(call("transpose", ans, dim, -1))))
+        return (call("transpose", gx, dim, -1),)
+    # recorded (PyTorch's O(n^2) rule under grad mode): for each i, the products before it
+    # times the cumulative products after it, only over j >= i
     n = _shape(xm)[-1]
-    table = call("expand", call("unsqueeze", xm, -2), _shape(xm)[:-1] + (n, n))
-    partial = call("cumprod", _where(np.eye(n, dtype=bool), 1.0, table), -1)   # [..., i, j]
-    gx = call("sum", partial * (call("unsqueeze", gm, -2) * wrap(np.triu(np.ones((n, n))))), dim=-1)
-    return (call("transpose", gx, dim, -1),)
+    part = lambda v, lo, hi=None: call("getitem", v, (Ellipsis, slice(lo, hi)))  # noqa: E731
+    cols = []
+    for i in range(n):
+        before = wrap(np.ones(_shape(xm)[:-1] + (1,))) if i == 0 else \
+            call("prod", part(xm, 0, i), dim=-1, keepdim=True)
+        omitted = before if i == n - 1 else \
+            call("cat", before, before * call("cumprod", part(xm, i + 1), -1), dim=-1)
+        cols.append(call("sum", part(gm, i) * omitted, dim=-1, keepdim=True))
+    return (call("transpose", call("cat", *cols, dim=-1), dim, -1),)
+
+
+def _cumprod_zeros_grad(x, g, out):
+    """cumprod's gradient along the last axis of arrays with zeros, as PyTorch computes it
+    without grad mode: before the first zero from out * g; at the first zero the products
+    up to the second; 0 after it."""
+    zeros = np.cumsum(x == 0, axis=-1)
+    before = zeros == 0
+    first = np.argmax(zeros == 1, axis=-1)[..., None]
+    at_first = (np.arange(x.shape[-1]) == first) & (zeros == 1)
+    between = (zeros == 1) & ~at_first
+    prev = np.take_along_axis(out, np.maximum(first - 1, 0), axis=-1)
+    prev = np.where(first == 0, 1.0, prev)
+    with np.errstate(all="ignore"):   # inf and nan follow IEEE, as PyTorch's
+        w = np.where(before, out * g, 0.0)
+        gx = np.where(before, np.flip(np.cumsum(np.flip(w, -1), -1), -1) / x, 0.0)
+        val = np.sum(np.cumprod(np.where(between, x, 1.0), axis=-1) * np.where(zeros == 1, g, 0.0),
+                     axis=-1, keepdims=True) * prev
+    return np.where(at_first, val, gx)
 
 
 # -- linear algebra -----------------------------------------------------------------------
@@ -518,6 +559,8 @@ def _mm_name(a, b):
         return "MvBackward0"
     if a.ndim == 2 and b.ndim == 2:
         return "MmBackward0"
+    if a.ndim == 3 and b.ndim == 3:
+        return "BmmBackward0"
     if a.ndim == 1:
         return "SqueezeBackward4"
     return "UnsafeViewBackward0"
@@ -525,6 +568,8 @@ def _mm_name(a, b):
 
 @defop("matmul", lambda a, b: _mm_name(a, b))
 def matmul(a, b):
+    if a.ndim == 2 and b.ndim == 2 and a.shape[1] == 1 and a.shape[0] > 1 and b.shape[1] > 1:
+        return a * b   # an outer product, as PyTorch's mm computes it: -0. products stay -0.
     return np.matmul(a, b)
 
 
@@ -620,6 +665,17 @@ def reshape(x, shape):
 
 
 reshape.defvjp(_reshape_back)
+
+
+@defop("view_node", lambda x, shape, node: node, method=False)
+def view_node(x, shape, node):
+    """A reshape recorded under the name of the PyTorch view op it stands for
+    (``UnsafeViewBackward0``, ``ReshapeAliasBackward0``, ``SqueezeBackward4``): the steps of
+    PyTorch's ``matmul`` decomposition that tapegrad has no row of its own for."""
+    return np.reshape(x, shape).copy()
+
+
+view_node.defvjp(_reshape_back)
 
 
 @defop("transpose", "TransposeBackward0")
@@ -852,7 +908,10 @@ getitem.defvjp(lambda g, ans, x, idx: (call("unindex", g, _shape(x), idx),))
 def unindex(g, shape, idx):
     """Zeros of ``shape`` with ``g`` added at ``idx``: the adjoint of ``getitem``."""
     out = np.zeros(shape)
-    np.add.at(out, idx, g)
+    if is_advanced_index(idx):   # an index may repeat: its gradients add up
+        np.add.at(out, idx, g)
+    else:   # written, as PyTorch's select/slice backward does: a -0. stays -0.
+        out[idx] = g
     return out
 
 

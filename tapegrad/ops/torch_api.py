@@ -142,7 +142,110 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
                                f"[{b[0]}] to have the same number of elements, but got {a[0]} "
                                f"and {b[0]} elements respectively")
         raise RuntimeError(f"size mismatch in matmul: {tuple(a)} @ {tuple(b)}")
-    return call("matmul", input, other)
+    one_row = len(a) <= 2 and len(b) <= 2 and (len(a) == 2 or len(b) == 1)   # dot, mv, mm
+    folds = len(a) >= 3 and len(b) <= 2   # computed as one mm (or mv) with or without grad
+    if one_row or input.__class__ is not Tensor or other.__class__ is not Tensor:
+        return call("matmul", input, other)   # (inside tg.compile an operand is elements)
+    untracked = recording() is None or (input._tape is None and other._tape is None)
+    if untracked and not folds:
+        return call("matmul", input, other)
+    return _matmul_decomposed(input, other)
+
+
+def _contiguous_strides(shape):
+    return tuple(int(np.prod(shape[k + 1:], dtype=np.int64)) for k in range(len(shape)))
+
+
+def _expanded_strides(shape, to):
+    """The strides of a contiguous tensor of ``shape`` expanded to ``to`` (0 where expanded)."""
+    own = (0,) * (len(to) - len(shape)) + _contiguous_strides(shape)
+    lead = len(to) - len(shape)
+    return tuple(0 if k < lead or (shape[k - lead] == 1 and n != 1) else own[k]
+                 for k, n in enumerate(to))
+
+
+def _is_contiguous(shape, strides):
+    # PyTorch's test: dims of size 1 are skipped
+    return all(n == 1 or s == c for n, s, c in zip(shape, strides, _contiguous_strides(shape)))
+
+
+def _can_view(shape, strides, new_shape):
+    """Whether a tensor of ``shape``/``strides`` has a view of ``new_shape`` (the test of
+    PyTorch's ``computeStride``: the merged dims of each chunk must be contiguous in memory)."""
+    if builtins.min(shape, default=1) == 0:
+        return True
+    view_d, tensor_numel, view_numel = len(new_shape) - 1, 1, 1
+    chunk_base = strides[-1] if strides else 1
+    for d in range(len(shape) - 1, -1, -1):
+        tensor_numel *= shape[d]
+        if d == 0 or (shape[d - 1] != 1 and strides[d - 1] != tensor_numel * chunk_base):
+            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
+                view_numel *= new_shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return False
+            if d > 0:
+                chunk_base, tensor_numel, view_numel = strides[d - 1], 1, 1
+    return view_d == -1
+
+
+def _reshape_as_torch(x, shape, strides, new_shape):
+    """``x.reshape(new_shape)`` recorded as PyTorch records it for a tensor laid out with
+    ``strides``: a view, an aliasing reshape, or a copy then an unsafe view."""
+    if _is_contiguous(shape, strides):
+        return call("reshape", x, shape=new_shape)
+    if _can_view(shape, strides, new_shape):
+        return call("view_node", x, new_shape, node="ReshapeAliasBackward0")
+    return call("view_node", ELEMENTWISE["clone"](x), new_shape, node="UnsafeViewBackward0")
+
+
+def _matmul_decomposed(a, b):
+    """``a @ b`` with a 1-D operand beside a matrix, or a batch, recorded as PyTorch's
+    ``at::matmul`` decomposes it (a node each for the views, the ``mm``/``mv``/``bmm`` and
+    the final unsafe view), so that ``grad_fn`` and ``next_functions`` read as PyTorch's."""
+    sa, sb = tuple(a.shape), tuple(b.shape)
+    na, nb = len(sa), len(sb)
+    if na == 1 and nb == 2:   # a.unsqueeze(0).mm(b).squeeze_(0)
+        out = call("matmul", unsqueeze(a, 0), b)
+        return call("view_node", out, sb[1:], node="SqueezeBackward4")
+    if na == 3 and nb == 3 and sa[0] != sb[0]:   # a batch of one that needs grad: a matrix
+        if sa[0] == 1 and a._tape is not None:
+            return matmul(squeeze(a, 0), b)
+        if sb[0] == 1 and b._tape is not None:
+            return matmul(a, squeeze(b, 0))
+    if na >= 3 and nb <= 2:   # fold a's batch into its rows: one mm (or mv)
+        rows = int(np.prod(sa[:-1], dtype=np.int64))
+        out = call("matmul", call("reshape", a, shape=(rows, sa[-1])), b)
+        return call("view_node", out, sa[:-1] + sb[1:], node="UnsafeViewBackward0")
+    if nb >= 3 and na <= 2 and a._tape is not None:   # fold b's batch: (b^T a^T)^T
+        bt = transpose(b, -1, -2)
+        shape_t = sb[:-2] + (sb[-1], sb[-2])
+        strides_t = _contiguous_strides(sb)
+        strides_t = strides_t[:-2] + (strides_t[-1], strides_t[-2])
+        rows = int(np.prod(shape_t[:-1], dtype=np.int64))
+        folded = _reshape_as_torch(bt, shape_t, strides_t, (rows, sb[-2]))
+        out = call("matmul", folded, t(a) if na == 2 else a)
+        out = call("view_node", out, shape_t[:-1] + sa[:-1], node="UnsafeViewBackward0")
+        if na == 1:
+            return out
+        out = transpose(out, -1, -2)
+        shape_o = tuple(out.shape)
+        strides_o = _contiguous_strides(shape_t[:-1] + sa[:-1])
+        strides_o = strides_o[:-2] + (strides_o[-1], strides_o[-2])
+        return out if _is_contiguous(shape_o, strides_o) else ELEMENTWISE["clone"](out)
+    # a batch of matrix products: both expanded to the broadcast batch, then one bmm
+    n, m = (sa[-2] if na > 1 else 1), sa[-1]
+    p = sb[-1] if nb > 1 else 1
+    batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
+    count = int(np.prod(batch, dtype=np.int64))
+    operands = []
+    for x, s, tail in ((a, sa, (n, m)), (b, sb, (sb[-2] if nb > 1 else sb[0], p))):
+        full = batch + tail
+        operands.append(_reshape_as_torch(call("expand", x, shape=full), full,
+                                          _expanded_strides(s, full), (count,) + tail))
+    out = call("matmul", *operands)
+    shape = batch + ((n,) if na > 1 else ()) + ((p,) if nb > 1 else ())
+    return call("view_node", out, shape, node="UnsafeViewBackward0")
 
 
 def linear(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
@@ -479,8 +582,9 @@ def setitem(input: Tensor, idx, value) -> None:
                                f"be broadcast to indexing result of shape {list(target)}")
     elif value.shape != target:
         check_expand(wrap(np.empty(stripped, np.int8)), target)
-    if value._tape is not None and value.shape != target:
+    if value._tape is not None and value.ndim and value.shape != target:
         # PyTorch views the value without its leading ones, then expands it over x's view
+        # (a 0-d value it passes to fill_ as it is)
         if not advanced or stripped != tuple(value.shape):
             value = reshape(value, stripped)
         if not advanced and value.shape != target:

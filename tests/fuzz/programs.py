@@ -19,6 +19,7 @@ Families: ``scalar`` (0-d DAGs over every op of the op table, special points),
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import math
 import operator
@@ -572,7 +573,49 @@ def _uses(program: Program, *names: str) -> bool:
     return any(s.name in names for s in program.steps)
 
 
+def _graph_matches(mine, theirs) -> bool:
+    """Do two ``node_signature`` trees agree, a leaf cut at the depth limit (``(name,)``)
+    agreeing with any node of its name?"""
+    if mine is None or theirs is None:
+        return mine is theirs
+    if mine[0] != theirs[0]:
+        return False
+    if len(mine) == 1 or len(theirs) == 1:
+        return True
+    return len(mine[1]) == len(theirs[1]) and all(map(_graph_matches, mine[1], theirs[1]))
+
+
+def _without_log_softmax(tree):
+    """``tree`` with each ``LogSoftmaxBackward0`` right under an ``NllLossBackward0`` dropped
+    (its input taking its place)."""
+    if tree is None or len(tree) == 1:
+        return tree
+    name, nexts = tree
+    if name == "NllLossBackward0":
+        nexts = tuple(n[1][0] if n is not None and n[0] == "LogSoftmaxBackward0" and len(n) > 1
+                      and len(n[1]) == 1 else n for n in nexts)
+    return (name, tuple(_without_log_softmax(n) for n in nexts))
+
+
+def fused_cross_entropy_only(m: "Mismatch") -> bool:
+    """Is tapegrad's graph PyTorch's but for the ``LogSoftmaxBackward0`` under each
+    ``NllLossBackward0``?"""
+    mine, _, theirs = m.detail[len("tg "):].partition(" / torch ")
+    try:
+        mine, theirs = ast.literal_eval(mine), ast.literal_eval(theirs)
+    except (ValueError, SyntaxError):
+        return False
+    return _graph_matches(mine, _without_log_softmax(theirs))
+
+
 DEVIATIONS: Tuple[Deviation, ...] = (
+    Deviation(
+        "README: '`cross_entropy` is one fused `NllLossBackward0` node over the logits (PyTorch: "
+        "an `NllLossBackward0` node over a `LogSoftmaxBackward0` node), so its `next_functions` "
+        "skip PyTorch's `LogSoftmaxBackward0`; values and gradients follow PyTorch.'",
+        lambda p, o, m: (m.kind == "next_functions" and _uses(p, "nn.functional.cross_entropy")
+                         and fused_cross_entropy_only(m)),
+    ),
     Deviation(
         "README: 'Losses: `l1_loss` records one `L1LossBackward0` node (PyTorch: `MeanBackward0` "
         "over its parts), `smooth_l1_loss(beta=0)` stays `SmoothL1LossBackward0`, and "

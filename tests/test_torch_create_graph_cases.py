@@ -1,0 +1,199 @@
+"""create_graph=True corner cases where PyTorch is the spec: each case runs on tapegrad and,
+where installed, on PyTorch, and both must give the values written out here (so the test
+runs everywhere).
+
+- a zero partial still passes a zero gradient on: ``zeros_like(grad)`` for piecewise
+  constant ops (it does not require grad), ``where(mask, grad, 0)`` for masks (it keeps the
+  graph), and the ops below multiply it as usual (``exp``'s rule gives a gradient that
+  requires grad; an infinite partial makes it NaN);
+- a branch of a rule is PyTorch's ``where`` also on one element, so a second backward sends
+  the branch not taken zeros (``x ** y`` and ``atan2`` at 0 give NaN there); a condition on
+  a Python number is a plain branch (``x ** 0.0`` is ``zeros_like``, ``x ** tensor(0.)`` is
+  not);
+- partials on Python-number operands follow IEEE (``x / 0.0``, ``0.0 ** x``);
+- cumprod and prod with zeros and infinities: PyTorch's rules (the O(n^2) one under grad
+  mode, the O(n) one without), a dim of size 1 passes the gradient as it is.
+"""
+import math
+
+import pytest
+
+import tapegrad as tg
+
+try:
+    import torch
+except ImportError:   # the PyTorch half of each test skips
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
+
+nan, inf = math.nan, math.inf
+
+
+def _tensor(L):
+    def make(v, requires_grad=True):
+        return L.tensor(v, dtype=L.float64, requires_grad=requires_grad)
+    return make
+
+
+def _grad(L, y, x, **kw):
+    return L.autograd.grad(y, x, **kw)[0]
+
+
+def round_flows(L, T):
+    x = T(-0.656)
+    g = _grad(L, x.exp().round(), x, create_graph=True)
+    g.backward()
+    return g.item(), g.requires_grad, x.grad.item()
+
+
+def sign_gives_zeros_like(L, T):
+    x = T(3.0)
+    s = x.sign()
+    g = _grad(L, s + s ** math.inf, x, create_graph=True)
+    return g.item(), g.requires_grad
+
+
+def divide_by_zero(L, T):
+    x = T(1.5)
+    return _grad(L, x / 0.0, x, create_graph=True).item(), \
+        _grad(L, x / -0.0, x, create_graph=True).item()
+
+
+def zero_to_the_x(L, T):
+    x = T(1.286)
+    g = _grad(L, 0.0 ** x, x, create_graph=True)
+    return g.item(), g.requires_grad
+
+
+def pow_zero_number_and_tensor(L, T):
+    x = T(-1.793)
+    a = _grad(L, x ** 0.0, x, create_graph=True)
+    b = _grad(L, x ** T(0.0, False), x, create_graph=True)
+    return a.item(), a.requires_grad, b.item(), b.requires_grad
+
+
+def pow_zero_zero_second(L, T):
+    x = T(1.343)
+    d = x - x
+    g = _grad(L, x + d ** d, x, create_graph=True)
+    g.backward()
+    return g.item(), x.grad.item()
+
+
+def pow_number_zero_second(L, T):
+    x = T(0.954)
+    d = x - x
+    g = _grad(L, d + (d * d) ** 0.0, x, create_graph=True)
+    return _grad(L, g, x).item()
+
+
+def atan2_origin_second(L, T):
+    x = T(-0.0)
+    a = L.atan2(x, x)
+    g = _grad(L, L.where(a < x, x, a), x, create_graph=True)
+    return g.item(), _grad(L, g, x).item()
+
+
+def where_masked_chain(L, T):
+    x, c = T(1.431), T(0.0, False)
+    w = L.where(c >= c, c, x)
+    w = L.where(c <= -0.5, w, w)
+    g = _grad(L, L.pow(w, 1.278), x, create_graph=True)
+    g.backward()
+    return g.item(), g.requires_grad, x.grad.item()
+
+
+def cumprod_dim_of_one(L, T):
+    x = T([[1.175], [-1.0]])
+    g = _grad(L, x.cumprod(1).sum(), x, create_graph=True)
+    return g.tolist(), g.requires_grad
+
+
+CUMPROD_INF = [[0.459, -1.0, 1.527, 0.432], [-0.658, inf, -1.697, 0.778],
+               [0.0, 3.0, -0.431, -0.577]]
+
+
+def cumprod_inf_create_graph(L, T):
+    x = T(CUMPROD_INF)
+    return _grad(L, L.cumprod(x, -1).sum(), x, create_graph=True).tolist()
+
+
+def cumprod_inf_floats(L, T):   # PyTorch's rule without grad mode differs from the one with
+    x = T(CUMPROD_INF)
+    L.cumprod(x, -1).sum().backward()
+    return x.grad.tolist()
+
+
+def cumprod_zeros_floats(L, T):
+    x = T([[0.0, 2.0, 0.0, 3.0, 0.5], [1.5, 0.0, 2.0, 0.0, -1.0]])
+    L.cumprod(x, 1).sum().backward()
+    return x.grad.tolist()
+
+
+def prod_zero_nan_inf_second(L, T):
+    x = T([[0.0, nan], [-1.113, 1.559], [2.0, -1.0], [-inf, 1.079]])
+    g = _grad(L, x.prod(-2, keepdim=True).sum(), x, create_graph=True)
+    return g.tolist(), _grad(L, g.sum(), x).tolist()
+
+
+def prod_two_zeros(L, T):
+    x = T([0.0, 2.0, 0.0])
+    x.prod().backward()
+    return x.grad.tolist()
+
+
+CASES = {   # the case, and PyTorch's result
+    round_flows: (0.0, True, 0.0),
+    sign_gives_zeros_like: (0.0, False),
+    divide_by_zero: (inf, -inf),
+    zero_to_the_x: (0.0, True),
+    pow_zero_number_and_tensor: (0.0, False, 0.0, True),
+    pow_zero_zero_second: (1.0, nan),
+    pow_number_zero_second: 0.0,
+    atan2_origin_second: (1.0, nan),
+    where_masked_chain: (0.0, True, 0.0),
+    cumprod_dim_of_one: ([[1.0], [1.0]], False),
+    cumprod_inf_create_graph: [[-2.186664, 1.462678776, -0.6572880000000001, -0.700893],
+                               [nan, 1.3273610280000003, -inf, inf], [3.453061, 0.0, 0.0, 0.0]],
+    cumprod_inf_floats: [[-2.186664, 1.4626787760000002, -0.6572880000000001, -0.700893],
+                         [nan, nan, -inf, inf], [3.453061, 0.0, 0.0, 0.0]],
+    cumprod_zeros_floats: [[3.0, 0.0, 0.0, 0.0, 0.0], [1.0, 4.5, 0.0, 0.0, 0.0]],
+    prod_zero_nan_inf_second: ([[inf, -1.6821609999999998], [nan, nan], [nan, nan], [-0.0, nan]],
+                               [[nan, nan], [-inf, nan], [nan, nan], [nan, nan]]),
+    prod_two_zeros: [0.0, 0.0, 0.0],
+}
+
+
+def _flat(v):
+    if isinstance(v, (list, tuple)):
+        return [y for x in v for y in _flat(x)]
+    return [v]
+
+
+def _same(a, b):
+    """Equal leaf by leaf: floats with NaN equal to NaN and the sign of a zero counting."""
+    a, b = _flat(a), _flat(b)
+    return len(a) == len(b) and all(
+        (x != x and y != y) or (x == y and type(x) is type(y) and
+                                (not isinstance(x, float) or math.copysign(1, x) == math.copysign(1, y)))
+        for x, y in zip(a, b))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("case", list(CASES), ids=lambda c: c.__name__)
+def test_tapegrad(case):
+    got = case(tg, _tensor(tg))
+    assert _same(got, CASES[case]), got
+
+
+@needs_torch
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("case", list(CASES), ids=lambda c: c.__name__)
+def test_torch(case):
+    torch.set_default_dtype(torch.float64)
+    try:
+        got = case(torch, _tensor(torch))
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert _same(got, CASES[case]), got
