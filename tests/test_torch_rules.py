@@ -165,7 +165,26 @@ def hook_of_a_leaf_root_not_in_inputs(L):
     return float(len(calls))
 
 
+def second_backward_through_a_select(L):
+    a = L.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = a[1]                 # SelectBackward0 saves nothing: a second backward may run it
+    y.backward()
+    y.backward()
+    return a.grad
+
+
+def second_backward_through_a_product(L):
+    a = L.tensor([1.0, 2.0], requires_grad=True)
+    y = (a * a).sum()
+    y.backward()
+    y.backward()
+
+
 CASES = {
+    "a second backward through a node that saved nothing": (second_backward_through_a_select,
+                                                            [[0.0, 2.0, 0.0]]),
+    "a second backward through a node that saved values": (second_backward_through_a_product,
+                                                           ("RuntimeError", "a second time")),
     "the hooks of non-leaf inputs": (hooks_of_inputs, [3.0, 12.0, 6.0]),
     "a leaf root's hook runs though it is not an input": (hook_of_a_leaf_root_not_in_inputs,
                                                           [1.0]),

@@ -31,7 +31,7 @@ from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC
                          SECOND_BACKWARD, Tape, thread_state)
 from ..core.dtypes import Size
 from ..core.tensor import Tensor, tensor_of_entry, wrap
-from ..ops.array_ops import pyop_backward
+from ..ops.array_ops import pyop_backward, pyop_saves
 
 _EMPTY_I = np.zeros(0, dtype=np.int64)
 _EMPTY_F = np.zeros(0, dtype=np.float64)
@@ -451,7 +451,7 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None):
             adj.set(s, g)
         py = T._py.get(s)
         if py is not None:
-            if A.freed[s]:
+            if A.freed[s] and pyop_saves(py):
                 raise RuntimeError(SECOND_BACKWARD)
             grads = [adj.tensor(s + 1 + k) for k in range(py.nout)]
             grads_in = pyop_backward(py, grads, adj.saved,

@@ -40,12 +40,14 @@ class ArrayOp(NamedTuple):
     edges: Union[int, Callable, None] = None  # the node's inputs: the first ``edges`` tensor
     #   arguments (PyTorch's differentiable ones; a function of the call's values and params);
     #   later ones are constants
+    saves: bool = True          # the rule reads saved values (False: only shapes and params,
+    #   so a second backward through a freed graph may run it, as PyTorch allows)
 
 
 ARRAY_OPS = {}
 
 
-def defop(name, node, method=True, outputs=None, cast=True, edges=None):
+def defop(name, node, method=True, outputs=None, cast=True, edges=None, saves=True):
     """Register ``forward`` (the decorated function) with its ``vjp`` (``forward.defvjp``).
 
     The rule is written in tapegrad ops: ``vjp(g, ans, *args, **params)`` gets the result's
@@ -60,7 +62,8 @@ def defop(name, node, method=True, outputs=None, cast=True, edges=None):
     differentiable ones (``nll_loss``'s target and weight are constants)."""
     def register(forward):
         def with_vjp(vjp):
-            ARRAY_OPS[name] = ArrayOp(name, node, forward, vjp, method, outputs, cast, edges)
+            ARRAY_OPS[name] = ArrayOp(name, node, forward, vjp, method, outputs, cast, edges,
+                                      saves)
             return vjp
         forward.defvjp = with_vjp
         return forward
@@ -92,6 +95,12 @@ def _record_call(op, node, args, outs, params, edges=None):
     refs = [(t._entry if t._tape is T else T._ref(t)) if t._tape is not None else -1 for t in tensors]
     idx = record(T, node, refs, outs, None, (op.name, _template(args, edges), params))
     return [tensor_of_entry(T, i, v) for i, v in zip(idx, outs)]
+
+
+def pyop_saves(py):
+    """Does recorded Python op ``py``'s backward read saved values?  (A custom Function:
+    assumed so.)  A backward through a freed graph may run one that does not."""
+    return py.backward_fn is not None or ARRAY_OPS[py.fwd[0]].saves
 
 
 def pyop_backward(py, grads, saved, outs):
@@ -247,7 +256,7 @@ def _reverse_cumsum(g, dim):
 
 # -- reductions ---------------------------------------------------------------------------
 
-@defop("sum", lambda x, dim=None, keepdim=False: _name("Sum", dim))
+@defop("sum", lambda x, dim=None, keepdim=False: _name("Sum", dim), saves=False)
 def sum(x, dim=None, keepdim=False):  # noqa: A001
     return np.sum(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
 
@@ -256,7 +265,7 @@ def sum(x, dim=None, keepdim=False):  # noqa: A001
 sum.defvjp(lambda g, ans, x, dim=None, keepdim=False: (_spread(g, x, dim, keepdim),))
 
 
-@defop("mean", lambda x, dim=None, keepdim=False: _name("Mean", dim))
+@defop("mean", lambda x, dim=None, keepdim=False: _name("Mean", dim), saves=False)
 def mean(x, dim=None, keepdim=False):
     return np.mean(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
 
@@ -491,7 +500,7 @@ log_softmax.defvjp(lambda g, ans, x, dim:
                    (g - ans.exp() * call("sum", g, dim=dim, keepdim=True),))
 
 
-@defop("cumsum", "CumsumBackward0")
+@defop("cumsum", "CumsumBackward0", saves=False)
 def cumsum(x, dim):
     return _along(np.cumsum, x, dim)
 
@@ -659,7 +668,7 @@ def _reshape_back(g, ans, x, *args, **params):
     return (call("reshape", g, _shape(x)),)
 
 
-@defop("reshape", "ViewBackward0")
+@defop("reshape", "ViewBackward0", saves=False)
 def reshape(x, shape):
     return np.reshape(x, shape).copy()
 
@@ -667,7 +676,7 @@ def reshape(x, shape):
 reshape.defvjp(_reshape_back)
 
 
-@defop("view_node", lambda x, shape, node: node, method=False)
+@defop("view_node", lambda x, shape, node: node, method=False, saves=False)
 def view_node(x, shape, node):
     """A reshape recorded under the name of the PyTorch view op it stands for
     (``UnsafeViewBackward0``, ``ReshapeAliasBackward0``, ``SqueezeBackward4``): the steps of
@@ -678,7 +687,7 @@ def view_node(x, shape, node):
 view_node.defvjp(_reshape_back)
 
 
-@defop("transpose", "TransposeBackward0")
+@defop("transpose", "TransposeBackward0", saves=False)
 def transpose(x, dim0, dim1):
     dim0, dim1 = wrap_dim(dim0, x.ndim), wrap_dim(dim1, x.ndim)
     return np.swapaxes(x, dim0, dim1).copy() if x.ndim else x.copy()
@@ -688,7 +697,7 @@ def transpose(x, dim0, dim1):
 transpose.defvjp(lambda g, ans, x, dim0, dim1: (call("transpose", g, dim0, dim1),))
 
 
-@defop("t", "TBackward0")
+@defop("t", "TBackward0", saves=False)
 def t(x):
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
@@ -698,7 +707,7 @@ def t(x):
 t.defvjp(lambda g, ans, x: (call("t", g),))
 
 
-@defop("permute", "PermuteBackward0")
+@defop("permute", "PermuteBackward0", saves=False)
 def permute(x, dims):
     if len(dims) != x.ndim:
         raise RuntimeError("permute(sparse_coo): number of dimensions in the tensor input does "
@@ -722,7 +731,7 @@ def _squeeze_node(x, dim=None):
     return "SqueezeBackward2" if isinstance(dim, (tuple, list)) else "SqueezeBackward1"
 
 
-@defop("squeeze", _squeeze_node)
+@defop("squeeze", _squeeze_node, saves=False)
 def squeeze(x, dim=None):
     """Drop the dims of size 1 (of those in ``dim``, an int or a tuple, when given)."""
     if dim is None:
@@ -734,7 +743,7 @@ def squeeze(x, dim=None):
 squeeze.defvjp(_reshape_back)
 
 
-@defop("unsqueeze", "UnsqueezeBackward0")
+@defop("unsqueeze", "UnsqueezeBackward0", saves=False)
 def unsqueeze(x, dim):
     return np.expand_dims(x, wrap_dim(dim, x.ndim + 1)).copy()
 
@@ -742,7 +751,7 @@ def unsqueeze(x, dim):
 unsqueeze.defvjp(_reshape_back)
 
 
-@defop("expand", "ExpandBackward0")
+@defop("expand", "ExpandBackward0", saves=False)
 def expand(x, shape):
     shape = tuple(x.shape[k - (len(shape) - x.ndim)] if n == -1 else n
                   for k, n in enumerate(shape))
@@ -753,7 +762,7 @@ def expand(x, shape):
 expand.defvjp(lambda g, ans, x, shape: (sum_to(g, _shape(x)),))
 
 
-@defop("flip", "FlipBackward0")
+@defop("flip", "FlipBackward0", saves=False)
 def flip(x, dims):
     return np.flip(x, axis=_axes(dims, x.ndim)).copy()
 
@@ -762,7 +771,7 @@ def flip(x, dims):
 flip.defvjp(lambda g, ans, x, dims: (call("flip", g, dims),))
 
 
-@defop("roll", "RollBackward0")
+@defop("roll", "RollBackward0", saves=False)
 def roll(x, shifts, dims=None):
     if dims is not None and x.ndim == 0:
         raise IndexError(f"Dimension specified as {dims[0] if isinstance(dims, tuple) else dims} "
@@ -785,7 +794,7 @@ def _slices(g, xs, dim, pick):
                  for k, x in enumerate(xs))
 
 
-@defop("cat", "CatBackward0", method=False)
+@defop("cat", "CatBackward0", method=False, saves=False)
 def cat(*xs, dim=0):
     return np.concatenate(xs, axis=wrap_dim(dim, xs[0].ndim))
 
@@ -798,7 +807,7 @@ def _(g, ans, *xs, dim=0):
     return _slices(g, xs, dim, lambda k, x: slice(int(ends[k] - _shape(x)[dim]), int(ends[k])))
 
 
-@defop("stack", "StackBackward0", method=False)
+@defop("stack", "StackBackward0", method=False, saves=False)
 def stack(*xs, dim=0):
     return np.stack(xs, axis=wrap_dim(dim, xs[0].ndim + 1))
 
@@ -808,7 +817,8 @@ stack.defvjp(lambda g, ans, *xs, dim=0: _slices(g, xs, dim, lambda k, x: k))
 
 
 @defop("split", lambda x, split_size_or_sections, dim=0:
-       "SplitBackward0" if isinstance(split_size_or_sections, int) else "SplitWithSizesBackward0")
+       "SplitBackward0" if isinstance(split_size_or_sections, int) else "SplitWithSizesBackward0",
+       saves=False)
 def split(x, split_size_or_sections, dim=0):
     if x.ndim == 0:
         raise RuntimeError("split expects at least a 1-dimensional tensor")
@@ -895,7 +905,7 @@ def _index_node(idx):
     return "SelectBackward0" if isinstance(last[-1], (int, np.integer)) else "SliceBackward0"
 
 
-@defop("getitem", lambda x, idx: _index_node(idx), method=False)
+@defop("getitem", lambda x, idx: _index_node(idx), method=False, saves=False)
 def getitem(x, idx):
     return np.array(x[idx])
 
@@ -904,7 +914,7 @@ def getitem(x, idx):
 getitem.defvjp(lambda g, ans, x, idx: (call("unindex", g, _shape(x), idx),))
 
 
-@defop("unindex", "IndexPutBackward0", method=False)
+@defop("unindex", "IndexPutBackward0", method=False, saves=False)
 def unindex(g, shape, idx):
     """Zeros of ``shape`` with ``g`` added at ``idx``: the adjoint of ``getitem``."""
     out = np.zeros(shape)
@@ -928,7 +938,7 @@ def along_index(index, dim):
     return tuple(idx)
 
 
-@defop("gather", "GatherBackward0")
+@defop("gather", "GatherBackward0", saves=False)
 def gather(x, dim, index):
     """PyTorch's gather: the result has the index's shape (which may be smaller than the
     input's in every dim but ``dim``)."""
@@ -938,7 +948,7 @@ def gather(x, dim, index):
 gather.defvjp(lambda g, ans, x, dim, index: (call("ungather", g, _shape(x), dim, index),))
 
 
-@defop("ungather", "ScatterAddBackward0", method=False)
+@defop("ungather", "ScatterAddBackward0", method=False, saves=False)
 def ungather(g, shape, dim, index):
     """Zeros of ``shape`` with ``g`` added along ``dim`` at ``index``: gather's adjoint."""
     out = np.zeros(tuple(shape) or (1,))
@@ -950,7 +960,7 @@ def ungather(g, shape, dim, index):
 ungather.defvjp(lambda g, ans, v, shape, dim, index: (call("gather", g, dim, index),))
 
 
-@defop("index_select", "IndexSelectBackward0")
+@defop("index_select", "IndexSelectBackward0", saves=False)
 def index_select(x, dim, index):
     if x.ndim == 0:   # one element: the index is 0
         return x.copy()
@@ -963,7 +973,7 @@ index_select.defvjp(lambda g, ans, x, dim, index:
                           + (index,)),))
 
 
-@defop("take", "TakeBackward0")
+@defop("take", "TakeBackward0", saves=False)
 def take(x, index):
     return np.take(x, index)
 
@@ -1037,7 +1047,7 @@ def _(g, ans, x, idx, v):
     return (lambda: call("index_put", g, idx, 0.0), None, dv)
 
 
-@defop("to_dtype", "ToCopyBackward0", method=False, cast=False)
+@defop("to_dtype", "ToCopyBackward0", method=False, cast=False, saves=False)
 def to_dtype(x, dtype):
     return x.astype(dtype)
 

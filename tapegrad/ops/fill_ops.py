@@ -17,7 +17,7 @@ def _zeros_like(x):
     return wrap(np.zeros(x.shape))
 
 
-@defop("zero", "ZeroBackward0", method=False)
+@defop("zero", "ZeroBackward0", method=False, saves=False)
 def zero(x):
     return np.zeros_like(x)
 
@@ -25,7 +25,7 @@ def zero(x):
 zero.defvjp(lambda g, ans, x: (_zeros_like(x),))      # d zeros / dx = 0
 
 
-@defop("fill", "FillBackward2", method=False)
+@defop("fill", "FillBackward2", method=False, saves=False)
 def fill(x, value):
     return np.full_like(x, value)
 
@@ -33,7 +33,7 @@ def fill(x, value):
 fill.defvjp(lambda g, ans, x, value: (_zeros_like(x), None))
 
 
-@defop("fill_with", "FillBackward3", method=False)
+@defop("fill_with", "FillBackward3", method=False, saves=False)
 def fill_with(x, value):
     return np.full_like(x, np.asarray(value).reshape(()))
 
@@ -42,7 +42,7 @@ def fill_with(x, value):
 fill_with.defvjp(lambda g, ans, x, value: (_zeros_like(x), lambda: call("sum", g)))
 
 
-@defop("copy", "CopyBackwards", method=False)
+@defop("copy", "CopyBackwards", method=False, saves=False)
 def copy(x, src):
     return np.array(np.broadcast_to(src, np.shape(x)), dtype=np.result_type(x, src))
 
