@@ -643,6 +643,21 @@ DEVIATIONS: Tuple[Deviation, ...] = (
         lambda p, o, m: m.kind.endswith("grad-signed-zero") and _uses_array_ops(p),
     ),
     Deviation(
+        "README: 'Compiled replay refuses what it cannot follow: a tape whose recording read a "
+        "recorded value into Python, used a comparison as a number, or indexed with a boolean "
+        "mask of recorded values (`x[x > 0]`) raises `tg.RetraceRequired` at `tape.compile` "
+        "(and `tg.compile` records such a function again at every call), where PyTorch just "
+        "runs the code.'",
+        lambda p, o, m: p.family == "replay" and m.kind == "exception(tg ReadsRecordedValues)",
+    ),
+    Deviation(
+        "README: 'In compiled replay a value that no output uses (overwritten by `x[i] = c`, or "
+        "computed and dropped) passes no gradient, so a NaN or inf in it does not turn a zero "
+        "gradient into NaN, as PyTorch's multiplication of zeros through it does.'",
+        lambda p, o, m: p.family == "replay" and m.kind == "grad-nan"
+        and any(s.kind == "setitem" for s in p.steps),
+    ),
+    Deviation(
         "README: 'Views: indexing, `reshape`, `transpose` and friends return copies, not views "
         "sharing storage; an in-place change to one does not show in the other.'",
         lambda p, o, m: o.inplace_on_view,
