@@ -11,6 +11,8 @@ import tapegrad as tg
 
 STORM = textwrap.dedent("""
     import os, random, signal, threading, time
+    # a process started in the background inherits SIGINT ignored: take Python's handler
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     import numpy as np
     import tapegrad as tg
 

@@ -12,7 +12,8 @@ runs everywhere).
   not);
 - partials on Python-number operands follow IEEE (``x / 0.0``, ``0.0 ** x``);
 - cumprod and prod with zeros and infinities: PyTorch's rules (the O(n^2) one under grad
-  mode, the O(n) one without), a dim of size 1 passes the gradient as it is.
+  mode, the O(n) one without), a dim of size 1 passes the gradient as it is;
+- elu: 1 at NaN, and its second derivative times (x < 0) as PyTorch's.
 """
 import math
 
@@ -143,6 +144,29 @@ def prod_two_zeros(L, T):
     return x.grad.tolist()
 
 
+def pow_tensor_two_second(L, T):   # the sweep's x ** 2 shortcut is not a rule in y
+    x, y = T(1.5), T(2.0)
+    g = _grad(L, x ** y, x, create_graph=True)
+    return g.item(), [h.item() for h in L.autograd.grad(g, [x, y])]
+
+
+def atan2_underflow(L, T):   # x^2 + y^2 == 0 with x, y != 0: computed zeros, as at the origin
+    out = []
+    for create_graph, seed in ((False, inf), (False, 1.0), (True, 1.0)):
+        x, y = T(1e-300), T(1e-300)
+        gx, gy = L.autograd.grad(L.atan2(x, y), [x, y], grad_outputs=T(seed, False),
+                                 create_graph=create_graph)
+        out += [gx.item(), gy.item()]
+    return out
+
+
+def elu_at_zero_nan_inf(L, T):   # 1 at NaN; elu_double_backward multiplies by (x < 0)
+    x = T([inf, 0.0, -0.0, nan, -1.0, 2.0])
+    g = _grad(L, L.nn.functional.elu(x).sum(), x, create_graph=True)
+    h = _grad(L, (g * T([1.0, inf, -0.889, 1.0, 2.0, 1.0], False)).sum(), x)
+    return g.tolist(), h.tolist()
+
+
 CASES = {   # the case, and PyTorch's result
     round_flows: (0.0, True, 0.0),
     sign_gives_zeros_like: (0.0, False),
@@ -162,6 +186,10 @@ CASES = {   # the case, and PyTorch's result
     prod_zero_nan_inf_second: ([[inf, -1.6821609999999998], [nan, nan], [nan, nan], [-0.0, nan]],
                                [[nan, nan], [-inf, nan], [nan, nan], [nan, nan]]),
     prod_two_zeros: [0.0, 0.0, 0.0],
+    pow_tensor_two_second: (3.0, [2.0, 2.716395324324493]),
+    atan2_underflow: [nan, nan, 0.0, -0.0, 0.0, -0.0],
+    elu_at_zero_nan_inf: ([1.0, 1.0, 1.0, 1.0, 0.36787944117144233, 1.0],
+                          [0.0, nan, -0.0, 0.0, 0.7357588823428847, 0.0]),
 }
 
 

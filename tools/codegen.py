@@ -710,6 +710,8 @@ class _GraphRule:
             if fixed and set(reads) <= set(fixed):   # (inside a branch on the same numbers)
                 return (f"({self.term(node.body, fixed)} if {self.cond(node.test)} else "
                         f"{self.term(node.orelse, fixed)})")
+            if _specializes(node):   # (on tensors, the general formula: its derivatives)
+                return f"({self.term(node.orelse)} if t{reads[0]} else {self.term(node, tuple(reads))})"
             sel = f"_sel({self.cond(node.test)}, {self.term(node.body)}, {self.term(node.orelse)})"
             if "out" in reads or not self.scalar_overloads:
                 return sel
@@ -724,14 +726,40 @@ class _GraphRule:
         if isinstance(node, ast.BoolOp):
             fn = "np.logical_and" if isinstance(node.op, ast.And) else "np.logical_or"
             return f"{fn}({self.cond(node.values[0])}, {self.cond(node.values[1])})"
-        if isinstance(node, ast.Compare):
-            return (f"({self.cond(node.left)} {_OPS[type(node.ops[0]).__name__]} "
-                    f"{self.cond(node.comparators[0])})")
+        if isinstance(node, (ast.Compare, ast.BinOp)):
+            op, right = (node.ops[0], node.comparators[0]) if isinstance(node, ast.Compare) \
+                else (node.op, node.right)
+            return f"({self.cond(node.left)} {_OPS[type(op).__name__]} {self.cond(right)})"
         if isinstance(node, ast.Name):
             return node.id + "v"
         if isinstance(node, ast.Constant):
             return repr(node.value)
         raise ValueError(ast.dump(node))
+
+
+def _specializes(node) -> bool:
+    """``body if v == c else orelse`` where ``body`` is ``orelse`` at ``v = c`` (pow's
+    ``2.0 * x if y == 2.0``): a shortcut for the sweep, which a recorded rule must not take,
+    since its derivative in ``v`` is not the general formula's."""
+    import ast
+    import math
+    import random
+    t = node.test
+    if not (isinstance(t, ast.Compare) and isinstance(t.ops[0], ast.Eq)
+            and isinstance(t.left, ast.Name) and isinstance(t.comparators[0], ast.Constant)
+            and not isinstance(node.body, ast.Constant)):   # (a constant branch is a mask)
+        return False
+    env = {n: getattr(math, n) for n in ("sqrt", "exp", "log", "sin", "cos", "sinh", "cosh")}
+    env["sign"] = lambda v: math.copysign(1.0, v) if v else 0.0
+    rng = random.Random(0)
+    for _ in range(5):
+        env.update({n: rng.uniform(0.3, 2.0) for n in ("x", "y", "z", "out")})
+        env[t.left.id] = t.comparators[0].value
+        a, b = (eval(compile(ast.Expression(e), "<partial>", "eval"), env)
+                for e in (node.body, node.orelse))
+        if not math.isclose(a, b, rel_tol=1e-12):
+            return False
+    return True
 
 
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}

@@ -2246,11 +2246,11 @@ def _gp_div(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
 
 
 def _gp_pow(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((_sel((yv == 2.0), (g * (2.0 * x)), (_sel((yv == 0.0), None, (g * (y * (x ** (y - 1.0))))) if ty else (_zeros(g) if (yv == 0.0) else (g * (y * (x ** (y - 1.0))))))) if ty else ((g * (2.0 * x)) if (yv == 2.0) else (_zeros(g) if (yv == 0.0) else (g * (y * (x ** (y - 1.0))))))) if nx else None, (_sel(np.logical_and((xv == 0.0), (yv >= 0.0)), (g * (0.0 * out)), (g * (out * _f_log(x)))) if tx or ty else ((g * (0.0 * out)) if np.logical_and((xv == 0.0), (yv >= 0.0)) else (g * (out * _f_log(x))))) if ny else None,)
+    return (((_sel((yv == 0.0), None, (g * (y * (x ** (y - 1.0))))) if ty else (_zeros(g) if (yv == 0.0) else (g * (y * (x ** (y - 1.0)))))) if ty else ((g * (2.0 * x)) if (yv == 2.0) else (_zeros(g) if (yv == 0.0) else (g * (y * (x ** (y - 1.0))))))) if nx else None, (_sel(np.logical_and((xv == 0.0), (yv >= 0.0)), (g * (0.0 * out)), (g * (out * _f_log(x)))) if tx or ty else ((g * (0.0 * out)) if np.logical_and((xv == 0.0), (yv >= 0.0)) else (g * (out * _f_log(x))))) if ny else None,)
 
 
 def _gp_atan2(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return (_sel(np.logical_and((xv == 0.0), (yv == 0.0)), (g * (0.0 * y)), (g * (y / ((x * x) + (y * y))))) if nx else None, _sel(np.logical_and((xv == 0.0), (yv == 0.0)), (g * ((-0.0) * x)), (g * ((-x) / ((x * x) + (y * y))))) if ny else None,)
+    return (_sel((((xv * xv) + (yv * yv)) == 0.0), (g * (0.0 * y)), (g * (y / ((x * x) + (y * y))))) if nx else None, _sel((((xv * xv) + (yv * yv)) == 0.0), (g * ((-0.0) * x)), (g * ((-x) / ((x * x) + (y * y))))) if ny else None,)
 
 
 def _gp_maximum(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):

@@ -139,7 +139,7 @@ def terms(o, g, x, y, z, out):
     elif o == 4:  # pow
         return (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0)))), (g * (0.0 * out)) if x == 0.0 and y >= 0.0 else (g * (out * log(x))), 0.0
     elif o == 5:  # atan2
-        return (g * (0.0 * y)) if x == 0.0 and y == 0.0 else (g * (y / (x * x + y * y))), (g * (-0.0 * x)) if x == 0.0 and y == 0.0 else (g * (-x / (x * x + y * y))), 0.0
+        return (g * (0.0 * y)) if x * x + y * y == 0.0 else (g * (y / (x * x + y * y))), (g * (-0.0 * x)) if x * x + y * y == 0.0 else (g * (-x / (x * x + y * y))), 0.0
     elif o == 6:  # maximum
         return (0.0) if x < y else ((g * (0.5)) if x == y else (g)), (0.0) if y < x else ((g * (0.5)) if x == y else (g)), 0.0
     elif o == 7:  # minimum
@@ -560,9 +560,9 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
             y = V[rb]
             g = ADJ[i]
             if va:
-                ADJ[ra] += (g * (0.0 * y)) if x == 0.0 and y == 0.0 else (g * (y / (x * x + y * y)))
+                ADJ[ra] += (g * (0.0 * y)) if x * x + y * y == 0.0 else (g * (y / (x * x + y * y)))
             if vb:
-                ADJ[rb] += (g * (-0.0 * x)) if x == 0.0 and y == 0.0 else (g * (-x / (x * x + y * y)))
+                ADJ[rb] += (g * (-0.0 * x)) if x * x + y * y == 0.0 else (g * (-x / (x * x + y * y)))
         elif o == 6:  # maximum
             x = V[ra]
             y = V[rb]
@@ -1015,9 +1015,9 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                 y = V[rb, k]
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += (g * (0.0 * y)) if x == 0.0 and y == 0.0 else (g * (y / (x * x + y * y)))
+                    ADJ[ra, k] += (g * (0.0 * y)) if x * x + y * y == 0.0 else (g * (y / (x * x + y * y)))
                 if vb:
-                    ADJ[rb, k] += (g * (-0.0 * x)) if x == 0.0 and y == 0.0 else (g * (-x / (x * x + y * y)))
+                    ADJ[rb, k] += (g * (-0.0 * x)) if x * x + y * y == 0.0 else (g * (-x / (x * x + y * y)))
         elif o == 6:  # maximum
             for k in range(nb):
                 x = V[ra, k]
@@ -1299,8 +1299,8 @@ def tangent_point(op, a, b, V, T, stop):
         elif o == 5:  # atan2
             x = V[ra]
             y = V[rb]
-            pa = 0.0 * y if (x == 0.0 and y == 0.0) else y / (x * x + y * y)
-            pb = -0.0 * x if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)
+            pa = 0.0 * y if x * x + y * y == 0.0 else y / (x * x + y * y)
+            pb = -0.0 * x if x * x + y * y == 0.0 else -x / (x * x + y * y)
             for k in range(nk):
                 s = 0.0
                 if va:
@@ -1658,8 +1658,8 @@ def reverse_multi(op, a, b, V, A, start, stop):
         elif o == 5:  # atan2
             x = V[ra]
             y = V[rb]
-            pa = 0.0 * y if (x == 0.0 and y == 0.0) else y / (x * x + y * y)
-            pb = -0.0 * x if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)
+            pa = 0.0 * y if x * x + y * y == 0.0 else y / (x * x + y * y)
+            pb = -0.0 * x if x * x + y * y == 0.0 else -x / (x * x + y * y)
             for k in range(nk):
                 g = A[i, k]
                 if va:
@@ -1994,17 +1994,17 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
         elif o == 5:  # atan2
             x = V[ra]
             y = V[rb]
-            pa = 0.0 * y if (x == 0.0 and y == 0.0) else y / (x * x + y * y)
-            pb = -0.0 * x if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)
+            pa = 0.0 * y if x * x + y * y == 0.0 else y / (x * x + y * y)
+            pb = -0.0 * x if x * x + y * y == 0.0 else -x / (x * x + y * y)
             g = A[i]
             for k in range(nk):
                 dg = D[i, k]
                 tx = T[ra, k]
                 ty = T[rb, k]
                 if va:
-                    D[ra, k] += dg * pa + ((g * (0.0 * ty)) if x == 0.0 and y == 0.0 else (g * (ty / (x * x + y * y) + -y * (tx * x + x * tx + (ty * y + y * ty)) / ((x * x + y * y) * (x * x + y * y)))))
+                    D[ra, k] += dg * pa + ((g * (0.0 * ty)) if x * x + y * y == 0.0 else (g * (ty / (x * x + y * y) + -y * (tx * x + x * tx + (ty * y + y * ty)) / ((x * x + y * y) * (x * x + y * y)))))
                 if vb:
-                    D[rb, k] += dg * pb + ((g * (-0.0 * tx)) if x == 0.0 and y == 0.0 else (g * (-tx / (x * x + y * y) + --x * (tx * x + x * tx + (ty * y + y * ty)) / ((x * x + y * y) * (x * x + y * y)))))
+                    D[rb, k] += dg * pb + ((g * (-0.0 * tx)) if x * x + y * y == 0.0 else (g * (-tx / (x * x + y * y) + --x * (tx * x + x * tx + (ty * y + y * ty)) / ((x * x + y * y) * (x * x + y * y)))))
         elif o == 6:  # maximum
             x = V[ra]
             y = V[rb]
@@ -2365,8 +2365,8 @@ def forward_tangent(op, a, b, V, T, stop):
             y = V[rb]
             out = math.atan2(x, y)
             V[i] = out
-            pa = 0.0 * y if (x == 0.0 and y == 0.0) else y / (x * x + y * y)
-            pb = -0.0 * x if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)
+            pa = 0.0 * y if x * x + y * y == 0.0 else y / (x * x + y * y)
+            pb = -0.0 * x if x * x + y * y == 0.0 else -x / (x * x + y * y)
             t = 0.0
             if va:
                 t += pa * T[ra]
@@ -2808,18 +2808,18 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
         elif o == 5:  # atan2
             x = V[ra]
             y = V[rb]
-            pa = 0.0 * y if (x == 0.0 and y == 0.0) else y / (x * x + y * y)
-            pb = -0.0 * x if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)
+            pa = 0.0 * y if x * x + y * y == 0.0 else y / (x * x + y * y)
+            pb = -0.0 * x if x * x + y * y == 0.0 else -x / (x * x + y * y)
             g = A[i]
             dg = D[i]
             tx = T[ra]
             ty = T[rb]
             if va:
                 A[ra] += g * pa
-                D[ra] += dg * pa + ((g * (0.0 * ty)) if x == 0.0 and y == 0.0 else (g * (ty / (x * x + y * y) + -y * (tx * x + x * tx + (ty * y + y * ty)) / ((x * x + y * y) * (x * x + y * y)))))
+                D[ra] += dg * pa + ((g * (0.0 * ty)) if x * x + y * y == 0.0 else (g * (ty / (x * x + y * y) + -y * (tx * x + x * tx + (ty * y + y * ty)) / ((x * x + y * y) * (x * x + y * y)))))
             if vb:
                 A[rb] += g * pb
-                D[rb] += dg * pb + ((g * (-0.0 * tx)) if x == 0.0 and y == 0.0 else (g * (-tx / (x * x + y * y) + --x * (tx * x + x * tx + (ty * y + y * ty)) / ((x * x + y * y) * (x * x + y * y)))))
+                D[rb] += dg * pb + ((g * (-0.0 * tx)) if x * x + y * y == 0.0 else (g * (-tx / (x * x + y * y) + --x * (tx * x + x * tx + (ty * y + y * ty)) / ((x * x + y * y) * (x * x + y * y)))))
         elif o == 6:  # maximum
             x = V[ra]
             y = V[rb]

@@ -22,9 +22,12 @@ Vocabulary of a row (fixed names, as in PyTorch's derivatives.yaml and HIPS auto
 - ``domain``: where the op tests sample each input (a smooth region of the op).
 
 A branch of a partial that is the constant ``0.0`` is a *mask*, as PyTorch's ``where``/
-``masked_fill``/``zeros_like`` in its backward formulas: that input gets nothing, even from
-an infinite or NaN incoming gradient.  A computed zero (``y`` in ``mul`` at ``y == 0``)
-multiplies as usual (``inf * 0 = nan``), as in PyTorch.
+``masked_fill``/``zeros_like`` in its backward formulas: that input gets a zero, even from
+an infinite or NaN incoming gradient, and the zero flows on to the ops below it (which
+multiply it as usual).  Under ``create_graph`` a partial that is 0 everywhere (``sign``) is
+``zeros_like(g)``, which does not require grad; a masked branch is ``where(mask, g, 0)``,
+which keeps ``g``'s graph.  A computed zero (``y`` in ``mul`` at ``y == 0``) multiplies as
+usual (``inf * 0 = nan``), as in PyTorch.
 """
 from __future__ import annotations
 
@@ -83,11 +86,12 @@ OPS: Tuple[Op, ...] = (
        node="PowBackward1", dunder="pow", node_c="PowBackward0",
        node_r="PowBackward2", int_result=True, domain=((0.3, 2.0), (-2.0, 2.0))),
     # atan2(x, y) = angle of (y, x): d/dx = y/(x^2+y^2) ; d/dy = -x/(x^2+y^2)
-    # (at the origin, PyTorch's partials are computed zeros, not masks: times an infinite
-    # gradient they give NaN, and a create_graph gradient depends on x and y)
+    # (where x^2+y^2 is 0 -- the origin, or both tiny -- PyTorch's partials are computed
+    # zeros, not masks: times an infinite gradient they give NaN, and a create_graph
+    # gradient depends on x and y)
     Op("atan2", 2, "math.atan2(x, y)", "np.arctan2(x, y)",
-       "0.0 * y if (x == 0.0 and y == 0.0) else y / (x * x + y * y)",
-       "-0.0 * x if (x == 0.0 and y == 0.0) else -x / (x * x + y * y)", node="Atan2Backward0",
+       "0.0 * y if x * x + y * y == 0.0 else y / (x * x + y * y)",
+       "-0.0 * x if x * x + y * y == 0.0 else -x / (x * x + y * y)", node="Atan2Backward0",
        domain=((0.3, 2.0), (0.3, 2.0))),
     # ties split the gradient evenly, as PyTorch's maximum/minimum; a tie returns x (so
     # maximum(-0., 0.) is -0.) and NaN propagates from either side, as PyTorch

@@ -130,9 +130,11 @@ def elu(x, alpha=1.0):
     return np.where(x > 0, x, alpha * np.expm1(np.where(x > 0, 0.0, x)))
 
 
-# d/dx = 1 for x > 0, else alpha exp(x) (x clamped at 0, so the unused branch cannot overflow)
+# d/dx = alpha exp(x) for x <= 0, else 1 (so 1 at NaN, as PyTorch) (x clamped at 0, so the
+# unused branch cannot overflow); times the 0/1 factor (x < 0), which PyTorch's second
+# derivative (elu_double_backward) multiplies by: an infinite gradient at x = 0 gives NaN
 elu.defvjp(lambda g, ans, x, alpha=1.0:
-           (where(x > 0.0, g, g * alpha * x.clamp(max=0.0).exp()),))
+           (where(x <= 0.0, g * alpha * (x.clamp(max=0.0) * where(x < 0.0, 1.0, 0.0)).exp(), g),))
 
 
 # -- elementwise losses -----------------------------------------------------------------------
