@@ -25,7 +25,9 @@ import pickle
 import warnings
 
 import numba
-from numba.core import caching
+from numba.core import caching, dispatcher
+
+from . import interrupts
 
 _OPTIONS = dict(nogil=True, error_model="numpy")  # IEEE results (1/0 = inf), as PyTorch
 _MAGIC = b"tapegrad-cache-1"      # then the SHA-256 of the payload, then the payload
@@ -133,6 +135,7 @@ def _check_cache(dispatcher):
             return None
 
     cache.load_overload = load_overload
+    interrupts.protect(load_overload)   # Ctrl-C inside LLVM's loading would corrupt it
 
 
 def jit(fn=None, **options):
@@ -147,3 +150,8 @@ def jit(fn=None, **options):
         return dispatcher
 
     return wrap(fn) if fn is not None else wrap
+
+
+# Numba compiling a kernel (the first call of each, without a cache) runs LLVM: a Ctrl-C in
+# the middle of it corrupts LLVM's state and aborts the process, so it waits for the end.
+interrupts.protect(dispatcher.Dispatcher.compile)
