@@ -231,6 +231,15 @@ def node_signature(fn, depth: int):
     return (name, tuple(node_signature(n, depth - 1) for n, _ in nexts))
 
 
+def torch_value(v) -> np.ndarray:
+    """A torch tensor's values.  Torch's double backward may hand out a ZeroTensor, whose
+    ``numpy(force=True)`` can crash torch 2.13 (a segfault in memset): read zeros instead."""
+    t = v.detach()
+    if t._is_zerotensor():
+        return np.zeros(tuple(t.shape), dtype=np.dtype(str(t.dtype).split(".")[-1]))
+    return np.array(t.numpy(force=True))
+
+
 def observe(v) -> dict:
     if v is None:
         return {"type": "None"}
@@ -241,9 +250,8 @@ def observe(v) -> dict:
                 "type": "tensor",
                 "dtype": str(v.dtype).split(".")[-1],
                 "shape": tuple(v.shape),
-                # force: torch's double backward may hand out a ZeroTensor
-                "value": np.array(v.detach().numpy(force=True) if isinstance(v, torch.Tensor)
-                                  else v.detach().numpy()),
+                "value": torch_value(v) if isinstance(v, torch.Tensor) else
+                np.array(v.detach().numpy()),
                 "requires_grad": bool(v.requires_grad),
                 "is_leaf": bool(v.is_leaf),
                 "grad_fn": node_signature(v.grad_fn, 3),
