@@ -180,7 +180,19 @@ def second_backward_through_a_product(L):
     y.backward()
 
 
+def hook_of_an_output_pruned_by_inputs(L):
+    calls = []
+    v0 = L.tensor(0.479, requires_grad=True)
+    v1 = L.tensor(1.953, requires_grad=True)
+    v4 = L.div(v1, v1)
+    v4.register_hook(lambda g: calls.append(1))
+    v4.backward(inputs=[v0])       # nothing leads to v0, yet the output's hook runs
+    return float(len(calls))
+
+
 CASES = {
+    "an output's hook runs though inputs= prunes it": (hook_of_an_output_pruned_by_inputs,
+                                                       [1.0]),
     "a second backward through a node that saved nothing": (second_backward_through_a_select,
                                                             [[0.0, 2.0, 0.0]]),
     "a second backward through a node that saved values": (second_backward_through_a_product,

@@ -439,9 +439,10 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None):
     for s in stops:
         adj.segment(pos, s)
         pos = s
-        if not reached[s] or (needed is not None and not needed[s]):
+        pruned = needed is not None and not needed[s]
+        if not reached[s] or (pruned and s not in seeds):
             continue
-        hooks = T._hooks.get(s)
+        hooks = T._hooks.get(s)   # (an output's hooks run even when pruned, as PyTorch's)
         if hooks:
             g = adj.tensor(s)
             if before_hooks is not None and s in before_hooks:
@@ -449,7 +450,7 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None):
             for hook in list(hooks):
                 g = run_hook(hook, g)
             adj.set(s, g)
-        py = T._py.get(s)
+        py = None if pruned else T._py.get(s)
         if py is not None:
             if A.freed[s] and pyop_saves(py):
                 raise RuntimeError(SECOND_BACKWARD)
