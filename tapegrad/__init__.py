@@ -16,6 +16,7 @@ from __future__ import annotations
 from . import autograd, core, nn, ops, optim, viz
 from .autograd import Function
 from .replay import CompiledTape, RetraceRequired, compile, load  # noqa: A004
+from .jit import JitFunction, jit
 from .core import optable as _optable
 from .core.elementwise import FUNCTIONS as _ELEMENTWISE
 from .core.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
@@ -41,4 +42,4 @@ __all__ = ["Tensor", "Tape", "tensor", "zeros", "ones", "full", "arange", "linsp
            "randn", "manual_seed", "zeros_like", "ones_like", "no_grad", "enable_grad",
            "set_grad_enabled", "is_grad_enabled", "autograd", "Function", "float32", "float64",
            "Size", "dtype", "current_tape", "nn", "optim", "viz", "CompiledTape",
-           "RetraceRequired", "compile", "load"] + [op.name for op in _optable.OPS]
+           "RetraceRequired", "compile", "load", "jit", "JitFunction"] + [op.name for op in _optable.OPS]

@@ -1,0 +1,172 @@
+"""Arrays of actives inside a ``tg.jit`` function: indexing, slicing, assignment, ``len``,
+``shape``, and the constructors that make them (``np.zeros_like``/``np.empty_like`` of an
+active array, ``tapegrad.jit.zeros(shape, like)``)."""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+from numba import types
+from numba.core import cgutils
+from numba.core.typing.templates import signature
+from numba.extending import intrinsic, overload, overload_attribute, overload_method
+
+from .active import Active, ActiveArray, emit_constant, make_active
+
+
+def _slot(t):
+    return t.slot if isinstance(t, (Active, ActiveArray)) else None
+
+
+@intrinsic
+def scalar_like(typingctx, like, value, ref):
+    """An active of ``like``'s slot from its value and reference."""
+    slot = _slot(like)
+    if slot is None:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return make_active(context, builder, sig.return_type, args[1], args[2])
+    return signature(Active(slot), like, types.float64, types.int64), codegen
+
+
+@intrinsic
+def array_like(typingctx, like, vals, refs):
+    """An array of actives of ``like``'s slot from arrays of values and references."""
+    slot = _slot(like)
+    if slot is None or not isinstance(vals, types.Array):
+        return None
+    ty = ActiveArray(slot, vals)
+
+    def codegen(context, builder, sig, args):
+        out = cgutils.create_struct_proxy(ty)(context, builder)
+        context.nrt.incref(builder, sig.args[1], args[1])
+        context.nrt.incref(builder, sig.args[2], args[2])
+        out.vals = args[1]
+        out.refs = args[2]
+        return out._getvalue()
+    return signature(ty, like, vals, refs), codegen
+
+
+@intrinsic
+def constant_ref(typingctx, like, value):
+    """The tape reference of the number ``value`` (a constant) in ``like``'s slot."""
+    slot = _slot(like)
+    if slot is None:
+        return None
+
+    def codegen(context, builder, sig, args):
+        v = context.cast(builder, args[1], sig.args[1], types.float64)
+        return emit_constant(builder, slot, v)
+    return signature(types.int64, like, value), codegen
+
+
+def _is_int_index(A, i):
+    if isinstance(i, types.Integer):
+        return A.ndim == 1
+    return (isinstance(i, types.BaseTuple) and len(i) == A.ndim
+            and all(isinstance(t, types.Integer) for t in i))
+
+
+@overload(operator.getitem)
+def _getitem(A, i):
+    if not isinstance(A, ActiveArray):
+        return None
+    if _is_int_index(A, i):
+        def scalar(A, i):
+            return scalar_like(A, A.vals[i], A.refs[i])
+        return scalar
+
+    def part(A, i):
+        return array_like(A, A.vals[i], A.refs[i])
+    return part
+
+
+@overload(operator.setitem)
+def _setitem(A, i, v):
+    if not isinstance(A, ActiveArray):
+        return None
+    if isinstance(v, Active):
+        def set_active(A, i, v):
+            A.vals[i] = v.value
+            A.refs[i] = v.ref
+        return set_active
+    if isinstance(v, ActiveArray):
+        def set_array(A, i, v):
+            A.vals[i] = v.vals
+            A.refs[i] = v.refs
+        return set_array
+    if isinstance(v, (types.Float, types.Integer, types.Boolean)):
+        def set_number(A, i, v):
+            A.vals[i] = v
+            A.refs[i] = constant_ref(A, v)
+        return set_number
+
+
+@overload(len)
+def _len(A):
+    if isinstance(A, ActiveArray):
+        return lambda A: len(A.vals)
+
+
+@overload_attribute(ActiveArray, "shape")
+def _shape(A):
+    return lambda A: A.vals.shape
+
+
+@overload_attribute(ActiveArray, "size")
+def _size(A):
+    return lambda A: A.vals.size
+
+
+@overload_attribute(ActiveArray, "ndim")
+def _ndim(A):
+    return lambda A: A.vals.ndim
+
+
+@overload_method(ActiveArray, "copy")
+def _copy(A):
+    return lambda A: array_like(A, A.vals.copy(), A.refs.copy())
+
+
+@overload(np.copy)
+def _np_copy(A):
+    if isinstance(A, ActiveArray):
+        return lambda A: array_like(A, A.vals.copy(), A.refs.copy())
+
+
+def _zeros_like(A):
+    if isinstance(A, ActiveArray):
+        # reference -1 is constant 0, which every recording has: 0.0
+        return lambda A: array_like(A, np.zeros(A.vals.shape), np.full(A.vals.shape, -1, np.int64))
+
+
+overload(np.zeros_like)(_zeros_like)
+overload(np.empty_like)(_zeros_like)
+
+
+def zeros(shape, like):
+    """An array of zeros that can hold actives of ``like`` (an active scalar or array), in
+    a tg.jit function; in Python, a float array of zeros."""
+    return np.zeros(shape)
+
+
+@overload(zeros)
+def _zeros(shape, like):
+    if _slot(like) is not None:
+        return lambda shape, like: array_like(like, np.zeros(shape), np.full(shape, -1, np.int64))
+
+
+def value(x):
+    """The value of an active (a float, or an array of floats for an array of actives),
+    detached: nothing recorded depends on it.  On a plain number or array: itself."""
+    return x
+
+
+@overload(value)
+def _value(x):
+    if isinstance(x, Active):
+        return lambda x: x.value
+    if isinstance(x, ActiveArray):
+        return lambda x: x.vals.copy()
+    return lambda x: x
