@@ -451,3 +451,39 @@ def test_load_names_the_field_of_bad_metadata(tmp_path):
         np.savez(tmp_path / "bad.npz", **{**arrays, "meta": np.array(json.dumps(meta))})
         with pytest.raises(ValueError, match=field):
             tg.load(tmp_path / "bad.npz")
+
+
+def test_tape_compile_of_an_input_element_returned_as_it_is():
+    """``x[0, 3]`` with no op after it: the output is the input's element (gradient 1)."""
+    x = [[1.0, -1.274, 1.961, -1.07]]
+    for pick in (lambda v: v[0, 3], lambda v: v[..., 3][0], lambda v: v[0, 3:].amin(0)):
+        with tg.Tape() as tape:
+            v = tg.tensor(x, requires_grad=True)
+            y = pick(v)
+        value, grad = tape.compile([v], [y]).value_and_grad([x])
+        assert value == -1.07 and grad.tolist() == [0.0, 0.0, 0.0, 1.0]
+
+
+def test_tape_compile_of_empty_reductions():
+    """An empty sum is 0. and an empty product 1., as in PyTorch (it raised a TypeError)."""
+    x = [[1.0, 2.0], [3.0, 4.0]]
+    for pick, want in ((lambda v: v[1:-1].sum(), 0.0), (lambda v: v[:, :0].sum(1).sum(), 0.0),
+                       (lambda v: v[1:-1].prod(), 1.0)):
+        with tg.Tape() as tape:
+            v = tg.tensor(x, requires_grad=True)
+            y = pick(v)
+        value, grad = tape.compile([v], [y]).value_and_grad([x])
+        assert value == want and grad.tolist() == [0.0] * 4
+
+
+def test_tape_compile_of_log_softmax_over_an_infinite_row_is_nan_as_pytorch():
+    x = [[np.inf, -0.767, -np.inf, -1.0], [2.0, -0.463, -0.5, 1.135]]
+    with tg.Tape() as tape:
+        v = tg.tensor(x, requires_grad=True)
+        y = tg.log_softmax(v, -1)[..., 2].sum()
+    with np.errstate(all="ignore"):
+        value, grad = tape.compile([v], [y]).value_and_grad([x])
+        eager = tg.tensor(x, requires_grad=True)
+        tg.log_softmax(eager, -1)[..., 2].sum().backward()
+    assert np.isnan(value)
+    np.testing.assert_allclose(grad, eager.grad.numpy().ravel(), rtol=1e-12)   # NaNs alike

@@ -190,6 +190,51 @@ def hook_of_an_output_pruned_by_inputs(L):
     return float(len(calls))
 
 
+
+def _counting(L, t):
+    calls = []
+    t.register_hook(lambda g: calls.append(1) or g + 1)
+    return calls
+
+
+def only_output_leaf_runs_its_hooks(L):
+    """One output, a leaf that is not an input: PyTorch starts at its node, so its hook runs
+    (and nothing is accumulated)."""
+    a, b = L.tensor(-0.5, requires_grad=True), L.tensor(0.37, requires_grad=True)
+    calls = _counting(L, b)
+    L.autograd.grad([b], [a], allow_unused=True)
+    return float(len(calls)), float(b.grad is None)
+
+
+def pruned_output_among_two_runs_no_hooks(L):
+    """Two outputs: PyTorch starts from a dummy root and runs only the nodes it needs."""
+    a, b, c = (L.tensor(v, requires_grad=True) for v in (-0.209, -1.122, 1.315))
+    m = b.maximum(a)
+    calls = _counting(L, m)
+    L.autograd.grad([b, m], [c], allow_unused=True)
+    return float(len(calls))
+
+
+def input_given_twice_runs_its_hooks_once(L):
+    a = L.tensor(2.0, requires_grad=True)
+    calls = _counting(L, a)
+    g = L.autograd.grad([a * 2], [a, a])
+    return float(len(calls)), g[0], g[1]
+
+
+def only_output_retains_grad_under_inputs(L):
+    a, b = L.tensor(0.5, requires_grad=True), L.tensor(3.0, requires_grad=True)
+    r = L.reciprocal(a)
+    r.retain_grad()
+    r.backward(inputs=[b])
+    return r.grad, float(a.grad is None)
+
+
+def cumsum_never_gives_minus_zero(L):
+    x = L.tensor([[-0.0, -0.0, 1.0, -1.0], [-0.5, 0.5, -0.0, -0.0]])
+    return 1.0 / L.cumsum(x, 1)   # the sign of a zero shows as +-inf
+
+
 CASES = {
     "an output's hook runs though inputs= prunes it": (hook_of_an_output_pruned_by_inputs,
                                                        [1.0]),
@@ -222,6 +267,15 @@ CASES = {
                                       ("RuntimeError", "hook 'widen' has changed the size")),
     "a hook on an intermediate changing the size": (hook_on_intermediate_changes_size,
                                                     ("RuntimeError", "has changed the size")),
+    "the only output, a leaf, runs its hooks": (only_output_leaf_runs_its_hooks, [1.0, 1.0]),
+    "a pruned output among two runs no hooks": (pruned_output_among_two_runs_no_hooks, [0.0]),
+    "an input given twice runs its hooks once": (input_given_twice_runs_its_hooks_once,
+                                                  [1.0, 3.0, 3.0]),
+    "the only output retains grad under inputs=": (only_output_retains_grad_under_inputs,
+                                                    [1.0, 1.0]),
+    "cumsum starts from 0., never -0.": (cumsum_never_gives_minus_zero,
+                                         [[[np.inf, np.inf, 1.0, np.inf],
+                                           [-2.0, np.inf, np.inf, np.inf]]]),
 }
 
 

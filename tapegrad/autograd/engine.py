@@ -421,9 +421,11 @@ def _runs_on(T, targets, inputs):
     return out
 
 
-def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None):
+def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=False):
     """The reverse walk over tape ``T`` from ``{entry: seed}``; returns its adjoints.  With
-    ``inputs``, only the parts of the graph that lead to them run hooks and rules.
+    ``inputs``, only the parts of the graph that lead to them run hooks and rules, and the
+    output's own node when it is the only output (``one_root``: PyTorch starts there; with
+    several outputs it starts from a dummy root and runs only the nodes it needs).
     ``before_hooks``: ``{entry: None}`` filled with those entries' gradients as they were
     before their hooks ran (what ``autograd.grad`` returns for a non-leaf input)."""
     A = TapeArrays(T)
@@ -440,9 +442,9 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None):
         adj.segment(pos, s)
         pos = s
         pruned = needed is not None and not needed[s]
-        if not reached[s] or (pruned and s not in seeds):
+        if not reached[s] or (pruned and not (one_root and s in seeds)):
             continue
-        hooks = T._hooks.get(s)   # (an output's hooks run even when pruned, as PyTorch's)
+        hooks = T._hooks.get(s)
         if hooks:
             g = adj.tensor(s)
             if before_hooks is not None and s in before_hooks:
@@ -539,7 +541,7 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
             # a non-leaf input whose node runs on (another input lies beyond it) is captured
             # before its hooks; one whose node does not run, after them (PyTorch's order)
             before = {j: None for j in _runs_on(T, targets, inputs)}
-            adj = walk_tape(T, seeds, create_graph, inputs, before)
+            adj = walk_tape(T, seeds, create_graph, inputs, before, len(tensors) == 1)
             walked.append(adj)
             reached = adj.reached
             acc.extend(*adj.leaf_grads())
@@ -551,7 +553,8 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
             for i, ref in T._retain.items():
                 t = ref()
                 if t is not None and i < len(reached) and reached[i] and t._tape is T and \
-                        t._entry == i and (adj.needed is None or adj.needed[i]):
+                        t._entry == i and (adj.needed is None or adj.needed[i]
+                                         or (len(tensors) == 1 and i in seeds)):
                     acc.extend([t], [adj.get(i)])
                     acc.retained.add(id(t))
             for pos, S, j in targets:

@@ -37,12 +37,7 @@ def backward(tensors: Tensors, grad_tensors: Optional[Union[Tensor, Sequence]] =
     gc.disable()
     try:
         inputs = None if inputs is None else _as_list(inputs)
-        if inputs is not None:   # a leaf root's hooks run even when it is not an input
-            chosen = {id(x) for x in inputs}
-            for t, g in zip(tensors, grads):
-                if isinstance(t, Tensor) and t.is_leaf and id(t) not in chosen and \
-                        getattr(t, "_hooks", None):
-                    hooked(t, g if g is not None else wrap(np.ones(t.shape)), create_graph)
+        _root_hooks(tensors, grads, inputs, create_graph)
         acc, captured = run_backward(tensors, grads,
                                      create_graph if retain_graph is None else retain_graph,
                                      inputs=inputs, create_graph=create_graph)
@@ -56,6 +51,18 @@ def backward(tensors: Tensors, grad_tensors: Optional[Union[Tensor, Sequence]] =
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _root_hooks(tensors, grads, inputs, create_graph):
+    """Run the hooks of a leaf that is the only output and not an input: PyTorch starts
+    the walk at that output's node (with several outputs it starts from a dummy root and
+    runs only the nodes it needs)."""
+    if inputs is None or len(tensors) != 1:
+        return
+    t, g = tensors[0], grads[0]
+    if isinstance(t, Tensor) and t.is_leaf and getattr(t, "_hooks", None) and \
+            all(x is not t for x in inputs):
+        hooked(t, g if g is not None else wrap(np.ones(t.shape)), create_graph)
 
 
 def _seeds(tensors, grads):
@@ -91,12 +98,16 @@ def grad(outputs: Tensors, inputs: Tensors, grad_outputs: Optional[Union[Tensor,
         if not x.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     grads = _seeds(outputs, grad_outputs)
+    _root_hooks(outputs, grads, inputs, create_graph)
     acc, captured = run_backward(outputs, grads,
                                create_graph if retain_graph is None else retain_graph,
                                inputs=inputs, create_graph=create_graph)
     accumulate(acc, set(), create_graph)   # tensors that retain grad get it, as in PyTorch
-    out = []
+    out, seen = [], {}
     for x, g in zip(inputs, captured):
+        if id(x) in seen:   # an input given twice: its hooks run once
+            out.append(seen[id(x)])
+            continue
         if g is None:
             if not (allow_unused or materialize_grads):
                 raise RuntimeError(
@@ -111,6 +122,7 @@ def grad(outputs: Tensors, inputs: Tensors, grad_outputs: Optional[Union[Tensor,
             g = hooked(x, g, create_graph)
         g = grad_value(x, g)
         out.append(g if isinstance(g, Tensor) else wrap(g))
+        seen[id(x)] = out[-1]
     return tuple(out)
 
 

@@ -17,6 +17,7 @@ compilation).  Two things can go wrong with it:
 """
 from __future__ import annotations
 
+import functools
 import glob
 import hashlib
 import io
@@ -102,6 +103,20 @@ class CheckedCacheFile(caching.IndexDataCacheFile):
 _warned = set()
 
 
+@functools.lru_cache(maxsize=1)
+def _table_stamp():
+    """(mtime, size) of the op table and of the kernels generated from it."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = []
+    for name in ("optable.py", "kernels.py"):
+        try:
+            st = os.stat(os.path.join(here, name))
+            out.append((st.st_mtime, st.st_size))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
 def _check_cache(dispatcher):
     """Give ``dispatcher``'s cache checked files, and make a load that fails for any reason
     discard them and compile again.  (Numba's cache classes are internal: if they change
@@ -113,6 +128,10 @@ def _check_cache(dispatcher):
             return
         checked = CheckedCacheFile.__new__(CheckedCacheFile)
         checked.__dict__.update(plain.__dict__)
+        # Numba stamps a cache with its own source file only, but kernels everywhere read
+        # the op table's constants (opcodes, arities) as globals frozen at compile time:
+        # a changed table must recompile them all
+        checked._source_stamp = (plain._source_stamp, _table_stamp())
         cache._cache_file = checked
         plain_load = cache.load_overload
     except AttributeError:

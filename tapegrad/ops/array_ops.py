@@ -502,7 +502,8 @@ log_softmax.defvjp(lambda g, ans, x, dim:
 
 @defop("cumsum", "CumsumBackward0", saves=False)
 def cumsum(x, dim):
-    return _along(np.cumsum, x, dim)
+    # + 0.: PyTorch's running sum starts from 0., so it is never -0.
+    return _along(np.cumsum, x + 0.0 if x.dtype.kind in "fc" else x, dim)
 
 
 # d out_j / dx_i = 1 for j >= i: the reversed cumulative sum

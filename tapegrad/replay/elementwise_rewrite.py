@@ -222,6 +222,13 @@ def _fold(fn, E, dim, keepdim):
     """Reduce with a binary tensor function (pairwise, left to right) along ``dim``."""
     uf = np.frompyfunc(fn, 2, 1)
     axes = _axes(dim, E.ndim)
+    if E.size == 0 and fn in _IDENTITY:   # an empty sum is 0., an empty product 1.
+        shape = tuple(1 if axes is None or k in axes else n for k, n in enumerate(E.shape)) \
+            if keepdim else tuple(n for k, n in enumerate(E.shape)
+                                  if axes is not None and k not in axes)
+        full = np.empty(shape, dtype=object)
+        full.fill(_IDENTITY[fn])
+        return full
     if axes is None:
         r = functools.reduce(fn, E.reshape(-1))
         if not keepdim:
@@ -240,6 +247,9 @@ def _add(a, b):
 
 def _mul(a, b):
     return a * b
+
+
+_IDENTITY = {_add: 0.0, _mul: 1.0}
 
 
 def _fn(name):
@@ -304,6 +314,14 @@ def _softmax(x, dim):
     X = _wrap_elems(_E(x))
     e = _fn("exp")(X - _wrap_elems(_fold(_max, _E(x), dim, True)))
     return _E(e / _wrap_elems(_sum(e, dim, True)))
+
+
+def _log_softmax(x, dim):
+    # x - m - log(sum(exp(x - m))), as the eager forward: an infinite max gives NaN, as
+    # PyTorch's (logsumexp shifts by 0 instead)
+    X = _wrap_elems(_E(x))
+    d = X - _wrap_elems(_fold(_max, _E(x), dim, True))
+    return _E(d - _fn("log")(_wrap_elems(_sum(_fn("exp")(d), dim, True))))
 
 
 def _expand(x, shape):
@@ -497,7 +515,7 @@ SCALAR_RULES = {
     "norm": _norm,
     "logsumexp": _lse,
     "softmax": _softmax,
-    "log_softmax": lambda x, dim: _E(_wrap_elems(_E(x)) - _wrap_elems(_lse(x, dim, True))),
+    "log_softmax": _log_softmax,
     "matmul": lambda a, b: np.matmul(_E(a), _E(b)),
     "linear": _linear,
     "outer": lambda a, b: np.outer(_E(a), _E(b)),
@@ -611,8 +629,12 @@ def scalarize_tape(T, inputs, outputs):
             outs += list(v._elems.reshape(-1))
         else:
             outs.append(v)
+    input_elems = {id(x) for x in leaves}
     for k, e in enumerate(outs):
-        if not (isinstance(e, Tensor) and e._tape is S):
+        if isinstance(e, Tensor) and e._tape is not S and id(e) in input_elems:
+            # an input element returned as it is (``x[0, 3]``): its leaf entry is the output
+            outs[k] = tensor_of_entry(S, S._ref(e), e._value)
+        elif not (isinstance(e, Tensor) and e._tape is S):
             outs[k] = constant_entry(S, e)   # a constant output (x[0] = 1.5): gradient 0
     return S, leaves, outs, shape
 

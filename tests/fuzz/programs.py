@@ -577,6 +577,36 @@ def _uses_array_ops(program: Program) -> bool:
     return False
 
 
+_PICKS_ZERO = {"maximum", "minimum", "amax", "amin", "max", "min"}
+
+
+def _nonfinite_at(program: Program, m: "Mismatch") -> bool:
+    """Is an input or an intermediate value of the replayed program ±inf or NaN at the point
+    (or, for a batch, any point) where the gradients differ?  (PyTorch computes it.)"""
+    label = m.label.split()
+    points = program.points if label[0] != "point" else [program.points[int(label[1])]]
+    for point in points:
+        if program.mode == "tg.compile":
+            env = [torch.tensor(np.asarray(point, dtype=float))]
+            steps = program.steps[1:]
+        else:
+            env, steps, arrays = [], [], iter(point)
+            for step in program.steps:
+                if step.kind == "leaf" and step.args[2]:
+                    step = replace(step, args=(np.asarray(next(arrays)).tolist(),) + step.args[1:])
+                steps.append(step)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                run_body(steps, env, TORCH)
+            except Exception:  # noqa: BLE001 - a step torch refuses without grad
+                return False
+        if any(isinstance(v, torch.Tensor) and v.is_floating_point()
+               and not bool(torch.isfinite(v).all()) for v in env):
+            return True
+    return False
+
+
 def _uses(program: Program, *names: str) -> bool:
     return any(s.name in names for s in program.steps)
 
@@ -664,6 +694,21 @@ DEVIATIONS: Tuple[Deviation, ...] = (
         "gradient into NaN, as PyTorch's multiplication of zeros through it does.'",
         lambda p, o, m: p.family == "replay" and m.kind == "grad-nan"
         and any(s.kind == "setitem" for s in p.steps),
+    ),
+    Deviation(
+        "README: 'Compiled replay of tensor code runs reductions as scalar formulas (`prod` as a "
+        "chain of products, `var` through the mean, `amax` as a chain of `maximum`): equal to "
+        "PyTorch's values and gradients at finite points, but where an input or an intermediate "
+        "value is ±inf or NaN a gradient entry can be NaN where PyTorch's is ±inf or 0, or the "
+        "reverse.'",
+        lambda p, o, m: p.family == "replay" and m.kind == "grad-nan" and _nonfinite_at(p, m),
+    ),
+    Deviation(
+        "README: 'The sign of a zero that `maximum`/`minimum`/`amax`/`amin`/`max`/`min` pick "
+        "between `0.` and `-0.` (equal values) can differ from PyTorch's, whose own choice "
+        "depends on the tensor's size (its vectorised kernel picks the other operand).'",
+        lambda p, o, m: m.kind == "signed-zero" and any(
+            (s.name or "").split(".")[-1] in _PICKS_ZERO for s in p.steps),
     ),
     Deviation(
         "README: 'Views: indexing, `reshape`, `transpose` and friends return copies, not views "
