@@ -56,6 +56,10 @@ REFERENCE = {
     "ne": lambda x, y: x != y,
     "clamp": lambda x, lo, hi: min(max(x, lo), hi),
     "where": lambda c, x, y: x if c else y,
+    # PyTorch's fused backward ops (internal rows, recorded by create_graph rules)
+    "sigmoid_backward": lambda g, s: g * (1.0 - s) * s,
+    "tanh_backward": lambda g, t: g * (1.0 - t * t),
+    "threshold_backward": lambda g, x: 0.0 if x <= 0.0 else g,
 }
 
 NAMES = [op.name for op in OPS]

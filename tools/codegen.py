@@ -686,8 +686,11 @@ class _GraphRule:
             return (f"_sel({self.cond(node.test)}, {self.tensor(node.body)}, "
                     f"{self.tensor(node.orelse)})")
         if isinstance(node, ast.Call):
+            args = ', '.join(self.tensor(a) for a in node.args)
+            if node.func.id in ROWS:     # a row of the table (PyTorch's sigmoid_backward)
+                return f"{node.func.id}_({args})"
             assert node.func.id in self.FUNCS, node.func.id
-            return f"_f_{node.func.id}({', '.join(self.tensor(a) for a in node.args)})"
+            return f"_f_{node.func.id}({args})"
         if isinstance(node, ast.BinOp):
             return f"({self.tensor(node.left)} {_OPS[type(node.op).__name__]} {self.tensor(node.right)})"
         if isinstance(node, ast.UnaryOp):
@@ -720,6 +723,16 @@ class _GraphRule:
         if isinstance(node, ast.Constant) and node.value in (0.0, 1.0):
             return ("_zeros(g)" if fixed else "None") if node.value == 0.0 else "g"
         return f"(g * {self.tensor(node)})"
+
+    def graph(self, node):
+        """A row's ``gx``/``gy``/``gz``: PyTorch's adjoint term as written, over recorded
+        tensors (a 0.0 branch of a condition masks, as in ``term``)."""
+        import ast
+        if isinstance(node, ast.IfExp):
+            return f"_sel({self.cond(node.test)}, {self.graph(node.body)}, {self.graph(node.orelse)})"
+        if isinstance(node, ast.Constant) and node.value == 0.0:
+            return "None"
+        return self.tensor(node)
 
     def cond(self, node):
         import ast
@@ -767,6 +780,25 @@ _OPS = {"Add": "+", "Sub": "-", "Mult": "*", "Div": "/", "Pow": "**", "Gt": ">",
         "Lt": "<", "LtE": "<=", "Eq": "==", "NotEq": "!="}
 
 
+ROWS = {op.name for op in OPS}
+
+
+def _partials(op):
+    return [f or "0.0" for f in (op.dx, op.dy, op.dz)[:op.arity]]
+
+
+def _graph_forms(op):
+    """The row's ``gx``/``gy``/``gz`` (None: ``g`` times the partial).  A form reads only
+    values the partials read, so the inputs saved for backward (and the in-place checks)
+    are the same in both modes."""
+    forms = [op.gx, op.gy, op.gz][:op.arity]
+    for gf in forms:
+        if gf:
+            extra = _used(gf) - _used(*_partials(op))
+            assert not extra, f"{op.name}: {gf!r} reads {sorted(extra)}, its partials do not"
+    return forms
+
+
 def graph_rules_source() -> List[str]:
     """``GRAPH_PARTIALS``: per op, the adjoint terms ``g * partial`` as recorded tensor
     expressions (each only where ``nx``/``ny``/``nz`` says that operand needs it; None where
@@ -777,14 +809,16 @@ def graph_rules_source() -> List[str]:
     for op in OPS:
         parts = []
         rule.scalar_overloads = bool(op.node_c or op.node_r)
-        for v, f in zip("xyz", (op.dx, op.dy, op.dz)[:op.arity]):
+        for v, f, gf in zip("xyz", _partials(op), _graph_forms(op)):
             body = ast.parse(f, mode="eval").body
             # a partial that is 0 everywhere is PyTorch's zeros_like(grad): a zero gradient
             # that flows on but does not require grad (a masked branch keeps g's graph)
-            t = "_zeros(g)" if isinstance(body, ast.Constant) and body.value == 0.0 \
-                else rule.term(body)
-            if op.keeps_graph:
-                t = f"_keep({t}, {v})"
+            if isinstance(body, ast.Constant) and body.value == 0.0:
+                t = "_zeros(g)"
+            elif gf:
+                t = rule.graph(ast.parse(gf, mode="eval").body)
+            else:
+                t = rule.term(body)
             parts.append(f"{t} if n{v} else None")
         out.append(f"def _gp_{op.name}(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):\n"
                    f"    return ({', '.join(parts)},)\n\n")
@@ -794,7 +828,8 @@ def graph_rules_source() -> List[str]:
     conds = []
     for op in OPS:
         per = []
-        for f in (op.dx, op.dy, op.dz)[:op.arity]:
+        for f, gf in zip(_partials(op), _graph_forms(op)):
+            f = gf or f
             names = set()
             for node in ast.walk(ast.parse(f or "0.0", mode="eval")):
                 if isinstance(node, ast.IfExp):
@@ -849,14 +884,6 @@ def _zeros(g):
     return wrap(0.0 if v.__class__ is float else np.zeros_like(v))
 
 
-def _keep(t, x):
-    """``t`` made to depend on ``x`` with a zero derivative (``+ 0 * sign(x)``): PyTorch's
-    backward of the op reads ``x``, so its create_graph gradient requires grad even where
-    it is a constant."""
-    if not isinstance(x, Tensor) or x._tape is None:
-        return t
-    k = FUNCTIONS["sign"](x) * 0.0
-    return k + 0.0 if t is None else t + k   # (+ 0.0: 0 * sign(-1.) is -0.)
 '''
 
 
@@ -912,6 +939,8 @@ def ops_markdown() -> str:
     """The op list of the README, as a Markdown table."""
     rows = ["| op | inputs | node | local partials (d out / d input) |", "|---|---|---|---|"]
     for op in OPS:
+        if op.backward_of:   # internal rows: PyTorch's fused backward ops
+            continue
         parts = "; ".join(f"`{f}`" for f in (op.dx, op.dy, op.dz)[:op.arity])
         node = f"`{op.node}`" if op.node else "(bool result, no grad)"
         rows.append(f"| `{op.name}` | {op.arity} | {node} | {parts} |")

@@ -2176,7 +2176,307 @@ def clone_(tx):
     return _generic(41, (tx,))
 
 
-FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'sign': sign_, 'round': round_, 'floor': floor_, 'ceil': ceil_, 'trunc': trunc_, 'lt': lt_, 'le': le_, 'gt': gt_, 'ge': ge_, 'eq': eq_, 'ne': ne_, 'clamp': clamp_, 'where': where_, 'reciprocal': reciprocal_, 'clone': clone_}
+def sigmoid_backward_(tx, ty):
+    """sigmoid_backward: elementwise, differentiable (node ``SigmoidBackwardBackward0``)."""
+    if tx.__class__ is Tensor:
+        x = tx._value
+        if x.__class__ is float:
+            cy = ty.__class__
+            if cy is Tensor:
+                y = ty._value
+                if y.__class__ is float:
+                    try:
+                        v = x * (1.0 - y) * y
+                    except (ArithmeticError, ValueError):
+                        v = _ieee(42, x, y, 0.0)
+                    xt = tx._tape
+                    yt = ty._tape
+                    if xt is None and yt is None:
+                        r = Tensor()
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = Tensor()
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if xt is T:
+                        rx = tx._entry
+                    elif xt is None:
+                        rx = T._const_t(x)
+                    else:
+                        rx = T._ref(tx)
+                    if yt is T:
+                        ry = ty._entry
+                    elif yt is None:
+                        ry = T._const_t(y)
+                    else:
+                        ry = T._ref(ty)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _CHUNK:
+                        n = T._flush()
+                    T._rec_op.append(42)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(v)
+                    r = Tensor()
+                    r._value = v
+                    r._tape = T
+                    r._entry = T._base + n
+                    return r
+            elif cy is float or cy is int:
+                y = ty if cy is float else float(ty)
+                try:
+                    v = x * (1.0 - y) * y
+                except (ArithmeticError, ValueError):
+                    v = _ieee(42, x, y, 0.0)
+                xt = tx._tape
+                if xt is None:
+                    r = Tensor()
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = Tensor()
+                    r._value = v
+                    r._tape = None
+                    return r
+                if xt is T:
+                    rx = tx._entry
+                elif xt is None:
+                    rx = T._const_t(x)
+                else:
+                    rx = T._ref(tx)
+                ry = T._cmap.get(y)
+                if ry is None:
+                    ry = T._const(y)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _CHUNK:
+                    n = T._flush()
+                T._rec_op.append(42)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(v)
+                r = Tensor()
+                r._value = v
+                r._tape = T
+                r._entry = T._base + n
+                return r
+    return _generic(42, (tx, ty))
+
+
+def tanh_backward_(tx, ty):
+    """tanh_backward: elementwise, differentiable (node ``TanhBackwardBackward0``)."""
+    if tx.__class__ is Tensor:
+        x = tx._value
+        if x.__class__ is float:
+            cy = ty.__class__
+            if cy is Tensor:
+                y = ty._value
+                if y.__class__ is float:
+                    try:
+                        v = x * (1.0 - y * y)
+                    except (ArithmeticError, ValueError):
+                        v = _ieee(43, x, y, 0.0)
+                    xt = tx._tape
+                    yt = ty._tape
+                    if xt is None and yt is None:
+                        r = Tensor()
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = Tensor()
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if xt is T:
+                        rx = tx._entry
+                    elif xt is None:
+                        rx = T._const_t(x)
+                    else:
+                        rx = T._ref(tx)
+                    if yt is T:
+                        ry = ty._entry
+                    elif yt is None:
+                        ry = T._const_t(y)
+                    else:
+                        ry = T._ref(ty)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _CHUNK:
+                        n = T._flush()
+                    T._rec_op.append(43)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(v)
+                    r = Tensor()
+                    r._value = v
+                    r._tape = T
+                    r._entry = T._base + n
+                    return r
+            elif cy is float or cy is int:
+                y = ty if cy is float else float(ty)
+                try:
+                    v = x * (1.0 - y * y)
+                except (ArithmeticError, ValueError):
+                    v = _ieee(43, x, y, 0.0)
+                xt = tx._tape
+                if xt is None:
+                    r = Tensor()
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = Tensor()
+                    r._value = v
+                    r._tape = None
+                    return r
+                if xt is T:
+                    rx = tx._entry
+                elif xt is None:
+                    rx = T._const_t(x)
+                else:
+                    rx = T._ref(tx)
+                ry = T._cmap.get(y)
+                if ry is None:
+                    ry = T._const(y)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _CHUNK:
+                    n = T._flush()
+                T._rec_op.append(43)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(v)
+                r = Tensor()
+                r._value = v
+                r._tape = T
+                r._entry = T._base + n
+                return r
+    return _generic(43, (tx, ty))
+
+
+def threshold_backward_(tx, ty):
+    """threshold_backward: elementwise, differentiable (node ``ThresholdBackwardBackward0``)."""
+    if tx.__class__ is Tensor:
+        x = tx._value
+        if x.__class__ is float:
+            cy = ty.__class__
+            if cy is Tensor:
+                y = ty._value
+                if y.__class__ is float:
+                    try:
+                        v = 0.0 if y <= 0.0 else x
+                    except (ArithmeticError, ValueError):
+                        v = _ieee(44, x, y, 0.0)
+                    xt = tx._tape
+                    yt = ty._tape
+                    if xt is None and yt is None:
+                        r = Tensor()
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = Tensor()
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if xt is T:
+                        rx = tx._entry
+                    elif xt is None:
+                        rx = T._const_t(x)
+                    else:
+                        rx = T._ref(tx)
+                    if yt is T:
+                        ry = ty._entry
+                    elif yt is None:
+                        ry = T._const_t(y)
+                    else:
+                        ry = T._ref(ty)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _CHUNK:
+                        n = T._flush()
+                    T._rec_op.append(44)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(v)
+                    r = Tensor()
+                    r._value = v
+                    r._tape = T
+                    r._entry = T._base + n
+                    return r
+            elif cy is float or cy is int:
+                y = ty if cy is float else float(ty)
+                try:
+                    v = 0.0 if y <= 0.0 else x
+                except (ArithmeticError, ValueError):
+                    v = _ieee(44, x, y, 0.0)
+                xt = tx._tape
+                if xt is None:
+                    r = Tensor()
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = Tensor()
+                    r._value = v
+                    r._tape = None
+                    return r
+                if xt is T:
+                    rx = tx._entry
+                elif xt is None:
+                    rx = T._const_t(x)
+                else:
+                    rx = T._ref(tx)
+                ry = T._cmap.get(y)
+                if ry is None:
+                    ry = T._const(y)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _CHUNK:
+                    n = T._flush()
+                T._rec_op.append(44)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(v)
+                r = Tensor()
+                r._value = v
+                r._tape = T
+                r._entry = T._base + n
+                return r
+    return _generic(44, (tx, ty))
+
+
+FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'sign': sign_, 'round': round_, 'floor': floor_, 'ceil': ceil_, 'trunc': trunc_, 'lt': lt_, 'le': le_, 'gt': gt_, 'ge': ge_, 'eq': eq_, 'ne': ne_, 'clamp': clamp_, 'where': where_, 'reciprocal': reciprocal_, 'clone': clone_, 'sigmoid_backward': sigmoid_backward_, 'tanh_backward': tanh_backward_, 'threshold_backward': threshold_backward_}
 
 
 
@@ -2220,21 +2520,13 @@ def _zeros(g):
     return wrap(0.0 if v.__class__ is float else np.zeros_like(v))
 
 
-def _keep(t, x):
-    """``t`` made to depend on ``x`` with a zero derivative (``+ 0 * sign(x)``): PyTorch's
-    backward of the op reads ``x``, so its create_graph gradient requires grad even where
-    it is a constant."""
-    if not isinstance(x, Tensor) or x._tape is None:
-        return t
-    k = FUNCTIONS["sign"](x) * 0.0
-    return k + 0.0 if t is None else t + k   # (+ 0.0: 0 * sign(-1.) is -0.)
 
 def _gp_add(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return (g if nx else None, g if ny else None,)
 
 
 def _gp_sub(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return (g if nx else None, (g * (-1.0)) if ny else None,)
+    return (g if nx else None, (-g) if ny else None,)
 
 
 def _gp_mul(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
@@ -2242,11 +2534,11 @@ def _gp_mul(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
 
 
 def _gp_div(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * (1.0 / y)) if nx else None, (g * ((-out) / y)) if ny else None,)
+    return ((g / y) if nx else None, ((-g) * (out / y)) if ny else None,)
 
 
 def _gp_pow(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return (((_sel((yv == 0.0), None, (g * (y * (x ** (y - 1.0))))) if ty else (_zeros(g) if (yv == 0.0) else (g * (y * (x ** (y - 1.0)))))) if ty else ((g * (2.0 * x)) if (yv == 2.0) else (_zeros(g) if (yv == 0.0) else (g * (y * (x ** (y - 1.0))))))) if nx else None, (_sel(np.logical_and((xv == 0.0), (yv >= 0.0)), (g * (0.0 * out)), (g * (out * _f_log(x)))) if tx or ty else ((g * (0.0 * out)) if np.logical_and((xv == 0.0), (yv >= 0.0)) else (g * (out * _f_log(x))))) if ny else None,)
+    return (((_sel((yv == 0.0), None, (g * (y * (x ** (y - 1.0))))) if ty else (_zeros(g) if (yv == 0.0) else (g * (y * (x ** (y - 1.0)))))) if ty else ((g * (2.0 * x)) if (yv == 2.0) else (_zeros(g) if (yv == 0.0) else (g * (y * (x ** (y - 1.0))))))) if nx else None, (_sel(np.logical_and((xv == 0.0), (yv >= 0.0)), (g * (0.0 * out)), (g * (out * log_(x)))) if tx or ty else ((g * (0.0 * out)) if np.logical_and((xv == 0.0), (yv >= 0.0)) else (g * (out * log_(x))))) if ny else None,)
 
 
 def _gp_atan2(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
@@ -2262,11 +2554,11 @@ def _gp_minimum(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
 
 
 def _gp_neg(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * (-1.0)) if nx else None,)
+    return ((-g) if nx else None,)
 
 
 def _gp_abs(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * _f_sign(x)) if nx else None,)
+    return ((g * sign_(x)) if nx else None,)
 
 
 def _gp_exp(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
@@ -2274,11 +2566,11 @@ def _gp_exp(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
 
 
 def _gp_log(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * (1.0 / x)) if nx else None,)
+    return ((g / x) if nx else None,)
 
 
 def _gp_log1p(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * (1.0 / (1.0 + x))) if nx else None,)
+    return ((g / (x + 1.0)) if nx else None,)
 
 
 def _gp_expm1(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
@@ -2286,55 +2578,55 @@ def _gp_expm1(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
 
 
 def _gp_sqrt(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * (0.5 / out)) if nx else None,)
+    return ((g / (2.0 * out)) if nx else None,)
 
 
 def _gp_sin(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * _f_cos(x)) if nx else None,)
+    return ((g * cos_(x)) if nx else None,)
 
 
 def _gp_cos(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * (-_f_sin(x))) if nx else None,)
+    return ((g * (-sin_(x))) if nx else None,)
 
 
 def _gp_tan(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * (1.0 + (out * out))) if nx else None,)
+    return ((g * (1.0 + (out ** 2.0))) if nx else None,)
 
 
 def _gp_asin(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * (1.0 / _f_sqrt((1.0 - (x * x))))) if nx else None,)
+    return ((g * (1.0 / sqrt_((1.0 - (x * x))))) if nx else None,)
 
 
 def _gp_acos(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * ((-1.0) / _f_sqrt((1.0 - (x * x))))) if nx else None,)
+    return ((g * ((-1.0) / sqrt_((1.0 - (x * x))))) if nx else None,)
 
 
 def _gp_atan(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * (1.0 / (1.0 + (x * x)))) if nx else None,)
+    return ((g / ((x * x) + 1.0)) if nx else None,)
 
 
 def _gp_sinh(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * _f_cosh(x)) if nx else None,)
+    return ((g * cosh_(x)) if nx else None,)
 
 
 def _gp_cosh(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * _f_sinh(x)) if nx else None,)
+    return ((g * sinh_(x)) if nx else None,)
 
 
 def _gp_tanh(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * (1.0 - (out * out))) if nx else None,)
+    return (tanh_backward_(g, out) if nx else None,)
 
 
 def _gp_sigmoid(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * (out * (1.0 - out))) if nx else None,)
+    return (sigmoid_backward_(g, out) if nx else None,)
 
 
 def _gp_relu(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return (_keep(_sel((xv <= 0.0), None, g), x) if nx else None,)
+    return (threshold_backward_(g, x) if nx else None,)
 
 
 def _gp_erf(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * (1.1283791670955126 * _f_exp(((-x) * x)))) if nx else None,)
+    return (((1.1283791670955126 * exp_((-(x ** 2.0)))) * g) if nx else None,)
 
 
 def _gp_sign(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
@@ -2390,17 +2682,29 @@ def _gp_where(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
 
 
 def _gp_reciprocal(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * ((-out) * out)) if nx else None,)
+    return (((-g) * (out * out)) if nx else None,)
 
 
 def _gp_clone(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return (g if nx else None,)
 
 
-GRAPH_PARTIALS = (_gp_add, _gp_sub, _gp_mul, _gp_div, _gp_pow, _gp_atan2, _gp_maximum, _gp_minimum, _gp_neg, _gp_abs, _gp_exp, _gp_log, _gp_log1p, _gp_expm1, _gp_sqrt, _gp_sin, _gp_cos, _gp_tan, _gp_asin, _gp_acos, _gp_atan, _gp_sinh, _gp_cosh, _gp_tanh, _gp_sigmoid, _gp_relu, _gp_erf, _gp_sign, _gp_round, _gp_floor, _gp_ceil, _gp_trunc, _gp_lt, _gp_le, _gp_gt, _gp_ge, _gp_eq, _gp_ne, _gp_clamp, _gp_where, _gp_reciprocal, _gp_clone,)
+def _gp_sigmoid_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (sigmoid_backward_(g, y) if nx else None, ((g * x) * (((-2.0) * y) + 1.0)) if ny else None,)
 
 
-GRAPH_CONDITIONS = (((), ()), ((), ()), ((), ()), ((), ()), (('y',), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), (('x',),), ((),), ((),), ((),), ((),), ((),), ((),), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), (('x', 'y', 'z'), ('x', 'y', 'z'), ('x', 'y', 'z')), ((), ('x',), ('x',)), ((),), ((),))
+def _gp_tanh_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (tanh_backward_(g, y) if nx else None, (g * (((-2.0) * y) * x)) if ny else None,)
+
+
+def _gp_threshold_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (threshold_backward_(g, y) if nx else None, _zeros(g) if ny else None,)
+
+
+GRAPH_PARTIALS = (_gp_add, _gp_sub, _gp_mul, _gp_div, _gp_pow, _gp_atan2, _gp_maximum, _gp_minimum, _gp_neg, _gp_abs, _gp_exp, _gp_log, _gp_log1p, _gp_expm1, _gp_sqrt, _gp_sin, _gp_cos, _gp_tan, _gp_asin, _gp_acos, _gp_atan, _gp_sinh, _gp_cosh, _gp_tanh, _gp_sigmoid, _gp_relu, _gp_erf, _gp_sign, _gp_round, _gp_floor, _gp_ceil, _gp_trunc, _gp_lt, _gp_le, _gp_gt, _gp_ge, _gp_eq, _gp_ne, _gp_clamp, _gp_where, _gp_reciprocal, _gp_clone, _gp_sigmoid_backward, _gp_tanh_backward, _gp_threshold_backward,)
+
+
+GRAPH_CONDITIONS = (((), ()), ((), ()), ((), ()), ((), ()), (('y',), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), (('x', 'y', 'z'), ('x', 'y', 'z'), ('x', 'y', 'z')), ((), ('x',), ('x',)), ((),), ((),), ((), ()), ((), ()), ((), ()))
 REFLECTED = {'add': add_, 'sub': rsub_, 'mul': mul_, 'div': rdiv_, 'pow': rpow_}
 for _name, _fn in list(FUNCTIONS.items()) + [('r' + k, f) for k, f in REFLECTED.items()
                                            if f is not FUNCTIONS[k]]:

@@ -9,20 +9,20 @@ import numpy as np
 
 from .numba_jit import jit
 
-N_ELEMENTWISE = 42
-LEAF = 42
-LINK = 43
-CONST = 44
-ARG = 45
-PYFUNC = 46
-PYOUT = 47
-ARITY = np.array([2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 1, 1, 0, 0, 0, 0, 0, 0], dtype=np.int8)
-SAVES_X = np.array([False, False, True, False, True, True, True, True, False, True, False, True, True, False, False, True, True, False, True, True, True, True, True, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, True, True, False, False, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_Y = np.array([False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_Z = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_OUT = np.array([False, False, False, True, True, False, False, False, False, False, True, False, False, True, True, False, False, True, False, False, False, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False], dtype=np.bool_)
+N_ELEMENTWISE = 45
+LEAF = 45
+LINK = 46
+CONST = 47
+ARG = 48
+PYFUNC = 49
+PYOUT = 50
+ARITY = np.array([2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 1, 1, 2, 2, 2, 0, 0, 0, 0, 0, 0], dtype=np.int8)
+SAVES_X = np.array([False, False, True, False, True, True, True, True, False, True, False, True, True, False, False, True, True, False, True, True, True, True, True, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, True, True, False, False, True, True, False, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_Y = np.array([False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, True, True, True, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_Z = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_OUT = np.array([False, False, False, True, True, False, False, False, False, False, True, False, False, True, True, False, False, True, False, False, False, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
 SAVES = SAVES_X | SAVES_Y | SAVES_Z | SAVES_OUT
-NO_GRAD = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+NO_GRAD = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
 
 
 @jit
@@ -121,6 +121,12 @@ def forward(o, x, y, z):
         return 1.0 / x
     elif o == 41:  # clone
         return x
+    elif o == 42:  # sigmoid_backward
+        return x * (1.0 - y) * y
+    elif o == 43:  # tanh_backward
+        return x * (1.0 - y * y)
+    elif o == 44:  # threshold_backward
+        return 0.0 if y <= 0.0 else x
     return math.nan
 
 
@@ -212,9 +218,15 @@ def terms(o, g, x, y, z, out):
         return g * (-out * out), 0.0, 0.0
     elif o == 41:  # clone
         return g, 0.0, 0.0
+    elif o == 42:  # sigmoid_backward
+        return g * ((1.0 - y) * y), g * (x * (-2.0 * y + 1.0)), 0.0
+    elif o == 43:  # tanh_backward
+        return g * (1.0 - y * y), g * (-2.0 * y * x), 0.0
+    elif o == 44:  # threshold_backward
+        return (0.0) if y <= 0.0 else (g), 0.0, 0.0
     return 0.0, 0.0, 0.0
 
-HESSIAN_PAIRS = ((), (), ((0, 1),), ((0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), (), (), (), (), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), (), ((0, 0),), (), (), (), (), (), (), (), (), (), (), (), (), (), ((0, 0),), ())
+HESSIAN_PAIRS = ((), (), ((0, 1),), ((0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), (), (), (), (), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), (), ((0, 0),), (), (), (), (), (), (), (), (), (), (), (), (), (), ((0, 0),), (), ((0, 1), (1, 1)), ((0, 1), (1, 1)), ())
 
 @jit
 def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, aadj, start, stop,
@@ -485,6 +497,18 @@ def replay_point(op, a, b, V, stop):
         elif o == 41:  # clone
             x = V[ra]
             V[i] = x
+        elif o == 42:  # sigmoid_backward
+            x = V[ra]
+            y = V[rb]
+            V[i] = x * (1.0 - y) * y
+        elif o == 43:  # tanh_backward
+            x = V[ra]
+            y = V[rb]
+            V[i] = x * (1.0 - y * y)
+        elif o == 44:  # threshold_backward
+            x = V[ra]
+            y = V[rb]
+            V[i] = 0.0 if y <= 0.0 else x
 
 
 @jit
@@ -722,6 +746,27 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
             g = ADJ[i]
             if va:
                 ADJ[ra] += g
+        elif o == 42:  # sigmoid_backward
+            x = V[ra]
+            y = V[rb]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * ((1.0 - y) * y)
+            if vb:
+                ADJ[rb] += g * (x * (-2.0 * y + 1.0))
+        elif o == 43:  # tanh_backward
+            x = V[ra]
+            y = V[rb]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (1.0 - y * y)
+            if vb:
+                ADJ[rb] += g * (-2.0 * y * x)
+        elif o == 44:  # threshold_backward
+            y = V[rb]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += (0.0) if y <= 0.0 else (g)
 
 
 @jit
@@ -933,6 +978,21 @@ def replay_batch(op, a, b, V, stop):
             for k in range(nb):
                 x = V[ra, k]
                 V[i, k] = x
+        elif o == 42:  # sigmoid_backward
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                V[i, k] = x * (1.0 - y) * y
+        elif o == 43:  # tanh_backward
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                V[i, k] = x * (1.0 - y * y)
+        elif o == 44:  # threshold_backward
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                V[i, k] = 0.0 if y <= 0.0 else x
 
 
 @jit
@@ -1213,6 +1273,30 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                 g = ADJ[i, k]
                 if va:
                     ADJ[ra, k] += g
+        elif o == 42:  # sigmoid_backward
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * ((1.0 - y) * y)
+                if vb:
+                    ADJ[rb, k] += g * (x * (-2.0 * y + 1.0))
+        elif o == 43:  # tanh_backward
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (1.0 - y * y)
+                if vb:
+                    ADJ[rb, k] += g * (-2.0 * y * x)
+        elif o == 44:  # threshold_backward
+            for k in range(nb):
+                y = V[rb, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += (0.0) if y <= 0.0 else (g)
 
 
 @jit
@@ -1568,6 +1652,39 @@ def tangent_point(op, a, b, V, T, stop):
                 if va:
                     s += pa * T[ra, k]
                 T[i, k] = s
+        elif o == 42:  # sigmoid_backward
+            x = V[ra]
+            y = V[rb]
+            pa = (1.0 - y) * y
+            pb = x * (-2.0 * y + 1.0)
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                if vb:
+                    s += pb * T[rb, k]
+                T[i, k] = s
+        elif o == 43:  # tanh_backward
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 - y * y
+            pb = -2.0 * y * x
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                if vb:
+                    s += pb * T[rb, k]
+                T[i, k] = s
+        elif o == 44:  # threshold_backward
+            y = V[rb]
+            pa = 0.0 if y <= 0.0 else 1.0
+            ma = ((True) if (y <= 0.0) else (False))
+            for k in range(nk):
+                s = 0.0
+                if va and not ma:
+                    s += pa * T[ra, k]
+                T[i, k] = s
 
 
 @jit
@@ -1889,6 +2006,36 @@ def reverse_multi(op, a, b, V, A, start, stop):
             for k in range(nk):
                 g = A[i, k]
                 if va:
+                    A[ra, k] += g * pa
+        elif o == 42:  # sigmoid_backward
+            x = V[ra]
+            y = V[rb]
+            pa = (1.0 - y) * y
+            pb = x * (-2.0 * y + 1.0)
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+                if vb:
+                    A[rb, k] += g * pb
+        elif o == 43:  # tanh_backward
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 - y * y
+            pb = -2.0 * y * x
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+                if vb:
+                    A[rb, k] += g * pb
+        elif o == 44:  # threshold_backward
+            y = V[rb]
+            pa = 0.0 if y <= 0.0 else 1.0
+            ma = ((True) if (y <= 0.0) else (False))
+            for k in range(nk):
+                g = A[i, k]
+                if va and not ma:
                     A[ra, k] += g * pa
 
 
@@ -2270,6 +2417,43 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
             for k in range(nk):
                 dg = D[i, k]
                 if va:
+                    D[ra, k] += dg * pa
+        elif o == 42:  # sigmoid_backward
+            x = V[ra]
+            y = V[rb]
+            pa = (1.0 - y) * y
+            pb = x * (-2.0 * y + 1.0)
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tx = T[ra, k]
+                ty = T[rb, k]
+                if va:
+                    D[ra, k] += dg * pa + (g * (-ty * y + (1.0 - y) * ty))
+                if vb:
+                    D[rb, k] += dg * pb + (g * (tx * (-2.0 * y + 1.0) + x * (-2.0 * ty)))
+        elif o == 43:  # tanh_backward
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 - y * y
+            pb = -2.0 * y * x
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tx = T[ra, k]
+                ty = T[rb, k]
+                if va:
+                    D[ra, k] += dg * pa + (g * (-(ty * y + y * ty)))
+                if vb:
+                    D[rb, k] += dg * pb + (g * (-2.0 * ty * x + -2.0 * y * tx))
+        elif o == 44:  # threshold_backward
+            y = V[rb]
+            pa = 0.0 if y <= 0.0 else 1.0
+            ma = ((True) if (y <= 0.0) else (False))
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                if va and not ma:
                     D[ra, k] += dg * pa
 
 
@@ -2701,6 +2885,43 @@ def forward_tangent(op, a, b, V, T, stop):
             if va:
                 t += pa * T[ra]
             T[i] = t
+        elif o == 42:  # sigmoid_backward
+            x = V[ra]
+            y = V[rb]
+            out = x * (1.0 - y) * y
+            V[i] = out
+            pa = (1.0 - y) * y
+            pb = x * (-2.0 * y + 1.0)
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            if vb:
+                t += pb * T[rb]
+            T[i] = t
+        elif o == 43:  # tanh_backward
+            x = V[ra]
+            y = V[rb]
+            out = x * (1.0 - y * y)
+            V[i] = out
+            pa = 1.0 - y * y
+            pb = -2.0 * y * x
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            if vb:
+                t += pb * T[rb]
+            T[i] = t
+        elif o == 44:  # threshold_backward
+            x = V[ra]
+            y = V[rb]
+            out = 0.0 if y <= 0.0 else x
+            V[i] = out
+            pa = 0.0 if y <= 0.0 else 1.0
+            ma = ((True) if (y <= 0.0) else (False))
+            t = 0.0
+            if va and not ma:
+                t += pa * T[ra]
+            T[i] = t
 
 
 @jit
@@ -3089,5 +3310,44 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             g = A[i]
             dg = D[i]
             if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa
+        elif o == 42:  # sigmoid_backward
+            x = V[ra]
+            y = V[rb]
+            pa = (1.0 - y) * y
+            pb = x * (-2.0 * y + 1.0)
+            g = A[i]
+            dg = D[i]
+            tx = T[ra]
+            ty = T[rb]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + (g * (-ty * y + (1.0 - y) * ty))
+            if vb:
+                A[rb] += g * pb
+                D[rb] += dg * pb + (g * (tx * (-2.0 * y + 1.0) + x * (-2.0 * ty)))
+        elif o == 43:  # tanh_backward
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 - y * y
+            pb = -2.0 * y * x
+            g = A[i]
+            dg = D[i]
+            tx = T[ra]
+            ty = T[rb]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + (g * (-(ty * y + y * ty)))
+            if vb:
+                A[rb] += g * pb
+                D[rb] += dg * pb + (g * (-2.0 * ty * x + -2.0 * y * tx))
+        elif o == 44:  # threshold_backward
+            y = V[rb]
+            pa = 0.0 if y <= 0.0 else 1.0
+            ma = ((True) if (y <= 0.0) else (False))
+            g = A[i]
+            dg = D[i]
+            if va and not ma:
                 A[ra] += g * pa
                 D[ra] += dg * pa

@@ -17,6 +17,15 @@ Vocabulary of a row (fixed names, as in PyTorch's derivatives.yaml and HIPS auto
   input, over ``x``, ``y``, ``z`` and ``out`` (the result).  The sweep multiplies each by
   the incoming gradient ``g`` in one shared update, so a rule never mentions ``g``.
   Functions available: ``sqrt exp log sin cos sinh cosh`` (math) and ``sign``.
+- ``gx``, ``gy``, ``gz`` (optional): the adjoint term of each input as PyTorch's
+  ``derivatives.yaml`` writes it, over ``g``, ``x``, ``y``, ``z``, ``out``, the functions
+  above and the rows of this table (``sigmoid_backward(g, out)``): what a ``create_graph``
+  backward records instead of ``g * partial``.  The structure matters there: differentiated
+  again, ``g / y`` and ``g * (1 / y)`` give different NaNs, infinities and signed zeros.
+- ``backward_of``: the row is one of PyTorch's fused backward ops (``sigmoid_backward``), the
+  op a ``g*`` rule of op ``backward_of`` records; its partials are PyTorch's double-backward
+  formulas and its node PyTorch's (``SigmoidBackwardBackward0``).  Such a row is internal:
+  no Tensor method, not in the docs' op list (a surface generated from the table skips it).
 - ``node``: the ``grad_fn`` class name, as PyTorch prints it; ``node_c`` the name used
   when the second input is a Python number, if PyTorch names that case differently.
 - ``domain``: where the op tests sample each input (a smooth region of the op).
@@ -54,7 +63,10 @@ class Op(NamedTuple):
     commutative: bool = False     # ``2 * x`` records as ``x * 2``, as PyTorch does
     rewrite_r: Optional[str] = None  # ``number OP tensor`` records as this composition of rows
     int_result: bool = False  # integer/bool inputs give that dtype (else the default float)
-    keeps_graph: bool = False  # create_graph: the gradient depends on x even where constant
+    gx: Optional[str] = None   # create_graph: PyTorch's recorded adjoint terms (see above)
+    gy: Optional[str] = None
+    gz: Optional[str] = None
+    backward_of: Optional[str] = None  # an internal row: PyTorch's fused backward of that op
     compare: bool = False         # a comparison: a bool tensor without grad (a guard source)
     sig: Optional[str] = None  # Python signature of a ternary op ...
     call: Optional[str] = None  # ... and how it maps onto (x, y, z)
@@ -69,12 +81,13 @@ OPS: Tuple[Op, ...] = (
     # binary arithmetic -------------------------------------------------------------
     Op("add", 2, "x + y", "np.add(x, y)", "1.0", "1.0", node="AddBackward0", dunder="add",
        commutative=True, int_result=True, domain=B2),
-    Op("sub", 2, "x - y", "np.subtract(x, y)", "1.0", "-1.0", node="SubBackward0", dunder="sub",
+    Op("sub", 2, "x - y", "np.subtract(x, y)", "1.0", "-1.0", gy="-g", node="SubBackward0", dunder="sub",
        node_r="RsubBackward1", wraps_number_first=True, int_result=True, domain=B2),
     Op("mul", 2, "x * y", "np.multiply(x, y)", "y", "x", node="MulBackward0", dunder="mul",
        commutative=True, int_result=True, domain=B2),
-    # d/dx x/y = 1/y ; d/dy x/y = -x/y^2 = -out/y
+    # d/dx x/y = 1/y ; d/dy x/y = -x/y^2 = -out/y (PyTorch: -grad * ((x / y) / y))
     Op("div", 2, "x / y", "np.true_divide(x, y)", "1.0 / y", "-out / y",
+       gx="g / y", gy="-g * (out / y)",
        node="DivBackward0", dunder="truediv", rewrite_r="mul(reciprocal(y), x)",
        domain=((-2.0, 2.0), (0.5, 2.0))),
     # d/dx x^y = y x^(y-1) (0 where y == 0, as PyTorch) ; d/dy x^y = x^y log x (0 at x == 0, y >= 0:
@@ -104,39 +117,47 @@ OPS: Tuple[Op, ...] = (
        "0.0 if y > x else (0.5 if x == y else 1.0)", node="MinimumBackward0", int_result=True,
        domain=B2),
     # unary ---------------------------------------------------------------------------
-    Op("neg", 1, "-x", "np.negative(x)", "-1.0", node="NegBackward0", dunder="neg",
+    Op("neg", 1, "-x", "np.negative(x)", "-1.0", gx="-g", node="NegBackward0", dunder="neg",
        int_result=True),
     Op("abs", 1, "abs(x)", "np.abs(x)", "sign(x)", node="AbsBackward0", dunder="abs",
        int_result=True),  # abs'(0) = 0
     Op("exp", 1, "math.exp(x)", "np.exp(x)", "out", node="ExpBackward0"),
-    Op("log", 1, "math.log(x)", "np.log(x)", "1.0 / x", node="LogBackward0", domain=POS),
-    Op("log1p", 1, "math.log1p(x)", "np.log1p(x)", "1.0 / (1.0 + x)", node="Log1PBackward0",
+    Op("log", 1, "math.log(x)", "np.log(x)", "1.0 / x", gx="g / x", node="LogBackward0",
+       domain=POS),
+    Op("log1p", 1, "math.log1p(x)", "np.log1p(x)", "1.0 / (1.0 + x)", gx="g / (x + 1.0)",
+       node="Log1PBackward0",
        domain=((-0.8, 2.0),)),
     Op("expm1", 1, "math.expm1(x)", "np.expm1(x)", "out + 1.0", node="Expm1Backward0"),
     # sqrt'(0) = inf, as PyTorch
-    Op("sqrt", 1, "math.sqrt(x)", "np.sqrt(x)", "0.5 / out", node="SqrtBackward0", domain=POS),
+    Op("sqrt", 1, "math.sqrt(x)", "np.sqrt(x)", "0.5 / out", gx="g / (2.0 * out)",
+       node="SqrtBackward0", domain=POS),
     Op("sin", 1, "math.sin(x)", "np.sin(x)", "cos(x)", node="SinBackward0"),
     Op("cos", 1, "math.cos(x)", "np.cos(x)", "-sin(x)", node="CosBackward0"),
-    Op("tan", 1, "math.tan(x)", "np.tan(x)", "1.0 + out * out", node="TanBackward0",
+    Op("tan", 1, "math.tan(x)", "np.tan(x)", "1.0 + out * out", gx="g * (1.0 + out ** 2.0)",
+       node="TanBackward0",
        domain=((-1.2, 1.2),)),
     Op("asin", 1, "math.asin(x)", "np.arcsin(x)", "1.0 / sqrt(1.0 - x * x)",
        node="AsinBackward0", domain=UNIT),
     Op("acos", 1, "math.acos(x)", "np.arccos(x)", "-1.0 / sqrt(1.0 - x * x)",
        node="AcosBackward0", domain=UNIT),
-    Op("atan", 1, "math.atan(x)", "np.arctan(x)", "1.0 / (1.0 + x * x)", node="AtanBackward0"),
+    Op("atan", 1, "math.atan(x)", "np.arctan(x)", "1.0 / (1.0 + x * x)", gx="g / (x * x + 1.0)",
+       node="AtanBackward0"),
     Op("sinh", 1, "math.sinh(x)", "np.sinh(x)", "cosh(x)", node="SinhBackward0"),
     Op("cosh", 1, "math.cosh(x)", "np.cosh(x)", "sinh(x)", node="CoshBackward0"),
-    Op("tanh", 1, "math.tanh(x)", "np.tanh(x)", "1.0 - out * out", node="TanhBackward0"),
+    Op("tanh", 1, "math.tanh(x)", "np.tanh(x)", "1.0 - out * out", gx="tanh_backward(g, out)",
+       node="TanhBackward0"),
     # fused: sigma' = sigma (1 - sigma), stable for large |x|
     Op("sigmoid", 1, "1.0 / (1.0 + math.exp(-x))", "1.0 / (1.0 + np.exp(-x))",
-       "out * (1.0 - out)", node="SigmoidBackward0", domain=((-4.0, 4.0),)),
+       "out * (1.0 - out)", gx="sigmoid_backward(g, out)", node="SigmoidBackward0",
+       domain=((-4.0, 4.0),)),
     # relu(-0.) = -0., relu(nan) = nan, relu'(0) = 0, relu'(nan) = 1, as PyTorch; its backward
     # (threshold_backward) reads x, so a create_graph gradient through it requires grad
     Op("relu", 1, "0.0 if x < 0.0 else x", "np.where(x < 0.0, 0.0, x)",
-       "0.0 if x <= 0.0 else 1.0", node="ReluBackward0", int_result=True, keeps_graph=True),
+       "0.0 if x <= 0.0 else 1.0", gx="threshold_backward(g, x)", node="ReluBackward0",
+       int_result=True),
     # erf' = 2/sqrt(pi) exp(-x^2)
     Op("erf", 1, "math.erf(x)", "erf_array(x)", "1.1283791670955126 * exp(-x * x)",
-       node="ErfBackward0"),
+       gx="1.1283791670955126 * exp(-(x ** 2.0)) * g", node="ErfBackward0"),
     # piecewise constant: zero gradient almost everywhere, as PyTorch; sign(nan) = sign(-0.) = 0.
     # and the roundings keep the sign of x (ceil(-0.2) = -0.), as PyTorch
     Op("sign", 1, "1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)",
@@ -183,9 +204,27 @@ OPS: Tuple[Op, ...] = (
        node="WhereBackward0", int_result=True, sig="condition, input, other", call="condition, input, other", domain=((0.0, 1.0), (-2.0, 2.0), (-2.0, 2.0)), method=False),
     # new rows go here, at the end: an opcode is a row's position, and saved tapes keep them
     # d/dx 1/x = -1/x^2 = -out^2 ; ``number / tensor`` records as reciprocal then mul, as PyTorch
-    Op("reciprocal", 1, "1.0 / x", "np.reciprocal(x)", "-out * out", node="ReciprocalBackward0",
+    Op("reciprocal", 1, "1.0 / x", "np.reciprocal(x)", "-out * out", gx="-g * (out * out)",
+       node="ReciprocalBackward0",
        domain=((0.3, 2.0),)),
     Op("clone", 1, "x", "np.copy(x)", "1.0", node="CloneBackward0", int_result=True),
+    # PyTorch's fused backward ops, recorded by the create_graph rules above (x: the incoming
+    # gradient, y: the saved value); their partials are PyTorch's double-backward formulas
+    # sigmoid_backward(g, s) = g (1 - s) s: d/dg = (1 - s) s ; d/ds = g (1 - 2 s)
+    Op("sigmoid_backward", 2, "x * (1.0 - y) * y", "x * (1.0 - y) * y", "(1.0 - y) * y",
+       "x * (-2.0 * y + 1.0)", gx="sigmoid_backward(g, y)", gy="g * x * (-2.0 * y + 1.0)",
+       node="SigmoidBackwardBackward0", backward_of="sigmoid", method=False,
+       domain=((-2.0, 2.0), (0.05, 0.95))),
+    # tanh_backward(g, t) = g (1 - t^2): d/dg = 1 - t^2 ; d/dt = -2 t g
+    Op("tanh_backward", 2, "x * (1.0 - y * y)", "x * (1.0 - y * y)", "1.0 - y * y",
+       "-2.0 * y * x", gx="tanh_backward(g, y)", gy="g * (-2.0 * y * x)",
+       node="TanhBackwardBackward0", backward_of="tanh", method=False,
+       domain=((-2.0, 2.0), (-0.9, 0.9))),
+    # threshold_backward(g, x) = 0 where x <= 0 else g (relu's, threshold 0): d/dg is the
+    # same mask ; d/dx = 0 everywhere (PyTorch: zeros_like(grad))
+    Op("threshold_backward", 2, "0.0 if y <= 0.0 else x", "np.where(y <= 0.0, 0.0, x)",
+       "0.0 if y <= 0.0 else 1.0", "0.0", gx="threshold_backward(g, y)",
+       node="ThresholdBackwardBackward0", backward_of="relu", method=False, domain=B2),
 )
 
 # Structural opcodes follow the elementwise ones; the sweep treats them specially.
