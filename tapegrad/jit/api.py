@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 import numbers
+import re
 
 import numpy as np
+from numba import types
+from numba.core import errors
+from numba.extending import typeof_impl
 
 from ..core.numba_jit import jit as njit_cached
 from .active import SLOTS, ArrayArg, ArrayResult, ScalarArg, ScalarResult
@@ -28,7 +32,15 @@ class JitFunction:
         self.dispatcher = njit_cached(fn)
 
     def __call__(self, *args):
-        return self.dispatcher(*args)
+        return self._call(self.dispatcher, args)
+
+    def _call(self, dispatcher, args):
+        try:
+            return dispatcher(*args)
+        except errors.TypingError as e:
+            raise JitError(rephrase(str(e), self.__name__)) from None
+        except errors.UnsupportedError as e:
+            raise JitError(rephrase(str(e), self.__name__)) from None
 
     # -- recording ------------------------------------------------------------------------
     @staticmethod
@@ -71,7 +83,7 @@ class JitFunction:
             leaves.append((k, args[k], first))
             args[k], first = self._active(args[k], slot, first, values)
         tape.start(np.concatenate(values) if values else np.zeros(0))
-        result = self.dispatcher(*args)
+        result = self._call(self.dispatcher, args)
         tape.check()
         return result, leaves, first
 
@@ -115,6 +127,48 @@ class JitFunction:
 
     def grad(self, *args, argnums=0):
         return self._value_and_grad(args, argnums)[1]
+
+
+@typeof_impl.register(JitFunction)
+def _typeof_jit_function(val, c):
+    """Called from another compiled function, a tg.jit function is its Numba dispatcher:
+    it compiles for the actives it is given."""
+    return types.Dispatcher(val.dispatcher)
+
+
+class JitError(TypeError):
+    """Code that a tg.jit function cannot compile, said in a line or two."""
+
+
+_WHERE = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def rephrase(message, name):
+    """Numba's TypingError as a short message naming the user's file and line."""
+    where = _WHERE.findall(message)
+    # the innermost location that is not tapegrad's own code nor Numba's
+    user = [f"{f}:{l}" for f, l in where if "tapegrad/jit" not in f and "numba" not in f]
+    at = f" at {user[-1]}" if user else ""
+    own = re.search(r"tapegrad\.jit: (.*?)(?:\n|$)", message)
+    if own:
+        return f"tg.jit: {name}{at}: {own.group(1)}"
+    m = re.search(r"Untyped global name '([^']+)': Cannot determine Numba type of <class '([^']+)'>", message)
+    if m and m.group(2) == "function":
+        return (f"tg.jit: {name}{at} calls {m.group(1)}(), a plain Python function: decorate it "
+                f"with @tg.jit (or @numba.njit) so that it compiles for active values")
+    m = re.search(r"Untyped global name '([^']+)'", message)
+    if m:
+        return f"tg.jit: {name}{at} uses {m.group(1)!r}, which Numba cannot compile"
+    m = re.search(r"No implementation of function (.*?) found for signature:\s*\n\s*\n\s*>>> ([^\n]+)", message)
+    if m:
+        sig = re.sub(r"tapegrad\.active\[\d+, [0-9a-f]+\]", "active",
+                     re.sub(r"tapegrad\.active_array\[\d+, (.*?), [0-9a-f]+\]", r"active array \1", m.group(2)))
+        return (f"tg.jit: {name}{at}: {sig} is not supported on active values (tg.jit "
+                "supports the op table's elementwise ops, math.*, NumPy scalar ufuncs, "
+                "indexing and arrays of actives; see tapegrad.jit)")
+    first = message.strip().splitlines()
+    body = [l for l in first if l.strip() and not l.startswith("Failed in nopython")]
+    return f"tg.jit: {name}{at}: " + (body[0].strip() if body else "cannot compile")
 
 
 def jit(fn=None):

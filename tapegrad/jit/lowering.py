@@ -12,7 +12,7 @@ computes the forward from the row's ``fwd`` expression and appends the entry inl
 from __future__ import annotations
 
 from numba import types
-from numba.core import errors
+from numba.core import compiler, errors
 from numba.core.imputils import lower_builtin
 from numba.core.typing.templates import AbstractTemplate, infer_global, signature
 
@@ -58,9 +58,21 @@ def _template(name, arity, kind):
     return Template
 
 
+def _ieee():
+    flags = compiler.Flags()
+    flags.error_model = "numpy"     # 1/0 = inf, as the eager engine (not ZeroDivisionError)
+    return flags
+
+
+def _call(context, builder, fn, sig, args):
+    """Call the Python function ``fn`` compiled for ``sig`` (inlined by LLVM)."""
+    cres = context.compile_subroutine(builder, fn, sig, flags=_ieee())
+    return context.call_internal(builder, cres.fndesc, sig, args)
+
+
 def _forward(context, builder, fwd, values):
     xs = list(values) + [context.get_constant(_F64, 0.0)] * (3 - len(values))
-    return context.compile_internal(builder, fwd, signature(_F64, _F64, _F64, _F64), xs)
+    return _call(context, builder, fwd, signature(_F64, _F64, _F64, _F64), xs)
 
 
 def _record(context, builder, code, arity, fwd, ty, parts):
@@ -98,7 +110,7 @@ def _lower(code, arity, fwd, kind):
 
     def to_int(context, builder, sig, args):
         v = active_parts(context, builder, sig.args[0], args[0])[0]
-        return context.compile_internal(builder, fwd, signature(types.intp, _F64), [v])
+        return _call(context, builder, fwd, signature(types.intp, _F64), [v])
 
     return {"compare": compare, "int": to_int}.get(kind, op)
 
