@@ -484,3 +484,34 @@ def test_losses_match_pytorch(name, reduction):
     rng = np.random.default_rng(3)
     assert_same(lambda m, x, y: LOSSES[name](m, x, y, reduction),
                 [rng.normal(size=(3, 4)), rng.normal(size=(3, 4))])
+
+
+# -- max/min of all elements and norms at the corners (found by the fuzzer) ----------------
+
+CORNERS = {
+    # PyTorch's evenly_distribute_backward: the NaNs share the gradient of a NaN min/max,
+    # and the other elements get exactly 0 even from an infinite gradient
+    "min of all with NaNs": (lambda m, x: x.min(), [[1.0, math.nan, 2.0, math.nan]]),
+    "max of all, infinite gradient": (lambda m, x: x.max() * math.inf, [[1.0, 3.0, 2.0, 3.0]]),
+    # one element: |x| (its square would underflow), masked to 0 where the norm is 0
+    "norm over a dim of size 1": (lambda m, x: x.norm(dim=-1), [[[1.406], [1e-300], [-1.99]]]),
+    "norm of a zero row, infinite gradient": (lambda m, x: x.norm(dim=1) * math.inf,
+                                              [[[0.0, 0.0], [3.0, 4.0]]]),
+    "norm of a 0-d tensor that underflows": (lambda m, x: x.norm(), [-1e-300]),
+}
+
+
+def test_corners_without_torch():
+    x = tg.tensor([1.0, math.nan, 2.0, math.nan], requires_grad=True)
+    x.min().backward()
+    assert x.grad.tolist() == [0.0, 0.5, 0.0, 0.5]
+    x = tg.tensor([[1.406], [1e-300], [-1.99]], requires_grad=True)
+    x.norm(dim=-1).sum().backward()
+    assert x.grad.tolist() == [[1.0], [1.0], [-1.0]]
+
+
+@needs_torch
+@pytest.mark.parametrize("case", sorted(CORNERS))
+def test_corners_match_pytorch(case):
+    fn, values = CORNERS[case]
+    assert_same(fn, values)

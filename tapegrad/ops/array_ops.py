@@ -371,7 +371,14 @@ def max_all(x):
     return np.max(x)
 
 
-max_all.defvjp(lambda g, ans, x: _ties(g, ans, x))
+def _evenly(g, ans, x):
+    # d max / dx for the max of all elements, PyTorch's evenly_distribute_backward: g split
+    # among the elements equal to it (the NaNs, for a NaN max), exactly 0 elsewhere
+    ones = _where(ans != ans, _where(x != x, 1.0, 0.0), _where(x == ans, 1.0, 0.0))
+    return (_where(ones > 0.0, g / call("sum", ones), 0.0),)
+
+
+max_all.defvjp(_evenly)
 
 
 @defop("min_all", "MinBackward1", method=False)
@@ -379,7 +386,7 @@ def min_all(x):
     return np.min(x)
 
 
-min_all.defvjp(lambda g, ans, x: _ties(g, ans, x))
+min_all.defvjp(_evenly)
 
 
 def _ddof(unbiased, correction):
@@ -435,6 +442,9 @@ std.defvjp(lambda g, ans, x, dim=None, unbiased=True, keepdim=False, correction=
 def norm(x, p=2, dim=None, keepdim=False):
     ax = _axes(dim, x.ndim)
     if p == 2:
+        if all(x.shape[a] == 1 for a in (ax if ax is not None else range(x.ndim))):
+            # one element: |x|, as PyTorch (the square of 1e-300 would underflow to 0)
+            return np.abs(np.sum(x, axis=ax, keepdims=keepdim))
         return np.sqrt(np.sum(x * x, axis=ax, keepdims=keepdim))
     if p == 1:
         return np.sum(np.abs(x), axis=ax, keepdims=keepdim)
@@ -446,8 +456,9 @@ def norm(x, p=2, dim=None, keepdim=False):
 @norm.defvjp
 def _(g, ans, x, p=2, dim=None, keepdim=False):
     safe = _where(ans == 0.0, 1.0, ans)   # x is 0 where the norm is: the gradient is 0 (as PyTorch)
-    if p == 2:   # d |x| = x / |x|
-        return (_spread(g / safe, x, dim, keepdim) * x,)
+    if p == 2:   # d |x| = x / |x|, masked to 0 where |x| = 0 (PyTorch's norm_backward)
+        n = _spread(ans, x, dim, keepdim)
+        return (_spread(g, x, dim, keepdim) * _where(n == 0.0, 0.0, x / _where(n == 0.0, 1.0, n)),)
     if p == 1:   # d sum |x| = sign x
         return (_spread(g, x, dim, keepdim) * x.sign(),)
     if p in (np.inf, "inf"):   # d max |x| = sign x at the ties of the max
