@@ -16,7 +16,6 @@ import tapegrad as tg
 from tapegrad.core import kernels as K
 from tapegrad.core.optable import OPS
 from tapegrad.jit import overloads
-from tapegrad.jit.active import SLOTS
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = [op for op in OPS if op.name in overloads.FORMS]
@@ -182,20 +181,18 @@ def test_sweep_matches_engine_reverse():
     p = np.random.default_rng(1).uniform(-1, 1, 30)
     f = _mixed
     value, grad = f.value_and_grad(p, 0.25)
-    T = SLOTS[0]
-    n = T.n
-    res, _, nleaves = f._record((p, 0.25), (0,), 0)
-    op, a, b, val = T.op[:n].copy(), T.a[:n].copy(), T.b[:n].copy(), T.val[:n].copy()
-    consts = T.consts[:T.n_consts].copy()
+    call = f._record((p, 0.25), (0,), 0)
+    op, a, b, val, consts = (x.copy() for x in call.arrays())
+    n, nleaves, out = len(op), call.nleaves, int(call.refs[0])
     adj = np.zeros(n)
     reached = np.zeros(n, np.uint8)
-    adj[res.ref] = 1.0
-    reached[res.ref] = 1
+    adj[out] = 1.0
+    reached[out] = 1
     K.reverse(op, a, b, val, consts, adj, reached, np.zeros(n, np.uint8), np.zeros(0, np.int64),
               np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0),
-              res.ref, -1, 1)
+              out, -1, 1)
     np.testing.assert_array_equal(adj[:nleaves], grad)
-    assert value == res.value
+    assert value == call.value()
 
 
 def test_rosenbrock_against_eager():

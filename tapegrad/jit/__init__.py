@@ -7,9 +7,9 @@ kernels of ``core``, and defines, for every elementwise row, what that row means
 """
 from . import active, arrays, lowering, overloads  # noqa: F401  (registers the types and ops)
 from .arrays import value, zeros
-from .api import JitError, JitFunction, jit
+from .api import JitError, JitFunction, Recording, jit
 from .overloads import STUBS
 
 globals().update(STUBS)   # tapegrad.jit.sigmoid, relu, clamp, where, ...
 
-__all__ = ["jit", "JitFunction", "JitError", "value", "zeros"] + sorted(STUBS)
+__all__ = ["jit", "JitFunction", "JitError", "Recording", "value", "zeros"] + sorted(STUBS)

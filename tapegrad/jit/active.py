@@ -35,7 +35,7 @@ from ..core.tape import ARG, LEAF
 
 N_SLOTS = 64          # recording cells: slot 0 for the calling thread, the rest for pools
 HEADER_WORDS = 160    # n, cap, op*, a*, b*, val*, nconst, capconst, consts*, ..., cache
-_N, _CAP, _OP, _A, _B, _VAL, _NC, _CAPC, _CONSTS, _FAILED = range(10)
+_N, _CAP, _OP, _A, _B, _VAL, _NC, _CAPC, _CONSTS, _FAILED, _COMPARES = range(11)
 _CACHE_BITS, _CACHE_REF, _CACHE_SIZE = 16, 80, 64   # constant dedup: direct-mapped cache
 MAX_ENTRIES = (1 << 31) - 1   # references are int32
 
@@ -123,6 +123,11 @@ class SlotTape:
         self.consts[0] = 0.0     # consts[0] = 0.0: the unused operand of unary ops
         h[_NC] = 1
         h[_CACHE_REF:_CACHE_REF + _CACHE_SIZE] = 0
+
+    def record_comparisons(self, on):
+        """While on, comparisons are recorded too (value 1/0), as the eager engine records
+        them: a tape for replay needs them as guards."""
+        self.header[_COMPARES] = int(on)
 
     @property
     def n(self):
@@ -365,6 +370,15 @@ def emit_append(builder, slot, code, ra, rb, value):
     builder.store(value, builder.gep(_buffer(builder, g, _VAL, _F64), [n]))
     builder.store(builder.add(n, _I64(1)), pn)
     return n
+
+
+def emit_compare(builder, slot, code, ra, rb, value):
+    """Append comparison entry (code, ra, rb, value) when the cell records comparisons;
+    ``ra``/``rb`` are thunks (a constant operand is pushed only then)."""
+    g = _header(builder, slot)
+    on = builder.icmp_signed("!=", builder.load(_word(builder, g, _COMPARES)), _I64(0))
+    with builder.if_then(on, likely=False):
+        emit_append(builder, slot, code, ra(), rb(), value)
 
 
 def emit_constant(builder, slot, value):

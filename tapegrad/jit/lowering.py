@@ -16,7 +16,8 @@ from numba.core import compiler, errors
 from numba.core.imputils import lower_builtin
 from numba.core.typing.templates import AbstractTemplate, infer_global, signature
 
-from .active import Active, ActiveArray, ARG_CODE, active_parts, emit_append, make_active
+from .active import (ARG_CODE, Active, ActiveArray, active_parts, emit_append, emit_compare,
+                     emit_constant, make_active)
 
 from llvmlite import ir
 
@@ -103,9 +104,17 @@ def _lower(code, arity, fwd, kind):
         return _record(context, builder, code, arity, fwd, ty, parts)
 
     def compare(context, builder, sig, args):
-        vals = [active_parts(context, builder, t, v)[0] if isinstance(t, Active) else v
-                for t, v in zip(sig.args, args)]
+        vals, refs = [], []
+        for t, v in zip(sig.args, args):
+            if isinstance(t, Active):
+                v, r = active_parts(context, builder, t, v)
+                refs.append(lambda r=r: r)
+            else:
+                refs.append(lambda v=v: emit_constant(builder, slot, v))
+            vals.append(v)
+        slot = next(t.slot for t in sig.args if isinstance(t, Active))
         r = _forward(context, builder, fwd, vals)
+        emit_compare(builder, slot, code, refs[0], refs[1], r)
         return builder.fcmp_ordered("!=", r, ir.Constant(ir.DoubleType(), 0.0))
 
     def to_int(context, builder, sig, args):

@@ -252,15 +252,20 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
 
 
 @jit
-def seed_and_sweep(op, a, b, val, consts, adj, reached, out, seed, stop, grads):
-    """Gradient of entry ``out`` (times ``seed``) into ``grads``: the adjoints of entries
-    ``0..len(grads)-1`` (the leaves), zeroed after reading."""
-    if out >= stop:
-        adj[out] = seed
-        reached[out] = 1
-        sweep(op, a, b, val, consts, adj, reached, out, stop)
-    elif out >= 0:
-        adj[out] += seed
+def seed_and_sweep(op, a, b, val, consts, adj, reached, outs, seeds, stop, grads):
+    """The vector-Jacobian product of entries ``outs`` with ``seeds`` into ``grads``: the
+    adjoints of entries ``0..len(grads)-1`` (the leaves, below ``stop``), zeroed after
+    reading.  (A reference < 0 in ``outs``, a constant result, gets nothing.)"""
+    start = -1
+    for j in range(outs.shape[0]):
+        o = outs[j]
+        if o >= 0:
+            adj[o] += seeds[j]
+            if o >= stop:
+                reached[o] = 1
+                start = max(start, o)
+    if start >= stop:
+        sweep(op, a, b, val, consts, adj, reached, start, stop)
     for k in range(grads.shape[0]):
         grads[k] = adj[k]
         adj[k] = 0.0
