@@ -235,6 +235,18 @@ def cumsum_never_gives_minus_zero(L):
     return 1.0 / L.cumsum(x, 1)   # the sign of a zero shows as +-inf
 
 
+
+def where_condition_is_not_an_edge(L):
+    """inputs= prunes by gradient edges: a where whose condition depends on the input (its
+    branches do not) is not on the way, so its hook and retain_grad do not run."""
+    a, b, c = (L.tensor(v, requires_grad=True) for v in (1.99, 3.0, 1.99))
+    w = L.where(a > c, c, 2.0)
+    calls = _counting(L, w)
+    w.retain_grad()
+    w.tanh().backward(inputs=[a, b])
+    return float(len(calls)), float(w.grad is None)
+
+
 CASES = {
     "an output's hook runs though inputs= prunes it": (hook_of_an_output_pruned_by_inputs,
                                                        [1.0]),
@@ -273,6 +285,8 @@ CASES = {
                                                   [1.0, 3.0, 3.0]),
     "the only output retains grad under inputs=": (only_output_retains_grad_under_inputs,
                                                     [1.0, 1.0]),
+    "where's condition is not a gradient edge for inputs=": (where_condition_is_not_an_edge,
+                                                            [0.0, 1.0]),
     "cumsum starts from 0., never -0.": (cumsum_never_gives_minus_zero,
                                          [[[np.inf, np.inf, 1.0, np.inf],
                                            [-2.0, np.inf, np.inf, np.inf]]]),

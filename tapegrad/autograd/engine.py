@@ -359,6 +359,9 @@ class GraphAdjoints:
         return [leaves[i] for i in hit], [self.get(i) for i in hit]
 
 
+_NO_GRAD = K.NO_GRAD
+
+
 @jit
 def _depends_on(op, a, b, sources, heads, head_ptr, head_refs):
     """Per entry: 1 if it depends on an entry marked in ``sources`` (1 for a ``link``, whose
@@ -371,6 +374,8 @@ def _depends_on(op, a, b, sources, heads, head_ptr, head_refs):
         o = op[i]
         if sources[i] != 0 or o == LINK:
             out[i] = 1
+        elif o < N_ELEMENTWISE and _NO_GRAD[o]:
+            continue   # a comparison: no gradient flows through it (where's condition)
         elif o < N_ELEMENTWISE or o == ARG:
             r = a[i]
             q = b[i]
