@@ -487,3 +487,26 @@ def test_tape_compile_of_log_softmax_over_an_infinite_row_is_nan_as_pytorch():
         tg.log_softmax(eager, -1)[..., 2].sum().backward()
     assert np.isnan(value)
     np.testing.assert_allclose(grad, eager.grad.numpy().ravel(), rtol=1e-12)   # NaNs alike
+
+
+def test_tape_compile_of_an_input_returned_as_it_is():
+    with tg.Tape() as tape:
+        v = tg.tensor(-1.931, requires_grad=True)
+        w = tg.tensor(2.0, requires_grad=True)
+        y = w * 2.0
+    assert tape.compile([v], [v]).value_and_grad([-1.5]) == (-1.5, [1.0])
+    value, grad = tape.compile([v, w], [v]).value_and_grad([-1.5, 3.0])
+    assert value == -1.5 and grad.tolist() == [1.0, 0.0]
+    assert tape.compile([v, w], [y]).value_and_grad([-1.5, 3.0])[0] == 6.0
+
+
+def test_tape_compile_of_std_with_no_spread_has_gradient_zero_as_pytorch():
+    """sqrt' is infinite at 0: PyTorch's std_backward masks it (the replay did inf * 0)."""
+    x = [[-1.808, 1.253, 1.0, 3.0]]
+    with tg.Tape() as tape:
+        v = tg.tensor(x, requires_grad=True)
+        y = tg.index_select(v, 0, tg.tensor([0, 0])).std(0).sum()   # two equal rows
+    value, grad = tape.compile([v], [y]).value_and_grad([x])
+    assert value == 0.0 and grad.tolist() == [0.0] * 4
+    value, grad = tape.compile([v], [y]).value_and_grad([[[1.0, 2.0, 3.0, 4.0]]])
+    assert value == 0.0 and grad.tolist() == [0.0] * 4

@@ -80,6 +80,10 @@ class CompiledTape:
         outputs = list(outputs)
         inputs = list(inputs)
         for t in outputs:
+            if any(t is x for x in inputs) and getattr(t, "_tape", None) is not tape \
+                    and t.requires_grad and t.is_leaf:
+                tape._ref(t)   # an input returned as it is: its leaf entry is the output
+        for t in outputs:
             if not isinstance(t, Tensor) or t._tape is not tape:
                 raise ValueError("compile(): every output must be a tensor recorded on this tape")
         for x in inputs:

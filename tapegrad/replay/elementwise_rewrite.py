@@ -288,6 +288,14 @@ def _var(x, dim=None, unbiased=True, keepdim=False, correction=None):
     return _E(_wrap_elems(_sum(d * d, dim, keepdim)) / float(max(n - c, 0)))
 
 
+def _std(x, *args, **kwargs):
+    # sqrt(var), but var itself where it is 0 (no spread): the gradient there is 0, as
+    # PyTorch's std_backward masks it (sqrt' would be inf, times a zero d var = NaN)
+    v = _wrap_elems(_var(x, *args, **kwargs))
+    where, positive = FUNCTIONS["where"], v > 0.0
+    return _E(where(positive, _fn("sqrt")(where(positive, v, 1.0)), v))
+
+
 def _lse(x, dim=None, keepdim=False):
     m = _wrap_elems(_fold(_max, _E(x), dim, True))
     m = FUNCTIONS["where"](m.abs() < math.inf, m, 0.0)   # an infinite max shifts by 0
@@ -511,7 +519,7 @@ SCALAR_RULES = {
     "max_all": lambda x: _fold(_max, _E(x), None, False),
     "min_all": lambda x: _fold(_min, _E(x), None, False),
     "var": _var,
-    "std": lambda x, *a, **k: _E(_fn("sqrt")(_wrap_elems(_var(x, *a, **k)))),
+    "std": _std,
     "norm": _norm,
     "logsumexp": _lse,
     "softmax": _softmax,
