@@ -60,6 +60,12 @@ REFERENCE = {
     "sigmoid_backward": lambda g, s: g * (1.0 - s) * s,
     "tanh_backward": lambda g, t: g * (1.0 - t * t),
     "threshold_backward": lambda g, x: 0.0 if x <= 0.0 else g,
+    "leaky_relu_backward": lambda g, x, slope: g if x > 0.0 else g * slope,
+    "elu_backward": lambda g, x, alpha: g * alpha * math.exp(x) if x <= 0.0 else g,
+    "gelu_backward": lambda g, x: g * (0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
+                                       + x * math.exp(-x * x / 2.0) / math.sqrt(2.0 * math.pi)),
+    "softplus_backward": lambda g, bx, t: g if bx > t else g / (1.0 + math.exp(-bx)),
+    "smooth_l1_backward": lambda g, d, beta: g * max(-1.0, min(1.0, d / beta)),
 }
 
 NAMES = [op.name for op in OPS]
@@ -89,6 +95,8 @@ def _diff_args(op):
         return [0]
     if op.name == "where":
         return [1, 2]
+    if op.backward_of:   # PyTorch's fused backward ops: a third operand is a number parameter
+        return [0, 1]
     return list(range(op.arity))
 
 

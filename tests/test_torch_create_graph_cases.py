@@ -219,9 +219,10 @@ def test_tapegrad(case):
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("case", list(CASES), ids=lambda c: c.__name__)
 def test_torch(case):
+    before = torch.get_default_dtype()   # (other test modules set float64 at import)
     torch.set_default_dtype(torch.float64)
     try:
         got = case(torch, _tensor(torch))
     finally:
-        torch.set_default_dtype(torch.float32)
+        torch.set_default_dtype(before)
     assert _same(got, CASES[case]), got

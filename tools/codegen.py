@@ -77,7 +77,7 @@ def kernels_source() -> str:
     out = [HEADER, '"""Numba kernels: one branch per op of the table, one shared adjoint update."""']
     out += [
         "import math",
-        "from math import sqrt, exp, log, sin, cos, sinh, cosh",
+        "from math import sqrt, exp, log, sin, cos, sinh, cosh, erf",
         "",
         "import numpy as np",
         "",
@@ -271,7 +271,8 @@ class _Tangent:
                 return None
             rule = {"sqrt": f"0.5 / sqrt({A})", "exp": f"exp({A})", "log": f"1.0 / {A}",
                     "sin": f"cos({A})", "cos": f"-sin({A})", "sinh": f"cosh({A})",
-                    "cosh": f"sinh({A})"}[node.func.id]
+                    "cosh": f"sinh({A})", "erf": f"1.1283791670955126 * exp(-{A} * {A})"
+                    }[node.func.id]
             return f"({rule}) * ({da})"
         raise ValueError(f"no tangent rule for {ast.dump(node)}")
 
@@ -677,24 +678,26 @@ class _GraphRule:
     the branch values become recorded tensor expressions (so they can be differentiated
     again); the conditions are only selectors, evaluated on plain values (``xv``...)."""
 
-    FUNCS = {"sqrt", "exp", "log", "sin", "cos", "sinh", "cosh", "sign"}
+    FUNCS = {"sqrt", "exp", "log", "sin", "cos", "sinh", "cosh", "erf", "sign"}
     scalar_overloads = False   # the op being generated has them
 
     def tensor(self, node):
         import ast
-        if isinstance(node, ast.IfExp):
+        if isinstance(node, ast.IfExp):   # (branches are values here: _sel's where)
             return (f"_sel({self.cond(node.test)}, {self.tensor(node.body)}, "
                     f"{self.tensor(node.orelse)})")
         if isinstance(node, ast.Call):
             args = ', '.join(self.tensor(a) for a in node.args)
-            if node.func.id in ROWS:     # a row of the table (PyTorch's sigmoid_backward)
-                return f"{node.func.id}_({args})"
-            assert node.func.id in self.FUNCS, node.func.id
-            return f"_f_{node.func.id}({args})"
+            if node.func.id in self.FUNCS:
+                return f"_f_{node.func.id}({args})"
+            assert node.func.id in ROWS, node.func.id   # a row (PyTorch's sigmoid_backward)
+            return f"{node.func.id}_({args})"
         if isinstance(node, ast.BinOp):
             return f"({self.tensor(node.left)} {_OPS[type(node.op).__name__]} {self.tensor(node.right)})"
         if isinstance(node, ast.UnaryOp):
             return f"(-{self.tensor(node.operand)})"
+        if isinstance(node, ast.NamedExpr):   # a value PyTorch's formula computes once
+            return f"({node.target.id} := {self.tensor(node.value)})"
         if isinstance(node, ast.Name):
             return node.id
         if isinstance(node, ast.Constant):
@@ -713,8 +716,8 @@ class _GraphRule:
             if fixed and set(reads) <= set(fixed):   # (inside a branch on the same numbers)
                 return (f"({self.term(node.body, fixed)} if {self.cond(node.test)} else "
                         f"{self.term(node.orelse, fixed)})")
-            if _specializes(node):   # (on tensors, the general formula: its derivatives)
-                return f"({self.term(node.orelse)} if t{reads[0]} else {self.term(node, tuple(reads))})"
+            if _specializes(node):   # (PyTorch's rule is the general formula: its derivatives)
+                return self.term(node.orelse, fixed)
             sel = f"_sel({self.cond(node.test)}, {self.term(node.body)}, {self.term(node.orelse)})"
             if "out" in reads or not self.scalar_overloads:
                 return sel
@@ -726,7 +729,9 @@ class _GraphRule:
 
     def graph(self, node):
         """A row's ``gx``/``gy``/``gz``: PyTorch's adjoint term as written, over recorded
-        tensors (a 0.0 branch of a condition masks, as in ``term``)."""
+        tensors.  A 0.0 branch of the whole term masks, as in ``term``; inside the term a
+        condition selects values (``(1.0 if y < 0.0 else 0.0)``: PyTorch's
+        ``(y < 0).type_as(grad)``, which multiplies, so NaN times it stays NaN)."""
         import ast
         if isinstance(node, ast.IfExp):
             return f"_sel({self.cond(node.test)}, {self.graph(node.body)}, {self.graph(node.orelse)})"
@@ -743,6 +748,8 @@ class _GraphRule:
             op, right = (node.ops[0], node.comparators[0]) if isinstance(node, ast.Compare) \
                 else (node.op, node.right)
             return f"({self.cond(node.left)} {_OPS[type(op).__name__]} {self.cond(right)})"
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return f"(-{self.cond(node.operand)})"
         if isinstance(node, ast.Name):
             return node.id + "v"
         if isinstance(node, ast.Constant):
@@ -762,7 +769,7 @@ def _specializes(node) -> bool:
             and isinstance(t.left, ast.Name) and isinstance(t.comparators[0], ast.Constant)
             and not isinstance(node.body, ast.Constant)):   # (a constant branch is a mask)
         return False
-    env = {n: getattr(math, n) for n in ("sqrt", "exp", "log", "sin", "cos", "sinh", "cosh")}
+    env = {n: getattr(math, n) for n in ("sqrt", "exp", "log", "sin", "cos", "sinh", "cosh", "erf")}
     env["sign"] = lambda v: math.copysign(1.0, v) if v else 0.0
     rng = random.Random(0)
     for _ in range(5):
@@ -788,15 +795,8 @@ def _partials(op):
 
 
 def _graph_forms(op):
-    """The row's ``gx``/``gy``/``gz`` (None: ``g`` times the partial).  A form reads only
-    values the partials read, so the inputs saved for backward (and the in-place checks)
-    are the same in both modes."""
-    forms = [op.gx, op.gy, op.gz][:op.arity]
-    for gf in forms:
-        if gf:
-            extra = _used(gf) - _used(*_partials(op))
-            assert not extra, f"{op.name}: {gf!r} reads {sorted(extra)}, its partials do not"
-    return forms
+    """The row's ``gx``/``gy``/``gz`` (None: ``g`` times the partial)."""
+    return [op.gx, op.gy, op.gz][:op.arity]
 
 
 def graph_rules_source() -> List[str]:
@@ -857,8 +857,9 @@ def _plain_sign(v):
     return 1.0 if v > 0.0 else (-1.0 if v < 0.0 else 0.0)   # sign(nan) = 0, as PyTorch
 
 
-_f_sqrt, _f_exp, _f_log, _f_sin, _f_cos, _f_sinh, _f_cosh = (
-    _on_tensor(n, getattr(math, n)) for n in ("sqrt", "exp", "log", "sin", "cos", "sinh", "cosh"))
+_f_sqrt, _f_exp, _f_log, _f_sin, _f_cos, _f_sinh, _f_cosh, _f_erf = (
+    _on_tensor(n, getattr(math, n))
+    for n in ("sqrt", "exp", "log", "sin", "cos", "sinh", "cosh", "erf"))
 _f_sign = _on_tensor("sign", _plain_sign)
 
 

@@ -2476,7 +2476,127 @@ def threshold_backward_(tx, ty):
     return _generic(44, (tx, ty))
 
 
-FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'sign': sign_, 'round': round_, 'floor': floor_, 'ceil': ceil_, 'trunc': trunc_, 'lt': lt_, 'le': le_, 'gt': gt_, 'ge': ge_, 'eq': eq_, 'ne': ne_, 'clamp': clamp_, 'where': where_, 'reciprocal': reciprocal_, 'clone': clone_, 'sigmoid_backward': sigmoid_backward_, 'tanh_backward': tanh_backward_, 'threshold_backward': threshold_backward_}
+def leaky_relu_backward_(grad_output, input, negative_slope):
+    """leaky_relu_backward: elementwise, differentiable (node ``LeakyReluBackwardBackward0``)."""
+    return _generic(45, (grad_output, input, negative_slope,))
+
+
+def elu_backward_(grad_output, input, alpha):
+    """elu_backward: elementwise, differentiable (node ``EluBackwardBackward0``)."""
+    return _generic(46, (grad_output, input, alpha,))
+
+
+def gelu_backward_(tx, ty):
+    """gelu_backward: elementwise, differentiable (node ``GeluBackwardBackward0``)."""
+    if tx.__class__ is Tensor:
+        x = tx._value
+        if x.__class__ is float:
+            cy = ty.__class__
+            if cy is Tensor:
+                y = ty._value
+                if y.__class__ is float:
+                    try:
+                        v = x * (0.5 * (1.0 + math.erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * math.exp(y * y * -0.5)))
+                    except (ArithmeticError, ValueError):
+                        v = _ieee(47, x, y, 0.0)
+                    xt = tx._tape
+                    yt = ty._tape
+                    if xt is None and yt is None:
+                        r = Tensor()
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = Tensor()
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if xt is T:
+                        rx = tx._entry
+                    elif xt is None:
+                        rx = T._const_t(x)
+                    else:
+                        rx = T._ref(tx)
+                    if yt is T:
+                        ry = ty._entry
+                    elif yt is None:
+                        ry = T._const_t(y)
+                    else:
+                        ry = T._ref(ty)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _CHUNK:
+                        n = T._flush()
+                    T._rec_op.append(47)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(v)
+                    r = Tensor()
+                    r._value = v
+                    r._tape = T
+                    r._entry = T._base + n
+                    return r
+            elif cy is float or cy is int:
+                y = ty if cy is float else float(ty)
+                try:
+                    v = x * (0.5 * (1.0 + math.erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * math.exp(y * y * -0.5)))
+                except (ArithmeticError, ValueError):
+                    v = _ieee(47, x, y, 0.0)
+                xt = tx._tape
+                if xt is None:
+                    r = Tensor()
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = Tensor()
+                    r._value = v
+                    r._tape = None
+                    return r
+                if xt is T:
+                    rx = tx._entry
+                elif xt is None:
+                    rx = T._const_t(x)
+                else:
+                    rx = T._ref(tx)
+                ry = T._cmap.get(y)
+                if ry is None:
+                    ry = T._const(y)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _CHUNK:
+                    n = T._flush()
+                T._rec_op.append(47)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(v)
+                r = Tensor()
+                r._value = v
+                r._tape = T
+                r._entry = T._base + n
+                return r
+    return _generic(47, (tx, ty))
+
+
+def softplus_backward_(grad_output, input, threshold):
+    """softplus_backward: elementwise, differentiable (node ``SoftplusBackwardBackward0``)."""
+    return _generic(48, (grad_output, input, threshold,))
+
+
+def smooth_l1_backward_(grad_output, difference, beta):
+    """smooth_l1_backward: elementwise, differentiable (node ``SmoothL1LossBackwardBackward0``)."""
+    return _generic(49, (grad_output, difference, beta,))
+
+
+FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'sign': sign_, 'round': round_, 'floor': floor_, 'ceil': ceil_, 'trunc': trunc_, 'lt': lt_, 'le': le_, 'gt': gt_, 'ge': ge_, 'eq': eq_, 'ne': ne_, 'clamp': clamp_, 'where': where_, 'reciprocal': reciprocal_, 'clone': clone_, 'sigmoid_backward': sigmoid_backward_, 'tanh_backward': tanh_backward_, 'threshold_backward': threshold_backward_, 'leaky_relu_backward': leaky_relu_backward_, 'elu_backward': elu_backward_, 'gelu_backward': gelu_backward_, 'softplus_backward': softplus_backward_, 'smooth_l1_backward': smooth_l1_backward_}
 
 
 
@@ -2493,8 +2613,9 @@ def _plain_sign(v):
     return 1.0 if v > 0.0 else (-1.0 if v < 0.0 else 0.0)   # sign(nan) = 0, as PyTorch
 
 
-_f_sqrt, _f_exp, _f_log, _f_sin, _f_cos, _f_sinh, _f_cosh = (
-    _on_tensor(n, getattr(math, n)) for n in ("sqrt", "exp", "log", "sin", "cos", "sinh", "cosh"))
+_f_sqrt, _f_exp, _f_log, _f_sin, _f_cos, _f_sinh, _f_cosh, _f_erf = (
+    _on_tensor(n, getattr(math, n))
+    for n in ("sqrt", "exp", "log", "sin", "cos", "sinh", "cosh", "erf"))
 _f_sign = _on_tensor("sign", _plain_sign)
 
 
@@ -2538,11 +2659,11 @@ def _gp_div(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
 
 
 def _gp_pow(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return (((_sel((yv == 0.0), None, (g * (y * (x ** (y - 1.0))))) if ty else (_zeros(g) if (yv == 0.0) else (g * (y * (x ** (y - 1.0)))))) if ty else ((g * (2.0 * x)) if (yv == 2.0) else (_zeros(g) if (yv == 0.0) else (g * (y * (x ** (y - 1.0))))))) if nx else None, (_sel(np.logical_and((xv == 0.0), (yv >= 0.0)), (g * (0.0 * out)), (g * (out * log_(x)))) if tx or ty else ((g * (0.0 * out)) if np.logical_and((xv == 0.0), (yv >= 0.0)) else (g * (out * log_(x))))) if ny else None,)
+    return ((_sel((yv == 0.0), None, (g * (y * (x ** (y - 1.0))))) if ty else (_zeros(g) if (yv == 0.0) else (g * (y * (x ** (y - 1.0)))))) if nx else None, (g * _sel(np.logical_and((xv == 0.0), (yv >= 0.0)), 0.0, (out * _f_log(x)))) if ny else None,)
 
 
 def _gp_atan2(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return (_sel((((xv * xv) + (yv * yv)) == 0.0), (g * (0.0 * y)), (g * (y / ((x * x) + (y * y))))) if nx else None, _sel((((xv * xv) + (yv * yv)) == 0.0), (g * ((-0.0) * x)), (g * ((-x) / ((x * x) + (y * y))))) if ny else None,)
+    return (((g * y) * _sel((((xv * xv) + (yv * yv)) == 0.0), 0.0, reciprocal_(((x * x) + (y * y))))) if nx else None, ((g * (-x)) * _sel((((xv * xv) + (yv * yv)) == 0.0), 0.0, reciprocal_(((x * x) + (y * y))))) if ny else None,)
 
 
 def _gp_maximum(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
@@ -2558,7 +2679,7 @@ def _gp_neg(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
 
 
 def _gp_abs(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * sign_(x)) if nx else None,)
+    return ((g * _f_sign(x)) if nx else None,)
 
 
 def _gp_exp(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
@@ -2582,11 +2703,11 @@ def _gp_sqrt(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
 
 
 def _gp_sin(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * cos_(x)) if nx else None,)
+    return ((g * _f_cos(x)) if nx else None,)
 
 
 def _gp_cos(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * (-sin_(x))) if nx else None,)
+    return ((g * (-_f_sin(x))) if nx else None,)
 
 
 def _gp_tan(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
@@ -2594,11 +2715,11 @@ def _gp_tan(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
 
 
 def _gp_asin(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * (1.0 / sqrt_((1.0 - (x * x))))) if nx else None,)
+    return ((g * (1.0 / _f_sqrt((1.0 - (x * x))))) if nx else None,)
 
 
 def _gp_acos(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * ((-1.0) / sqrt_((1.0 - (x * x))))) if nx else None,)
+    return ((g * ((-1.0) / _f_sqrt((1.0 - (x * x))))) if nx else None,)
 
 
 def _gp_atan(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
@@ -2606,11 +2727,11 @@ def _gp_atan(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
 
 
 def _gp_sinh(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * cosh_(x)) if nx else None,)
+    return ((g * _f_cosh(x)) if nx else None,)
 
 
 def _gp_cosh(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * sinh_(x)) if nx else None,)
+    return ((g * _f_sinh(x)) if nx else None,)
 
 
 def _gp_tanh(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
@@ -2622,11 +2743,11 @@ def _gp_sigmoid(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
 
 
 def _gp_relu(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return (threshold_backward_(g, x) if nx else None,)
+    return (threshold_backward_(g, out) if nx else None,)
 
 
 def _gp_erf(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return (((1.1283791670955126 * exp_((-(x ** 2.0)))) * g) if nx else None,)
+    return (((1.1283791670955126 * _f_exp((-(x ** 2.0)))) * g) if nx else None,)
 
 
 def _gp_sign(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
@@ -2701,10 +2822,30 @@ def _gp_threshold_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty
     return (threshold_backward_(g, y) if nx else None, _zeros(g) if ny else None,)
 
 
-GRAPH_PARTIALS = (_gp_add, _gp_sub, _gp_mul, _gp_div, _gp_pow, _gp_atan2, _gp_maximum, _gp_minimum, _gp_neg, _gp_abs, _gp_exp, _gp_log, _gp_log1p, _gp_expm1, _gp_sqrt, _gp_sin, _gp_cos, _gp_tan, _gp_asin, _gp_acos, _gp_atan, _gp_sinh, _gp_cosh, _gp_tanh, _gp_sigmoid, _gp_relu, _gp_erf, _gp_sign, _gp_round, _gp_floor, _gp_ceil, _gp_trunc, _gp_lt, _gp_le, _gp_gt, _gp_ge, _gp_eq, _gp_ne, _gp_clamp, _gp_where, _gp_reciprocal, _gp_clone, _gp_sigmoid_backward, _gp_tanh_backward, _gp_threshold_backward,)
+def _gp_leaky_relu_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (leaky_relu_backward_(g, y, z) if nx else None, _zeros(g) if ny else None, _zeros(g) if nz else None,)
 
 
-GRAPH_CONDITIONS = (((), ()), ((), ()), ((), ()), ((), ()), (('y',), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), (('x', 'y', 'z'), ('x', 'y', 'z'), ('x', 'y', 'z')), ((), ('x',), ('x',)), ((),), ((),), ((), ()), ((), ()), ((), ()))
+def _gp_elu_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (elu_backward_(g, y, z) if nx else None, (elu_backward_((g * x), y, z) * _sel((yv < 0.0), 1.0, 0.0)) if ny else None, _zeros(g) if nz else None,)
+
+
+def _gp_gelu_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (gelu_backward_(g, y) if nx else None, ((g * x) * ((2.0 * (pdf := (0.3989422804014327 * _f_exp(((-0.5) * (sq := (y * y))))))) - (sq * pdf))) if ny else None,)
+
+
+def _gp_softplus_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (softplus_backward_(g, y, z) if nx else None, (sigmoid_backward_((g * x), sigmoid_(y)) * _sel((yv < zv), 1.0, 0.0)) if ny else None, _zeros(g) if nz else None,)
+
+
+def _gp_smooth_l1_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (smooth_l1_backward_(g, y, z) if nx else None, (((g * x) * _sel(np.logical_and((yv < zv), ((-yv) < zv)), 1.0, 0.0)) / z) if ny else None, _zeros(g) if nz else None,)
+
+
+GRAPH_PARTIALS = (_gp_add, _gp_sub, _gp_mul, _gp_div, _gp_pow, _gp_atan2, _gp_maximum, _gp_minimum, _gp_neg, _gp_abs, _gp_exp, _gp_log, _gp_log1p, _gp_expm1, _gp_sqrt, _gp_sin, _gp_cos, _gp_tan, _gp_asin, _gp_acos, _gp_atan, _gp_sinh, _gp_cosh, _gp_tanh, _gp_sigmoid, _gp_relu, _gp_erf, _gp_sign, _gp_round, _gp_floor, _gp_ceil, _gp_trunc, _gp_lt, _gp_le, _gp_gt, _gp_ge, _gp_eq, _gp_ne, _gp_clamp, _gp_where, _gp_reciprocal, _gp_clone, _gp_sigmoid_backward, _gp_tanh_backward, _gp_threshold_backward, _gp_leaky_relu_backward, _gp_elu_backward, _gp_gelu_backward, _gp_softplus_backward, _gp_smooth_l1_backward,)
+
+
+GRAPH_CONDITIONS = (((), ()), ((), ()), ((), ()), ((), ()), (('y',), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), (('x', 'y', 'z'), ('x', 'y', 'z'), ('x', 'y', 'z')), ((), ('x',), ('x',)), ((),), ((),), ((), ()), ((), ()), ((), ()), ((), (), ()), ((), ('y',), ()), ((), ()), ((), ('y', 'z'), ()), ((), ('y', 'z'), ()))
 REFLECTED = {'add': add_, 'sub': rsub_, 'mul': mul_, 'div': rdiv_, 'pow': rpow_}
 for _name, _fn in list(FUNCTIONS.items()) + [('r' + k, f) for k, f in REFLECTED.items()
                                            if f is not FUNCTIONS[k]]:

@@ -3,26 +3,26 @@
 
 """Numba kernels: one branch per op of the table, one shared adjoint update."""
 import math
-from math import sqrt, exp, log, sin, cos, sinh, cosh
+from math import sqrt, exp, log, sin, cos, sinh, cosh, erf
 
 import numpy as np
 
 from .numba_jit import jit
 
-N_ELEMENTWISE = 45
-LEAF = 45
-LINK = 46
-CONST = 47
-ARG = 48
-PYFUNC = 49
-PYOUT = 50
-ARITY = np.array([2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 1, 1, 2, 2, 2, 0, 0, 0, 0, 0, 0], dtype=np.int8)
-SAVES_X = np.array([False, False, True, False, True, True, True, True, False, True, False, True, True, False, False, True, True, False, True, True, True, True, True, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, True, True, False, False, True, True, False, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_Y = np.array([False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, True, True, True, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_Z = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_OUT = np.array([False, False, False, True, True, False, False, False, False, False, True, False, False, True, True, False, False, True, False, False, False, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+N_ELEMENTWISE = 50
+LEAF = 50
+LINK = 51
+CONST = 52
+ARG = 53
+PYFUNC = 54
+PYOUT = 55
+ARITY = np.array([2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 1, 1, 2, 2, 2, 3, 3, 2, 3, 3, 0, 0, 0, 0, 0, 0], dtype=np.int8)
+SAVES_X = np.array([False, False, True, False, True, True, True, True, False, True, False, True, True, False, False, True, True, False, True, True, True, True, True, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, True, True, False, False, True, True, False, False, True, True, True, True, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_Y = np.array([False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, True, True, True, True, True, True, True, True, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_Z = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, True, True, False, True, True, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_OUT = np.array([False, False, False, True, True, False, False, False, False, False, True, False, False, True, True, False, False, True, False, False, False, False, False, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
 SAVES = SAVES_X | SAVES_Y | SAVES_Z | SAVES_OUT
-NO_GRAD = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+NO_GRAD = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
 
 
 @jit
@@ -127,6 +127,16 @@ def forward(o, x, y, z):
         return x * (1.0 - y * y)
     elif o == 44:  # threshold_backward
         return 0.0 if y <= 0.0 else x
+    elif o == 45:  # leaky_relu_backward
+        return x if y > 0.0 else x * z
+    elif o == 46:  # elu_backward
+        return x * z * math.exp(y) if y <= 0.0 else x
+    elif o == 47:  # gelu_backward
+        return x * (0.5 * (1.0 + math.erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * math.exp(y * y * -0.5)))
+    elif o == 48:  # softplus_backward
+        return x if y > z else x * math.exp(y) / (math.exp(y) + 1.0)
+    elif o == 49:  # smooth_l1_backward
+        return -x if y <= -z else (x if y >= z else y * x / z)
     return math.nan
 
 
@@ -224,9 +234,19 @@ def terms(o, g, x, y, z, out):
         return g * (1.0 - y * y), g * (-2.0 * y * x), 0.0
     elif o == 44:  # threshold_backward
         return (0.0) if y <= 0.0 else (g), 0.0, 0.0
+    elif o == 45:  # leaky_relu_backward
+        return (g) if y > 0.0 else (g * (z)), 0.0, 0.0
+    elif o == 46:  # elu_backward
+        return (g * (z * exp(y))) if y <= 0.0 else (g), g * ((x * z * exp(y) if y <= 0.0 else x) * (1.0 if y < 0.0 else 0.0)), 0.0
+    elif o == 47:  # gelu_backward
+        return g * (0.5 * (1.0 + erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * exp(y * y * -0.5))), g * (x * (2.0 * (0.3989422804014327 * exp(-0.5 * (y * y))) - y * y * (0.3989422804014327 * exp(-0.5 * (y * y))))), 0.0
+    elif o == 48:  # softplus_backward
+        return (g) if y > z else (g * (exp(y) / (exp(y) + 1.0))), g * (x * (1.0 - 1.0 / (1.0 + exp(-y))) * (1.0 / (1.0 + exp(-y))) * (1.0 if y < z else 0.0)), 0.0
+    elif o == 49:  # smooth_l1_backward
+        return (g * (-1.0)) if y <= -z else ((g) if y >= z else (g * (y / z))), g * (x * (1.0 if y < z and -y < z else 0.0) / z), 0.0
     return 0.0, 0.0, 0.0
 
-HESSIAN_PAIRS = ((), (), ((0, 1),), ((0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), (), (), (), (), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), (), ((0, 0),), (), (), (), (), (), (), (), (), (), (), (), (), (), ((0, 0),), (), ((0, 1), (1, 1)), ((0, 1), (1, 1)), ())
+HESSIAN_PAIRS = ((), (), ((0, 1),), ((0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), (), (), (), (), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), (), ((0, 0),), (), (), (), (), (), (), (), (), (), (), (), (), (), ((0, 0),), (), ((0, 1), (1, 1)), ((0, 1), (1, 1)), (), ((0, 2),), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (1, 1)), ((0, 1), (1, 1)), ((0, 1), (0, 2), (1, 2)))
 
 @jit
 def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, aadj, start, stop,
@@ -509,6 +529,30 @@ def replay_point(op, a, b, V, stop):
             x = V[ra]
             y = V[rb]
             V[i] = 0.0 if y <= 0.0 else x
+        elif o == 45:  # leaky_relu_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            V[i] = x if y > 0.0 else x * z
+        elif o == 46:  # elu_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            V[i] = x * z * math.exp(y) if y <= 0.0 else x
+        elif o == 47:  # gelu_backward
+            x = V[ra]
+            y = V[rb]
+            V[i] = x * (0.5 * (1.0 + math.erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * math.exp(y * y * -0.5)))
+        elif o == 48:  # softplus_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            V[i] = x if y > z else x * math.exp(y) / (math.exp(y) + 1.0)
+        elif o == 49:  # smooth_l1_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            V[i] = -x if y <= -z else (x if y >= z else y * x / z)
 
 
 @jit
@@ -767,6 +811,47 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
             g = ADJ[i]
             if va:
                 ADJ[ra] += (0.0) if y <= 0.0 else (g)
+        elif o == 45:  # leaky_relu_backward
+            y = V[rb]
+            z = V[rc]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += (g) if y > 0.0 else (g * (z))
+        elif o == 46:  # elu_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += (g * (z * exp(y))) if y <= 0.0 else (g)
+            if vb:
+                ADJ[rb] += g * ((x * z * exp(y) if y <= 0.0 else x) * (1.0 if y < 0.0 else 0.0))
+        elif o == 47:  # gelu_backward
+            x = V[ra]
+            y = V[rb]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (0.5 * (1.0 + erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * exp(y * y * -0.5)))
+            if vb:
+                ADJ[rb] += g * (x * (2.0 * (0.3989422804014327 * exp(-0.5 * (y * y))) - y * y * (0.3989422804014327 * exp(-0.5 * (y * y)))))
+        elif o == 48:  # softplus_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += (g) if y > z else (g * (exp(y) / (exp(y) + 1.0)))
+            if vb:
+                ADJ[rb] += g * (x * (1.0 - 1.0 / (1.0 + exp(-y))) * (1.0 / (1.0 + exp(-y))) * (1.0 if y < z else 0.0))
+        elif o == 49:  # smooth_l1_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += (g * (-1.0)) if y <= -z else ((g) if y >= z else (g * (y / z)))
+            if vb:
+                ADJ[rb] += g * (x * (1.0 if y < z and -y < z else 0.0) / z)
 
 
 @jit
@@ -993,6 +1078,35 @@ def replay_batch(op, a, b, V, stop):
                 x = V[ra, k]
                 y = V[rb, k]
                 V[i, k] = 0.0 if y <= 0.0 else x
+        elif o == 45:  # leaky_relu_backward
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                z = V[rc, k]
+                V[i, k] = x if y > 0.0 else x * z
+        elif o == 46:  # elu_backward
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                z = V[rc, k]
+                V[i, k] = x * z * math.exp(y) if y <= 0.0 else x
+        elif o == 47:  # gelu_backward
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                V[i, k] = x * (0.5 * (1.0 + math.erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * math.exp(y * y * -0.5)))
+        elif o == 48:  # softplus_backward
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                z = V[rc, k]
+                V[i, k] = x if y > z else x * math.exp(y) / (math.exp(y) + 1.0)
+        elif o == 49:  # smooth_l1_backward
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                z = V[rc, k]
+                V[i, k] = -x if y <= -z else (x if y >= z else y * x / z)
 
 
 @jit
@@ -1297,6 +1411,52 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                 g = ADJ[i, k]
                 if va:
                     ADJ[ra, k] += (0.0) if y <= 0.0 else (g)
+        elif o == 45:  # leaky_relu_backward
+            for k in range(nb):
+                y = V[rb, k]
+                z = V[rc, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += (g) if y > 0.0 else (g * (z))
+        elif o == 46:  # elu_backward
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                z = V[rc, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += (g * (z * exp(y))) if y <= 0.0 else (g)
+                if vb:
+                    ADJ[rb, k] += g * ((x * z * exp(y) if y <= 0.0 else x) * (1.0 if y < 0.0 else 0.0))
+        elif o == 47:  # gelu_backward
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (0.5 * (1.0 + erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * exp(y * y * -0.5)))
+                if vb:
+                    ADJ[rb, k] += g * (x * (2.0 * (0.3989422804014327 * exp(-0.5 * (y * y))) - y * y * (0.3989422804014327 * exp(-0.5 * (y * y)))))
+        elif o == 48:  # softplus_backward
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                z = V[rc, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += (g) if y > z else (g * (exp(y) / (exp(y) + 1.0)))
+                if vb:
+                    ADJ[rb, k] += g * (x * (1.0 - 1.0 / (1.0 + exp(-y))) * (1.0 / (1.0 + exp(-y))) * (1.0 if y < z else 0.0))
+        elif o == 49:  # smooth_l1_backward
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                z = V[rc, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += (g * (-1.0)) if y <= -z else ((g) if y >= z else (g * (y / z)))
+                if vb:
+                    ADJ[rb, k] += g * (x * (1.0 if y < z and -y < z else 0.0) / z)
 
 
 @jit
@@ -1685,6 +1845,66 @@ def tangent_point(op, a, b, V, T, stop):
                 if va and not ma:
                     s += pa * T[ra, k]
                 T[i, k] = s
+        elif o == 45:  # leaky_relu_backward
+            y = V[rb]
+            z = V[rc]
+            pa = 1.0 if y > 0.0 else z
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                T[i, k] = s
+        elif o == 46:  # elu_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            pa = z * exp(y) if y <= 0.0 else 1.0
+            pb = (x * z * exp(y) if y <= 0.0 else x) * (1.0 if y < 0.0 else 0.0)
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                if vb:
+                    s += pb * T[rb, k]
+                T[i, k] = s
+        elif o == 47:  # gelu_backward
+            x = V[ra]
+            y = V[rb]
+            pa = 0.5 * (1.0 + erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * exp(y * y * -0.5))
+            pb = x * (2.0 * (0.3989422804014327 * exp(-0.5 * (y * y))) - y * y * (0.3989422804014327 * exp(-0.5 * (y * y))))
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                if vb:
+                    s += pb * T[rb, k]
+                T[i, k] = s
+        elif o == 48:  # softplus_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            pa = 1.0 if y > z else exp(y) / (exp(y) + 1.0)
+            pb = x * (1.0 - 1.0 / (1.0 + exp(-y))) * (1.0 / (1.0 + exp(-y))) * (1.0 if y < z else 0.0)
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                if vb:
+                    s += pb * T[rb, k]
+                T[i, k] = s
+        elif o == 49:  # smooth_l1_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            pa = -1.0 if y <= -z else (1.0 if y >= z else y / z)
+            pb = x * (1.0 if (y < z and -y < z) else 0.0) / z
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                if vb:
+                    s += pb * T[rb, k]
+                T[i, k] = s
 
 
 @jit
@@ -2037,6 +2257,61 @@ def reverse_multi(op, a, b, V, A, start, stop):
                 g = A[i, k]
                 if va and not ma:
                     A[ra, k] += g * pa
+        elif o == 45:  # leaky_relu_backward
+            y = V[rb]
+            z = V[rc]
+            pa = 1.0 if y > 0.0 else z
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+        elif o == 46:  # elu_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            pa = z * exp(y) if y <= 0.0 else 1.0
+            pb = (x * z * exp(y) if y <= 0.0 else x) * (1.0 if y < 0.0 else 0.0)
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+                if vb:
+                    A[rb, k] += g * pb
+        elif o == 47:  # gelu_backward
+            x = V[ra]
+            y = V[rb]
+            pa = 0.5 * (1.0 + erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * exp(y * y * -0.5))
+            pb = x * (2.0 * (0.3989422804014327 * exp(-0.5 * (y * y))) - y * y * (0.3989422804014327 * exp(-0.5 * (y * y))))
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+                if vb:
+                    A[rb, k] += g * pb
+        elif o == 48:  # softplus_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            pa = 1.0 if y > z else exp(y) / (exp(y) + 1.0)
+            pb = x * (1.0 - 1.0 / (1.0 + exp(-y))) * (1.0 / (1.0 + exp(-y))) * (1.0 if y < z else 0.0)
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+                if vb:
+                    A[rb, k] += g * pb
+        elif o == 49:  # smooth_l1_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            pa = -1.0 if y <= -z else (1.0 if y >= z else y / z)
+            pb = x * (1.0 if (y < z and -y < z) else 0.0) / z
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+                if vb:
+                    A[rb, k] += g * pb
 
 
 @jit
@@ -2455,6 +2730,77 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                 dg = D[i, k]
                 if va and not ma:
                     D[ra, k] += dg * pa
+        elif o == 45:  # leaky_relu_backward
+            y = V[rb]
+            z = V[rc]
+            pa = 1.0 if y > 0.0 else z
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tz = T[rc, k]
+                if va:
+                    D[ra, k] += dg * pa + ((0.0) if y > 0.0 else (g * (tz)))
+        elif o == 46:  # elu_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            pa = z * exp(y) if y <= 0.0 else 1.0
+            pb = (x * z * exp(y) if y <= 0.0 else x) * (1.0 if y < 0.0 else 0.0)
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tx = T[ra, k]
+                ty = T[rb, k]
+                tz = T[rc, k]
+                if va:
+                    D[ra, k] += dg * pa + ((g * (tz * exp(y) + z * (exp(y) * ty))) if y <= 0.0 else (0.0))
+                if vb:
+                    D[rb, k] += dg * pb + (g * (((tx * z + x * tz) * exp(y) + x * z * (exp(y) * ty) if y <= 0.0 else tx) * (1.0 if y < 0.0 else 0.0)))
+        elif o == 47:  # gelu_backward
+            x = V[ra]
+            y = V[rb]
+            pa = 0.5 * (1.0 + erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * exp(y * y * -0.5))
+            pb = x * (2.0 * (0.3989422804014327 * exp(-0.5 * (y * y))) - y * y * (0.3989422804014327 * exp(-0.5 * (y * y))))
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tx = T[ra, k]
+                ty = T[rb, k]
+                if va:
+                    D[ra, k] += dg * pa + (g * (0.5 * (1.1283791670955126 * exp(-(y * 0.7071067811865476) * (y * 0.7071067811865476)) * (ty * 0.7071067811865476)) + (ty * (0.3989422804014327 * exp(y * y * -0.5)) + y * (0.3989422804014327 * (exp(y * y * -0.5) * ((ty * y + y * ty) * -0.5))))))
+                if vb:
+                    D[rb, k] += dg * pb + (g * (tx * (2.0 * (0.3989422804014327 * exp(-0.5 * (y * y))) - y * y * (0.3989422804014327 * exp(-0.5 * (y * y)))) + x * (2.0 * (0.3989422804014327 * (exp(-0.5 * (y * y)) * (-0.5 * (ty * y + y * ty)))) + -((ty * y + y * ty) * (0.3989422804014327 * exp(-0.5 * (y * y))) + y * y * (0.3989422804014327 * (exp(-0.5 * (y * y)) * (-0.5 * (ty * y + y * ty))))))))
+        elif o == 48:  # softplus_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            pa = 1.0 if y > z else exp(y) / (exp(y) + 1.0)
+            pb = x * (1.0 - 1.0 / (1.0 + exp(-y))) * (1.0 / (1.0 + exp(-y))) * (1.0 if y < z else 0.0)
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tx = T[ra, k]
+                ty = T[rb, k]
+                if va:
+                    D[ra, k] += dg * pa + ((0.0) if y > z else (g * (exp(y) * ty / (exp(y) + 1.0) + -exp(y) * (exp(y) * ty) / ((exp(y) + 1.0) * (exp(y) + 1.0)))))
+                if vb:
+                    D[rb, k] += dg * pb + (g * (((tx * (1.0 - 1.0 / (1.0 + exp(-y))) + x * -(-1.0 * (exp(-y) * -ty) / ((1.0 + exp(-y)) * (1.0 + exp(-y))))) * (1.0 / (1.0 + exp(-y))) + x * (1.0 - 1.0 / (1.0 + exp(-y))) * (-1.0 * (exp(-y) * -ty) / ((1.0 + exp(-y)) * (1.0 + exp(-y))))) * (1.0 if y < z else 0.0)))
+        elif o == 49:  # smooth_l1_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            pa = -1.0 if y <= -z else (1.0 if y >= z else y / z)
+            pb = x * (1.0 if (y < z and -y < z) else 0.0) / z
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tx = T[ra, k]
+                ty = T[rb, k]
+                tz = T[rc, k]
+                if va:
+                    D[ra, k] += dg * pa + ((0.0) if y <= -z else ((0.0) if y >= z else (g * (ty / z + -y * tz / (z * z)))))
+                if vb:
+                    D[rb, k] += dg * pb + (g * (tx * (1.0 if y < z and -y < z else 0.0) / z + -(x * (1.0 if y < z and -y < z else 0.0)) * tz / (z * z)))
 
 
 @jit
@@ -2922,6 +3268,72 @@ def forward_tangent(op, a, b, V, T, stop):
             if va and not ma:
                 t += pa * T[ra]
             T[i] = t
+        elif o == 45:  # leaky_relu_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            out = x if y > 0.0 else x * z
+            V[i] = out
+            pa = 1.0 if y > 0.0 else z
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            T[i] = t
+        elif o == 46:  # elu_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            out = x * z * math.exp(y) if y <= 0.0 else x
+            V[i] = out
+            pa = z * exp(y) if y <= 0.0 else 1.0
+            pb = (x * z * exp(y) if y <= 0.0 else x) * (1.0 if y < 0.0 else 0.0)
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            if vb:
+                t += pb * T[rb]
+            T[i] = t
+        elif o == 47:  # gelu_backward
+            x = V[ra]
+            y = V[rb]
+            out = x * (0.5 * (1.0 + math.erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * math.exp(y * y * -0.5)))
+            V[i] = out
+            pa = 0.5 * (1.0 + erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * exp(y * y * -0.5))
+            pb = x * (2.0 * (0.3989422804014327 * exp(-0.5 * (y * y))) - y * y * (0.3989422804014327 * exp(-0.5 * (y * y))))
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            if vb:
+                t += pb * T[rb]
+            T[i] = t
+        elif o == 48:  # softplus_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            out = x if y > z else x * math.exp(y) / (math.exp(y) + 1.0)
+            V[i] = out
+            pa = 1.0 if y > z else exp(y) / (exp(y) + 1.0)
+            pb = x * (1.0 - 1.0 / (1.0 + exp(-y))) * (1.0 / (1.0 + exp(-y))) * (1.0 if y < z else 0.0)
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            if vb:
+                t += pb * T[rb]
+            T[i] = t
+        elif o == 49:  # smooth_l1_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            out = -x if y <= -z else (x if y >= z else y * x / z)
+            V[i] = out
+            pa = -1.0 if y <= -z else (1.0 if y >= z else y / z)
+            pb = x * (1.0 if (y < z and -y < z) else 0.0) / z
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            if vb:
+                t += pb * T[rb]
+            T[i] = t
 
 
 @jit
@@ -3351,3 +3763,78 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             if va and not ma:
                 A[ra] += g * pa
                 D[ra] += dg * pa
+        elif o == 45:  # leaky_relu_backward
+            y = V[rb]
+            z = V[rc]
+            pa = 1.0 if y > 0.0 else z
+            g = A[i]
+            dg = D[i]
+            tz = T[rc]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + ((0.0) if y > 0.0 else (g * (tz)))
+        elif o == 46:  # elu_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            pa = z * exp(y) if y <= 0.0 else 1.0
+            pb = (x * z * exp(y) if y <= 0.0 else x) * (1.0 if y < 0.0 else 0.0)
+            g = A[i]
+            dg = D[i]
+            tx = T[ra]
+            ty = T[rb]
+            tz = T[rc]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + ((g * (tz * exp(y) + z * (exp(y) * ty))) if y <= 0.0 else (0.0))
+            if vb:
+                A[rb] += g * pb
+                D[rb] += dg * pb + (g * (((tx * z + x * tz) * exp(y) + x * z * (exp(y) * ty) if y <= 0.0 else tx) * (1.0 if y < 0.0 else 0.0)))
+        elif o == 47:  # gelu_backward
+            x = V[ra]
+            y = V[rb]
+            pa = 0.5 * (1.0 + erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * exp(y * y * -0.5))
+            pb = x * (2.0 * (0.3989422804014327 * exp(-0.5 * (y * y))) - y * y * (0.3989422804014327 * exp(-0.5 * (y * y))))
+            g = A[i]
+            dg = D[i]
+            tx = T[ra]
+            ty = T[rb]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + (g * (0.5 * (1.1283791670955126 * exp(-(y * 0.7071067811865476) * (y * 0.7071067811865476)) * (ty * 0.7071067811865476)) + (ty * (0.3989422804014327 * exp(y * y * -0.5)) + y * (0.3989422804014327 * (exp(y * y * -0.5) * ((ty * y + y * ty) * -0.5))))))
+            if vb:
+                A[rb] += g * pb
+                D[rb] += dg * pb + (g * (tx * (2.0 * (0.3989422804014327 * exp(-0.5 * (y * y))) - y * y * (0.3989422804014327 * exp(-0.5 * (y * y)))) + x * (2.0 * (0.3989422804014327 * (exp(-0.5 * (y * y)) * (-0.5 * (ty * y + y * ty)))) + -((ty * y + y * ty) * (0.3989422804014327 * exp(-0.5 * (y * y))) + y * y * (0.3989422804014327 * (exp(-0.5 * (y * y)) * (-0.5 * (ty * y + y * ty))))))))
+        elif o == 48:  # softplus_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            pa = 1.0 if y > z else exp(y) / (exp(y) + 1.0)
+            pb = x * (1.0 - 1.0 / (1.0 + exp(-y))) * (1.0 / (1.0 + exp(-y))) * (1.0 if y < z else 0.0)
+            g = A[i]
+            dg = D[i]
+            tx = T[ra]
+            ty = T[rb]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + ((0.0) if y > z else (g * (exp(y) * ty / (exp(y) + 1.0) + -exp(y) * (exp(y) * ty) / ((exp(y) + 1.0) * (exp(y) + 1.0)))))
+            if vb:
+                A[rb] += g * pb
+                D[rb] += dg * pb + (g * (((tx * (1.0 - 1.0 / (1.0 + exp(-y))) + x * -(-1.0 * (exp(-y) * -ty) / ((1.0 + exp(-y)) * (1.0 + exp(-y))))) * (1.0 / (1.0 + exp(-y))) + x * (1.0 - 1.0 / (1.0 + exp(-y))) * (-1.0 * (exp(-y) * -ty) / ((1.0 + exp(-y)) * (1.0 + exp(-y))))) * (1.0 if y < z else 0.0)))
+        elif o == 49:  # smooth_l1_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            pa = -1.0 if y <= -z else (1.0 if y >= z else y / z)
+            pb = x * (1.0 if (y < z and -y < z) else 0.0) / z
+            g = A[i]
+            dg = D[i]
+            tx = T[ra]
+            ty = T[rb]
+            tz = T[rc]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + ((0.0) if y <= -z else ((0.0) if y >= z else (g * (ty / z + -y * tz / (z * z)))))
+            if vb:
+                A[rb] += g * pb
+                D[rb] += dg * pb + (g * (tx * (1.0 if y < z and -y < z else 0.0) / z + -(x * (1.0 if y < z and -y < z else 0.0)) * tz / (z * z)))

@@ -16,7 +16,7 @@ Vocabulary of a row (fixed names, as in PyTorch's derivatives.yaml and HIPS auto
 - ``dx``, ``dy``, ``dz``: the local partial derivative of the result with respect to each
   input, over ``x``, ``y``, ``z`` and ``out`` (the result).  The sweep multiplies each by
   the incoming gradient ``g`` in one shared update, so a rule never mentions ``g``.
-  Functions available: ``sqrt exp log sin cos sinh cosh`` (math) and ``sign``.
+  Functions available: ``sqrt exp log sin cos sinh cosh erf`` (math) and ``sign``.
 - ``gx``, ``gy``, ``gz`` (optional): the adjoint term of each input as PyTorch's
   ``derivatives.yaml`` writes it, over ``g``, ``x``, ``y``, ``z``, ``out``, the functions
   above and the rows of this table (``sigmoid_backward(g, out)``): what a ``create_graph``
@@ -96,6 +96,9 @@ OPS: Tuple[Op, ...] = (
     Op("pow", 2, "x * x if y == 2.0 else math.pow(x, y)", "np.power(x, y)",
        "2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))",
        "0.0 * out if (x == 0.0 and y >= 0.0) else out * log(x)",
+       # PyTorch's pow_backward_exponent: grad * where(cond, 0, result * log(x)) (the zero is
+       # a constant: the branch not taken passes nothing back to the result)
+       gy="g * (0.0 if (x == 0.0 and y >= 0.0) else out * log(x))",
        node="PowBackward1", dunder="pow", node_c="PowBackward0",
        node_r="PowBackward2", int_result=True, domain=((0.3, 2.0), (-2.0, 2.0))),
     # atan2(x, y) = angle of (y, x): d/dx = y/(x^2+y^2) ; d/dy = -x/(x^2+y^2)
@@ -104,7 +107,11 @@ OPS: Tuple[Op, ...] = (
     # gradient depends on x and y)
     Op("atan2", 2, "math.atan2(x, y)", "np.arctan2(x, y)",
        "0.0 * y if x * x + y * y == 0.0 else y / (x * x + y * y)",
-       "-0.0 * x if x * x + y * y == 0.0 else -x / (x * x + y * y)", node="Atan2Backward0",
+       "-0.0 * x if x * x + y * y == 0.0 else -x / (x * x + y * y)",
+       # PyTorch: recip = (x*x + y*y).reciprocal().masked_fill_(x*x + y*y == 0, 0)
+       gx="g * y * (0.0 if x * x + y * y == 0.0 else reciprocal(x * x + y * y))",
+       gy="g * -x * (0.0 if x * x + y * y == 0.0 else reciprocal(x * x + y * y))",
+       node="Atan2Backward0",
        domain=((0.3, 2.0), (0.3, 2.0))),
     # ties split the gradient evenly, as PyTorch's maximum/minimum; a tie returns x (so
     # maximum(-0., 0.) is -0.) and NaN propagates from either side, as PyTorch
@@ -153,7 +160,7 @@ OPS: Tuple[Op, ...] = (
     # relu(-0.) = -0., relu(nan) = nan, relu'(0) = 0, relu'(nan) = 1, as PyTorch; its backward
     # (threshold_backward) reads x, so a create_graph gradient through it requires grad
     Op("relu", 1, "0.0 if x < 0.0 else x", "np.where(x < 0.0, 0.0, x)",
-       "0.0 if x <= 0.0 else 1.0", gx="threshold_backward(g, x)", node="ReluBackward0",
+       "0.0 if x <= 0.0 else 1.0", gx="threshold_backward(g, out)", node="ReluBackward0",
        int_result=True),
     # erf' = 2/sqrt(pi) exp(-x^2)
     Op("erf", 1, "math.erf(x)", "erf_array(x)", "1.1283791670955126 * exp(-x * x)",
@@ -225,6 +232,57 @@ OPS: Tuple[Op, ...] = (
     Op("threshold_backward", 2, "0.0 if y <= 0.0 else x", "np.where(y <= 0.0, 0.0, x)",
        "0.0 if y <= 0.0 else 1.0", "0.0", gx="threshold_backward(g, y)",
        node="ThresholdBackwardBackward0", backward_of="relu", method=False, domain=B2),
+    # ... and those of the activations and losses of ``ops/nn_ops.py`` (z: a number parameter)
+    # leaky_relu_backward(g, x, slope) = g where x > 0 else g slope ; d/dx = 0 (zeros_like)
+    Op("leaky_relu_backward", 3, "x if y > 0.0 else x * z", "np.where(y > 0.0, x, x * z)",
+       "1.0 if y > 0.0 else z", "0.0", "0.0", gx="leaky_relu_backward(g, y, z)",
+       node="LeakyReluBackwardBackward0", backward_of="leaky_relu", method=False,
+       sig="grad_output, input, negative_slope", call="grad_output, input, negative_slope",
+       domain=((-2.0, 2.0), (-2.0, 2.0), (0.01, 0.01))),
+    # elu_backward(g, x, alpha) = g alpha exp(x) where x <= 0 else g ; d/dx: PyTorch's
+    # elu_double_backward, elu_backward(grad g, x, alpha) * (x < 0): a product, NaN stays NaN
+    Op("elu_backward", 3, "x * z * math.exp(y) if y <= 0.0 else x",
+       "np.where(y <= 0.0, x * z * np.exp(np.minimum(y, 0.0)), x)",
+       "z * exp(y) if y <= 0.0 else 1.0",
+       "(x * z * exp(y) if y <= 0.0 else x) * (1.0 if y < 0.0 else 0.0)", "0.0",
+       gx="elu_backward(g, y, z)", gy="elu_backward(g * x, y, z) * (1.0 if y < 0.0 else 0.0)",
+       node="EluBackwardBackward0", backward_of="elu", method=False,
+       sig="grad_output, input, alpha", call="grad_output, input, alpha",
+       domain=((-2.0, 2.0), (-2.0, 2.0), (1.0, 1.0))),
+    # gelu_backward(g, x) = g (Phi(x) + x phi(x)) ; d/dx = g (2 phi(x) - x^2 phi(x))
+    Op("gelu_backward", 2,
+       "x * (0.5 * (1.0 + math.erf(y * 0.7071067811865476))"
+       " + y * (0.3989422804014327 * math.exp(y * y * -0.5)))",
+       "x * (0.5 * (1.0 + erf_array(y * 0.7071067811865476))"
+       " + y * (0.3989422804014327 * np.exp(y * y * -0.5)))",
+       "0.5 * (1.0 + erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * exp(y * y * -0.5))",
+       "x * (2.0 * (0.3989422804014327 * exp(-0.5 * (y * y)))"
+       " - y * y * (0.3989422804014327 * exp(-0.5 * (y * y))))",
+       gx="gelu_backward(g, y)",
+       gy="g * x * (2.0 * (pdf := 0.3989422804014327 * exp(-0.5 * (sq := y * y))) - sq * pdf)",
+       node="GeluBackwardBackward0", backward_of="gelu", method=False, domain=B2),
+    # softplus_backward(g, bx, threshold), bx = beta x: g where bx > threshold, else
+    # g e / (e + 1), e = exp(bx) ; d/dbx: PyTorch's softplus_double_backward,
+    # sigmoid_backward(g, sigmoid(bx)) (bx < threshold) (its factor beta: the rule's bx = x beta)
+    Op("softplus_backward", 3, "x if y > z else x * math.exp(y) / (math.exp(y) + 1.0)",
+       "np.where(y > z, x, x * np.exp(np.minimum(y, z)) / (np.exp(np.minimum(y, z)) + 1.0))",
+       "1.0 if y > z else exp(y) / (exp(y) + 1.0)",
+       "x * (1.0 - 1.0 / (1.0 + exp(-y))) * (1.0 / (1.0 + exp(-y))) * (1.0 if y < z else 0.0)",
+       "0.0", gx="softplus_backward(g, y, z)",
+       gy="sigmoid_backward(g * x, sigmoid(y)) * (1.0 if y < z else 0.0)",
+       node="SoftplusBackwardBackward0", backward_of="softplus", method=False,
+       sig="grad_output, input, threshold", call="grad_output, input, threshold",
+       domain=((-2.0, 2.0), (-2.0, 2.0), (20.0, 20.0))),
+    # smooth_l1_backward(g, d, beta), d = input - target: -g for d <= -beta, g for d >= beta,
+    # g d / beta between ; d/dd: PyTorch's smooth_l1_loss_double_backward, g (|d| < beta) / beta
+    Op("smooth_l1_backward", 3, "-x if y <= -z else (x if y >= z else y * x / z)",
+       "np.where(y <= -z, -x, np.where(y >= z, x, y * x / z))",
+       "-1.0 if y <= -z else (1.0 if y >= z else y / z)",
+       "x * (1.0 if (y < z and -y < z) else 0.0) / z", "0.0",
+       gx="smooth_l1_backward(g, y, z)", gy="g * x * (1.0 if (y < z and -y < z) else 0.0) / z",
+       node="SmoothL1LossBackwardBackward0", backward_of="smooth_l1_loss", method=False,
+       sig="grad_output, difference, beta", call="grad_output, difference, beta",
+       domain=((-2.0, 2.0), (-2.0, 2.0), (0.5, 0.5))),
 )
 
 # Structural opcodes follow the elementwise ones; the sweep treats them specially.
@@ -240,8 +298,9 @@ STRUCTURAL = (
 
 
 def saved_inputs(op: Op) -> Tuple[bool, bool, bool, bool]:
-    """Which of (x, y, z, out) the op's backward reads: derived from its formulas."""
+    """Which of (x, y, z, out) the op's backward reads, in either mode: derived from its
+    formulas (relu's partial reads x, its create_graph rule out, as PyTorch's)."""
     import re
 
-    text = " ".join(f for f in (op.dx, op.dy, op.dz) if f)
+    text = " ".join(f for f in (op.dx, op.dy, op.dz, op.gx, op.gy, op.gz) if f)
     return tuple(bool(re.search(r"\b%s\b" % n, text)) for n in ("x", "y", "z", "out"))

@@ -3,7 +3,10 @@
 Each row is a NumPy forward (stable: ``logaddexp``, log-sum-exp, logs clamped at -100 as
 PyTorch) with PyTorch's node name, and a vjp written in tapegrad ops, so
 one rule serves ``backward()`` and ``create_graph=True``: every loss and activation is
-differentiable to any order.  Losses take ``reduction`` ("none", "mean", "sum"); a rule gets
+differentiable to any order.  Where PyTorch's rule is a fused backward op
+(``elu_backward``, ``gelu_backward``, ...), the rule calls that op, a row of the op table
+whose partials are PyTorch's double-backward formulas, so second derivatives give PyTorch's
+NaNs, infinities and signed zeros too.  Losses take ``reduction`` ("none", "mean", "sum"); a rule gets
 ``g`` already shaped like the elementwise loss from ``_per_element``.
 """
 from __future__ import annotations
@@ -18,11 +21,14 @@ from ..core.tensor import Tensor, wrap
 from .array_ops import call, defop
 
 where = _ELEMENTWISE["where"]
-erf = _ELEMENTWISE["erf"]
+leaky_relu_backward = _ELEMENTWISE["leaky_relu_backward"]
+elu_backward = _ELEMENTWISE["elu_backward"]
+gelu_backward = _ELEMENTWISE["gelu_backward"]
+smooth_l1_backward = _ELEMENTWISE["smooth_l1_backward"]
+softplus_backward = _ELEMENTWISE["softplus_backward"]
 
 REDUCTIONS = ("none", "mean", "sum")
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _GELU_C = 0.044715
 
 
@@ -75,11 +81,10 @@ def leaky_relu(x, negative_slope=0.01):
     return np.where(x > 0, x, x * negative_slope)
 
 
-# d/dx = 1 for x > 0, else negative_slope
-# d/dx = 1 or slope; PyTorch's backward reads x, so under create_graph the gradient depends
-# on x (with derivative 0: the sign term, which adds nothing)
+# d/dx = 1 for x > 0, else negative_slope (leaky_relu_backward reads x, so under
+# create_graph the gradient depends on x, with derivative zeros_like)
 leaky_relu.defvjp(lambda g, ans, x, negative_slope=0.01:
-                  (where(x > 0.0, g, g * negative_slope) + x.sign() * 0.0,))
+                  (leaky_relu_backward(g, x, float(negative_slope)),))
 
 
 @defop("softplus", "SoftplusBackward0", method=False)
@@ -90,7 +95,7 @@ def softplus(x, beta=1.0, threshold=20.0):
 
 # d/dx log(1 + exp(beta x)) / beta = sigmoid(beta x); 1 above the threshold (linear there)
 softplus.defvjp(lambda g, ans, x, beta=1.0, threshold=20.0:
-                (where(x * beta > threshold, g, g * (x * beta).sigmoid()),))
+                (softplus_backward(g, x * float(beta), float(threshold)),))
 
 
 @defop("gelu", "GeluBackward0", method=False)
@@ -102,14 +107,13 @@ def gelu(x, approximate="none"):
 
 @gelu.defvjp
 def _(g, ans, x, approximate="none"):
+    if approximate == "none":   # d/dx x Phi(x) = Phi(x) + x phi(x)
+        return (gelu_backward(g, x),)
     if approximate == "tanh":
         # u = k (x + c x^3), d/dx x (1 + tanh u) / 2 = (1 + t) / 2 + x (1 - t^2) k (1 + 3 c x^2) / 2
         t = ((x + x * x * x * _GELU_C) * _SQRT_2_OVER_PI).tanh()
         return (g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _SQRT_2_OVER_PI
                      * (1.0 + 3.0 * _GELU_C * x * x)),)
-    # d/dx x Phi(x) = Phi(x) + x phi(x)
-    return (g * (0.5 * (1.0 + erf(x * (1.0 / math.sqrt(2.0))))
-                 + x * (x * x * -0.5).exp() * _INV_SQRT_2PI),)
 
 
 @defop("silu", "SiluBackward0", method=False)
@@ -130,11 +134,9 @@ def elu(x, alpha=1.0):
     return np.where(x > 0, x, alpha * np.expm1(np.where(x > 0, 0.0, x)))
 
 
-# d/dx = alpha exp(x) for x <= 0, else 1 (so 1 at NaN, as PyTorch) (x clamped at 0, so the
-# unused branch cannot overflow); times the 0/1 factor (x < 0), which PyTorch's second
-# derivative (elu_double_backward) multiplies by: an infinite gradient at x = 0 gives NaN
-elu.defvjp(lambda g, ans, x, alpha=1.0:
-           (where(x <= 0.0, g * alpha * (x.clamp(max=0.0) * where(x < 0.0, 1.0, 0.0)).exp(), g),))
+# d/dx = alpha exp(x) for x <= 0, else 1 (so 1 at NaN, as PyTorch); the second derivative
+# (elu_double_backward) multiplies by (x < 0): an infinite gradient at x = 0 gives NaN
+elu.defvjp(lambda g, ans, x, alpha=1.0: (elu_backward(g, x, float(alpha)),))
 
 
 # -- elementwise losses -----------------------------------------------------------------------
@@ -174,11 +176,14 @@ def smooth_l1_loss(x, y, reduction="mean", beta=1.0):
 
 @smooth_l1_loss.defvjp
 def _(g, ans, x, y, reduction="mean", beta=1.0):
-    # d/dd = d / beta inside |d| < beta, sign(d) outside: clamp(d, -beta, beta) / beta
-    d = x - y
-    slope = d.sign() if beta == 0.0 else d.clamp(-beta, beta) * (1.0 / beta)
-    gd = _per_element(g, reduction, _size(x, y)) * slope
-    return (gd, lambda: -gd)
+    # d/dd = d / beta inside |d| < beta, sign(d) outside (d = x - y; for y, PyTorch's rule
+    # swaps the two: y - x)
+    gl = _per_element(g, reduction, _size(x, y))
+    if beta == 0.0:
+        gd = gl * (x - y).sign()
+        return (gd, lambda: -gd)
+    return (lambda: smooth_l1_backward(gl, x - y, float(beta)),
+            lambda: smooth_l1_backward(gl, y - x, float(beta)))
 
 
 def _clamped_logs(x):
