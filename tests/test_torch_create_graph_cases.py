@@ -13,7 +13,13 @@ runs everywhere).
 - partials on Python-number operands follow IEEE (``x / 0.0``, ``0.0 ** x``);
 - cumprod and prod with zeros and infinities: PyTorch's rules (the O(n^2) one under grad
   mode, the O(n) one without), a dim of size 1 passes the gradient as it is;
-- elu: 1 at NaN, and its second derivative times (x < 0) as PyTorch's.
+- elu: 1 at NaN, and its second derivative times (x < 0) as PyTorch's;
+- each rule records PyTorch's formula, structure included (differentiated again, ``g / y``
+  and ``g * (1 / y)`` give different NaNs and signed zeros): the fused backward ops
+  (``sigmoid_backward``, ``tanh_backward``, ``threshold_backward`` for relu,
+  ``leaky_relu_backward``, ``elu_backward``, ``gelu_backward``, ``softplus_backward``,
+  ``smooth_l1_loss_backward``) with their double-backward formulas and node names, atan2's
+  masked reciprocal, pow's ``where`` with a constant zero, ``x ** 2`` as ``2 * x ** 1``.
 """
 import math
 
@@ -167,6 +173,104 @@ def elu_at_zero_nan_inf(L, T):   # 1 at NaN; elu_double_backward multiplies by (
     return g.tolist(), h.tolist()
 
 
+# -- each op's recorded backward is PyTorch's formula, structure included --------------------
+
+def _second(L, T, f, x0, w1, w2):
+    """The first and second derivative of ``f`` at ``x0`` (list), weighted by ``w1``, ``w2``."""
+    x = T(x0)
+    g = _grad(L, (f(x) * T(w1, False)).sum(), x, create_graph=True)
+    return g.tolist(), _grad(L, (g * T(w2, False)).sum(), x).tolist()
+
+
+def _node(g):
+    return type(g.grad_fn).__name__
+
+
+def sigmoid_backward_node(L, T):   # sigmoid_backward(grad, result): its own double backward
+    x = T([-1.652, -0.0])
+    g = _grad(L, x.sigmoid().sum(), x, create_graph=True)
+    return _node(g), _grad(L, (g * T([-0.0, -0.636], False)).sum(), x).tolist()
+
+
+def tanh_backward_second(L, T):   # tanh_backward(grad, result)
+    x = T([-0.0, inf, 0.5, -inf])
+    g = _grad(L, (x.tanh() * T([1.0, 1.0, -0.0, 1.0], False)).sum(), x, create_graph=True)
+    return _node(g), _grad(L, (g * T([-0.5, inf, 1.0, -0.0], False)).sum(), x).tolist()
+
+
+def relu_threshold_backward(L, T):   # threshold_backward(grad, result, 0): a -0 passes as -0,
+    x = T([1.367, -0.18, nan, 0.0])  # and the second derivative (zeros) depends on x
+    g = _grad(L, (L.relu(x) * T([-0.0, 0.5, 0.5, 2.0], False)).sum(), x, create_graph=True)
+    h = _grad(L, (g * T([inf, 1.0, 1.0, nan], False)).sum(), x, create_graph=True)
+    return _node(g), g.tolist(), h.requires_grad, h.tolist()
+
+
+def leaky_relu_second(L, T):   # leaky_relu_backward: a -0 incoming gradient stays -0
+    return _second(L, T, L.nn.functional.leaky_relu, [0.547, -0.32, 0.0, nan],
+                   [-0.0, 1.758, inf, -0.0], [inf, -0.0, 1.0, 1.0])
+
+
+def elu_second(L, T):   # elu_backward(grad * g, x) * (x < 0)
+    return _second(L, T, L.nn.functional.elu, [-inf, -1.0, -0.0, 0.5, inf, nan],
+                   [inf, -0.0, 1.0, inf, 1.0, 1.0], [1.0, inf, inf, -0.0, -0.0, 1.0])
+
+
+def gelu_second_third(L, T):   # gelu_double_backward, input * input computed once
+    x = T([-0.046, 0.0, nan, -inf, 1.5])
+    g = _grad(L, (L.nn.functional.gelu(x) * T([-0.0, 1.0, 1.861, 1.0, inf], False)).sum(), x,
+              create_graph=True)
+    h = _grad(L, g.sum(), x, create_graph=True)
+    return _node(g), h.tolist(), _grad(L, h.sum(), x).tolist()
+
+
+def softplus_at_inf(L, T):   # sigmoid_backward(grad * g, sigmoid(x)) * (x < threshold)
+    return _second(L, T, L.nn.functional.softplus, [inf, 25.0, -inf, 0.5],
+                   [1.0, 1.0, 1.0, -0.0], [inf, nan, -0.0, 1.0])
+
+
+def smooth_l1_at_beta(L, T):   # |x - y| == beta: outside, as PyTorch's (|d| < beta) / beta
+    x, y = T([0.5, -0.5, inf, 0.2]), T([1.0, 0.0, 0.5, 0.2])
+    gx, gy = L.autograd.grad(L.nn.functional.smooth_l1_loss(x, y, beta=0.5), [x, y],
+                             create_graph=True)
+    w = T([-1.713, -0.0, inf, -0.0], False)
+    return gx.tolist(), gy.tolist(), [h.tolist() for h in L.autograd.grad((gx * w).sum(), [x, y])]
+
+
+def atan2_reciprocal(L, T):   # grad * other * (x*x + y*y).reciprocal(), masked at the origin
+    x, y = T([-0.0, 0.0, 1e-300, 2.0]), T([1.0, 0.0, 1e-300, -0.0])
+    gx, gy = L.autograd.grad(L.atan2(x, y).sum(), [x, y], create_graph=True)
+    return [h.tolist() for h in L.autograd.grad((gx * T([-0.0, 1.0, 1.0, inf], False)).sum(),
+                                                 [x, y])]
+
+
+def quotients_third(L, T):   # grad / other, -grad * ((x / y) / y), grad / (2 * result), ...
+    out = []
+    for f, x0, w1, w2 in ((lambda x: 1.5 / x, -1e-300, -0.0, -0.0), (lambda x: x.sqrt(), 1e-300, 1.0, 0.0),
+                          (lambda x: x.log(), -1e-300, -0.0, 1.0), (lambda x: x.atan(), inf, 1.0, inf),
+                          (lambda x: x.reciprocal(), 1e-300, inf, 1.0), (lambda x: x.tan(), -0.0, 1.0, -0.0)):
+        x = T([x0])
+        g = _grad(L, (f(x) * T([w1], False)).sum(), x, create_graph=True)
+        h = _grad(L, (g * T([w2], False)).sum(), x, create_graph=True)
+        out.append((g.item(), h.item(), _grad(L, (h * T([w2], False)).sum(), x).item()))
+    return out
+
+
+def pow_two_third(L, T):   # x ** 2 records 2 * x ** 1: its third derivative exists (zeros)
+    x = T([1.5, -0.0])
+    g = _grad(L, (x ** 2.0).sum(), x, create_graph=True)
+    h = _grad(L, g.sum(), x, create_graph=True)
+    return h.tolist(), h.requires_grad, _grad(L, h.sum(), x).tolist()
+
+
+def pow_exponent_where(L, T):   # grad * where(cond, 0, result * log(x)): nothing flows back
+    x = T([-inf, -3.0, 3.0])    # to the result from the zero
+    g = _grad(L, (2.0 ** x).sum(), x, create_graph=True)
+    a = _grad(L, (g * T([-0.0, inf, 1.0], False)).sum(), x).tolist()
+    x = T([3.0, 0.0])
+    g = _grad(L, ((x ** x) * T([inf, 1.0], False)).sum(), x, create_graph=True)
+    return a, _grad(L, (g * T([-0.0, 1.0], False)).sum(), x).tolist()
+
+
 CASES = {   # the case, and PyTorch's result
     round_flows: (0.0, True, 0.0),
     sign_gives_zeros_like: (0.0, False),
@@ -190,6 +294,22 @@ CASES = {   # the case, and PyTorch's result
     atan2_underflow: [nan, nan, 0.0, -0.0, 0.0, -0.0],
     elu_at_zero_nan_inf: ([1.0, 1.0, 1.0, 1.0, 0.36787944117144233, 1.0],
                           [0.0, nan, -0.0, 0.0, 0.7357588823428847, 0.0]),
+    sigmoid_backward_node: ("SigmoidBackwardBackward0", [-0.0, -0.0]),
+    tanh_backward_second: ("TanhBackwardBackward0", [-0.0, nan, 0.0, -0.0]),
+    relu_threshold_backward: ("ThresholdBackwardBackward0", [-0.0, 0.0, 0.5, 0.0], True,
+                              [0.0, 0.0, 0.0, 0.0]),
+    leaky_relu_second: ([-0.0, 0.017580000000000002, inf, -0.0], [0.0, 0.0, 0.0, 0.0]),
+    elu_second: ([nan, -0.0, 1.0, inf, 1.0, 1.0], [nan, nan, nan, nan, -0.0, 0.0]),
+    gelu_second_third: ("GeluBackwardBackward0", [-0.0, 0.7978845608028654, nan, nan, -inf],
+                        [-0.0, -0.0, nan, nan, nan]),
+    softplus_at_inf: ([1.0, 1.0, 0.0, -0.0], [nan, nan, -0.0, -0.0]),
+    smooth_l1_at_beta: ([-0.25, -0.25, 0.25, 0.0], [0.25, 0.25, -0.25, 0.0],
+                        [[-0.0, -0.0, nan, -0.0], [0.0, 0.0, nan, 0.0]]),
+    atan2_reciprocal: [[-0.0, nan, nan, nan], [0.0, nan, nan, nan]],
+    quotients_third: [(nan, nan, nan), (5e+149, -0.0, nan), (0.0, 0.0, 0.0), (0.0, nan, nan),
+                      (-inf, inf, -inf), (1.0, 0.0, 0.0)],
+    pow_two_third: ([2.0, 2.0], True, [0.0, 0.0]),
+    pow_exponent_where: ([-0.0, inf, 3.843624111345611], [nan, nan]),
 }
 
 
