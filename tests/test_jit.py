@@ -4,7 +4,9 @@ differences (table-driven: a row without a case fails), the sweep against the en
 Rosenbrock, and the generated files being current."""
 from __future__ import annotations
 
+import hashlib
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -94,14 +96,30 @@ for _k, _c in enumerate(CASES):
 SOURCE.append("    return x")
 
 
+def _rows_file(tmp_path_factory):
+    """The generated cases in a real file (Numba caches functions from files): in the user's
+    cache folder, named by the source's hash, so later runs load it compiled."""
+    text = "\n".join(SOURCE) + "\n"
+    name = "jit_rows_" + hashlib.sha256(text.encode()).hexdigest()[:12] + ".py"
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tapegrad-tests"
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        path = base / name
+        if not path.exists():
+            path.write_text(text)
+    except OSError:
+        path = tmp_path_factory.mktemp("jit_rows") / name
+        path.write_text(text)
+    return path
+
+
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
-    # a real file (Numba caches functions from files), inlined helpers compile with it
-    path = tmp_path_factory.mktemp("jit_rows") / "jit_rows_src.py"
-    path.write_text("\n".join(SOURCE) + "\n")
+    path = _rows_file(tmp_path_factory)
     import importlib.util
-    spec = importlib.util.spec_from_file_location("jit_rows_src", path)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = mod      # (the cached code refers to its module by name)
     spec.loader.exec_module(mod)
     for name in ("_inplace_add", "_inplace_sub", "_inplace_mul", "_inplace_truediv", "_inplace_pow"):
         setattr(mod, name, tg.jit(getattr(mod, name)).dispatcher)

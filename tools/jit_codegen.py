@@ -179,8 +179,7 @@ SWEEP_HEAD = '''"""The reverse sweep over a ``tg.jit`` recording: scalar entries
 terms inline (the engine's own, from ``tools/codegen.py``: masks as in ``kernels.reverse``),
 adjoints and reached marks zeroed as they are read, so the buffers serve the next call
 without clearing.  ``tests/test_jit.py`` checks it against ``kernels.reverse``."""
-from math import sqrt, exp, log, sin, cos, sinh, cosh
-
+{math_import}
 from ..core.kernels import sign
 from ..core.numba_jit import jit
 
@@ -213,8 +212,8 @@ def seed_and_sweep(op, a, b, val, consts, adj, reached, outs, seeds, stop, grads
         o = outs[j]
         if o >= 0:
             adj[o] += seeds[j]
+            reached[o] = 1
             if o >= stop:
-                reached[o] = 1
                 start = max(start, o)
     if start >= stop:
         sweep(op, a, b, val, consts, adj, reached, start, stop)
@@ -250,7 +249,12 @@ def sweep_source() -> str:
             else:
                 lines += [f"{ind}if {r} >= 0:", f"{ind}    reached[{r}] = 1"]
         body.append("\n".join(lines))
-    return HEADER + "\n" + SWEEP_HEAD + "\n".join(body) + "\n" + SWEEP_TAIL
+    import math
+    import re
+    text = " ".join(f for op in OPS for f in (op.dx, op.dy, op.dz) if f)
+    names = sorted({n for n in re.findall(r"\b([a-z_][a-z0-9_]*)\s*\(", text) if hasattr(math, n)})
+    head = SWEEP_HEAD.replace("{math_import}", f"from math import {', '.join(names)}" if names else "")
+    return HEADER + "\n" + head + "\n".join(body) + "\n" + SWEEP_TAIL
 
 
 def main(argv):

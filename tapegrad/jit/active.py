@@ -34,9 +34,10 @@ from numba.extending import (NativeValue, box, make_attribute_wrapper, models, r
 from ..core.tape import ARG, LEAF
 
 N_SLOTS = 64          # recording cells: slot 0 for the calling thread, the rest for pools
-HEADER_WORDS = 160    # n, cap, op*, a*, b*, val*, nconst, capconst, consts*, ..., cache
+HEADER_WORDS = 16 + 2 * 256   # n, cap, op*, a*, b*, val*, nconst, capconst, consts*, ..., cache
 _N, _CAP, _OP, _A, _B, _VAL, _NC, _CAPC, _CONSTS, _FAILED, _COMPARES = range(11)
-_CACHE_BITS, _CACHE_REF, _CACHE_SIZE = 16, 80, 64   # constant dedup: direct-mapped cache
+_CACHE_SIZE = 256      # constant dedup: a direct-mapped cache of recent constants
+_CACHE_BITS, _CACHE_REF = 16, 16 + _CACHE_SIZE
 MAX_ENTRIES = (1 << 31) - 1   # references are int32
 
 # A compiled function is cached against the signature of its arguments: the version of the
@@ -383,10 +384,10 @@ def emit_compare(builder, slot, code, ra, rb, value):
 
 def emit_constant(builder, slot, value):
     """The reference (< 0) of constant ``value`` in cell ``slot``: a direct-mapped cache of
-    64 recent constants keeps a loop's literals from being pushed at every iteration."""
+    256 recent constants keeps a loop's literals from being pushed at every iteration."""
     g = _header(builder, slot)
     bits = builder.bitcast(value, _I64)
-    h = builder.lshr(builder.mul(bits, _I64(0x9E3779B97F4A7C15 - (1 << 64))), _I64(58))
+    h = builder.lshr(builder.mul(bits, _I64(0x9E3779B97F4A7C15 - (1 << 64))), _I64(56))
     pbits = builder.gep(g, [_I64(0), builder.add(h, _I64(_CACHE_BITS))], inbounds=True)
     pref = builder.gep(g, [_I64(0), builder.add(h, _I64(_CACHE_REF))], inbounds=True)
     cached = builder.load(pref)

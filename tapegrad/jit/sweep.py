@@ -5,8 +5,7 @@
 terms inline (the engine's own, from ``tools/codegen.py``: masks as in ``kernels.reverse``),
 adjoints and reached marks zeroed as they are read, so the buffers serve the next call
 without clearing.  ``tests/test_jit.py`` checks it against ``kernels.reverse``."""
-from math import sqrt, exp, log, sin, cos, sinh, cosh
-
+from math import cos, cosh, exp, log, sin, sinh, sqrt
 from ..core.kernels import sign
 from ..core.numba_jit import jit
 
@@ -261,8 +260,8 @@ def seed_and_sweep(op, a, b, val, consts, adj, reached, outs, seeds, stop, grads
         o = outs[j]
         if o >= 0:
             adj[o] += seeds[j]
+            reached[o] = 1
             if o >= stop:
-                reached[o] = 1
                 start = max(start, o)
     if start >= stop:
         sweep(op, a, b, val, consts, adj, reached, start, stop)
