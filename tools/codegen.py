@@ -696,8 +696,11 @@ class _GraphRule:
             return f"({self.tensor(node.left)} {_OPS[type(node.op).__name__]} {self.tensor(node.right)})"
         if isinstance(node, ast.UnaryOp):
             return f"(-{self.tensor(node.operand)})"
-        if isinstance(node, ast.NamedExpr):   # a value PyTorch's formula computes once
-            return f"({node.target.id} := {self.tensor(node.value)})"
+        if isinstance(node, ast.NamedExpr):
+            # a value PyTorch's formula computes once (atan2's recip serves both inputs):
+            # computed where first needed, then shared
+            n = node.target.id
+            return f"({n} if {n} is not None else ({n} := {self.tensor(node.value)}))"
         if isinstance(node, ast.Name):
             return node.id
         if isinstance(node, ast.Constant):
@@ -820,8 +823,11 @@ def graph_rules_source() -> List[str]:
             else:
                 t = rule.term(body)
             parts.append(f"{t} if n{v} else None")
+        shared = sorted({n.target.id for f in _graph_forms(op) if f
+                         for n in ast.walk(ast.parse(f, mode="eval")) if isinstance(n, ast.NamedExpr)})
         out.append(f"def _gp_{op.name}(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):\n"
-                   f"    return ({', '.join(parts)},)\n\n")
+                   + "".join(f"    {n} = None\n" for n in shared)
+                   + f"    return ({', '.join(parts)},)\n\n")
     out.append("GRAPH_PARTIALS = (" + ", ".join(f"_gp_{op.name}" for op in OPS) + ",)")
     # which values each partial's branch conditions read (a create_graph tape built through
     # such a condition on a recorded value is value-dependent: replay must refuse it)

@@ -2663,7 +2663,8 @@ def _gp_pow(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
 
 
 def _gp_atan2(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return (((g * y) * _sel((((xv * xv) + (yv * yv)) == 0.0), 0.0, reciprocal_(((x * x) + (y * y))))) if nx else None, ((g * (-x)) * _sel((((xv * xv) + (yv * yv)) == 0.0), 0.0, reciprocal_(((x * x) + (y * y))))) if ny else None,)
+    recip = None
+    return (((g * y) * (recip if recip is not None else (recip := _sel((((xv * xv) + (yv * yv)) == 0.0), 0.0, reciprocal_(((x * x) + (y * y))))))) if nx else None, ((g * (-x)) * (recip if recip is not None else (recip := _sel((((xv * xv) + (yv * yv)) == 0.0), 0.0, reciprocal_(((x * x) + (y * y))))))) if ny else None,)
 
 
 def _gp_maximum(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
@@ -2831,7 +2832,9 @@ def _gp_elu_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
 
 
 def _gp_gelu_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return (gelu_backward_(g, y) if nx else None, ((g * x) * ((2.0 * (pdf := (0.3989422804014327 * _f_exp(((-0.5) * (sq := (y * y))))))) - (sq * pdf))) if ny else None,)
+    pdf = None
+    sq = None
+    return (gelu_backward_(g, y) if nx else None, ((g * x) * ((2.0 * (pdf if pdf is not None else (pdf := (0.3989422804014327 * _f_exp(((-0.5) * (sq if sq is not None else (sq := (y * y))))))))) - (sq * pdf))) if ny else None,)
 
 
 def _gp_softplus_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):

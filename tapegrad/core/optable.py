@@ -108,9 +108,10 @@ OPS: Tuple[Op, ...] = (
     Op("atan2", 2, "math.atan2(x, y)", "np.arctan2(x, y)",
        "0.0 * y if x * x + y * y == 0.0 else y / (x * x + y * y)",
        "-0.0 * x if x * x + y * y == 0.0 else -x / (x * x + y * y)",
-       # PyTorch: recip = (x*x + y*y).reciprocal().masked_fill_(x*x + y*y == 0, 0)
-       gx="g * y * (0.0 if x * x + y * y == 0.0 else reciprocal(x * x + y * y))",
-       gy="g * -x * (0.0 if x * x + y * y == 0.0 else reciprocal(x * x + y * y))",
+       # PyTorch: recip = (x*x + y*y).reciprocal().masked_fill_(x*x + y*y == 0, 0), computed
+       # once for both inputs
+       gx="g * y * (recip := (0.0 if x * x + y * y == 0.0 else reciprocal(x * x + y * y)))",
+       gy="g * -x * (recip := (0.0 if x * x + y * y == 0.0 else reciprocal(x * x + y * y)))",
        node="Atan2Backward0",
        domain=((0.3, 2.0), (0.3, 2.0))),
     # ties split the gradient evenly, as PyTorch's maximum/minimum; a tie returns x (so
