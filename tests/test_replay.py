@@ -353,7 +353,7 @@ def test_an_unused_input_gets_a_zero_gradient_and_a_constant_result_is_an_error(
     np.testing.assert_array_equal(f.hessian([2.0, 5.0]), np.zeros((2, 2)))
     with pytest.raises(ValueError, match="does not depend on x"):
         tg.compile(lambda x: tg.tensor(3.0))([1.0, 2.0])
-    assert "CompiledTape: 2 entries, 2 inputs" in repr(f.tape_fn)
+    assert "CompiledTape: 2 inputs -> a scalar function, 2 entries" in repr(f.tape_fn)
 
 
 def test_damaged_files_and_the_npz_suffix(tmp_path):
@@ -510,3 +510,28 @@ def test_tape_compile_of_std_with_no_spread_has_gradient_zero_as_pytorch():
     assert value == 0.0 and grad.tolist() == [0.0] * 4
     value, grad = tape.compile([v], [y]).value_and_grad([[[1.0, 2.0, 3.0, 4.0]]])
     assert value == 0.0 and grad.tolist() == [0.0] * 4
+
+
+def test_hessian_refuses_a_dense_matrix_of_gigabytes_and_points_to_sparse_hessian(monkeypatch):
+    import tapegrad.replay.compiled_tape as ct
+    tape, xs, y = _record(rosen, np.full(6, 0.5))
+    f = tape.compile(xs, y)
+    H = f.hessian(np.ones(6))
+    monkeypatch.setattr(ct, "DENSE_HESSIAN_LIMIT", 35)
+    with pytest.raises(ValueError, match=r"dense \(6, 6\) matrix .* sparse_hessian"):
+        f.hessian(np.ones(6))
+    rows, cols, vals = f.sparse_hessian(np.ones(6))
+    S = np.zeros((6, 6))
+    S[rows, cols] = vals
+    np.testing.assert_array_equal(S, H)
+
+
+def test_reprs_say_what_a_compiled_object_is_and_does():
+    tape, xs, y = _record(rosen, np.full(3, 0.5))
+    text = repr(tape.compile(xs, y))
+    assert "3 inputs -> a scalar function" in text and "value_and_grad" in text
+    f = tg.compile(lambda x: x[0] * x[1])
+    assert "records at its first call" in repr(f)
+    f(np.array([1.0, 2.0]))
+    assert "1 recording(s)" in repr(f) and "hessian" in repr(f)
+    assert "guards" in tg.compile.__doc__ and "tg.jit" in tg.compile.__doc__

@@ -179,8 +179,11 @@ class CompiledTape:
         return [p.reshape(v.shape[:-1] + s) for p, s in zip(np.split(v, cuts, axis=-1), shapes)]
 
     def __repr__(self):
-        return (f"<CompiledTape: {len(self.op)} entries, {self.n_inputs} inputs, "
-                f"{len(self.out)} outputs, {len(self.guards)} guards>")
+        kind = "a scalar function" if len(self.out) == 1 else f"{len(self.out)} outputs"
+        return (f"<CompiledTape: {self.n_inputs} inputs -> {kind}, {len(self.op)} entries, "
+                f"{len(self.guards)} guards; replays in Numba: f(x), f.value_and_grad(x), "
+                f"f.grad(X) for a batch X (B, {self.n_inputs}), jvp, vjp, jacobian, hvp, "
+                f"hessian, sparse_hessian, save(path)>")
 
     def _x(self, x):
         if self.in_shapes is not None and isinstance(x, (list, tuple)) and \
@@ -387,6 +390,11 @@ class CompiledTape:
         swept together (directions innermost)."""
         self._scalar("hessian")
         x = self._single(x, "hessian")
+        n = self.n_inputs
+        if n * n > DENSE_HESSIAN_LIMIT:
+            raise ValueError(
+                f"hessian(): the dense ({n}, {n}) matrix would take {8 * n * n / 2**30:.1f} GiB; "
+                "use sparse_hessian(x) for its non-zeros (rows, cols, values), or hvp(x, v)")
         sp = self._sparse()
         if sp is None:
             return self._hvps(x, np.eye(self.n_inputs))
@@ -594,6 +602,11 @@ _COMPARE_CODES = [k for k, o in enumerate(optable.OPS) if o.compare]
 _TERNARY = np.array([o.arity == 3 for o in optable.OPS] + [False] * len(optable.STRUCTURAL))
 
 
+# hessian() refuses to allocate a dense matrix of more entries than this (512 MiB): a
+# large tape's Hessian is wanted sparse (sparse_hessian) or as products (hvp)
+DENSE_HESSIAN_LIMIT = 1 << 26
+
+
 # The most a compiled tape file may hold once decompressed (its members' declared sizes,
 # checked before anything is decompressed: a small hostile file cannot claim gigabytes).
 LOAD_LIMIT_BYTES = int(os.environ.get("TAPEGRAD_LOAD_LIMIT_BYTES", 1 << 31))
@@ -709,6 +722,17 @@ class CompiledFunction:
         self.eager = None         # why every call records again (None: replays)
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__name__ = getattr(fn, "__name__", "compiled")
+
+    def __repr__(self):
+        if self.eager is not None:
+            state = f"records at every call ({self.eager})"
+        elif not self.tapes:
+            state = "records at its first call, replays after"
+        else:
+            state = (f"{len(self.tapes)} recording(s), {len(self.tapes[0].op)} entries, "
+                     f"{self.retraces} retrace(s)")
+        return (f"<tg.compile of {self.__name__}: {state}; f(x), f.value_and_grad(x), "
+                "f.grad(X) for a batch, jvp, vjp, jacobian, hvp, hessian>")
 
     @property
     def tape_fn(self):
@@ -869,7 +893,21 @@ class CompiledFunction:
 
 
 def compile(fn):  # noqa: A001  (tg.compile, as torch.compile / jax.jit)
-    """Record ``fn(x)`` (x: a 1-D input of n numbers; the function's scalar code sees a 1-D
-    tensor whose elements are scalars) once, then replay it in Numba: ``f(x)``,
-    ``f.value_and_grad(x)``, ``f.grad(X)`` for a batch ``X`` of shape (B, n)."""
+    """Compile ``fn`` by recording it once and replaying the recording in Numba.
+
+    ``fn(x)`` is plain Python over tapegrad ops; ``x`` is a 1-D array of n numbers (the
+    function sees a 1-D tensor whose elements are scalars) or one number (a 0-d tensor).
+    The returned object records ``fn`` at its first call and then replays the tape at new
+    inputs, with no Python per op:
+
+    - ``f(x)`` the value, ``f.value_and_grad(x)`` / ``f.grad(x)`` reverse mode, and the same
+      for a batch ``X`` of shape (B, n) in one sweep;
+    - ``f.jvp(x, v)``, ``f.vjp(x, w)``, ``f.jacobian(x)`` for array results;
+    - ``f.hvp(x, v)``, ``f.hessian(x)`` (coloured when sparse), ``f.sparse_hessian(x)``.
+
+    Python branches on recorded comparisons (``if x[0] > 0:``) become guards: a point that
+    takes another branch is recorded again (one tape per branch pattern).  A function that
+    reads a recorded value into Python (``float(x[0])``) is recorded at every call, with one
+    warning naming the line, so results stay right.  For code whose control flow changes
+    at every call (loops until convergence, adaptive steps), see ``tg.jit``."""
     return CompiledFunction(fn)
