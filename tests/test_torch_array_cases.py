@@ -498,6 +498,10 @@ CORNERS = {
     "norm of a zero row, infinite gradient": (lambda m, x: x.norm(dim=1) * math.inf,
                                               [[[0.0, 0.0], [3.0, 4.0]]]),
     "norm of a 0-d tensor that underflows": (lambda m, x: x.norm(), [-1e-300]),
+    # class targets pick their class's log-probability: no 0 * -inf from the others
+    "cross_entropy with a -inf logit": (
+        lambda m, x: m.nn.functional.cross_entropy(x, m.tensor([0, 1]), reduction="none"),
+        [[[3.0, -0.6, -math.inf], [-math.inf, 1.0, 0.5]]]),
 }
 
 
