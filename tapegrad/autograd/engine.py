@@ -30,8 +30,10 @@ from ..core.numba_jit import jit
 from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC, PYOUT,
                          SECOND_BACKWARD, Tape, thread_state)
 from ..core.dtypes import Size
+from ..core.graph import LEAF_STATE, node_input_slots, node_state
 from ..core.tensor import Tensor, tensor_of_entry, wrap
-from ..ops.array_ops import pyop_backward, pyop_saves
+from ..ops.array_ops import pyop_backward, pyop_saves, sum_to
+from .graph import pack_pending, unpack_entry
 
 _EMPTY_I = np.zeros(0, dtype=np.int64)
 _EMPTY_F = np.zeros(0, dtype=np.float64)
@@ -308,7 +310,7 @@ class GraphAdjoints:
     def segment(self, start, stop):
         """Walk entries ``start`` down to ``stop + 1``, recording each adjoint."""
         A, T = self.arrays, self.tape
-        reached, op, freed, dirty = self.reached, A.op, A.freed, A.dirty
+        reached, op = self.reached, A.op
         for i in range(start, stop, -1):
             if not reached[i]:
                 continue
@@ -319,39 +321,13 @@ class GraphAdjoints:
                 continue
             if K.NO_GRAD[code]:   # a comparison: no gradient flows through it
                 continue
-            if freed[i] and K.SAVES[code]:
-                _check(T, 1, i)
-            refs = T._inputs(i)
-            if len(dirty) and (any(r >= 0 and dirty[r] > i and saves
-                                   for r, saves in zip(refs, (K.SAVES_X[code], K.SAVES_Y[code],
-                                                              K.SAVES_Z[code])))
-                               or (K.SAVES_OUT[code] and dirty[i] > i)):
-                _check(T, 2, i)
             g = self.adj.get(i)
-            if g is None:   # reached through masks only: its inputs get zeros (PyTorch's)
-                for r in refs:
-                    if r >= 0:
-                        reached[r] = 1
-                continue
-            ts = [self.saved(r) for r in refs] + [None] * (3 - len(refs))
-            vs = [np.asarray(T._value(r)) if r >= 0 and r in T._arr else
-                  (T._value(r) if r >= 0 else T._c[-r - 1]) for r in refs] + [None] * (3 - len(refs))
-            need = [r >= 0 for r in refs] + [False] * (3 - len(refs))
-            tensors = [r >= 0 or r in T._tensor_consts for r in refs] + [False] * (3 - len(refs))
-            parts = GRAPH_PARTIALS[code](g, ts[0], ts[1], ts[2], self.saved(i),
-                                         vs[0], vs[1], vs[2], T._value(i), *need, *tensors)
-            for r, names in zip(refs, GRAPH_CONDITIONS[code]):
-                if r >= 0 and any((refs[_OPERAND[n]] if n != "out" else i) >= 0 for n in names
-                                  if n == "out" or _OPERAND[n] < len(refs)):
-                    T._reads.append((i, f"a create_graph=True backward through {OP_NAMES[code]}"
-                                        " (its derivative branches on a recorded value)"))
-                    break
-            for r, p in zip(refs, parts):
+            refs = T._inputs(i)
+            for r, p in zip(refs, entry_grads(self, i, g)):
                 if r >= 0:
-                    # None: the partial masks, PyTorch's where(mask, grad, 0): zeros that
-                    # keep g's graph and flow on (an op below multiplies them as usual)
-                    self.add(r, _masked(g) if p is None else p)
-                    reached[r] = 1
+                    if p is not None:
+                        self.add(r, p)
+                    reached[r] = 1   # (reached through masks only: its inputs get zeros)
 
     def leaf_grads(self):
         leaves = self.tape._leaves
@@ -360,6 +336,84 @@ class GraphAdjoints:
 
 
 _NO_GRAD = K.NO_GRAD
+
+
+def entry_grads(adj, i, g, changed=None):
+    """What elementwise entry ``i`` passes to each operand from its gradient ``g`` (a
+    tensor, or None where only masks reached it): tensors aligned with its operands, built
+    from the op table's partials in tensor ops (recorded under ``create_graph``).  The
+    recorded walk runs every entry here; the float walk only entries whose node has hooks
+    or whose saved values ``saved_tensors_hooks`` changed (``changed``: {operand ref or
+    'out': tensor}).  Freed-graph and in-place checks first, as the Numba sweep's."""
+    A, T = adj.arrays, adj.tape
+    code = int(A.op[i])
+    if A.freed[i] and K.SAVES[code]:
+        _check(T, 1, i)
+    refs = T._inputs(i)
+    dirty = A.dirty
+    if len(dirty) and (any(r >= 0 and dirty[r] > i and saves
+                           for r, saves in zip(refs, (K.SAVES_X[code], K.SAVES_Y[code],
+                                                      K.SAVES_Z[code])))
+                       or (K.SAVES_OUT[code] and dirty[i] > i)):
+        _check(T, 2, i)
+    if g is None:
+        return [None] * len(refs)
+    changed = changed or {}
+    pad = [None] * (3 - len(refs))
+    ts = [changed[r] if r in changed else adj.saved(r) for r in refs] + pad
+    vs = [changed[r]._value if r in changed else
+          np.asarray(T._value(r)) if r >= 0 and r in T._arr else
+          (T._value(r) if r >= 0 else T._c[-r - 1]) for r in refs] + pad
+    need = [r >= 0 for r in refs] + [False] * (3 - len(refs))
+    tensors = [r >= 0 or r in T._tensor_consts for r in refs] + [False] * (3 - len(refs))
+    out = changed.get("out")
+    parts = GRAPH_PARTIALS[code](g, ts[0], ts[1], ts[2], adj.saved(i) if out is None else out,
+                                 vs[0], vs[1], vs[2], T._value(i) if out is None else out._value,
+                                 *need, *tensors)
+    if adj.create_graph:
+        for r, names in zip(refs, GRAPH_CONDITIONS[code]):
+            if r >= 0 and any((refs[_OPERAND[n]] if n != "out" else i) >= 0 for n in names
+                              if n == "out" or _OPERAND[n] < len(refs)):
+                T._reads.append((i, f"a create_graph=True backward through {OP_NAMES[code]}"
+                                    " (its derivative branches on a recorded value)"))
+                break
+    # None: the partial masks, PyTorch's where(mask, grad, 0): zeros that keep g's graph
+    # and flow on (an op below multiplies them as usual)
+    return [None if r < 0 else (_masked(g) if p is None else p) for r, p in zip(refs, parts)]
+
+
+def _broadcast_source(T, r):
+    """The entry that operand ``r`` broadcasts (implicit broadcasting has no node), or None."""
+    code, ra, _ = T._entry(r)
+    if code == PYOUT and T._py[ra].fwd is not None and T._py[ra].name == "broadcast":
+        return T._py[ra].inputs[0]
+    return None
+
+
+def run_node(adj, s, state, changed):
+    """Elementwise entry ``s`` in Python (not in the Numba sweep): for its node's hooks
+    (``grad_fn.register_prehook``/``register_hook``, which see and may replace the gradients
+    of the node's inputs, reduced to their shapes as PyTorch's are) or for values that
+    ``saved_tensors_hooks`` unpacked differently."""
+    T, reached = adj.tape, adj.reached
+    g = adj.tensor(s)
+    if state is not None and state.pre:
+        g = state.run_pre([g])[0]
+    refs = list(T._inputs(s))
+    grads = entry_grads(adj, s, g, changed)
+    for k, (r, p) in enumerate(zip(refs, grads)):
+        src = None if r < 0 or p is None else _broadcast_source(T, r)
+        if src is not None:
+            refs[k], grads[k] = src, sum_to(p, np.shape(T._value(src)))
+    if state is not None and state.post:
+        slots = list(node_input_slots(T, s))
+        new = state.run_post([grads[k] for k in slots], [g])
+        for k, p in zip(slots, new):
+            grads[k] = p
+    for r, p in zip(refs, grads):
+        if r >= 0 and p is not None:
+            adj.add(r, p)
+            reached[r] = 1
 
 
 @jit
@@ -458,17 +512,30 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
                 g = run_hook(hook, g)
             adj.set(s, g)
         py = None if pruned else T._py.get(s)
+        state = None if pruned else node_state(T, s)   # hooks on the node (autograd.graph)
         if py is not None:
             if A.freed[s] and pyop_saves(py):
                 raise RuntimeError(SECOND_BACKWARD)
-            grads = [adj.tensor(s + 1 + k) for k in range(py.nout)]
+            # a custom Function gets None for an output no gradient reached (it
+            # materializes zeros itself unless told not to)
+            grads = [adj.tensor(s + 1 + k) if py.backward_fn is None or reached[s + 1 + k]
+                     else None for k in range(py.nout)]
+            if state is not None and state.pre:
+                grads = state.run_pre(grads)
             grads_in = pyop_backward(py, grads, adj.saved,
                                      [adj.saved(s + 1 + k) for k in range(py.nout)])
+            if state is not None and state.post:
+                grads_in = state.run_post(grads_in, grads)
             for r, g in zip(py.inputs, grads_in):
                 if g is not None and r >= 0:
                     adj.add(r, g)
                     reached[r] = 1
             pos = s - 1
+        elif not pruned and A.op[s] < N_ELEMENTWISE and not K.NO_GRAD[A.op[s]]:
+            changed = unpack_entry(T, s)    # saved_tensors_hooks
+            if changed is not None or (state is not None and (state.pre or state.post)):
+                run_node(adj, s, state, changed)
+                pos = s - 1
     if pos >= 0:
         adj.segment(pos, -1)
     adj.needed = needed
@@ -517,6 +584,7 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
     """
     work = {}
     acc = Grads()
+    pack_pending()   # what ops saved inside an active saved_tensors_hooks block
     for k, (t, g) in enumerate(zip(tensors, grad_tensors)):
         if not isinstance(t, Tensor):
             raise TypeError(f"backward(): expected a Tensor, got {type(t).__name__}")
@@ -633,8 +701,13 @@ def _accumulate_recorded(acc, only):
             for hook in list(hooks):
                 g = run_hook(hook, g)
         g = g if isinstance(g, Tensor) else wrap(g)
+        state = LEAF_STATE.get(id(t)) if LEAF_STATE and id(t) not in acc.retained else None
+        if state is not None:   # hooks on the leaf's AccumulateGrad node
+            g = state.run_pre([g])[0]
         cur = getattr(t, "_grad", None)
         t._grad = g if cur is None else cur + g
+        if state is not None:
+            state.after_accumulate(t, g)
 
 
 def _accumulate_values(acc, only):
@@ -657,6 +730,9 @@ def _accumulate_values(acc, only):
             for hook in list(hooks):
                 r = run_hook(hook, wrap(g))
                 g = grad_value(t, r._value)
+        state = LEAF_STATE.get(id(t)) if LEAF_STATE and id(t) not in retained else None
+        if state is not None:   # hooks on the leaf's AccumulateGrad node
+            g = grad_value(t, state.run_pre([wrap(g)])[0]._value)
         if cur is None:
             r = new(Tensor)
             # a gradient the sweep made for this call is owned outright; views are copied
@@ -668,3 +744,5 @@ def _accumulate_values(acc, only):
             cur._value += g       # accumulate in place, as PyTorch does
         else:
             cur._value = cur._value + g
+        if state is not None:
+            state.after_accumulate(t, wrap(g))

@@ -5,7 +5,6 @@ import warnings
 
 import numpy as np
 
-from ..core.grad_mode import no_grad
 from ..core.tensor import Tensor, wrap
 from .gradients import grad
 
@@ -31,10 +30,11 @@ def _numerical(func, inputs, k, eps):
             p = base.copy().reshape(-1)
             p[j] += sign * eps
             xs = list(inputs)
-            xs[k] = wrap(p.reshape(base.shape) if base.ndim else float(p[0]))
-            with no_grad():
-                vals.append([np.array(o._value, dtype=np.float64).reshape(-1) if isinstance(o, Tensor)
-                             else None for o in _outputs(func, xs)])
+            # grad mode stays on (gradgradcheck's function calls autograd.grad)
+            xs[k] = wrap(p.reshape(base.shape) if base.ndim else float(p[0]),
+                         requires_grad=x.requires_grad)
+            vals.append([np.array(o._value, dtype=np.float64).reshape(-1) if isinstance(o, Tensor)
+                         else None for o in _outputs(func, xs)])
         cols.append([None if a is None else (a - b) / (2 * eps) for a, b in zip(*vals)])
     n_out = len(cols[0]) if cols else 0
     return [None if cols[0][i] is None else np.array([c[i] for c in cols]).T
@@ -90,3 +90,30 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
                     f"Jacobian mismatch for output {i} with respect to input {k},\n"
                     f"numerical:{wrap(n)}\nanalytical:{wrap(a)}\n")
     return True
+
+
+def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
+                  raise_exception=True, **unused) -> bool:
+    """Check second derivatives: ``gradcheck`` of the map ``(inputs, v) -> grad(func(inputs),
+    inputs, v, create_graph=True)`` (PyTorch's).  ``grad_outputs`` (``v``): random when not
+    given, one per output of ``func``."""
+    inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    outs = [o for o in _outputs(func, inputs) if isinstance(o, Tensor) and o.requires_grad]
+    if grad_outputs is None:
+        rng = np.random.default_rng(0)
+        grad_outputs = tuple(wrap(rng.standard_normal(tuple(o.shape)) if o.ndim else
+                                  float(rng.standard_normal()), requires_grad=True) for o in outs)
+    else:
+        grad_outputs = tuple(grad_outputs) if isinstance(grad_outputs, (tuple, list)) \
+            else (grad_outputs,)
+    n = len(grad_outputs)
+
+    def first_derivatives(*args):
+        xs, vs = args[:len(args) - n], args[len(args) - n:]
+        ys = [o for o in _outputs(func, xs) if isinstance(o, Tensor) and o.requires_grad]
+        diff = [x for x in xs if isinstance(x, Tensor) and x.requires_grad]
+        gs = grad(ys, diff, list(vs), create_graph=True, allow_unused=True)
+        return tuple(g for g in gs if g is not None)
+
+    return gradcheck(first_derivatives, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
+                     raise_exception=raise_exception)

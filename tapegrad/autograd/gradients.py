@@ -9,6 +9,7 @@ import numpy as np
 from ..core.tape import Tape
 from ..core.tensor import Tensor, extend, wrap
 from .engine import accumulate, grad_value, hooked, run_backward
+from .graph import run_callbacks
 
 
 
@@ -48,6 +49,7 @@ def backward(tensors: Tensors, grad_tensors: Optional[Union[Tensor, Sequence]] =
                 g = g if isinstance(g, Tensor) else wrap(g)
                 cur = getattr(x, "_grad", None)
                 x._grad = g if cur is None else cur + g
+        run_callbacks()   # queued by hooks (register_multi_grad_hook), once at the end
     finally:
         if was_enabled:
             gc.enable()
@@ -123,6 +125,7 @@ def grad(outputs: Tensors, inputs: Tensors, grad_outputs: Optional[Union[Tensor,
         g = grad_value(x, g)
         out.append(g if isinstance(g, Tensor) else wrap(g))
         seen[id(x)] = out[-1]
+    run_callbacks()   # queued by hooks (register_multi_grad_hook), once at the end
     return tuple(out)
 
 

@@ -7,6 +7,7 @@ walks the entry's operands.  Two views of the same entry compare equal.
 from __future__ import annotations
 
 import math
+import weakref
 
 from . import optable
 from .tape import ARG, CONST, LEAF, LINK, PYFUNC, PYOUT, N_ELEMENTWISE
@@ -14,6 +15,89 @@ from .tape import ARG, CONST, LEAF, LINK, PYFUNC, PYOUT, N_ELEMENTWISE
 _CLASSES = {}
 _CODES = {op.name: k for k, op in enumerate(optable.OPS)}
 _WHERE, _CLAMP = _CODES["where"], _CODES["clamp"]
+
+
+class RemovableHandle:
+    """What ``register_hook`` returns: ``remove()`` unregisters the hook."""
+
+    __slots__ = ("_hooks", "_hook")
+
+    def __init__(self, hooks, hook):
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self):
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+class NodeState:
+    """What users attach to a node: ``register_hook``/``register_prehook`` hooks, the
+    ``metadata`` dict, and for a leaf's ``AccumulateGrad`` the post-accumulate-grad hooks.
+    No node object lives while recording, so this lives beside the tape, per entry."""
+
+    __slots__ = ("pre", "post", "metadata", "post_accumulate")
+
+    def __init__(self):
+        self.pre, self.post, self.metadata, self.post_accumulate = [], [], {}, []
+
+    def run_pre(self, grads):
+        """``grad_outputs`` after the pre-hooks (each may return a replacement tuple)."""
+        for hook in list(self.pre):
+            r = hook(tuple(grads))
+            if r is not None:
+                grads = list(_checked(hook, r, grads))
+        return grads
+
+    def after_accumulate(self, t, g):
+        """A leaf's ``AccumulateGrad`` ran: the post-accumulate-grad hooks ``hook(t)``, then
+        its hooks ``hook((), (grad,))`` (PyTorch's order)."""
+        for hook in list(self.post_accumulate):
+            hook(t)
+        for hook in list(self.post):
+            hook((), (g,))
+
+    def run_post(self, grads_in, grads_out):
+        """``grad_inputs`` after the hooks ``hook(grad_inputs, grad_outputs)``."""
+        for hook in list(self.post):
+            r = hook(tuple(grads_in), tuple(grads_out))
+            if r is not None:
+                grads_in = list(_checked(hook, r, grads_in))
+        return grads_in
+
+
+def _checked(hook, r, old):
+    r = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+    if len(r) != len(old):
+        raise RuntimeError(f"hook '{getattr(hook, '__name__', hook)}' has returned an incorrect "
+                           f"number of values (got {len(r)}, but expected {len(old)})")
+    return r
+
+
+_NODE_STATE = weakref.WeakKeyDictionary()   # tape -> {entry: NodeState}
+LEAF_STATE = {}                             # id(leaf) -> NodeState of its AccumulateGrad
+
+
+def node_state(T, i):
+    """The hooks and metadata users attached to entry ``i``'s node (None: nothing)."""
+    if not _NODE_STATE:      # the common case: no hooks anywhere (a cheap test per stop)
+        return None
+    d = _NODE_STATE.get(T)
+    return None if d is None else d.get(i)
+
+
+def leaf_state_for(t):
+    """Leaf ``t``'s ``NodeState``, created on first use (dropped with ``t``)."""
+    st = LEAF_STATE.get(id(t))
+    if st is None:
+        st = LEAF_STATE[id(t)] = NodeState()
+        weakref.finalize(t, LEAF_STATE.pop, id(t), None)
+    return st
 
 
 class Node:
@@ -27,11 +111,46 @@ class Node:
     def name(self):
         return type(self).__name__
 
+    def _state(self):
+        d = _NODE_STATE.get(self._tape)
+        if d is None:
+            d = _NODE_STATE[self._tape] = {}
+        st = d.get(self._entry)
+        if st is None:
+            st = d[self._entry] = NodeState()
+        return st
+
     @property
     def next_functions(self):
         """((node, output_nr), ...) for each input; (None, 0) for inputs without grad."""
         T = self._tape
         return tuple(_edge(T, r) for r in _node_inputs(T, self._entry))
+
+    @property
+    def metadata(self):
+        """A dict kept with this node (the same for every view of it)."""
+        return self._state().metadata
+
+    def register_hook(self, fn):
+        """``fn(grad_inputs, grad_outputs)`` after this node computed the gradients of its
+        inputs; a returned tuple replaces ``grad_inputs``.  Returns a handle."""
+        st = self._state()
+        self._tape._stops.append(self._entry)   # the walk returns to Python here
+        st.post.append(fn)
+        return RemovableHandle(st.post, fn)
+
+    def register_prehook(self, fn):
+        """``fn(grad_outputs)`` before this node runs; a returned tuple replaces them."""
+        st = self._state()
+        self._tape._stops.append(self._entry)
+        st.pre.append(fn)
+        return RemovableHandle(st.pre, fn)
+
+    def __setattr__(self, name, value):
+        if name.startswith("_saved_"):
+            raise AttributeError(f"attribute '{name}' of '{type(self).__name__}' objects is "
+                                 "not writable")
+        object.__setattr__(self, name, value)
 
     def __eq__(self, other):
         return type(other) is type(self) and other._tape is self._tape and other._entry == self._entry
@@ -52,6 +171,19 @@ class AccumulateGrad(Node):
     def __init__(self, variable):
         self._tape, self._entry = None, -1
         self.variable = variable
+
+    def _state(self):
+        return leaf_state_for(self.variable)
+
+    def register_hook(self, fn):
+        st = self._state()
+        st.post.append(fn)
+        return RemovableHandle(st.post, fn)
+
+    def register_prehook(self, fn):
+        st = self._state()
+        st.pre.append(fn)
+        return RemovableHandle(st.pre, fn)
 
     def __eq__(self, other):
         return type(other) is AccumulateGrad and other.variable is self.variable
@@ -92,18 +224,24 @@ def _tensor_bounds(T, refs):
     return bool(given) and all(r in T._tensor_consts for r in given)
 
 
-def _node_inputs(T, i):
+def node_input_slots(T, i):
+    """The operand positions of entry ``i`` that are its node's inputs (its edges)."""
     refs = T._inputs(i)
     code, ra, rb = T._entry(i)
     if code == _WHERE:   # the condition is not differentiable: no edge, as in PyTorch
-        return refs[1:]
+        return range(1, len(refs))
     if code == _CLAMP and not _tensor_bounds(T, refs):
-        return refs[:1]
+        return range(1)
     if code < N_ELEMENTWISE:
         side = _number_side(T, code, ra, rb)
         if side is not None:
-            return refs[1 - side:2 - side]
-    return refs
+            return range(1 - side, 2 - side)
+    return range(len(refs))
+
+
+def _node_inputs(T, i):
+    refs = T._inputs(i)
+    return tuple(refs[k] for k in node_input_slots(T, i))
 
 
 def node_name(T, i):

@@ -32,7 +32,7 @@ from .graph import node_for
 from .printing import format_value
 from .shapes import broadcast_error, wrap_dim
 from .pyop import record_broadcast
-from .tape import CHUNK, ARG, CONST, Tape, boot, rec_get, recording
+from .tape import CHUNK, ARG, CONST, Tape, boot, rec_get, recording, thread_state
 
 import builtins as _b  # noqa: E402  (methods named float/int/... below read the builtins)
 
@@ -83,7 +83,7 @@ def _record(code, refs, v):
         for r in refs:
             if r in arr:
                 flat[r] = None
-    r = Tensor()
+    r = _new(Tensor)   # (not Tensor(): that runs tg.Tensor(data)'s __init__)
     r._value = v
     r._tape = T
     r._entry = i
@@ -226,7 +226,7 @@ def elementwise_fallback(code, args):
                 flat[ra] = None
             if rb >= 0:
                 flat[rb] = None
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = i
@@ -529,14 +529,15 @@ class Tensor:
 
     def numpy(self) -> np.ndarray:
         """The value as a NumPy array (shares memory for array tensors)."""
-        if self._tape is not None:
+        # grad mode off (no_grad, a custom Function's forward) allows it, as in PyTorch
+        if self._tape is not None and thread_state.grad_enabled:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
         v = self._value
         return np.array(v) if v.__class__ is float else v
 
     def __array__(self, dtype=None, copy=None):
-        if self._tape is not None:
+        if self._tape is not None and thread_state.grad_enabled:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
         return np.asarray(self._value, dtype=dtype)

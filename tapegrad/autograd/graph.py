@@ -1,0 +1,414 @@
+"""``tg.autograd.graph``: PyTorch's ``torch.autograd.graph``.
+
+- ``Node``, the class of every ``grad_fn`` (a view of a tape entry built on access, see
+  ``core/graph.py``): ``name()``, ``next_functions``, ``metadata``, ``register_hook``,
+  ``register_prehook``, and the values its backward saved (``_saved_self``...);
+- ``saved_tensors_hooks(pack, unpack)`` (and ``save_on_cpu``, ``disable_saved_tensors_hooks``);
+- ``allow_mutation_on_saved_tensors``, ``increment_version``;
+- ``register_multi_grad_hook``, ``get_gradient_edge``.
+
+Hooks for saved tensors: a custom ``Function``'s saved tensors are packed when saved and
+unpacked when ``ctx.saved_tensors`` is read, as in PyTorch.  Built-in ops record without
+any Python call per op, so what they saved is packed when the ``with`` block ends (or when a
+backward starts inside it) and unpacked when the backward reaches the op; a value that
+unpacks to something else is what that op's backward then uses.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import NamedTuple
+
+import numpy as np
+
+from ..core import optable
+from ..core.graph import AccumulateGrad, Node, RemovableHandle, leaf_state_for
+from ..core.kernels import NO_GRAD, SAVES_OUT, SAVES_X, SAVES_Y, SAVES_Z
+from ..core.tape import (CONST, LEAF, LINK, N_ELEMENTWISE, PYOUT, SECOND_BACKWARD, Tape,
+                         recording)
+from ..core.tensor import Tensor, extend, tensor_of_entry, wrap
+
+__all__ = ["Node", "GradientEdge", "get_gradient_edge", "saved_tensors_hooks", "save_on_cpu",
+           "disable_saved_tensors_hooks", "allow_mutation_on_saved_tensors",
+           "register_multi_grad_hook", "increment_version"]
+
+
+class _Local(threading.local):
+    def __init__(self):
+        self.frames = []       # active saved_tensors_hooks, innermost last
+        self.disabled = None   # the message of an active disable_saved_tensors_hooks
+        self.callbacks = []    # run once at the end of the current backward
+
+
+_local = _Local()
+_PACKED = weakref.WeakKeyDictionary()   # tape -> {entry: (unpack, [(ref, packed)])}
+
+
+# -- saved values (``grad_fn._saved_self``...) ----------------------------------------------
+# PyTorch's names for what an op's backward saved: its inputs by position, and "result"
+_SLOT_NAMES = {"pow": ("self", "exponent"), "clamp": ("self", "min", "max"),
+               "where": ("condition", "self", "other")}
+_NUMBER_PARAMS = {"pow", "clamp"}   # a Python number there is saved as a number
+
+
+def _mentions(expr, var):
+    if expr is None:
+        return False
+    for ch in "()*/+-,<>=":
+        expr = expr.replace(ch, " ")
+    return var in expr.split()
+
+
+def saved_slots(T, i):
+    """``[(name, operand ref or 'out' or None)]``: what entry ``i``'s backward saved, under
+    PyTorch's names, from the op table's ``SAVES_*`` flags.  An input no needed partial
+    reads is None, as in PyTorch (``x * c`` with ``c`` constant: ``_saved_self`` is None)."""
+    code = T._entry(i)[0]
+    if code >= N_ELEMENTWISE or NO_GRAD[code]:
+        return []
+    op = optable.OPS[code]
+    refs = T._inputs(i)
+    names = _SLOT_NAMES.get(op.name, ("self", "other", "third"))
+    flags = (SAVES_X[code], SAVES_Y[code], SAVES_Z[code])
+    partials = (op.dx, op.dy, op.dz)
+    grads = [r >= 0 and T._entry(r)[0] != CONST for r in refs]   # operands that need grad
+    slots = []
+    for k, r in enumerate(refs):
+        if flags[k]:
+            needed = (grads[k] and _mentions(partials[k], "xyz"[k])) or \
+                any(grads[j] for j in range(len(refs)) if j != k)
+            slots.append((names[k], r if needed else None))
+    slots.sort(key=lambda slot: slot[0])   # PyTorch's order: inputs by name, then the result
+    tensors = [r >= 0 or r in T._tensor_consts for r in refs]   # not Python numbers
+    if SAVES_OUT[code] and any(t and _mentions(p, "out") for t, p in zip(tensors, partials)):
+        slots.append(("result", "out"))
+    return slots
+
+
+def operand_tensor(T, i, r, number=False, condition=False):
+    """Operand ``r`` of entry ``i`` (or its result, ``r == 'out'``) as a tensor: a leaf
+    itself, a recorded value with its ``grad_fn``, a constant without grad (or a Python
+    number, with ``number``)."""
+    if r == "out":
+        return tensor_of_entry(T, i, T._value(i))
+    if r < 0:
+        c = T._c[-r - 1]
+        return c if number and r not in T._tensor_consts else wrap(c)
+    code, ra, _ = T._entry(r)
+    if condition:
+        return wrap(np.asarray(T._value(r)) != 0)
+    if code == LEAF:
+        return T._leaves[r]
+    if code == CONST:
+        return wrap(T._value(r))
+    if code == LINK:
+        S, j = T._links[r]
+        return operand_tensor(S, j, j)
+    if code == PYOUT and T._py[ra].name == "broadcast":  # implicit broadcasting: no node
+        return operand_tensor(T, i, T._py[ra].inputs[0])
+    return tensor_of_entry(T, r, T._value(r))
+
+
+def _saved_value(T, i, name):
+    code, ra, _ = T._entry(i)
+    for slot, r in saved_slots(T, i):
+        if slot == name:
+            if T._freed is not None and i < len(T._freed) and T._freed[i]:
+                raise RuntimeError(SECOND_BACKWARD)
+            if r is None:
+                return None
+            opname = optable.OPS[code].name
+            return operand_tensor(T, i, r, number=opname in _NUMBER_PARAMS,
+                                  condition=opname == "where" and slot == "condition")
+    raise AttributeError(f"no saved value '_saved_{name}'")
+
+
+def _function_ctx(T, i):
+    py = T._py.get(i) if T is not None else None
+    return None if py is None else getattr(py.backward_fn, "ctx", None)
+
+
+def _node_getattr(self, name):
+    T, i = self._tape, self._entry
+    if T is not None:
+        if name.startswith("_saved_"):
+            if any(slot == name[7:] for slot, _ in saved_slots(T, i)):
+                return _saved_value(T, i, name[7:])
+        elif not name.startswith("__"):
+            ctx = _function_ctx(T, i)
+            if ctx is not None:   # a custom Function's node is its ctx, as in PyTorch
+                return getattr(ctx, name)
+    raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+
+def _node_dir(self):
+    names = object.__dir__(self)
+    if self._tape is not None:
+        names += ["_saved_" + slot for slot, _ in saved_slots(self._tape, self._entry)]
+    return names
+
+
+extend(Node, {"__getattr__": _node_getattr, "__dir__": _node_dir})
+
+
+# -- gradient edges -------------------------------------------------------------------
+class GradientEdge(NamedTuple):
+    """A node and one of its outputs: where a tensor's gradient enters the graph."""
+    node: Node
+    output_nr: int
+
+
+def get_gradient_edge(tensor):
+    """The ``GradientEdge`` of ``tensor``: its ``grad_fn`` (``AccumulateGrad`` for a leaf)."""
+    if not tensor.requires_grad:
+        raise RuntimeError("It is not possible to get the gradient edge for a Tensor that "
+                           "does not require gradients")
+    fn = tensor.grad_fn
+    if fn is None:
+        return GradientEdge(AccumulateGrad(tensor), 0)
+    T = tensor._tape
+    code, ra, _ = T._entry(tensor._entry)
+    return GradientEdge(fn, tensor._entry - ra - 1 if code == PYOUT else 0)
+
+
+# -- hooks for saved tensors ------------------------------------------------------------
+class saved_tensors_hooks:
+    """Context manager: ``pack_hook(tensor)`` is called on each tensor saved for backward
+    while it is active, and ``unpack_hook(packed)`` when backward needs it back; what
+    ``unpack_hook`` returns is what backward uses (see the module docstring for when the
+    hooks run on built-in ops)."""
+
+    def __init__(self, pack_hook, unpack_hook):
+        self.pack_hook, self.unpack_hook = pack_hook, unpack_hook
+        self._spans = []       # [tape, first entry, next entry to pack]
+        self._inner = []       # (tape, start, end) packed by an inner saved_tensors_hooks
+
+    def __enter__(self):
+        if _local.disabled is not None:
+            raise RuntimeError(_local.disabled)
+        T = recording()
+        self._spans = [] if T is None else [[T, len(T), len(T)]]
+        self._inner = []
+        _local.frames.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        pack_pending()
+        frames = _local.frames
+        if self in frames:
+            frames.remove(self)
+        if frames:
+            frames[-1]._inner.extend((T, a, len(T)) for T, a, _ in self._spans)
+        return False
+
+    def _pack_tape(self, T, start, stop):
+        for i in range(start, stop):
+            if any(S is T and a <= i < b for S, a, b in self._inner):
+                continue
+            code = T._entry(i)[0]
+            if code >= N_ELEMENTWISE:
+                continue
+            slots = [(name, r) for name, r in saved_slots(T, i)   # numbers are not tensors
+                     if r is not None and (r == "out" or r >= 0 or r in T._tensor_consts)]
+            if not slots:
+                continue
+            opname = optable.OPS[code].name
+            packed = [(r, self.pack_hook(operand_tensor(
+                T, i, r, condition=opname == "where" and name == "condition")))
+                for name, r in slots]
+            _PACKED.setdefault(T, {})[i] = (self.unpack_hook, packed)
+            T._stops.append(i)    # the walk unpacks them when it gets there
+
+
+class save_on_cpu(saved_tensors_hooks):
+    """Saved tensors stay where they are (tapegrad runs on the CPU): a no-op variant."""
+
+    def __init__(self, pin_memory=False, device_type="cuda"):
+        super().__init__(lambda t: t, lambda t: t)
+
+
+class disable_saved_tensors_hooks:
+    """Context manager: registering saved-tensor hooks inside raises ``error_message``."""
+
+    def __init__(self, error_message):
+        self.error_message = error_message
+
+    def __enter__(self):
+        self._prev = _local.disabled
+        _local.disabled = self.error_message
+        return self
+
+    def __exit__(self, *exc):
+        _local.disabled = self._prev
+        return False
+
+
+def pack_pending():
+    """Pack what built-in ops saved since the active ``saved_tensors_hooks`` were entered
+    (called when they exit and when a backward starts)."""
+    for frame in _local.frames:
+        T = recording()
+        if T is not None and all(span[0] is not T for span in frame._spans):
+            frame._spans.append([T, 0, 0])   # a tape started inside the block
+        for span in frame._spans:
+            T, _, done = span
+            end = len(T)
+            if end > done:
+                frame._pack_tape(T, done, end)
+                span[2] = end
+
+
+def unpack_entry(T, i):
+    """``{operand ref or 'out': tensor}`` unpacked for entry ``i``: the values that differ
+    from the recorded ones (None when its backward can use the tape as it is)."""
+    d = _PACKED.get(T) if _PACKED else None
+    item = None if d is None else d.get(i)
+    if item is None:
+        return None
+    unpack, packed = item
+    changed = {}
+    for r, p in packed:
+        t = unpack(p)
+        if not isinstance(t, Tensor):
+            raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but "
+                            f"got result of type {type(t).__name__}")
+        v = T._value(i) if r == "out" else (T._c[-r - 1] if r < 0 else T._value(r))
+        if not np.array_equal(np.asarray(t._value), np.asarray(v), equal_nan=True):
+            changed[r] = t
+    return changed or None
+
+
+def pack_saved(tensors):
+    """``(unpack, packed)`` for a custom Function's saved tensors, or None without hooks."""
+    if not _local.frames:
+        return None
+    frame = _local.frames[-1]
+    return frame.unpack_hook, [None if t is None else frame.pack_hook(t) for t in tensors]
+
+
+def unpack_saved(packed):
+    unpack, values = packed
+    return tuple(None if p is None else unpack(p) for p in values)
+
+
+# -- in-place changes of saved tensors ----------------------------------------------------
+class _RecordedInplaceAllowed(list):
+    """A tape's in-place marks while ``allow_mutation_on_saved_tensors`` is active: a recorded
+    in-place op leaves the saved value as it was (its result is a new entry), so it is not
+    marked; a change of the memory itself (``.data``, ops without grad) still is."""
+
+    def __init__(self, items, tape):
+        super().__init__(items)
+        self.tape = tape
+
+    def append(self, item):
+        entry, when = item
+        if when < len(self.tape):   # marked by a recorded op: its own entry is `when`
+            return
+        super().append(item)
+
+
+class allow_mutation_on_saved_tensors:
+    """Context manager: a tensor saved for backward may be changed in place by a recorded
+    op; backward uses the value it had when saved (PyTorch clones it; tapegrad's recorded
+    in-place ops never overwrite a saved value)."""
+
+    def __enter__(self):
+        T = recording()
+        self._tape = T
+        if T is not None:
+            T._dirty = _RecordedInplaceAllowed(T._dirty, T)
+        return self
+
+    def __exit__(self, *exc):
+        T = self._tape
+        if T is not None and isinstance(T._dirty, _RecordedInplaceAllowed):
+            T._dirty = list(T._dirty)
+        return False
+
+
+def increment_version(tensor):
+    """Mark ``tensor`` as changed in place: a backward through an op that saved it raises."""
+    tensors = tensor if isinstance(tensor, (list, tuple)) else (tensor,)
+    for t in tensors:
+        t._version = getattr(t, "_version", 0) + 1
+        T = t._tape
+        if T.__class__ is Tape:
+            T._dirty.append((t._entry, len(T)))
+
+
+# -- multi-tensor hooks ---------------------------------------------------------------
+def queue_callback(fn):
+    """Run ``fn()`` once when the current backward has finished."""
+    _local.callbacks.append(fn)
+
+
+def run_callbacks():
+    """Called by ``backward``/``grad`` when they are done."""
+    while _local.callbacks:
+        cbs, _local.callbacks = _local.callbacks, []
+        for fn in cbs:
+            fn()
+
+
+class _MultiHandle:
+    def __init__(self, handles):
+        self.handles = handles
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def register_multi_grad_hook(tensors, fn, *, mode="all"):
+    """``mode="all"``: ``fn(grads)`` once per backward, after the gradients of ``tensors``
+    were computed (None for those this backward does not reach).  ``mode="any"``:
+    ``fn(grad)`` on the first of them computed."""
+    if mode not in ("all", "any"):
+        raise ValueError(f"Expects mode to be one of ('all', 'any') but got {mode}")
+    tensors = tuple(tensors)
+    state = {"grads": None, "fired": False}
+
+    def finish():
+        grads, state["grads"], state["fired"] = state["grads"], None, False
+        if mode == "all" and grads is not None:
+            fn(list(grads))
+
+    def make(k):
+        def hook(g):
+            if mode == "any":
+                if not state["fired"]:
+                    state["fired"] = True
+                    queue_callback(finish)
+                    fn(g)
+                return None
+            if state["grads"] is None:
+                state["grads"] = [None] * len(tensors)
+                queue_callback(finish)
+            state["grads"][k] = g
+            return None
+        return hook
+
+    return _MultiHandle([t.register_hook(make(k)) for k, t in enumerate(tensors)
+                         if t.requires_grad])
+
+
+def _register_post_accumulate_grad_hook(self, hook):
+    """``hook(tensor)`` after the gradient of this leaf was accumulated into ``.grad``
+    (by ``backward``; ``autograd.grad`` accumulates nothing).  Returns a handle."""
+    if not self.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if not self.is_leaf:
+        raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+    st = leaf_state_for(self)
+    st.post_accumulate.append(hook)
+    return RemovableHandle(st.post_accumulate, hook)
+
+
+extend(Tensor, {"register_post_accumulate_grad_hook": _register_post_accumulate_grad_hook})

@@ -1,0 +1,759 @@
+"""The autograd API a PyTorch program types, against PyTorch 2.13: ``tg.autograd.graph``
+(``Node`` hooks and metadata, ``saved_tensors_hooks``, ``allow_mutation_on_saved_tensors``,
+``register_multi_grad_hook``), custom ``Function`` (``setup_context``, ``once_differentiable``,
+``mark_dirty``, ``mark_non_differentiable``, ``set_materialize_grads``, trailing ``None``s,
+``.numpy()`` in ``forward``, double backward), ``grad_fn._saved_*``, ``gradgradcheck``,
+``Variable``, ``register_post_accumulate_grad_hook``.
+
+Each program takes the library as ``L`` and returns plain values (lists, strings, event
+logs); a test runs it under tapegrad with written-out expectations and, where PyTorch is
+installed, compares with PyTorch's results.
+"""
+import math
+import re
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+try:
+    import torch
+except ImportError:   # the torch-free assertions still run
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch not installed")
+
+
+def val(t):
+    """A tensor as nested Python floats (None stays None)."""
+    if t is None:
+        return None
+    return np.asarray(t.detach().numpy(), dtype=np.float64).round(10).tolist()
+
+
+def same(a, b):
+    """Results of one program under both libraries: equal, floats to 1e-9."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or abs(a - b) <= 1e-9 * max(1.0, abs(a)) or (math.isnan(a) and math.isnan(b))
+    return a == b
+
+
+def compare(program):
+    """Run ``program`` under tapegrad and (if installed) PyTorch; return tapegrad's result."""
+    mine = program(tg)
+    if torch is not None:
+        theirs = program(torch)
+        assert same(mine, theirs), f"tapegrad: {mine}\nPyTorch:  {theirs}"
+    return mine
+
+
+def leaf(L, v):
+    return L.tensor(v, dtype=L.float64, requires_grad=True)
+
+
+# ---------------------------------------------------------------------------------------
+# tg.autograd.graph.Node: name, next_functions, metadata, hooks
+# ---------------------------------------------------------------------------------------
+
+def node_hooks_elementwise(L):
+    log = []
+    x = leaf(L, [1.0, 2.0, 3.0])
+    w = leaf(L, [[0.5, -1.0, 2.0], [1.0, 1.0, 1.0]])
+    y = x.sin() * w                      # x is broadcast: its grad_input has x's shape
+    z = y.exp().sum()
+    fn = y.grad_fn
+    log.append([fn.name(), isinstance(fn, L.autograd.graph.Node)])
+    fn.metadata["tag"] = 7
+    log.append(y.grad_fn.metadata["tag"])
+
+    def pre(grad_outputs):
+        log.append(["pre", [list(g.shape) for g in grad_outputs]])
+        return (grad_outputs[0] * 2,)
+
+    def post(grad_inputs, grad_outputs):
+        log.append(["post", [None if g is None else list(g.shape) for g in grad_inputs],
+                    [val(g) for g in grad_inputs]])
+
+    h1 = fn.register_prehook(pre)
+    h2 = fn.register_hook(post)
+    z.backward(retain_graph=True)
+    log.append([val(x.grad), val(w.grad)])
+    h1.remove()
+    x.grad = w.grad = None
+    h3 = fn.register_hook(lambda gi, go: (gi[0] * 0, gi[1]))   # replaces grad_inputs
+    z.backward(retain_graph=True)
+    log.append([val(x.grad), val(w.grad)])
+    h2.remove()
+    h3.remove()
+    x.grad = w.grad = None
+    z.backward()
+    log.append([val(x.grad), val(w.grad)])
+    return log
+
+
+def test_node_hooks_on_an_elementwise_node():
+    log = compare(node_hooks_elementwise)
+    assert log[0] == ["MulBackward0", True] and log[1] == 7
+    assert log[2] == ["pre", [[2, 3]]]
+    assert log[3][:2] == ["post", [[3], [2, 3]]]
+    assert log[6][0] == [0.0, 0.0, 0.0]          # the hook's replacement reached x
+
+
+@pytest.mark.usefixtures("both_walks")
+def test_node_hooks_in_both_walks():
+    log = node_hooks_elementwise(tg)
+    x = np.array([1.0, 2.0, 3.0])
+    w = np.array([[0.5, -1.0, 2.0], [1.0, 1.0, 1.0]])
+    e = np.exp(np.sin(x) * w)
+    gx = (e * w).sum(0) * np.cos(x)
+    assert np.allclose(log[4][0], 2 * gx) and np.allclose(log[7][0], gx)
+    assert np.allclose(log[7][1], e * np.sin(x))
+    assert log[6][0] == [0.0, 0.0, 0.0] and np.allclose(log[6][1], log[7][1])
+
+
+def node_hooks_python_ops(L):
+    log = []
+    a = leaf(L, [[1.0, 2.0], [3.0, 4.0]])
+    b = a @ a
+    s = b.sum()
+    s.grad_fn.register_prehook(lambda go: log.append(["sum pre", [val(g) for g in go]]))
+    b.grad_fn.register_hook(lambda gi, go: log.append(["mm post", [val(g) for g in gi],
+                                                        [val(g) for g in go]]))
+    s.backward()
+    log.append(val(a.grad))
+    return log
+
+
+def test_node_hooks_on_array_op_nodes():
+    log = compare(node_hooks_python_ops)
+    assert log[0] == ["sum pre", [1.0]]
+    assert log[-1] == [[7.0, 11.0], [9.0, 13.0]]
+
+
+def accumulate_grad_hooks(L):
+    log = []
+    p = leaf(L, [1.0, 2.0])
+    q = p * 3
+    acc = q.grad_fn.next_functions[0][0]
+    acc.register_prehook(lambda go: log.append(["acc pre", [val(g) for g in go]]))
+    acc.register_hook(lambda gi, go: log.append(["acc post", list(gi), [val(g) for g in go]]))
+    p.register_post_accumulate_grad_hook(lambda t: log.append(["post accumulate", val(t.grad)]))
+    q.sum().backward()
+    q = p * 3
+    L.autograd.grad(q.sum(), p)      # autograd.grad accumulates nothing: no AccumulateGrad hooks
+    log.append(val(p.grad))
+    return log
+
+
+def test_accumulate_grad_node_hooks_and_post_accumulate_grad_hook():
+    log = compare(accumulate_grad_hooks)
+    assert log == [["acc pre", [[3.0, 3.0]]], ["post accumulate", [3.0, 3.0]],
+                   ["acc post", [], [[3.0, 3.0]]], [3.0, 3.0]]
+
+
+def post_accumulate_errors(L):
+    out = []
+    for t in (leaf(L, [1.0]) * 2, L.tensor([1.0])):
+        try:
+            t.register_post_accumulate_grad_hook(lambda p: None)
+        except RuntimeError as e:
+            out.append(str(e))
+    return out
+
+
+def test_post_accumulate_grad_hook_errors():
+    assert compare(post_accumulate_errors) == [
+        "post accumulate grad hooks cannot be registered on non-leaf tensors",
+        "cannot register a hook on a tensor that doesn't require gradient"]
+
+
+def test_post_accumulate_grad_hook_as_an_optimizer_step():
+    # the pattern of PyTorch's "optimizer step in backward" tutorial
+    p = tg.tensor([1.0, 2.0], requires_grad=True)
+
+    def step(t):
+        with tg.no_grad():
+            t.sub_(0.5 * t.grad)
+        t.grad = None
+
+    h = p.register_post_accumulate_grad_hook(step)
+    (p * p).sum().backward()
+    assert p.tolist() == [0.0, 0.0] and p.grad is None
+    h.remove()
+    (p + 1).sum().backward()
+    assert p.grad.tolist() == [1.0, 1.0]
+
+
+# ---------------------------------------------------------------------------------------
+# saved tensors: grad_fn._saved_*, saved_tensors_hooks, allow_mutation_on_saved_tensors
+# ---------------------------------------------------------------------------------------
+
+def saved_values(L):
+    x = leaf(L, [1.0, 2.0])
+    c = L.tensor([3.0, 4.0])
+    out = []
+    for y in (x * c, c * x, x ** 2, x ** c, x.exp(), x.sin(), x.tanh(), L.atan2(x, c),
+              x.sqrt(), x.sigmoid(), x.clamp(0.0, 1.5), L.where(x > 1, x, c)):
+        fn = y.grad_fn
+        for name in ("_saved_self", "_saved_other", "_saved_result", "_saved_exponent",
+                     "_saved_condition"):
+            if name in dir(fn):
+                v = getattr(fn, name)
+                out.append([fn.name(), name, v if not hasattr(v, "shape") else
+                            [val(v), v.requires_grad]])
+    return out
+
+
+def test_saved_values_of_common_nodes():
+    out = compare(saved_values)
+    assert ["MulBackward0", "_saved_self", None] in out
+    assert ["MulBackward0", "_saved_other", [[3.0, 4.0], False]] in out
+    assert ["ExpBackward0", "_saved_result", [val(tg.exp(tg.tensor([1.0, 2.0]))), True]] in out
+
+
+def test_saved_values_identity_and_errors():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    y = x.exp()
+    assert y.grad_fn._saved_result is not y and tg.equal(y.grad_fn._saved_result, y)
+    assert x.sin().grad_fn._saved_self is x      # a saved leaf is the leaf itself
+    assert y.grad_fn._saved_result.grad_fn == y.grad_fn
+    with pytest.raises(AttributeError, match="not writable"):
+        y.grad_fn._saved_result = x
+    with pytest.raises(AttributeError):
+        y.grad_fn._saved_nothing
+    y.sum().backward()
+    with pytest.raises(RuntimeError, match="Trying to backward through the graph a second time"):
+        y.grad_fn._saved_result
+
+
+@needs_torch
+def test_saved_values_freed_error_as_pytorch():
+    msgs = []
+    for L in (tg, torch):
+        x = leaf(L, [1.0, 2.0])
+        y = x.exp()
+        y.sum().backward()
+        with pytest.raises(RuntimeError) as e:
+            y.grad_fn._saved_result
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]
+
+
+def saved_tensors_hooks_program(L):
+    log = []
+
+    def pack(x):
+        log.append(["pack", val(x), x.requires_grad])
+        return x
+
+    def unpack(x):
+        log.append(["unpack", val(x)])
+        return x
+
+    a = L.ones(3, requires_grad=True)
+    b = L.ones(3, requires_grad=True) * 2
+    with L.autograd.graph.saved_tensors_hooks(pack, unpack):
+        y = a * b
+    y.sum().backward()
+    log.append(val(a.grad))
+    x = leaf(L, [1.0, 2.0, 3.0])
+    with L.autograd.graph.saved_tensors_hooks(lambda t: t * 4, lambda t: t / 4):
+        y = L.pow(x, 2)
+    y.sum().backward()
+    log.append(val(x.grad))
+    x.grad = None
+    with L.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t + 1):   # changes it
+        y = x.sin()
+    y.sum().backward()
+    log.append(val(x.grad))
+    store = []
+
+    def to_store(t):
+        store.append(t.detach().clone())
+        return len(store) - 1
+
+    x.grad = None
+    with L.autograd.graph.saved_tensors_hooks(to_store, lambda k: store[k]):
+        y = (x.exp() * x).sum()
+        y.backward()                 # a backward inside the block
+    log.append([val(x.grad), len(store)])
+    with L.autograd.graph.save_on_cpu():
+        y = (x * x).sum()
+    x.grad = None
+    y.backward()
+    log.append(val(x.grad))
+    return log
+
+
+def test_saved_tensors_hooks():
+    log = compare(saved_tensors_hooks_program)
+    assert log[:4] == [["pack", [2.0, 2.0, 2.0], True], ["pack", [1.0, 1.0, 1.0], True],
+                       ["unpack", [2.0, 2.0, 2.0]], ["unpack", [1.0, 1.0, 1.0]]]
+    assert log[4] == [2.0, 2.0, 2.0]
+    assert log[5] == [2.0, 4.0, 6.0]
+    assert np.allclose(log[6], np.cos(np.array([1.0, 2.0, 3.0]) + 1))
+    assert log[7][1] == 3                   # exp saves its result, mul both operands
+    assert log[8] == [2.0, 4.0, 6.0]
+
+
+@pytest.mark.usefixtures("both_walks")
+def test_saved_tensors_hooks_in_both_walks():
+    x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    with tg.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t + 1):
+        y = x.sin() * 2
+    y.sum().backward()
+    assert np.allclose(x.grad.tolist(), 2 * np.cos(np.array([2.0, 3.0, 4.0])))
+
+
+def saved_hooks_function(L):
+    log = []
+
+    class Double(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            log.append(["saved", val(x)])
+            return g * 2
+
+    x = leaf(L, [1.0, 2.0])
+    with L.autograd.graph.saved_tensors_hooks(lambda t: log.append(["pack", val(t)]) or t,
+                                              lambda t: log.append(["unpack", val(t)]) or t):
+        y = Double.apply(x)
+    y.sum().backward()
+    log.append(val(x.grad))
+    return log
+
+
+def test_saved_tensors_hooks_on_a_custom_function():
+    assert compare(saved_hooks_function) == [["pack", [1.0, 2.0]], ["unpack", [1.0, 2.0]],
+                                             ["saved", [1.0, 2.0]], [2.0, 2.0]]
+
+
+def test_disable_saved_tensors_hooks():
+    with tg.autograd.graph.disable_saved_tensors_hooks("no hooks here"):
+        with pytest.raises(RuntimeError, match="no hooks here"):
+            with tg.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+                pass
+    with tg.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+        pass
+
+
+def mutation_on_saved(L):
+    with L.autograd.graph.allow_mutation_on_saved_tensors():
+        a = L.ones(2, 3, dtype=L.float64, requires_grad=True)
+        b = a.clone()
+        out = (b ** 2).sum()
+        b.sin_()
+        out.sum().backward()
+    return [val(a.grad), val(b)]
+
+
+def mutation_not_allowed(L):
+    a = L.ones(2, 3, requires_grad=True)
+    b = a.clone()
+    out = (b ** 2).sum()
+    b.sin_()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.backward()
+    return True
+
+
+def test_allow_mutation_on_saved_tensors():
+    grad, b = compare(mutation_on_saved)
+    assert grad == [[2.0] * 3] * 2 and np.allclose(b, math.sin(1.0))
+    assert compare(mutation_not_allowed)
+
+
+def test_increment_version_makes_a_saved_tensor_stale():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 1
+    z = y * y
+    tg.autograd.graph.increment_version(y)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        z.sum().backward()
+
+
+# ---------------------------------------------------------------------------------------
+# register_multi_grad_hook, queue_callback
+# ---------------------------------------------------------------------------------------
+
+def multi_grad_hook(L):
+    log = []
+    a, b = leaf(L, 1.0), leaf(L, 2.0)
+    h = L.autograd.graph.register_multi_grad_hook(
+        (a, b), lambda gs: log.append(["all", [val(g) for g in gs]]))
+    (a * 3).backward()
+    (a * b).backward()
+    h.remove()
+    (a * b).backward()
+    L.autograd.graph.register_multi_grad_hook((a, b), lambda g: log.append(["any", val(g)]),
+                                              mode="any")
+    (a * b).backward()
+    (a * b).backward()
+    c = a * 1
+    L.autograd.graph.register_multi_grad_hook((a, c), lambda gs: log.append(
+        ["non-leaf", [val(g) for g in gs]]))
+    (c * 5).backward()
+    return log
+
+
+def test_register_multi_grad_hook():
+    log = compare(multi_grad_hook)
+    assert log[:2] == [["all", [3.0, None]], ["all", [2.0, 1.0]]]
+    assert log[2:4] == [["any", 2.0], ["any", 2.0]] or len(log[2:4]) == 2
+    assert log[-1] == ["non-leaf", [5.0, 5.0]]
+
+
+def test_queue_callback_runs_after_backward():
+    log = []
+    x = tg.tensor(2.0, requires_grad=True)
+    x.register_hook(lambda g: tg.autograd.Variable._execution_engine.queue_callback(
+        lambda: log.append(x.grad.item())))
+    (x * 3).backward()
+    assert log == [3.0]
+
+
+# ---------------------------------------------------------------------------------------
+# custom Function
+# ---------------------------------------------------------------------------------------
+
+def setup_context_program(L):
+    class Scale(L.autograd.Function):
+        @staticmethod
+        def forward(x, k=2.0):
+            return x * k
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            x, k = inputs
+            ctx.k = k
+            ctx.save_for_backward(x, output)
+
+        @staticmethod
+        def backward(ctx, g):
+            x, out = ctx.saved_tensors
+            return g * ctx.k, None
+
+    x = leaf(L, [1.0, 2.0])
+    y = Scale.apply(x)
+    z = Scale.apply(x, k=3.0)
+    (y + z).sum().backward()
+    return [val(y), val(z), y.grad_fn.name(), val(x.grad)]
+
+
+def test_setup_context_and_ctx_less_forward():
+    assert compare(setup_context_program) == [[2.0, 4.0], [3.0, 6.0], "ScaleBackward", [5.0, 5.0]]
+
+
+def once_differentiable_program(L):
+    class Cube(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 3
+
+        @staticmethod
+        @L.autograd.function.once_differentiable
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 3 * x ** 2 * g
+
+    x = leaf(L, [1.0, 2.0])
+    y = Cube.apply(x)
+    y.sum().backward()
+    out = [val(x.grad)]
+    y = Cube.apply(x)
+    (g,) = L.autograd.grad((y * y).sum(), x, create_graph=True)
+    out.append([val(g), g.requires_grad])
+    with pytest.raises(RuntimeError) as e:
+        g.sum().backward()
+    out.append(str(e.value))
+    return out
+
+
+def test_once_differentiable():
+    out = compare(once_differentiable_program)
+    assert out[0] == [3.0, 12.0] and out[1] == [[6.0, 192.0], True]
+    assert out[2] == ("trying to differentiate twice a function that was marked with "
+                      "@once_differentiable")
+
+
+def ctx_marks_program(L):
+    log = []
+
+    class AddOne(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            x.add_(1)
+            ctx.mark_dirty(x)
+            return x
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    x = leaf(L, [1.0, 2.0])
+    y = x * 1
+    z = AddOne.apply(y)
+    log.append([z is y, val(y), y.grad_fn.name()])
+    (z * z).sum().backward()
+    log.append(val(x.grad))
+    try:
+        AddOne.apply(x)
+    except RuntimeError as e:
+        log.append(str(e))
+
+    class ArgMax(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            idx = x.argmax()
+            ctx.mark_non_differentiable(idx)
+            return x * 2, idx, x * 3
+
+        @staticmethod
+        def backward(ctx, ga, gi, gc):
+            log.append(["grads", val(ga), val(gi), val(gc), list(ctx.needs_input_grad)])
+            return ga * 2 + gc * 3
+
+    x = leaf(L, [1.0, 5.0, 2.0])
+    a, i, c = ArgMax.apply(x)
+    log.append([i.requires_grad, i.grad_fn is None, i.item()])
+    a.sum().backward()
+    log.append(val(x.grad))
+
+    class Lazy(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.set_materialize_grads(False)
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, ga, gb):
+            log.append(["lazy", val(ga), gb])
+            return ga * 2
+
+    x = leaf(L, [1.0, 2.0])
+    a, b = Lazy.apply(x)
+    a.sum().backward()
+    log.append(val(x.grad))
+    return log
+
+
+def test_mark_dirty_mark_non_differentiable_set_materialize_grads():
+    log = compare(ctx_marks_program)
+    assert log[0] == [True, [2.0, 3.0], "AddOneBackward"]
+    assert log[1] == [4.0, 6.0]
+    assert log[2] == "a leaf Variable that requires grad has been used in an in-place operation."
+    assert log[3] == [False, True, 1.0]
+    assert log[4] == ["grads", [1.0, 1.0, 1.0], 0.0, [0.0, 0.0, 0.0], [True]]
+    assert log[6] == ["lazy", [1.0, 1.0], None]
+
+
+def gradients_returned_program(L):
+    out = []
+
+    class Trailing(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, k):
+            return x * k
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2, None, None, None      # extra trailing Nones: accepted
+
+    x = leaf(L, [1.0, 2.0])
+    Trailing.apply(x, 2).sum().backward()
+    out.append(val(x.grad))
+
+    class TooMany(Trailing):
+        @staticmethod
+        def backward(ctx, g):
+            return g, None, g
+
+    class NotATensor(Trailing):
+        @staticmethod
+        def backward(ctx, g):
+            return g, g
+
+    class Broadcast(Trailing):
+        @staticmethod
+        def backward(ctx, g):
+            return L.ones(3, 2), None           # summed to the input's shape
+
+    for cls in (TooMany, NotATensor, Broadcast):
+        x.grad = None
+        try:
+            cls.apply(x, 2).sum().backward()
+            out.append(val(x.grad))
+        except RuntimeError as e:
+            out.append(str(e))
+    return out
+
+
+def test_gradients_a_backward_returns():
+    out = compare(gradients_returned_program)
+    assert out[0] == [2.0, 2.0]
+    assert out[1] == "function TooManyBackward returned an incorrect number of gradients " \
+                     "(expected 2, got 3)"
+    assert out[2] == ("function NotATensorBackward returned a gradient different than None at "
+                      "position 2, but the corresponding forward input was not a Variable")
+    assert out[3] == [3.0, 3.0]
+
+
+def numpy_in_forward_program(L):
+    class NpSin(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return L.tensor(np.sin(x.numpy()))      # grad mode is off in forward
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * L.tensor(np.cos(x.detach().numpy()))
+
+    x = leaf(L, [0.5, 1.0])
+    NpSin.apply(x).sum().backward()
+    with L.no_grad():
+        n = x.numpy().tolist()
+    return [val(x.grad), n]
+
+
+def test_numpy_inside_forward():
+    out = compare(numpy_in_forward_program)
+    assert np.allclose(out[0], np.cos([0.5, 1.0])) and out[1] == [0.5, 1.0]
+    with pytest.raises(RuntimeError, match="Can't call numpy"):
+        tg.tensor([1.0], requires_grad=True).numpy()
+
+
+def double_backward_program(L):
+    class Square(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 2 * x * g
+
+    x = leaf(L, [1.0, 3.0])
+    y = Square.apply(x).sin().sum()
+    (g,) = L.autograd.grad(y, x, create_graph=True)
+    g.sum().backward()
+    return [val(g), val(x.grad), g.grad_fn is not None]
+
+
+@pytest.mark.usefixtures("both_walks")
+def test_double_backward_through_a_function():
+    g, gg, has = double_backward_program(tg)
+    x = np.array([1.0, 3.0])
+    assert np.allclose(g, 2 * x * np.cos(x * x)) and has
+    assert np.allclose(gg, 2 * np.cos(x * x) - 4 * x * x * np.sin(x * x))
+    if torch is not None:
+        assert same([g, gg, has], double_backward_program(torch))
+
+
+def test_custom_function_node_is_its_ctx():
+    class Keep(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.scale = 3.0
+            ctx.save_for_backward(x)
+            return x * 3
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx.scale
+
+    x = tg.tensor([1.0], requires_grad=True)
+    y = Keep.apply(x)
+    assert y.grad_fn.scale == 3.0 and y.grad_fn.saved_tensors[0] is x
+    assert y.grad_fn.needs_input_grad == (True,)
+
+
+def test_function_gradcheck_against_central_differences():
+    class Cube(tg.autograd.Function):
+        @staticmethod
+        def forward(x):
+            return x ** 3
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0])
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 3 * x * x * g
+
+    x = tg.tensor([0.3, -1.2, 2.0], requires_grad=True)
+    assert tg.autograd.gradcheck(Cube.apply, (x,))
+    assert tg.autograd.gradgradcheck(Cube.apply, (x,))
+
+
+# ---------------------------------------------------------------------------------------
+# gradgradcheck, Variable
+# ---------------------------------------------------------------------------------------
+
+def test_gradgradcheck():
+    x = tg.tensor([0.5, 1.5], requires_grad=True)
+    y = tg.tensor([[1.0, -2.0], [0.3, 0.7]], requires_grad=True)
+    assert tg.autograd.gradgradcheck(lambda a, b: (a.sin() * b).exp().sum(dim=0), (x, y))
+
+    class WrongSecond(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 3
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 3 * x.detach() * x * g       # second derivative misses a term
+
+    with pytest.raises(tg.autograd.GradcheckError):
+        tg.autograd.gradgradcheck(WrongSecond.apply, (x,))
+    assert not tg.autograd.gradgradcheck(WrongSecond.apply, (x,), raise_exception=False)
+    assert tg.autograd.gradcheck(WrongSecond.apply, (x,))
+
+
+@needs_torch
+def test_gradgradcheck_as_pytorch():
+    for L in (tg, torch):
+        x = leaf(L, [0.5, 1.5])
+        assert L.autograd.gradgradcheck(lambda a: (a * a).tanh(), (x,))
+
+
+def variable_program(L):
+    V = L.autograd.Variable
+    x = leaf(L, [1.0, 2.0])
+    y = x * 2
+    v = V(y)
+    w = V(L.tensor([1.0, 2.0]), requires_grad=True)
+    (w * w).sum().backward()
+    t = L.tensor([1.0, 1.0])
+    u = V(t)
+    u.add_(1)                      # shares t's memory
+    try:
+        V([1.0])
+        err = None
+    except TypeError as e:
+        err = str(e)
+    return [v.is_leaf, v.requires_grad, v is y, isinstance(w, V), isinstance(3, V),
+            w.requires_grad, val(w.grad), val(t), err]
+
+
+def test_variable():
+    assert compare(variable_program) == [
+        True, False, False, True, False, True, [2.0, 4.0], [2.0, 2.0],
+        "Variable data has to be a tensor, but got list"]
