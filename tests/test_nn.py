@@ -566,6 +566,42 @@ NN_CASES = {
          {"torch": False})],
 }
 
+# The layers' functionals (rows of ops/nn_array_ops.py): convolution, pooling, normalisation,
+# embedding, Huber loss.  Small shapes: the finite differences run one forward per element.
+_CX, _CW = _R.normal(size=(2, 2, 5, 4)), _R.normal(size=(4, 2, 3, 2))
+_C1X, _C1W = _R.normal(size=(2, 3, 7)), _R.normal(size=(2, 3, 3))
+_RM, _RV = _R.normal(size=3), _R.uniform(0.5, 2.0, size=3)
+_E, _IDX = _R.normal(size=(5, 3)), np.array([[0, 1, 4], [4, 4, 2]])
+NN_CASES.update({
+    "huber_loss": [(lambda F, T, x, y: F.huber_loss(x, y, delta=0.8), [2 * _X, _Y], {}),
+                   (lambda F, T, x, y: F.huber_loss(x, y, reduction="none", delta=1.5),
+                    [2 * _X, _Y], {})],
+    "layer_norm": [(lambda F, T, x, w, b: F.layer_norm(x, (3,), w, b), [_X, _W3, _Y[0]], {}),
+                   (lambda F, T, x: F.layer_norm(x, [4, 3], eps=1e-3), [_X], {})],
+    "batch_norm": [(lambda F, T, x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+                    [_X, _W3, _Y[0]], {}),
+                   (lambda F, T, x: F.batch_norm(x, None, None, training=True), [_X3], {}),
+                   (lambda F, T, x, w, b: F.batch_norm(x, T(_RM), T(_RV), w, b),
+                    [_X, _W3, _Y[0]], {})],
+    # (padding_idx gives its row no gradient, unlike finite differences: tests/test_nn_layers.py)
+    "embedding": [(lambda F, T, w: F.embedding(T(_IDX), w), [_E], {})],
+    "conv1d": [(lambda F, T, x, w, b: F.conv1d(x, w, b, stride=2, padding=1, dilation=2),
+                [_C1X, _C1W, _W3[:2]], {})],
+    "conv2d": [(lambda F, T, x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=1),
+                [_CX, _CW, _R.normal(size=4)], {}),
+               (lambda F, T, x, w: F.conv2d(x, w, padding="same", dilation=(1, 2), groups=2),
+                [_CX, _CW[:, :1]], {})],
+    "max_pool1d": [(lambda F, T, x: F.max_pool1d(x, 3, 2, padding=1), [_C1X], {})],
+    "max_pool2d": [(lambda F, T, x: F.max_pool2d(x, 2), [_CX], {}),
+                   (lambda F, T, x: F.max_pool2d(x, (3, 2), stride=2, padding=1, ceil_mode=True),
+                    [_CX], {})],
+    "avg_pool1d": [(lambda F, T, x: F.avg_pool1d(x, 3, 2, padding=1), [_C1X], {})],
+    "avg_pool2d": [(lambda F, T, x: F.avg_pool2d(x, 2, padding=1, count_include_pad=False),
+                    [_CX], {}),
+                   (lambda F, T, x: F.avg_pool2d(x, 3, stride=2, padding=1, ceil_mode=True),
+                    [_CX], {})],
+})
+
 
 def test_every_functional_has_a_case():
     assert set(NN_CASES) == set(F.__all__), "add an NN_CASES entry for each new functional"

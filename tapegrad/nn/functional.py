@@ -13,14 +13,17 @@ import numpy as np
 
 from ..ops import torch_api as _api
 from ..ops.array_ops import call
+from ..ops.nn_array_ops import pool_divisor, pool_padding, window_max
 from ..ops.factories import rand
 from ..ops.nn_ops import check_reduction
-from ..core.tensor import wrap
-from .values import value as _val
+from ..core.tensor import Tensor, wrap
+from .values import set_value, value as _val
 
 __all__ = ["relu", "tanh", "sigmoid", "leaky_relu", "softplus", "gelu", "silu", "elu", "softmax",
            "log_softmax", "linear", "dropout", "mse_loss", "l1_loss", "smooth_l1_loss", "nll_loss",
-           "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits"]
+           "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+           "huber_loss", "layer_norm", "batch_norm", "embedding", "conv1d", "conv2d",
+           "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d"]
 
 
 # -- activations -----------------------------------------------------------------------
@@ -184,3 +187,210 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     (``BinaryCrossEntropyBackward0``)."""
     check_reduction(reduction)
     return call("binary_cross_entropy", input, target, weight, reduction=reduction)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """0.5 d^2 where |d| < delta, delta (|d| - 0.5 delta) elsewhere, with d = input - target
+    (``HuberLossBackward0``); ``weight`` multiplies the elementwise loss."""
+    check_reduction(reduction)
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    if weight is None:
+        return call("huber_loss", input, target, reduction=reduction, delta=float(delta))
+    loss = call("huber_loss", input, target, reduction="none", delta=float(delta)) * weight
+    return loss if reduction == "none" else loss.sum() if reduction == "sum" else loss.mean()
+
+
+# -- normalisation and embedding ------------------------------------------------------------
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalise over the last ``len(normalized_shape)`` dimensions (biased variance), then
+    ``* weight + bias`` (``NativeLayerNormBackward0``)."""
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    return call("layer_norm", input, weight, bias, normalized_shape=tuple(normalized_shape),
+                eps=float(eps))
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """Normalise each channel (dim 1) by the batch's mean and biased variance (``training``;
+    the running statistics, when given, move by ``momentum`` towards the batch mean and the
+    unbiased variance, in place) or by ``running_mean``/``running_var``
+    (``NativeBatchNormBackward0``)."""
+    x = _val(input)
+    if x.ndim < 2:
+        raise ValueError(f"expected 2D or higher input (got {x.ndim}D input)")
+    if training:
+        count = x.size // x.shape[1]
+        if count <= 1:
+            raise ValueError("Expected more than 1 value per channel when training, got input "
+                             f"size {_api_size(x.shape)}")
+        if running_mean is not None or running_var is not None:
+            axes = (0,) + tuple(range(2, x.ndim))
+            m = float(momentum)
+            if running_mean is not None:
+                set_value(running_mean, (1.0 - m) * _val(running_mean) + m * x.mean(axes))
+            if running_var is not None:
+                set_value(running_var, (1.0 - m) * _val(running_var)
+                          + m * x.var(axes) * (count / (count - 1)))
+        stats = None
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
+        stats = (np.array(_val(running_mean), np.float64), np.array(_val(running_var), np.float64))
+    return call("batch_norm", input, weight, bias, stats=stats, eps=float(eps))
+
+
+def _api_size(shape):
+    return f"torch.Size({list(shape)})"
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    """The rows of ``weight`` (V, D) at the integer indices ``input`` (``EmbeddingBackward0``);
+    the row ``padding_idx`` gets no gradient.  ``max_norm``: the rows looked up are first
+    rescaled in place to a ``norm_type`` norm of at most ``max_norm``, as PyTorch."""
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: scale_grad_by_freq and sparse are not supported")
+    n = _val(weight).shape[0]
+    if padding_idx is not None:
+        if not -n <= padding_idx < n:
+            raise AssertionError("Padding_idx must be within num_embeddings")
+        padding_idx = padding_idx + n if padding_idx < 0 else padding_idx
+    if max_norm is not None:
+        w = _val(weight)
+        rows = np.unique(_val(input).astype(np.int64))
+        norms = np.linalg.norm(w[rows], ord=norm_type, axis=1)
+        big = norms > max_norm
+        if big.any():
+            new = w.copy()
+            new[rows[big]] *= (max_norm / (norms[big] + 1e-7))[:, None]
+            set_value(weight, new)
+    idx = input if isinstance(input, Tensor) else wrap(np.asarray(input))
+    return call("embedding", weight, idx, padding_idx=padding_idx)
+
+
+# -- convolution and pooling ----------------------------------------------------------------
+def _tuple(v, n, name="argument"):
+    if isinstance(v, (tuple, list)):
+        if len(v) == 1:
+            return tuple(int(v[0]) for _ in range(n))
+        if len(v) != n:
+            raise RuntimeError(f"expected {name} to be a single integer value or a list of {n} "
+                               f"values to match the convolution dimensions, but got "
+                               f"{name}={list(v)}")
+        return tuple(int(a) for a in v)
+    return (int(v),) * n
+
+
+def _conv_padding(padding, kernel, dilation, stride):
+    n = len(kernel)
+    if isinstance(padding, str):
+        if padding == "valid":
+            return ((0, 0),) * n
+        if padding != "same":
+            raise RuntimeError(f"Invalid padding string: '{padding}'")
+        if any(s != 1 for s in stride):
+            raise RuntimeError("padding='same' is not supported for strided convolutions")
+        total = [d * (k - 1) for k, d in zip(kernel, dilation)]
+        return tuple((t // 2, t - t // 2) for t in total)
+    return tuple((p, p) for p in _tuple(padding, n, "padding"))
+
+
+def _conv(nd, input, weight, bias, stride, padding, dilation, groups):
+    w = _val(weight)
+    stride, dilation = _tuple(stride, nd, "stride"), _tuple(dilation, nd, "dilation")
+    if any(s <= 0 for s in stride):
+        raise RuntimeError("non-positive stride is not supported")
+    pads = _conv_padding(padding, w.shape[2:], dilation, stride)
+    unbatched = _val(input).ndim == nd + 1
+    if unbatched:
+        input = input.unsqueeze(0)
+    out = call("conv", input, weight, bias, stride=stride, padding=pads, dilation=dilation,
+               groups=int(groups))
+    return out.squeeze(0) if unbatched else out
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-d cross-correlation of ``input`` (N, C, L) [or (C, L)] with ``weight`` (O, C/groups,
+    K) (``ConvolutionBackward0``); ``padding`` an int, a 1-tuple, "valid" or "same"."""
+    return _conv(1, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-d cross-correlation of ``input`` (N, C, H, W) [or (C, H, W)] with ``weight``
+    (O, C/groups, kH, kW) (``ConvolutionBackward0``): im2col and one BLAS matmul per group;
+    its gradients are the transposed convolution and the weight correlation, themselves
+    rows, so it differentiates to any order."""
+    return _conv(2, input, weight, bias, stride, padding, dilation, groups)
+
+
+def _pool_args(input, kernel_size, stride, padding, dilation, ceil_mode):
+    x = _val(input)
+    if x.ndim not in (3, 4):
+        raise RuntimeError(f"Expected 3D or 4D (batch mode) tensor for input, but got: "
+                           f"{list(x.shape)}")
+    k = _tuple(kernel_size, 2, "kernel_size")
+    s = k if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0) \
+        else _tuple(stride, 2, "stride")
+    p, d = _tuple(padding, 2, "padding"), _tuple(dilation, 2, "dilation")
+    for pi, ki, di in zip(p, k, d):
+        if pi > (di * (ki - 1) + 1) // 2:
+            raise RuntimeError(f"pad should be at most half of effective kernel size, but got "
+                               f"pad={pi}, kernel_size={ki} and dilation={di}")
+    pads = pool_padding(x.shape[-2:], k, s, p, d, ceil_mode)
+    return x, k, s, p, d, pads
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """The maximum of each window of ``input`` (N, C, H, W) [or (C, H, W)]; padding counts as
+    -inf (``MaxPool2DWithIndicesBackward0``).  ``return_indices``: also the flat position of
+    each maximum in its H * W plane."""
+    x, k, s, _, d, pads = _pool_args(input, kernel_size, stride, padding, dilation, ceil_mode)
+    unbatched = x.ndim == 3
+    out = call("max_pool2d", input, kernel_size=k, stride=s, padding=pads, dilation=d)
+    if not return_indices:
+        return out
+    idx = window_max(x[None] if unbatched else x, k, s, pads, d)[1]
+    return out, wrap(idx[0] if unbatched else idx)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """The mean of each window of ``input`` (N, C, H, W) [or (C, H, W)], zero padding counted
+    (``count_include_pad``) or not; ``divisor_override`` replaces the window size
+    (``AvgPool2DBackward0``)."""
+    x, k, s, p, _, pads = _pool_args(input, kernel_size, stride, padding, 1, ceil_mode)
+    if divisor_override is not None:
+        if divisor_override == 0:
+            raise RuntimeError("divisor must be not zero")
+        divisor = float(divisor_override)
+    else:
+        divisor = pool_divisor(x.shape[-2:], k, s, pads, count_include_pad, p)
+    return call("avg_pool2d", input, kernel_size=k, stride=s, padding=pads, divisor=divisor)
+
+
+def _pool1d(pool, input, kernel_size, stride, padding, *args, **kwargs):
+    if _val(input).ndim not in (2, 3):
+        raise RuntimeError(f"Expected 2D or 3D (batch mode) tensor for input, but got: "
+                           f"{list(_val(input).shape)}")
+    one = lambda v: (1, _tuple(v, 1)[0])   # noqa: E731
+    out = pool(input.unsqueeze(-2), one(kernel_size), None if stride is None else one(stride),
+               (0, _tuple(padding, 1)[0]), *args, **kwargs)
+    if isinstance(out, tuple):
+        return out[0].squeeze(-2), out[1].squeeze(-2)
+    return out.squeeze(-2)   # SqueezeBackward1, as PyTorch's
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """``max_pool2d`` over (N, C, 1, L) (``SqueezeBackward1``, as PyTorch)."""
+    return _pool1d(max_pool2d, input, kernel_size, stride, padding, (1, _tuple(dilation, 1)[0]),
+                   ceil_mode, return_indices)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True):
+    """``avg_pool2d`` over (N, C, 1, L) (``SqueezeBackward1``, as PyTorch)."""
+    return _pool1d(avg_pool2d, input, kernel_size, stride, padding, ceil_mode, count_include_pad)

@@ -1,4 +1,5 @@
-"""``tapegrad.optim``: ``SGD``, ``Adam`` and ``AdamW`` (PyTorch's ``torch.optim``).
+"""``tapegrad.optim``: ``SGD``, ``Adam``, ``AdamW``, ``RMSprop``, ``Adagrad`` and
+``lr_scheduler`` (PyTorch's ``torch.optim``).
 
 Updates run on the parameters' NumPy values, without recording, and follow PyTorch's
 single-tensor ("for-loop") implementations operation by operation, so that the same initial
@@ -9,7 +10,7 @@ by one fused, vectorized Numba loop (one pass over memory instead of PyTorch's s
 other arrays (float32, non-contiguous) by the same operations in NumPy; 0-d parameters (whose
 value is a Python float, the scalar fast path) by Python float arithmetic.
 
-The new value is written back with ``nn._utils.write`` / ``mark_written`` -- under
+The new value is written back with ``nn.values.write`` / ``mark_written`` -- under
 ``tg.no_grad()``, through ``Tensor._inplace``, the code path of ``p.sub_(...)`` -- which marks
 the old tape entry as modified and re-registers the leaf, so the next forward records the new
 value and a backward through a graph that saved the old value raises.
@@ -21,142 +22,11 @@ import math
 import numpy as np
 
 from ..core.numba_jit import jit
-from ..core.grad_mode import enable_grad, no_grad
 from ..nn.values import mark_written, write
-from ..core.tensor import Tensor
+from . import lr_scheduler
+from .optimizer import Optimizer, required
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
-
-
-class _Required:
-    def __repr__(self):
-        return "<required parameter>"
-
-
-required = _Required()
-
-
-class Optimizer:
-    """Base class: ``param_groups`` (a list of dicts with ``params`` and the hyper-parameters),
-    ``state`` (per-parameter dict), ``zero_grad()``, ``step()``, ``state_dict()``."""
-
-    def __init__(self, params, defaults):
-        self.defaults = defaults
-        self.state = {}
-        self.param_groups = []
-        if isinstance(params, Tensor):
-            raise TypeError("params argument given to the optimizer should be an iterable of "
-                            "Tensors or dicts, but got " + type(params).__name__)
-        param_groups = list(params)
-        if len(param_groups) == 0:
-            raise ValueError("optimizer got an empty parameter list")
-        if not isinstance(param_groups[0], dict):
-            param_groups = [{"params": param_groups}]
-        for group in param_groups:
-            self.add_param_group(group)
-
-    def add_param_group(self, param_group):
-        """Add a group: ``{"params": [...], "lr": ...}``; missing options take the defaults."""
-        if not isinstance(param_group, dict):
-            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
-        params = param_group["params"]
-        if isinstance(params, Tensor):
-            param_group["params"] = [params]
-        elif isinstance(params, set):
-            raise TypeError("optimizer parameters need to be organized in ordered collections, "
-                            "but the ordering of tensors in sets will change between runs. "
-                            "Please use a list instead.")
-        else:
-            param_group["params"] = list(params)
-        for p in param_group["params"]:
-            if not isinstance(p, Tensor):
-                raise TypeError("optimizer can only optimize Tensors, but one of the params is "
-                                + type(p).__name__)
-            if not p.is_leaf:
-                raise ValueError("can't optimize a non-leaf Tensor")
-        for name, default in self.defaults.items():
-            if default is required and name not in param_group:
-                raise ValueError(f"parameter group didn't specify a value of required "
-                                 f"optimization parameter {name}")
-            param_group.setdefault(name, default)
-        seen = {id(p) for g in self.param_groups for p in g["params"]}
-        if any(id(p) in seen for p in param_group["params"]):
-            raise ValueError("some parameters appear in more than one parameter group")
-        if len({id(p) for p in param_group["params"]}) != len(param_group["params"]):
-            raise ValueError("a parameter group holds the same parameter twice")
-        self.param_groups.append(param_group)
-
-    def zero_grad(self, set_to_none=True):
-        """Reset the gradients of all parameters (to None by default, as PyTorch 2)."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if set_to_none:
-                    p._grad = None
-                elif p._grad is not None:
-                    p._grad.zero_()
-
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with enable_grad():
-                loss = closure()
-        with no_grad():
-            for group in self.param_groups:
-                self._update_group(group)
-        return loss
-
-    def _update_group(self, group):
-        raise NotImplementedError
-
-    # -- state ----------------------------------------------------------------------------
-    def state_dict(self):
-        """``{"state": {index: {name: value}}, "param_groups": [...]}`` with parameters
-        replaced by their index (values are NumPy copies / Python numbers)."""
-        index = {}
-        groups = []
-        for g in self.param_groups:
-            packed = {k: v for k, v in g.items() if k != "params"}
-            ids = []
-            for p in g["params"]:
-                index.setdefault(id(p), len(index))
-                ids.append(index[id(p)])
-            packed["params"] = ids
-            groups.append(packed)
-        state = {}
-        for g in self.param_groups:
-            for p in g["params"]:
-                if p in self.state:
-                    state[index[id(p)]] = {k: (np.array(v) if isinstance(v, np.ndarray) else v)
-                                           for k, v in self.state[p].items()}
-        return {"state": state, "param_groups": groups}
-
-    def load_state_dict(self, state_dict):
-        groups = state_dict["param_groups"]
-        if len(groups) != len(self.param_groups):
-            raise ValueError("loaded state dict has a different number of parameter groups")
-        params = [p for g in self.param_groups for p in g["params"]]
-        for g, saved in zip(self.param_groups, groups):
-            if len(g["params"]) != len(saved["params"]):
-                raise ValueError("loaded state dict contains a parameter group that doesn't "
-                                 "match the size of optimizer's group")
-        self.state = {}
-        for k, st in state_dict["state"].items():
-            p = params[int(k)]
-            self.state[p] = {n: (np.array(v, dtype=np.float64) if np.ndim(v) and
-                                 not isinstance(p._value, float) else v) for n, v in st.items()}
-        for g, saved in zip(self.param_groups, groups):
-            for k, v in saved.items():
-                if k != "params":
-                    g[k] = v
-
-    def __repr__(self):
-        s = type(self).__name__ + " ("
-        for i, group in enumerate(self.param_groups):
-            s += f"\nParameter Group {i}"
-            for key in sorted(group):
-                if key != "params":
-                    s += f"\n    {key}: {group[key]}"
-        return s + "\n)"
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "lr_scheduler"]
 
 
 class SGD(Optimizer):
@@ -376,3 +246,119 @@ class AdamW(Adam):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
                  amsgrad=False, *, maximize=False):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
+
+
+def _lerp(m, g, w):
+    """PyTorch's ``lerp``: ``m + w (g - m)`` for ``w < 0.5``, else ``g - (g - m) (1 - w)``."""
+    return m + w * (g - m) if w < 0.5 else g - (g - m) * (1.0 - w)
+
+
+def _arrays(p, st_names, st, init=0.0):
+    x = p._value
+    scalar = x.__class__ is float
+    for name in st_names:
+        if name not in st:
+            st[name] = init if scalar else np.full(np.shape(x), init, np.float64)
+    return scalar
+
+
+class RMSprop(Optimizer):
+    """RMSprop (Hinton): ``v = alpha v + (1 - alpha) g^2``, ``p -= lr g / (sqrt(v) + eps)``,
+    optionally centered (``v - mean(g)^2``), with momentum and L2 ``weight_decay``, as
+    PyTorch's ``torch.optim.RMSprop`` (its single-tensor operations, in its order)."""
+
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
+                 centered=False, capturable=False, foreach=None, maximize=False,
+                 differentiable=False):
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= momentum:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not 0.0 <= alpha:
+            raise ValueError(f"Invalid alpha value: {alpha}")
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
+                                      momentum=momentum, centered=centered, maximize=maximize))
+
+    def _update_group(self, group):
+        lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
+        wd, mom, centered = group["weight_decay"], group["momentum"], group["centered"]
+        for p in group["params"]:
+            if p._grad is None:
+                continue
+            st = self.state.setdefault(p, {"step": 0.0})
+            names = ["square_avg"] + (["momentum_buffer"] if mom > 0 else []) \
+                + (["grad_avg"] if centered else [])
+            scalar = _arrays(p, names, st)
+            x = p._value if scalar else np.asarray(p._value, np.float64)
+            g = p._grad._value
+            g = -g if group["maximize"] else g
+            st["step"] += 1.0
+            if wd:
+                g = g + wd * x
+            st["square_avg"] = sa = st["square_avg"] * alpha + (1.0 - alpha) * g * g
+            if centered:
+                st["grad_avg"] = ga = _lerp(st["grad_avg"], g, 1.0 - alpha)
+                avg = _sqrt(sa + (-1.0 * ga) * ga, scalar) + eps
+            else:
+                avg = _sqrt(sa, scalar) + eps
+            if mom > 0:
+                st["momentum_buffer"] = buf = st["momentum_buffer"] * mom + g / avg
+                new = x + (-lr) * buf
+            else:
+                new = x + (-lr) * (g / avg)
+            write(p, new if scalar else new.astype(p._value.dtype, copy=False))
+
+
+def _sqrt(v, scalar):
+    return math.sqrt(v) if scalar else np.sqrt(v)
+
+
+class Adagrad(Optimizer):
+    """Adagrad: ``s += g^2``, ``p -= clr g / (sqrt(s) + eps)`` with
+    ``clr = lr / (1 + (step - 1) lr_decay)`` and L2 ``weight_decay``, as PyTorch's
+    ``torch.optim.Adagrad`` (state made at construction, as there)."""
+
+    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
+                 eps=1e-10, foreach=None, *, maximize=False, differentiable=False,
+                 fused=None):
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= lr_decay:
+            raise ValueError(f"Invalid lr_decay value: {lr_decay}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not 0.0 <= initial_accumulator_value:
+            raise ValueError(f"Invalid initial_accumulator_value value: "
+                             f"{initial_accumulator_value}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps,
+                                      weight_decay=weight_decay,
+                                      initial_accumulator_value=initial_accumulator_value,
+                                      maximize=maximize))
+        for group in self.param_groups:
+            for p in group["params"]:
+                st = self.state.setdefault(p, {"step": 0.0})
+                _arrays(p, ["sum"], st, float(group["initial_accumulator_value"]))
+
+    def _update_group(self, group):
+        lr, lr_decay, eps, wd = group["lr"], group["lr_decay"], group["eps"], group["weight_decay"]
+        for p in group["params"]:
+            if p._grad is None:
+                continue
+            st = self.state.setdefault(p, {"step": 0.0})
+            scalar = _arrays(p, ["sum"], st, float(group["initial_accumulator_value"]))
+            x = p._value if scalar else np.asarray(p._value, np.float64)
+            g = p._grad._value
+            g = -g if group["maximize"] else g
+            st["step"] = step = st["step"] + 1.0
+            if wd:
+                g = g + wd * x
+            clr = lr / (1 + (step - 1) * lr_decay)
+            st["sum"] = s = st["sum"] + (1.0 * g) * g
+            new = x + (-clr) * (g / (_sqrt(s, scalar) + eps))
+            write(p, new if scalar else new.astype(p._value.dtype, copy=False))
