@@ -469,7 +469,7 @@ def report(res):
               f"{j['sweep_ns_per_entry']:.2f} ns/entry; first call {W['first_call_s']:.2f} s")
         for k, v in W.items():
             if k.endswith("_s") and k not in ("plain_python_value_s", "first_call_s"):
-                print(f"   {k:34} {v * 1e3:10.3f} ms   tg.jit is {v / j['record_backward_s']:9.1f}x faster")
+                print(f"   {k:34} {v * 1e3:10.3f} ms   = {v / j['record_backward_s']:9.2f}x tg.jit's gradient")
         if "jax_masked_scan" in W:
             for b, r in W["jax_masked_scan"].items():
                 print(f"   jax masked scan, bound {b:>5}: {r['gradient_s'] * 1e3:.3f} ms "

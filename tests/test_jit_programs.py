@@ -281,6 +281,13 @@ def _uses_modulo(x):
 
 
 @tg.jit
+def _into_float_array(p, w):
+    q = np.empty_like(p)          # p is not active here: q holds floats
+    q[0] = w * p[0]
+    return q[0]
+
+
+@tg.jit
 def _detaches(x):
     return x * value(x)
 
@@ -297,6 +304,9 @@ def test_errors_users_can_act_on():
     with pytest.raises(TypeError) as e:
         _uses_modulo.value_and_grad(1.0)
     assert "test_jit_programs.py:" in str(e.value) and len(str(e.value)) < 400
+    with pytest.raises(TypeError) as e:
+        _into_float_array.value_and_grad(np.ones(2), 2.0, argnums=1)
+    assert "tg.jit.zeros" in str(e.value) and "test_jit_programs.py:" in str(e.value)
     # value(x) detaches: d/dx x * value(x) = value(x)
     assert _detaches.value_and_grad(3.0) == (9.0, 3.0)
 

@@ -7,7 +7,7 @@ import operator
 
 import numpy as np
 from numba import types
-from numba.core import cgutils
+from numba.core import cgutils, errors
 from numba.core.typing.templates import signature
 from numba.extending import intrinsic, overload, overload_attribute, overload_method
 
@@ -84,6 +84,11 @@ def _getitem(A, i):
 
 @overload(operator.setitem)
 def _setitem(A, i, v):
+    if isinstance(A, types.Array) and isinstance(v, (Active, ActiveArray)):
+        raise errors.TypingError(
+            "tapegrad.jit: an active value cannot go into a plain float array (it would lose "
+            "its gradient): make the array with np.empty_like/np.zeros_like of an active "
+            "array, or tg.jit.zeros(shape, like) with `like` any active value")
     if not isinstance(A, ActiveArray):
         return None
     if isinstance(v, Active):
