@@ -65,6 +65,7 @@ REFERENCE = {
     "gelu_backward": lambda g, x: g * (0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
                                        + x * math.exp(-x * x / 2.0) / math.sqrt(2.0 * math.pi)),
     "softplus_backward": lambda g, bx, t: g if bx > t else g / (1.0 + math.exp(-bx)),
+    "binary_cross_entropy_backward": lambda g, x, t: g * (x - t) / max((1.0 - x) * x, 1e-12),
     "smooth_l1_backward": lambda g, d, beta: g * max(-1.0, min(1.0, d / beta)),
 }
 
@@ -95,8 +96,9 @@ def _diff_args(op):
         return [0]
     if op.name == "where":
         return [1, 2]
-    if op.backward_of:   # PyTorch's fused backward ops: a third operand is a number parameter
-        return [0, 1]
+    if op.backward_of:   # PyTorch's fused backward ops: a number parameter (elu's alpha) or
+        # an input with a zero derivative (zeros_like) has partial 0.0
+        return [k for k, f in enumerate((op.dx, op.dy, op.dz)[:op.arity]) if f != "0.0"]
     return list(range(op.arity))
 
 

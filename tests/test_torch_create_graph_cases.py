@@ -18,7 +18,9 @@ runs everywhere).
   and ``g * (1 / y)`` give different NaNs and signed zeros): the fused backward ops
   (``sigmoid_backward``, ``tanh_backward``, ``threshold_backward`` for relu,
   ``leaky_relu_backward``, ``elu_backward``, ``gelu_backward``, ``softplus_backward``,
-  ``smooth_l1_loss_backward``) with their double-backward formulas and node names, atan2's
+  ``smooth_l1_loss_backward``, ``binary_cross_entropy_backward``) with their
+  double-backward formulas and node names (and bce's first derivatives: PyTorch's kernel
+  clamps x (1 - x) at float32's 1e-12, the target's is -logit(x)), atan2's
   masked reciprocal, pow's ``where`` with a constant zero, ``x ** 2`` as ``2 * x ** 1``.
 """
 import math
@@ -271,6 +273,14 @@ def pow_exponent_where(L, T):   # grad * where(cond, 0, result * log(x)): nothin
     return a, _grad(L, (g * T([-0.0, 1.0], False)).sum(), x).tolist()
 
 
+
+def bce_eps_and_logit(L, T):   # PyTorch's kernel clamps x (1 - x) at float32's 1e-12; the
+    x, t = T([0.0, 0.2, 1.0]), T([0.3, 0.5, 0.5])   # target's gradient is -logit(x)
+    gx, gt = L.autograd.grad(L.nn.functional.binary_cross_entropy(x, t, reduction="sum"), [x, t],
+                             create_graph=True)
+    hx, ht = L.autograd.grad((gx * T([1.0, -inf, -0.0], False)).sum(), [x, t])
+    return gx.tolist(), gt.tolist(), hx.tolist(), ht.tolist()
+
 CASES = {   # the case, and PyTorch's result
     round_flows: (0.0, True, 0.0),
     sign_gives_zeros_like: (0.0, False),
@@ -310,6 +320,9 @@ CASES = {   # the case, and PyTorch's result
                       (-inf, inf, -inf), (1.0, 0.0, 0.0)],
     pow_two_third: ([2.0, 2.0], True, [0.0, 0.0]),
     pow_exponent_where: ([-0.0, inf, 3.843624111345611], [nan, nan]),
+    bce_eps_and_logit: ([-300000001198.74084, -1.8749999999999996, 500000001997.9014],
+                        [inf, 1.3862943611198906, -inf],
+                        [2.9999999999939995e+23, -inf, -0.0], [-1000000000000.0, inf, 0.0]),
 }
 
 

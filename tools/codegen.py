@@ -264,6 +264,12 @@ class _Tangent:
                 # the log term only where the exponent moves (x ** c at x < 0 stays finite)
                 return self._sum([dl and f"{R} * {L} ** ({R} - 1.0) * ({dl})",
                                   dr and f"(0.0 if ({dr}) == 0.0 else {L} ** {R} * log({L}) * ({dr}))"])
+        if isinstance(node, ast.Call) and node.func.id == "max":   # max(a, b): a's or b's
+            (a, b), (A, B) = node.args, map(s, node.args)
+            da, db = self.d(a), self.d(b)
+            if da is None and db is None:
+                return None
+            return f"({da or '0.0'}) if ({A}) >= ({B}) else ({db or '0.0'})"
         if isinstance(node, ast.Call):
             (arg,) = node.args
             da, A = self.d(arg), f"({s(arg)})"

@@ -274,6 +274,20 @@ OPS: Tuple[Op, ...] = (
        node="SoftplusBackwardBackward0", backward_of="softplus", method=False,
        sig="grad_output, input, threshold", call="grad_output, input, threshold",
        domain=((-2.0, 2.0), (-2.0, 2.0), (20.0, 20.0))),
+    # binary_cross_entropy_backward(g, x, t) = g (x - t) / max(x (1 - x), eps), eps the float32
+    # 1e-12 of PyTorch's kernel; its double-backward formulas (eps = 1e-12 there) for g, x, t
+    Op("binary_cross_entropy_backward", 3,
+       "x * (y - z) / max((1.0 - y) * y, 9.999999960041972e-13)",
+       "x * (y - z) / np.maximum((1.0 - y) * y, 9.999999960041972e-13)",
+       "(y - z) / ((y + 1e-12) * (1.0 - y + 1e-12))",
+       "(y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * x",
+       "-x / max((1.0 - y) * y, 1e-12)",
+       gx="(y - z) / ((y + 1e-12) * (1.0 - y + 1e-12)) * g",
+       gy="(y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * (g * x)",
+       gz="-g * x / maximum((1.0 - y) * y, 1e-12)",
+       node="BinaryCrossEntropyBackwardBackward0", backward_of="binary_cross_entropy",
+       method=False, sig="grad_output, input, target", call="grad_output, input, target",
+       domain=((-2.0, 2.0), (0.2, 0.8), (0.0, 1.0))),
     # smooth_l1_backward(g, d, beta), d = input - target: -g for d <= -beta, g for d >= beta,
     # g d / beta between ; d/dd: PyTorch's smooth_l1_loss_double_backward, g (|d| < beta) / beta
     Op("smooth_l1_backward", 3, "-x if y <= -z else (x if y >= z else y * x / z)",

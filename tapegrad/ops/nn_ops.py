@@ -26,6 +26,7 @@ elu_backward = _ELEMENTWISE["elu_backward"]
 gelu_backward = _ELEMENTWISE["gelu_backward"]
 smooth_l1_backward = _ELEMENTWISE["smooth_l1_backward"]
 softplus_backward = _ELEMENTWISE["softplus_backward"]
+binary_cross_entropy_backward = _ELEMENTWISE["binary_cross_entropy_backward"]
 
 REDUCTIONS = ("none", "mean", "sum")
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -207,23 +208,27 @@ def binary_cross_entropy(x, y, weight=None, reduction="mean"):
 @binary_cross_entropy.defvjp
 def _(g, ans, x, y, weight=None, reduction="mean"):
     # loss = -(y log x + (1 - y) log(1 - x)) w ; d/dx = w (x - y) / (x (1 - x)) ;
-    # d/dy = w (log(1 - x) - log x) ; d/dw = the unweighted loss (logs clamped at -100)
+    # d/dy = w (log(1 - x) - log x) = -w logit(x) ; d/dw = the unweighted loss (logs
+    # clamped at -100)
     gl = _per_element(g, reduction, _size(x, y))
     gw = gl if weight is None else gl * weight
 
     def logs():
         return x.log().clamp(min=-100.0), (-x).log1p().clamp(min=-100.0)
 
-    def dy():
-        lx, l1x = logs()
-        return gw * (l1x - lx)
+    def dy():   # PyTorch's binary_cross_entropy_target_backward: -logit(x) * grad, weighted
+        d = -(x / (1.0 - x)).log() * gl
+        return d if weight is None else d * weight
 
     def dw():
         lx, l1x = logs()
         return -gl * (y * lx + (1.0 - y) * l1x)
 
-    return (lambda: gw * (x - y) / ((1.0 - x) * x).clamp(min=1e-12), dy,
-            None if weight is None else dw)
+    def dx():   # PyTorch's binary_cross_entropy_backward, times the weight
+        d = binary_cross_entropy_backward(gl, x, y)
+        return d if weight is None else d * weight
+
+    return (dx, dy, None if weight is None else dw)
 
 
 @defop("binary_cross_entropy_with_logits", "BinaryCrossEntropyWithLogitsBackward0",
@@ -324,11 +329,7 @@ def cross_entropy(x, t, weight=None, ignore_index=-100, reduction="mean", label_
     B, denom = _cross_entropy_terms(x, t, weight, ignore_index, label_smoothing)
     z = x - np.max(x, axis=dim, keepdims=True)
     ls = z - np.log(np.sum(np.exp(z), axis=dim, keepdims=True))
-    # class targets pick their class's term (PyTorch's nll): a -inf logit elsewhere is no
-    # 0 * -inf = NaN; probabilities multiply every class, as PyTorch's do
-    with np.errstate(invalid="ignore"):
-        terms = B * ls if _soft(x, t) else np.where(B != 0.0, B * ls, 0.0)
-    return reduce(-np.sum(terms, axis=dim), reduction, denom)
+    return reduce(-np.sum(B * ls, axis=dim), reduction, denom)
 
 
 @cross_entropy.defvjp
