@@ -13,6 +13,8 @@ functions) -> ``autograd`` (the reverse walk, Function, functional API) -> ``rep
 """
 from __future__ import annotations
 
+import sys as _sys
+
 from . import autograd, core, nn, ops, optim, viz
 from .autograd import Function
 from .replay import CompiledTape, RetraceRequired, compile, load  # noqa: A004
@@ -20,17 +22,24 @@ from . import jit  # the module is the decorator: @tg.jit, tg.jit.sigmoid, ...
 from .jit import JitFunction
 from .core import optable as _optable
 from .core.elementwise import FUNCTIONS as _ELEMENTWISE
-from .core.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .core.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
+                              is_inference_mode_enabled, no_grad, set_grad_enabled)
 from .core.tape import Tape, current_tape
-from .core.dtypes import (Size, bool_, dtype, float16, float32, float64, int8, int16, int32,
-                          int64, uint8)
+from .core.dtypes import (Size, bool_, device, dtype, float16, float32, float64,
+                          get_default_device, get_default_dtype, int8, int16, int32, int64,
+                          set_default_device, set_default_dtype, uint8)
+from .core.dtypes import ALIASES as _DTYPE_ALIASES
 from .core.tensor import Tensor
 from .ops.factories import (arange, as_tensor, full, linspace, manual_seed, ones, ones_like, rand,
                             randn, tensor, zeros, zeros_like)
+from .ops.factories import FUNCTIONS as _FACTORIES
 from .ops.torch_api import FUNCTIONS as _ARRAY_FUNCTIONS
+from .ops.namespaces import NAMESPACES as _NAMESPACES
 
-bool = bool_  # noqa: A001  (tg.bool, as torch.bool)
-double, long = float64, int64
+globals().update(_DTYPE_ALIASES)   # tg.float (float32), tg.double, tg.long, tg.int, tg.bool...
+globals().update(_FACTORIES)       # tg.eye, tg.empty, tg.randint, tg.LongTensor, ...
+globals().update(_NAMESPACES)      # tg.cuda, tg.special, tg.linalg (also importable)
+_sys.modules.update({m.__name__: m for m in _NAMESPACES.values()})
 
 globals().update(_ELEMENTWISE)       # tg.add, tg.sin, ... (the op table's rows)
 globals().update(_ARRAY_FUNCTIONS)   # tg.sum, tg.matmul, tg.cat, ...

@@ -1,4 +1,5 @@
-"""Grad mode: ``no_grad``, ``enable_grad``, ``set_grad_enabled`` (per thread)."""
+"""Grad mode: ``no_grad``, ``enable_grad``, ``set_grad_enabled``, ``inference_mode`` (per
+thread)."""
 from __future__ import annotations
 
 import functools
@@ -20,9 +21,18 @@ def _set(mode):
 
 
 class _Mode:
-    """Context manager and decorator that sets grad mode and restores it on exit."""
+    """Context manager and decorator (``@no_grad()`` or ``@no_grad``) that sets grad mode
+    and restores it on exit."""
 
     _mode = True
+
+    def __new__(cls, orig_func=None):
+        self = super().__new__(cls)
+        if orig_func is None:
+            return self
+        if not callable(orig_func):
+            raise TypeError(f"{cls.__name__}() takes no arguments (got {orig_func!r})")
+        return self(orig_func)   # @no_grad without parentheses
 
     def __enter__(self):
         self._prev = _set(self._mode)
@@ -52,8 +62,50 @@ class enable_grad(_Mode):
     _mode = True
 
 
+class inference_mode(_Mode):
+    """``torch.inference_mode``: grad mode off (as ``no_grad``; tapegrad has no separate
+    inference tensors).  ``with tg.inference_mode():``, ``@tg.inference_mode`` or
+    ``@tg.inference_mode()``; ``inference_mode(False)`` leaves grad mode as it is."""
+
+    def __new__(cls, mode=True):
+        self = object.__new__(cls)
+        if callable(mode) and not isinstance(mode, bool):   # @inference_mode
+            self._enabled = True
+            return self(mode)
+        return self
+
+    def __init__(self, mode=True):
+        self._enabled = bool(mode)
+
+    def __enter__(self):
+        self._prev = _set(False) if self._enabled else None
+        return None
+
+    def __exit__(self, *exc):
+        if self._prev is not None:
+            _set(self._prev)
+        return False
+
+    def __call__(self, fn):
+        enabled = self._enabled
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with inference_mode(enabled):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+def is_inference_mode_enabled() -> bool:
+    """False: tapegrad has no inference tensors (``inference_mode`` is ``no_grad``)."""
+    return False
+
+
 class set_grad_enabled(_Mode):
     """Set grad mode now; as a context manager or decorator, restore it afterwards."""
+
+    def __new__(cls, mode):
+        return object.__new__(cls)
 
     def __init__(self, mode: bool) -> None:
         self._mode = bool(mode)

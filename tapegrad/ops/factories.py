@@ -1,16 +1,26 @@
-"""Tensor creation: ``tensor``, ``zeros``, ``ones``, ``full``, ``arange``, ``linspace``,
-``rand``, ``randn``, ``manual_seed``, ``zeros_like``, ``ones_like``."""
+"""Tensor creation: ``tensor``, ``as_tensor``, ``from_numpy``, ``zeros``, ``ones``, ``full``,
+``empty``, ``eye``, ``arange``, ``linspace``, ``rand``, ``randn``, ``randint``, ``randperm``,
+``normal``, the ``*_like`` factories, ``manual_seed``, and PyTorch's legacy constructors
+(``tg.Tensor(data)``, ``LongTensor``...).
+
+Every factory takes PyTorch's keywords: ``dtype=``, ``device=`` (the CPU only: see
+``core.dtypes.as_device``), ``requires_grad=``, ``size=``; ``layout``/``pin_memory``/
+``memory_format``/``generator`` are accepted and have no effect.  Float factories make the
+default dtype (``tg.get_default_dtype()``, float64 unless changed).  ``empty`` gives zeros
+(PyTorch's values are whatever the memory held).
+"""
 from __future__ import annotations
 
 from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from ..core.dtypes import dtype as _dtype, float64
+from ..core.dtypes import as_device, as_dtype, dtype as _dtype, dtype_of, float64, get_default_dtype
 from ..core.tensor import Tensor, check_float, wrap
 
 DType = Optional[Union[_dtype, np.dtype, type, str]]
 Number = Union[int, float, bool]
+SizeArg = Union[int, Sequence[int]]
 
 _rng = np.random.default_rng()
 
@@ -20,20 +30,29 @@ def _np_dtype(dtype, default=None):
         return default
     if isinstance(dtype, _dtype):
         return dtype.np
-    return np.dtype(dtype)
+    return as_dtype(dtype).np
 
 
-def _make(v, requires_grad):
+def _float(dtype):
+    """``dtype`` as NumPy's, or the default float dtype."""
+    return _np_dtype(dtype, get_default_dtype().np)
+
+
+def _make(v, requires_grad, device=None):
+    as_device(device)
     if requires_grad:
         check_float(v if isinstance(v, np.ndarray) else np.asarray(v))
     return wrap(v, requires_grad)
 
 
-def tensor(data: Any, dtype: DType = None, requires_grad: bool = False) -> Tensor:
-    """A new tensor from a number, a (nested) list or a NumPy array.
+def tensor(data: Any, dtype: DType = None, device=None, requires_grad: bool = False,
+           pin_memory: bool = False) -> Tensor:
+    """A new tensor from a number, a (nested) list or a NumPy array (always a copy).
 
-    Python floats give float64; a float32 array stays float32; ints give int64."""
-    if data.__class__ is float and dtype is None:  # the scalar fast path
+    Python floats give the default dtype (float64); a float32 array stays float32; ints
+    give int64."""
+    if data.__class__ is float and dtype is None and device is None \
+            and get_default_dtype() is float64:   # the scalar fast path
         return wrap(data, requires_grad)
     if isinstance(data, Tensor):
         data = data._value
@@ -48,8 +67,8 @@ def tensor(data: Any, dtype: DType = None, requires_grad: bool = False) -> Tenso
         a = a.astype(np.int64)
     elif dtype is None and a.dtype.kind == "f" and not isinstance(data, np.ndarray) \
             and not isinstance(data, np.floating):
-        a = a.astype(np.float64)
-    return _make(a, requires_grad)
+        a = a.astype(get_default_dtype().np)
+    return _make(a, requires_grad, device)
 
 
 def _check_data(data, dim=0):
@@ -76,78 +95,336 @@ def _check_data(data, dim=0):
     return (len(data),) + (shapes[0] if shapes else ())
 
 
-def as_tensor(data: Any, dtype: DType = None) -> Tensor:
-    """Like ``tensor`` (no copy for a matching NumPy array)."""
+def as_tensor(data: Any, dtype: DType = None, device=None) -> Tensor:
+    """``data`` as a tensor without a copy where possible: a tensor of the same dtype is
+    returned as it is, a NumPy array of a tapegrad dtype is shared (as ``from_numpy``);
+    anything else is copied as by ``tensor``."""
+    as_device(device)
     if isinstance(data, Tensor):
-        return data
-    return wrap(np.asarray(data, dtype=_np_dtype(dtype)))
+        if dtype is None or as_dtype(dtype) is data.dtype:
+            return data
+        return data.to(as_dtype(dtype))
+    if isinstance(data, np.ndarray) and data.ndim and data.dtype in _SHARED_DTYPES:
+        return wrap(data if dtype is None else data.astype(_np_dtype(dtype), copy=False))
+    return tensor(data, dtype=dtype)
 
 
-def _size(size):
+_SHARED_DTYPES = {np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int8, np.int16,
+                                        np.int32, np.int64, np.uint8, np.bool_)}
+
+
+def from_numpy(ndarray: np.ndarray) -> Tensor:
+    """A tensor over ``ndarray``'s memory (no copy), as ``torch.from_numpy``.
+
+    What is shared: the tensor's values are the array itself, so in-place changes on either
+    side (``a[0] = 5``, ``t.add_(1)``, ``t[0] = 5`` without grad) show in the other.  A 0-d
+    float64 array is copied (0-d float64 tensors hold a Python float) and an op that
+    records the tensor in place under autograd gives it a new value (as PyTorch's views,
+    tapegrad's recorded in-place results are new arrays)."""
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+    if ndarray.dtype not in _SHARED_DTYPES:
+        raise TypeError(f"can't convert np.ndarray of type numpy.{ndarray.dtype.type.__name__}. "
+                        "The only supported types are: float64, float32, float16, int64, int32, "
+                        "int16, int8, uint8, and bool.")
+    return wrap(ndarray)
+
+
+def is_tensor(obj: Any) -> bool:
+    """True when ``obj`` is a tapegrad tensor."""
+    return isinstance(obj, Tensor)
+
+
+def numel(input: Tensor) -> int:
+    """The number of elements of ``input``."""
+    return input.numel()
+
+
+def _size(size, kw=None, name=None):
+    """A factory's shape from its ``*size`` (ints or one sequence) or its ``size=``
+    keyword (in ``kw``, the factory's other keywords, which must be empty)."""
+    if kw:
+        keyword = kw.pop("size", None)
+        if kw:
+            raise TypeError(f"{name}() got an unexpected keyword argument '{next(iter(kw))}'")
+        if keyword is not None:
+            if size:
+                raise TypeError(f"{name}() got multiple values for argument 'size'")
+            size = (keyword,)
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        return tuple(size[0])
-    return tuple(size)
+        size = tuple(size[0])
+    for n in size:
+        if not isinstance(n, (int, np.integer)) and not (isinstance(n, Tensor) and n.numel() == 1
+                                                         and not n.dtype.is_floating_point):
+            raise TypeError(f"expected a tuple of ints as size, but got an element of type "
+                            f"{type(n).__name__}")
+    size = tuple(int(n) for n in size)
+    if any(n < 0 for n in size):
+        raise RuntimeError(f"Trying to create tensor with negative dimension "
+                           f"{next(n for n in size if n < 0)}: {list(size)}")
+    return size
 
 
-def zeros(*size: Union[int, Sequence[int]], dtype: DType = None, requires_grad: bool = False) -> Tensor:
-    """A tensor of zeros of the given shape (float64 unless ``dtype``)."""
-    return _make(np.zeros(_size(size), _np_dtype(dtype, np.float64)), requires_grad)
+def zeros(*size: SizeArg, dtype: DType = None, device=None, requires_grad: bool = False,
+          layout=None, pin_memory: bool = False, out=None, **kw) -> Tensor:
+    """A tensor of zeros of the given shape (the default float dtype unless ``dtype``)."""
+    return _make(np.zeros(_size(size, kw, "zeros"), _float(dtype)), requires_grad, device)
 
 
-def ones(*size: Union[int, Sequence[int]], dtype: DType = None, requires_grad: bool = False) -> Tensor:
+def ones(*size: SizeArg, dtype: DType = None, device=None, requires_grad: bool = False,
+         layout=None, pin_memory: bool = False, out=None, **kw) -> Tensor:
     """A tensor of ones of the given shape."""
-    return _make(np.ones(_size(size), _np_dtype(dtype, np.float64)), requires_grad)
+    return _make(np.ones(_size(size, kw, "ones"), _float(dtype)), requires_grad, device)
 
 
-def full(size: Union[int, Sequence[int]], fill_value: Number, dtype: DType = None,
-         requires_grad: bool = False) -> Tensor:
-    """A tensor of the given shape filled with ``fill_value``."""
-    dt = _np_dtype(dtype, np.float64 if isinstance(fill_value, float) else None)
-    return _make(np.full(_size((size,)), fill_value, dt), requires_grad)
+def empty(*size: SizeArg, dtype: DType = None, device=None, requires_grad: bool = False,
+          layout=None, pin_memory: bool = False, memory_format=None, out=None, **kw) -> Tensor:
+    """A tensor of the given shape whose values are to be written (tapegrad's are zeros)."""
+    return _make(np.zeros(_size(size, kw, "empty"), _float(dtype)), requires_grad, device)
+
+
+def _fill_dtype(fill_value):
+    if isinstance(fill_value, (bool, np.bool_)):
+        return np.bool_
+    if isinstance(fill_value, (int, np.integer)):
+        return np.int64
+    return get_default_dtype().np
+
+
+def full(size: SizeArg, fill_value: Number, dtype: DType = None, device=None,
+         requires_grad: bool = False, layout=None, pin_memory: bool = False, out=None) -> Tensor:
+    """A tensor of the given shape filled with ``fill_value`` (an int gives int64, a bool
+    bool, a float the default float dtype, as PyTorch)."""
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    dt = _np_dtype(dtype, _fill_dtype(fill_value))
+    return _make(np.full(_size((size,)), fill_value, dt), requires_grad, device)
+
+
+def eye(n: int, m: Optional[int] = None, dtype: DType = None, device=None,
+        requires_grad: bool = False, layout=None, pin_memory: bool = False, out=None) -> Tensor:
+    """The ``n`` x ``m`` identity matrix (``m = n`` by default)."""
+    if n < 0:
+        raise RuntimeError(f"n must be greater or equal to 0, got {n}")
+    if m is not None and m < 0:
+        raise RuntimeError(f"m must be greater or equal to 0, got {m}")
+    return _make(np.eye(n, n if m is None else m, dtype=_float(dtype)), requires_grad, device)
 
 
 def arange(start: Number, end: Optional[Number] = None, step: Number = 1, dtype: DType = None,
-           requires_grad: bool = False) -> Tensor:
+           device=None, requires_grad: bool = False, layout=None, pin_memory: bool = False,
+           out=None) -> Tensor:
     """Values from ``start`` to ``end`` (exclusive) by ``step``."""
     if end is None:
         start, end = 0, start
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
     a = np.arange(start, end, step, dtype=_np_dtype(dtype))
     if dtype is None and a.dtype.kind == "i":
         a = a.astype(np.int64)
-    return _make(a, requires_grad)
+    elif dtype is None and a.dtype.kind == "f":
+        a = a.astype(get_default_dtype().np)
+    return _make(a, requires_grad, device)
 
 
-def linspace(start: Number, end: Number, steps: int, dtype: DType = None,
-             requires_grad: bool = False) -> Tensor:
+def linspace(start: Number, end: Number, steps: int, dtype: DType = None, device=None,
+             requires_grad: bool = False, layout=None, pin_memory: bool = False, out=None) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
-    return _make(np.linspace(start, end, steps, dtype=_np_dtype(dtype, np.float64)), requires_grad)
+    return _make(np.linspace(start, end, steps, dtype=_float(dtype)), requires_grad, device)
 
 
-def rand(*size: Union[int, Sequence[int]], dtype: DType = None, requires_grad: bool = False) -> Tensor:
+def rand(*size: SizeArg, dtype: DType = None, device=None, requires_grad: bool = False,
+         generator=None, layout=None, pin_memory: bool = False, out=None, **kw) -> Tensor:
     """Uniform random values in [0, 1) (seeded by ``manual_seed``)."""
-    return _make(_rng.random(_size(size)).astype(_np_dtype(dtype, np.float64)), requires_grad)
+    return _make(_rng.random(_size(size, kw, "rand")).astype(_float(dtype)),
+                 requires_grad, device)
 
 
-def randn(*size: Union[int, Sequence[int]], dtype: DType = None, requires_grad: bool = False) -> Tensor:
+def randn(*size: SizeArg, dtype: DType = None, device=None, requires_grad: bool = False,
+          generator=None, layout=None, pin_memory: bool = False, out=None, **kw) -> Tensor:
     """Standard normal random values (seeded by ``manual_seed``)."""
-    return _make(_rng.standard_normal(_size(size)).astype(_np_dtype(dtype, np.float64)),
-                 requires_grad)
+    return _make(_rng.standard_normal(_size(size, kw, "randn")).astype(_float(dtype)),
+                 requires_grad, device)
+
+
+def randint(*args, size=None, dtype: DType = None, device=None, requires_grad: bool = False,
+            generator=None, layout=None, pin_memory: bool = False, out=None) -> Tensor:
+    """``randint(high, size)`` or ``randint(low, high, size)``: random integers in
+    [low, high) (int64 unless ``dtype``)."""
+    if size is None and args and isinstance(args[-1], (tuple, list)):
+        args, size = args[:-1], args[-1]
+    if size is None or len(args) not in (1, 2):
+        raise TypeError("randint() received an invalid combination of arguments: expected "
+                        "(int high, tuple of ints size) or (int low, int high, tuple of ints size)")
+    low, high = (0, args[0]) if len(args) == 1 else args
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
+                           f">= to={high}")
+    v = _rng.integers(low, high, _size((size,)), dtype=np.int64)
+    return _make(v.astype(_np_dtype(dtype, np.int64)), requires_grad, device)
+
+
+def randperm(n: int, dtype: DType = None, device=None, requires_grad: bool = False,
+             generator=None, layout=None, pin_memory: bool = False, out=None) -> Tensor:
+    """A random permutation of ``0 .. n-1`` (int64 unless ``dtype``)."""
+    if n < 0:
+        raise RuntimeError(f"n must be non-negative, got{n}")
+    return _make(_rng.permutation(n).astype(_np_dtype(dtype, np.int64)), requires_grad, device)
+
+
+def normal(mean, std=1.0, size=None, *, generator=None, dtype: DType = None, device=None,
+           requires_grad: bool = False, layout=None, pin_memory: bool = False, out=None) -> Tensor:
+    """Normal random values of ``mean`` and ``std`` (numbers or tensors, broadcast), or of
+    ``size`` for number arguments.  The result does not record a gradient to ``mean`` or
+    ``std`` (PyTorch's is zero)."""
+    as_device(device)
+    m = mean._value if isinstance(mean, Tensor) else mean
+    s = std._value if isinstance(std, Tensor) else std
+    if np.any(np.asarray(s) < 0):
+        raise RuntimeError("normal expects all elements of std >= 0.0")
+    if size is not None:
+        shape = _size((size,))
+    else:
+        if not isinstance(mean, Tensor) and not isinstance(std, Tensor):
+            raise TypeError("normal() received an invalid combination of arguments: numbers "
+                            "for mean and std need a size")
+        shape = np.broadcast_shapes(np.shape(m), np.shape(s))
+    dt = next((t.dtype.np for t in (mean, std) if isinstance(t, Tensor)), None)
+    v = np.asarray(m + s * _rng.standard_normal(shape)).astype(_np_dtype(dtype, dt or _float(None)))
+    return _make(v, requires_grad)
 
 
 def manual_seed(seed: int) -> np.random.Generator:
-    """Seed tapegrad's random generator (``rand``, ``randn``)."""
+    """Seed tapegrad's random generator (``rand``, ``randn``, ``randint``, ...)."""
     global _rng
     _rng = np.random.default_rng(seed)
     return _rng
 
 
-def zeros_like(t: Tensor, dtype: DType = None, requires_grad: bool = False) -> Tensor:
-    """Zeros with the shape (and dtype) of ``t``."""
-    return zeros(*t.shape, dtype=dtype or (t.dtype if t.dtype is not float64 else None),
-                 requires_grad=requires_grad)
+def _like(t, dtype):
+    return dtype_of(t._value).np if dtype is None else _np_dtype(dtype)
 
 
-def ones_like(t: Tensor, dtype: DType = None, requires_grad: bool = False) -> Tensor:
-    """Ones with the shape (and dtype) of ``t``."""
-    return ones(*t.shape, dtype=dtype or (t.dtype if t.dtype is not float64 else None),
-                requires_grad=requires_grad)
+def zeros_like(input: Tensor, dtype: DType = None, device=None, requires_grad: bool = False,
+               layout=None, memory_format=None) -> Tensor:
+    """Zeros with the shape (and dtype) of ``input``."""
+    return _make(np.zeros(input.shape, _like(input, dtype)), requires_grad, device)
+
+
+def ones_like(input: Tensor, dtype: DType = None, device=None, requires_grad: bool = False,
+              layout=None, memory_format=None) -> Tensor:
+    """Ones with the shape (and dtype) of ``input``."""
+    return _make(np.ones(input.shape, _like(input, dtype)), requires_grad, device)
+
+
+def empty_like(input: Tensor, dtype: DType = None, device=None, requires_grad: bool = False,
+               layout=None, memory_format=None) -> Tensor:
+    """A tensor like ``input`` whose values are to be written (tapegrad's are zeros)."""
+    return zeros_like(input, dtype, device, requires_grad)
+
+
+def full_like(input: Tensor, fill_value: Number, dtype: DType = None, device=None,
+              requires_grad: bool = False, layout=None, memory_format=None) -> Tensor:
+    """``fill_value`` with the shape (and dtype) of ``input``."""
+    return _make(np.full(input.shape, fill_value, _like(input, dtype)), requires_grad, device)
+
+
+def _random_like(fn, input, dtype, device, requires_grad):
+    dt = _like(input, dtype)
+    if np.dtype(dt).kind != "f":
+        raise NotImplementedError(f"\"check_uniform_bounds\" not implemented for "
+                                  f"'{_LEGACY_NAMES[np.dtype(dt)]}'")
+    return _make(fn(tuple(input.shape)).astype(dt), requires_grad, device)
+
+
+def rand_like(input: Tensor, dtype: DType = None, device=None, requires_grad: bool = False,
+              layout=None, memory_format=None) -> Tensor:
+    """Uniform random values in [0, 1) with the shape (and dtype) of ``input``."""
+    return _random_like(_rng.random, input, dtype, device, requires_grad)
+
+
+def randn_like(input: Tensor, dtype: DType = None, device=None, requires_grad: bool = False,
+               layout=None, memory_format=None) -> Tensor:
+    """Standard normal values with the shape (and dtype) of ``input``."""
+    return _random_like(_rng.standard_normal, input, dtype, device, requires_grad)
+
+
+def randint_like(input: Tensor, low: int = 0, high: Optional[int] = None, dtype: DType = None,
+                 device=None, requires_grad: bool = False, layout=None,
+                 memory_format=None) -> Tensor:
+    """Random integers in [low, high) with the shape (and dtype) of ``input``."""
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, tuple(input.shape), dtype=dtype or input.dtype, device=device,
+                   requires_grad=requires_grad)
+
+
+# -- PyTorch's legacy constructors ---------------------------------------------------------
+
+_LEGACY_NAMES = {np.dtype(np.float64): "Double", np.dtype(np.float32): "Float",
+                 np.dtype(np.float16): "Half", np.dtype(np.int64): "Long",
+                 np.dtype(np.int32): "Int", np.dtype(np.int16): "Short",
+                 np.dtype(np.int8): "Char", np.dtype(np.uint8): "Byte",
+                 np.dtype(np.bool_): "Bool"}
+
+
+def legacy_new(np_dtype, *args, device=None):
+    """``torch.Tensor(...)``/``torch.LongTensor(...)``: from data (a sequence or an array,
+    converted to ``np_dtype``), or uninitialised (zeros) of the given sizes."""
+    as_device(device)
+    if not args:
+        return wrap(np.zeros(0, np_dtype))
+    if len(args) == 1 and not isinstance(args[0], (int, np.integer)):
+        data = args[0]
+        if isinstance(data, Tensor):
+            return data if data.dtype.np == np_dtype else data.to(dtype_of(np.zeros(0, np_dtype)))
+        if isinstance(data, (float, complex, bool, np.number)):
+            raise TypeError(f"new(): data must be a sequence (got {type(data).__name__})")
+        if isinstance(data, np.ndarray):
+            return wrap(np.array(data, dtype=np_dtype))
+        _check_data(data)
+        return wrap(np.array(data, dtype=np_dtype))
+    return wrap(np.zeros(_size(args), np_dtype))
+
+
+def _legacy(np_dtype, name):
+    def constructor(*args, device=None):
+        return legacy_new(np_dtype, *args, device=device)
+    constructor.__name__ = constructor.__qualname__ = name
+    constructor.__doc__ = (f"``torch.{name}``: a {np.dtype(np_dtype).name} tensor from data, or "
+                           "of the given sizes (zeros).")
+    return constructor
+
+
+LEGACY_CONSTRUCTORS = {f"{n}Tensor": _legacy(d, f"{n}Tensor") for d, n in _LEGACY_NAMES.items()}
+
+
+_EMPTY = np.zeros(0)   # tg.Tensor(): nothing can be written into it
+
+
+def tensor_init(self, *args, device=None):
+    """``tg.Tensor(data)`` / ``tg.Tensor(2, 3)`` / ``tg.Tensor()``: a tensor of the default
+    float dtype, as PyTorch's legacy constructor (``tg.Tensor(t)`` is ``t``'s value).
+
+    Tapegrad's own code makes bare tensors with ``object.__new__(Tensor)`` (no ``__init__``
+    call) and fills their slots; the generated recording code still calls ``Tensor()``
+    and overwrites what the no-argument case sets here."""
+    if not args and device is None:
+        self._value, self._tape = _EMPTY, None
+        return
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        v = args[0]._value
+    else:
+        v = legacy_new(get_default_dtype().np, *args, device=device)._value
+    self._value, self._tape, self._grad, self._hooks = v, None, None, None
+
+
+FUNCTIONS = {
+    "tensor": tensor, "as_tensor": as_tensor, "from_numpy": from_numpy, "is_tensor": is_tensor,
+    "numel": numel, "zeros": zeros, "ones": ones, "empty": empty, "full": full, "eye": eye,
+    "arange": arange, "linspace": linspace, "rand": rand, "randn": randn, "randint": randint,
+    "randperm": randperm, "normal": normal, "manual_seed": manual_seed,
+    "zeros_like": zeros_like, "ones_like": ones_like, "empty_like": empty_like,
+    "full_like": full_like, "rand_like": rand_like, "randn_like": randn_like,
+    "randint_like": randint_like, **LEGACY_CONSTRUCTORS,
+}

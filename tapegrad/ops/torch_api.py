@@ -14,9 +14,13 @@ from typing import List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..core.elementwise import FUNCTIONS as ELEMENTWISE
-from ..core.dtypes import float32, float64
+from ..core import optable
+from ..core.dtypes import (CPU, as_device, as_dtype, bool_, device as _device, float16, float32,
+                           float64, get_default_dtype, int8, int16, int32, int64, uint8)
 from ..core.tape import recording
-from ..core.tensor import Tensor, note_comparison_use, wrap
+from ..core.tensor import Tensor, check_float, note_comparison_use, wrap
+from . import everyday_ops, special
+from .factories import LEGACY_CONSTRUCTORS, legacy_new, tensor as _new_tensor, tensor_init
 from .array_ops import (call, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
                         without_leading_ones, wrap_dim)
 
@@ -544,23 +548,6 @@ def take(input: Tensor, index) -> Tensor:
     return call("take", input, index)
 
 
-def to(self, dtype):
-    """This tensor converted to ``dtype`` (differentiable, as PyTorch's ``to``)."""
-    if self.dtype is dtype:
-        return self
-    return call("to_dtype", self, dtype=dtype.np)
-
-
-def to_float64(self):
-    """``to(tg.float64)`` (``x.double()``)."""
-    return to(self, float64)
-
-
-def to_float32(self):
-    """``to(tg.float32)`` (``x.float()``)."""
-    return to(self, float32)
-
-
 def setitem(input: Tensor, idx, value) -> None:
     """``x[idx] = value``, in place under the in-place rules (recorded as CopySlices)."""
     note_recorded_index(idx)
@@ -598,6 +585,524 @@ def setitem(input: Tensor, idx, value) -> None:
     input._inplace(lambda s: call("index_put", s, idx, value))
 
 
+# -- dtypes and devices ---------------------------------------------------------------------
+
+_LEGACY_TYPES = {f"torch.{name}Tensor": getattr(np, key) for key, name in _TYPE_NAMES.items()}
+
+
+def _convert(self, dt):
+    """``self`` as dtype ``dt``: recorded (differentiable) between float types, a constant
+    otherwise (an integer or bool tensor never requires grad)."""
+    if dt is self.dtype:
+        return self
+    if dt.is_floating_point and self.dtype.is_floating_point:
+        return call("to_dtype", self, dtype=dt.np)
+    v = self._value
+    with np.errstate(invalid="ignore"):   # nan -> int: PyTorch's value, without a warning
+        return wrap(np.asarray(v).astype(dt.np))
+
+
+def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False,
+       memory_format=None):
+    """This tensor converted to a dtype and/or device: ``to(dtype)``, ``to(device)``,
+    ``to(device, dtype)``, ``to(other)`` (other's dtype), with keywords as PyTorch.  The
+    tensor itself when nothing changes (unless ``copy=True``); differentiable between float
+    types.  Only the CPU is a device here (``tg.device``)."""
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype = a.dtype
+        elif isinstance(a, (str, _device)) or (isinstance(a, (int, np.integer))
+                                                and not isinstance(a, bool)):
+            device = a if not isinstance(a, (int, np.integer)) else _device(a)
+        elif isinstance(a, bool):
+            non_blocking = a
+        else:
+            dtype = as_dtype(a)
+    if device is not None:
+        as_device(device)
+    out = self if dtype is None else _convert(self, as_dtype(dtype))
+    if copy and out is self:
+        out = ELEMENTWISE["clone"](self)
+    return out
+
+
+def cpu(self, memory_format=None):
+    """This tensor (tapegrad's tensors are always on the CPU)."""
+    return self
+
+
+def cuda(self, device=None, non_blocking=False, memory_format=None):
+    """Raises as PyTorch built without CUDA."""
+    raise AssertionError("Torch not compiled with CUDA enabled")
+
+
+def _dtype_method(dt, name):
+    def convert(self, memory_format=None):
+        return _convert(self, dt)
+    convert.__name__ = name
+    convert.__doc__ = f"``to(tg.{dt.name})``."
+    return convert
+
+
+def tensor_type(self, dtype=None, non_blocking=False):
+    """``x.type()``: PyTorch's type name (``'torch.DoubleTensor'``); ``x.type(dtype)``: the
+    tensor converted (``dtype`` may be such a name)."""
+    if dtype is None:
+        return f"torch.{_TYPE_NAMES[self.dtype.name]}Tensor"
+    if isinstance(dtype, str) and dtype in _LEGACY_TYPES:
+        dtype = _LEGACY_TYPES[dtype]
+    elif callable(dtype) and getattr(dtype, "__name__", "") in LEGACY_CONSTRUCTORS:
+        dtype = _LEGACY_TYPES["torch." + dtype.__name__]
+    return _convert(self, as_dtype(dtype))
+
+
+def type_as(self, other):
+    """This tensor converted to ``other``'s dtype."""
+    return _convert(self, other.dtype)
+
+
+def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+    """A new tensor of ``data`` with this tensor's dtype (unless ``dtype``)."""
+    return _new_tensor(data, dtype=dtype or self.dtype, device=device,
+                       requires_grad=requires_grad)
+
+
+def _new_factory(fill):
+    def factory(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
+                pin_memory=False, **kw):
+        as_device(device)
+        shape = shape_arg(size) if size else shape_arg((kw.pop("size"),))
+        v = fill(shape, (dtype and as_dtype(dtype) or self.dtype).np, **kw)
+        if requires_grad:
+            check_float(v)
+        return wrap(v, requires_grad)
+    return factory
+
+
+def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False,
+             layout=None, pin_memory=False):
+    """A tensor of ``size`` filled with ``fill_value``, of this tensor's dtype."""
+    return _new_factory(lambda s, dt: np.full(s, fill_value, dt))(
+        self, size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def element_size(self):
+    """The size of one element in bytes."""
+    return self.dtype.itemsize
+
+
+# -- reductions to indices and truth values ------------------------------------------------------
+
+def _numpy_names(fn):
+    """Accept NumPy's ``axis=``/``keepdims=`` for ``dim=``/``keepdim=``, as PyTorch does."""
+    def with_aliases(*args, **kw):
+        if "axis" in kw:
+            if "dim" in kw:
+                raise TypeError(f"{fn.__name__}() got multiple values for argument 'dim'")
+            kw["dim"] = kw.pop("axis")
+        if "keepdims" in kw:
+            kw["keepdim"] = kw.pop("keepdims")
+        return fn(*args, **kw)
+    with_aliases.__name__, with_aliases.__doc__ = fn.__name__, fn.__doc__
+    with_aliases.__wrapped__ = fn
+    return with_aliases
+
+
+def _array(x):
+    v = x._value if isinstance(x, Tensor) else x
+    return np.asarray(v)
+
+
+def _reduce_dims(fn, input, dim, keepdim):
+    v = _array(input)
+    if dim is None:
+        out = fn(v, axis=None, keepdims=keepdim) if keepdim else fn(v)
+        return out
+    if v.ndim == 0:
+        wrap_dim(dim if isinstance(dim, int) else 0, 1)
+        return fn(v)
+    axes = tuple(wrap_dim(d, v.ndim) for d in dim) if isinstance(dim, (tuple, list)) \
+        else wrap_dim(dim, v.ndim)
+    return fn(v, axis=axes, keepdims=keepdim)
+
+
+def _arg(fn, name, input, dim, keepdim):
+    v = _array(input)
+    if v.size == 0 and (dim is None or v.ndim == 0 or v.shape[wrap_dim(dim, v.ndim)] == 0):
+        raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() "
+                         "== 0." if dim is None else
+                         f"{name}(): Expected reduction dim {dim} to have non-zero size.")
+    if dim is None:
+        out = fn(v.reshape(-1))
+        return wrap(np.asarray(out, np.int64).reshape((1,) * v.ndim if keepdim else ()))
+    if v.ndim == 0:
+        wrap_dim(dim, 1)
+        return wrap(np.zeros((), np.int64))
+    d = wrap_dim(dim, v.ndim)
+    return wrap(np.asarray(fn(v, axis=d, keepdims=keepdim), np.int64))
+
+
+def argmax(input, dim=None, keepdim=False):
+    """The index of the largest element (of the flattened tensor, or along ``dim``); a NaN
+    counts as the largest."""
+    return _arg(np.argmax, "argmax", input, dim, keepdim)
+
+
+def argmin(input, dim=None, keepdim=False):
+    """The index of the smallest element (a NaN counts as the smallest, as PyTorch)."""
+    return _arg(np.argmin, "argmin", input, dim, keepdim)
+
+
+def _truth(fn, input, dim, keepdim):
+    v = _array(input)
+    out = np.asarray(_reduce_dims(fn, v.astype(bool), dim, keepdim))
+    return wrap(out.astype(np.uint8) if v.dtype == np.uint8 else out)
+
+
+def all(input, dim=None, keepdim=False):  # noqa: A001
+    """True when every element is nonzero (over ``dim``: an int or a tuple)."""
+    return _truth(np.all, input, dim, keepdim)
+
+
+def any(input, dim=None, keepdim=False):  # noqa: A001
+    """True when some element is nonzero (over ``dim``)."""
+    return _truth(np.any, input, dim, keepdim)
+
+
+def _predicate(fn, name):
+    def test(input):
+        v = _array(input)
+        if v.dtype.kind != "f":
+            return wrap(np.full(v.shape, fn is np.isfinite))
+        return wrap(np.asarray(fn(v)))
+    test.__name__ = name
+    test.__doc__ = f"Elementwise ``{name}``: a bool tensor."
+    return test
+
+
+isnan = _predicate(np.isnan, "isnan")
+isinf = _predicate(np.isinf, "isinf")
+isfinite = _predicate(np.isfinite, "isfinite")
+isposinf = _predicate(np.isposinf, "isposinf")
+isneginf = _predicate(np.isneginf, "isneginf")
+
+
+def _logical(fn, name):
+    def logical(input, other):
+        return wrap(np.asarray(fn(_array(input).astype(bool), _array(other).astype(bool))))
+    logical.__name__ = name
+    logical.__doc__ = f"Elementwise ``{name}`` of the truth values: a bool tensor."
+    return logical
+
+
+logical_and = _logical(np.logical_and, "logical_and")
+logical_or = _logical(np.logical_or, "logical_or")
+logical_xor = _logical(np.logical_xor, "logical_xor")
+
+
+def logical_not(input):
+    """Elementwise not of the truth values: a bool tensor."""
+    return wrap(np.logical_not(_array(input)))
+
+
+def _bit_dtype(a, b):
+    """The result dtype of a bitwise op (PyTorch's promotion for bool and integer types)."""
+    da = _array(a).dtype
+    if isinstance(b, Tensor):
+        db = _array(b).dtype
+        if b.ndim == 0 and a.ndim:   # a 0-d tensor counts only when of a higher category
+            return da if (da.kind != "b" or db.kind == "b") else np.promote_types(da, db)
+        return np.promote_types(da, db)
+    if isinstance(b, (bool, np.bool_)):
+        return da
+    return da if da.kind != "b" else np.dtype(np.int64)
+
+
+def _bitwise(fn, name):
+    def bitwise(input, other):
+        for x in (input, other):
+            v = _array(x)
+            if v.dtype.kind == "f":
+                raise NotImplementedError(f"\"{name}_cpu\" not implemented for "
+                                          f"'{_TYPE_NAMES[v.dtype.name]}'")
+        dt = _bit_dtype(input, other) if isinstance(input, Tensor) else _bit_dtype(other, input)
+        out = fn(_array(input).astype(dt), _array(other).astype(dt))
+        return wrap(np.asarray(out, dt))
+    bitwise.__name__ = name
+    bitwise.__doc__ = f"Elementwise ``{name}`` of bool or integer tensors (``&``, ``|``, ``^``)."
+    return bitwise
+
+
+bitwise_and = _bitwise(np.bitwise_and, "bitwise_and")
+bitwise_or = _bitwise(np.bitwise_or, "bitwise_or")
+bitwise_xor = _bitwise(np.bitwise_xor, "bitwise_xor")
+
+
+def bitwise_not(input):
+    """Elementwise not of a bool tensor, or the bitwise not of an integer tensor."""
+    v = _array(input)
+    if v.dtype.kind == "f":
+        raise NotImplementedError(f"\"bitwise_not_cpu\" not implemented for "
+                                  f"'{_TYPE_NAMES[v.dtype.name]}'")
+    return wrap(np.asarray(np.invert(v)))
+
+
+def invert(self):
+    """``~x``: ``bitwise_not`` of a bool or integer tensor."""
+    if self.dtype.is_floating_point:
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type "
+                        "tensors")
+    return bitwise_not(self)
+
+
+def equal(input, other):
+    """True when the two tensors have the same shape and elements (a Python bool)."""
+    a, b = _array(input), _array(other)
+    return bool(a.shape == b.shape and np.array_equal(a, b))
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Elementwise ``|input - other| <= atol + rtol * |other|`` (infinities equal to
+    themselves): a bool tensor."""
+    a, b = _array(input), _array(other)
+    if isinstance(input, Tensor) and isinstance(other, Tensor) and a.dtype != b.dtype:
+        raise RuntimeError(f"{_TYPE_NAMES[a.dtype.name]} did not match "
+                           f"{_TYPE_NAMES[b.dtype.name]}")
+    np.broadcast_shapes(a.shape, b.shape) if not _broadcast_error(a, b) else None
+    with np.errstate(all="ignore"):
+        return wrap(np.asarray(np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)))
+
+
+def _broadcast_error(a, b):
+    try:
+        np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        sa, sb = a.shape[::-1], b.shape[::-1]
+        k = next(i for i, (m, n) in enumerate(zip(sa, sb)) if m != n and 1 not in (m, n))
+        raise RuntimeError(f"The size of tensor a ({sa[k]}) must match the size of tensor b "
+                           f"({sb[k]}) at non-singleton dimension "
+                           f"{builtins.max(a.ndim, b.ndim) - 1 - k}") from None
+    return False
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """True when every element is close (``isclose``): a Python bool."""
+    return bool(np.all(isclose(input, other, rtol, atol, equal_nan)._value))
+
+
+def nonzero(input, *, as_tuple=False):
+    """The indices of the nonzero elements: an (n, ndim) int64 tensor, or with ``as_tuple``
+    one index tensor per dim."""
+    v = _array(input)
+    if as_tuple:
+        if v.ndim == 0:
+            return (wrap(np.zeros(int(v != 0), np.int64)),)
+        return tuple(wrap(i.astype(np.int64)) for i in np.nonzero(v))
+    return wrap(np.argwhere(v).astype(np.int64))
+
+
+def count_nonzero(input, dim=None):
+    """The number of nonzero elements (over ``dim``)."""
+    return wrap(np.asarray(np.count_nonzero(_array(input), axis=dim), np.int64))
+
+
+# -- sorting, selecting, scattering ----------------------------------------------------------
+
+SortResult = namedtuple("sort", ["values", "indices"])
+TopkResult = namedtuple("topk", ["values", "indices"])
+
+
+def sort(input, dim=-1, descending=False, stable=False):
+    """``(values, indices)`` sorted along ``dim`` (stably; NaN counts as the largest); the
+    values are differentiable (each gradient goes back to its element)."""
+    if isinstance(dim, bool):   # sort(x, True): descending, as PyTorch's overload
+        dim, descending = -1, dim
+    if input.ndim:
+        wrap_dim(dim, input.ndim)
+    vals, idx = call("sort", input, dim=dim, descending=descending)
+    return SortResult(vals, idx)
+
+
+def argsort(input, dim=-1, descending=False, stable=False):
+    """The indices that sort ``input`` along ``dim`` (int64)."""
+    return wrap(everyday_ops.sort_indices(_array(input), dim, descending))
+
+
+def msort(input):
+    """``input`` sorted along dim 0."""
+    return sort(input, 0).values
+
+
+def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
+    """``(values, indices)`` of the ``k`` largest (or smallest) elements along ``dim``."""
+    n = input.shape[wrap_dim(dim, input.ndim)] if input.ndim else 1
+    if not 0 <= k <= n:
+        raise RuntimeError("selected index k out of range")
+    vals, idx = call("topk", input, k, dim=dim, largest=largest, sorted=sorted)
+    return TopkResult(vals, idx)
+
+
+def _index_array(index, name):
+    index = np.asarray(index_value(index))
+    if index.dtype.kind not in "iu":
+        raise RuntimeError(f"{name}(): Expected dtype int64 for index")
+    return index.astype(np.int64)
+
+
+def _check_scatter(input, dim, index, src, name):
+    dim = wrap_dim(dim, builtins.max(input.ndim, 1))
+    n = input.shape[dim] if input.ndim else 1
+    if index.size and (index.min() < -n or index.max() >= n):
+        raise RuntimeError(f"index {int(index.max() if index.max() >= n else index.min())} is "
+                           f"out of bounds for dimension {dim} with size {n}")
+    if builtins.max(index.ndim, 1) != builtins.max(input.ndim, 1):
+        raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
+    return dim
+
+
+def scatter(input, dim, index, src=None, value=None, *, reduce=None):
+    """``input`` with ``src`` (a tensor, or a number) written along ``dim`` at ``index``:
+    ``out[index[i][j]][j] = src[i][j]`` for dim 0.  Differentiable in ``input`` (where not
+    overwritten) and ``src``."""
+    if reduce is not None:
+        raise NotImplementedError("scatter(reduce=...) is not supported; use scatter_add")
+    src = value if src is None else src
+    index = _index_array(index, "scatter")
+    dim = _check_scatter(input, dim, index, src, "scatter")
+    index = index % (input.shape[dim] if input.ndim else 1)
+    if isinstance(src, Tensor) and src.ndim == 0 and index.ndim:
+        src = src.item()
+    return call("scatter", input, dim, index, src)
+
+
+def scatter_add(input, dim, index, src):
+    """``input`` with ``src`` added along ``dim`` at ``index`` (repeated indices add up)."""
+    index = _index_array(index, "scatter_add")
+    dim = _check_scatter(input, dim, index, src, "scatter_add")
+    index = index % (input.shape[dim] if input.ndim else 1)
+    return call("scatter_add", input, dim, index, src)
+
+
+def index_add(input, dim, index, source, *, alpha=1):
+    """``input`` with ``alpha * source`` slices added along ``dim`` at ``index``."""
+    index = np.asarray(_index_array(index, "index_add")).reshape(-1)
+    dim = wrap_dim(dim, builtins.max(input.ndim, 1))
+    n = input.shape[dim] if input.ndim else 1
+    if index.size and (index.min() < 0 or index.max() >= n):
+        raise IndexError("index out of range in self")
+    return call("index_add", input, dim, index, source, alpha=alpha)
+
+
+def masked_fill(input, mask, value):
+    """``input`` with ``value`` (a number or a 0-d tensor) where ``mask`` is True."""
+    m = _array(mask)
+    if m.dtype != np.bool_:
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
+                           f"{_TORCH_DTYPE_NAMES.get(m.dtype.name, m.dtype.name)}")
+    if isinstance(value, Tensor) and value.ndim:
+        raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got "
+                           f"tensor with {value.ndim} dimension(s).")
+    return call("masked_fill", input, m, value)
+
+
+def _inplace_row(fn):
+    """The in-place form of ``fn(self, ...)``: the result replaces ``self``'s value (under
+    the in-place rules of ``Tensor._inplace``)."""
+    def inplace(self, *args, **kw):
+        return self._inplace(lambda s: fn(s, *args, **kw))
+    inplace.__name__ = fn.__name__ + "_"
+    inplace.__doc__ = f"In place ``{fn.__name__}``."
+    return inplace
+
+
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+    """Each element (or slice along ``dim``) repeated ``repeats`` times (an int, or a
+    tensor of counts); the flattened input when ``dim`` is None."""
+    if repeats is None:   # repeat_interleave(counts): indices repeated by their counts
+        counts = _array(input).astype(np.int64)
+        return wrap(np.repeat(np.arange(counts.size, dtype=np.int64), counts))
+    if dim is None:
+        input, dim = reshape(input, -1), 0
+    dim = wrap_dim(dim, builtins.max(input.ndim, 1))
+    if isinstance(repeats, Tensor) and repeats.numel() == 1 and repeats.ndim == 0:
+        repeats = repeats.item()
+    if isinstance(repeats, (int, np.integer)):
+        if repeats < 0:
+            raise RuntimeError("repeats can not be negative")
+        if input.ndim == 0:
+            input = reshape(input, 1)
+        shape = tuple(input.shape)
+        # as PyTorch: a new dim after ``dim``, expanded, then merged (one ViewBackward0)
+        x = call("expand", unsqueeze(input, dim + 1),
+                 shape=shape[:dim + 1] + (int(repeats),) + shape[dim + 1:])
+        return call("reshape", ELEMENTWISE["clone"](x) if x._tape is None else x,
+                    shape=shape[:dim] + (shape[dim] * int(repeats),) + shape[dim + 1:])
+    counts = _array(repeats).astype(np.int64).reshape(-1)
+    n = input.shape[dim] if input.ndim else 1
+    if counts.size not in (1, n):
+        raise RuntimeError("repeats must have the same size as input along dim")
+    if np.any(counts < 0):
+        raise RuntimeError("repeats can not be negative")
+    return call("index_select", input, dim, np.repeat(np.arange(n), counts))
+
+
+def einsum(equation, *operands):
+    """Einstein summation (NumPy's ``einsum`` forward); differentiable in every operand: a
+    gradient is the einsum of the result's gradient with the other operands."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    operands = tuple(o if isinstance(o, Tensor) else wrap(np.asarray(o)) for o in operands)
+    return call("einsum", equation, *operands)
+
+
+def cross(input, other, dim=None):
+    """The cross product of 3-vectors along ``dim`` (the first dim of size 3 when None, as
+    ``torch.cross``); operands broadcast."""
+    shape = np.broadcast_shapes(tuple(input.shape), tuple(other.shape))
+    if dim is None:
+        dim = next((k for k, n in enumerate(shape) if n == 3), None)
+        if dim is None:
+            raise RuntimeError("no dimension of size 3 in input")
+    dim = wrap_dim(dim, len(shape))
+    if input.ndim != other.ndim:
+        raise RuntimeError(f"linalg.cross: inputs must have the same number of dimensions.")
+    if shape[dim] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
+                           f"{input.shape[dim]} and {other.shape[dim]}")
+    return call("cross", input, other, dim=dim)
+
+
+def linalg_cross(input, other, *, dim=-1):
+    """``tg.linalg.cross``: the cross product along ``dim`` (the last by default)."""
+    return cross(input, other, dim=dim)
+
+
+_TORCH_DTYPE_NAMES = {"float64": "double", "float32": "float", "float16": "half",
+                      "int64": "long int", "int32": "int", "uint8": "unsigned char"}
+
+
+def _unary_inplace_methods():
+    """``sin_``, ``exp_``, ``relu_``... for every unary method row of the op table: the row
+    applied in place (``Tensor._inplace``); an integer tensor refuses a float result, as
+    PyTorch does."""
+    methods = {}
+    for op in optable.OPS:
+        if op.arity != 1 or not op.method or op.name in ("clone",):
+            continue
+        fn = ELEMENTWISE[op.name]
+
+        def inplace(self, fn=fn, op=op):
+            if not op.int_result and not self.dtype.is_floating_point:
+                raise RuntimeError(f"result type {_TYPE_NAMES[get_default_dtype().name]} can't "
+                                   f"be cast to the desired output type "
+                                   f"{_TYPE_NAMES[self.dtype.name]}")
+            return self._inplace(fn)
+        inplace.__name__ = f"{op.name}_"
+        inplace.__doc__ = f"In place ``{op.name}``."
+        methods[inplace.__name__] = inplace
+    return methods
+
+
 # Tensor methods (name -> function); PyTorch's method signatures take ``self`` first.
 METHODS = {
     "sum": sum, "mean": mean, "prod": prod, "max": max, "min": min, "amax": amax,
@@ -608,10 +1113,56 @@ METHODS = {
     "unsqueeze": unsqueeze, "expand": expand, "expand_as": expand_as, "split": split,
     "chunk": chunk, "cumsum": cumsum, "cumprod": cumprod, "flip": flip, "roll": roll,
     "gather": gather, "index_select": index_select, "take": take,
+    "argmax": argmax, "argmin": argmin, "all": all, "any": any, "isnan": isnan,
+    "isinf": isinf, "isfinite": isfinite, "isposinf": isposinf, "isneginf": isneginf,
+    "logical_and": logical_and, "logical_or": logical_or, "logical_xor": logical_xor,
+    "logical_not": logical_not, "bitwise_and": bitwise_and, "bitwise_or": bitwise_or,
+    "bitwise_xor": bitwise_xor, "bitwise_not": bitwise_not, "equal": equal,
+    "allclose": allclose, "isclose": isclose, "nonzero": nonzero,
+    "count_nonzero": count_nonzero, "sort": sort, "argsort": argsort, "msort": msort,
+    "topk": topk, "scatter": scatter, "scatter_add": scatter_add, "index_add": index_add,
+    "masked_fill": masked_fill, "repeat_interleave": repeat_interleave, "cross": cross,
 }
-FUNCTIONS = dict(METHODS, cat=cat, concat=concat, stack=stack, linear=linear)
+# NumPy's axis=/keepdims= wherever PyTorch takes dim=/keepdim=
+for _name in ("sum", "mean", "prod", "max", "min", "amax", "amin", "var", "std", "norm",
+              "logsumexp", "softmax", "log_softmax", "cumsum", "cumprod", "squeeze", "unsqueeze",
+              "argmax", "argmin", "all", "any", "sort", "argsort", "topk", "flatten",
+              "index_select", "gather", "count_nonzero", "split", "chunk", "transpose",
+              "repeat_interleave", "cross"):
+    METHODS[_name] = _numpy_names(METHODS[_name])
+FUNCTIONS = dict(METHODS, cat=cat, concat=concat, stack=stack, linear=linear, einsum=einsum,
+                 is_nonzero=lambda input: bool(input), numel=lambda input: input.numel())
 METHODS.update(
-    to=to, double=to_float64, float=to_float32, __getitem__=getitem, __setitem__=setitem,
+    to=to, cpu=cpu, cuda=cuda, type=tensor_type, type_as=type_as,
+    double=_dtype_method(float64, "double"), float=_dtype_method(float32, "float"),
+    half=_dtype_method(float16, "half"), long=_dtype_method(int64, "long"),
+    int=_dtype_method(int32, "int"), short=_dtype_method(int16, "short"),
+    char=_dtype_method(int8, "char"), byte=_dtype_method(uint8, "byte"),
+    bool=_dtype_method(bool_, "bool"),
+    device=property(lambda self: CPU, doc="The device the tensor lives on (the CPU)."),
+    is_cuda=property(lambda self: False, doc="False: tapegrad's tensors live on the CPU."),
+    is_cpu=property(lambda self: True, doc="True: tapegrad's tensors live on the CPU."),
+    element_size=element_size, new_tensor=new_tensor, new_full=new_full,
+    new_zeros=_new_factory(lambda s, dt: np.zeros(s, dt)),
+    new_ones=_new_factory(lambda s, dt: np.ones(s, dt)),
+    new_empty=_new_factory(lambda s, dt: np.zeros(s, dt)),
+    masked_fill_=_inplace_row(masked_fill), scatter_=_inplace_row(scatter),
+    scatter_add_=_inplace_row(scatter_add), index_add_=_inplace_row(index_add),
+    __and__=bitwise_and, __rand__=bitwise_and, __or__=bitwise_or, __ror__=bitwise_or,
+    __xor__=bitwise_xor, __rxor__=bitwise_xor, __invert__=invert,
+    __init__=tensor_init, __getitem__=getitem, __setitem__=setitem,
     __matmul__=matmul, __rmatmul__=lambda self, other: matmul(other, self),
     T=property(reversed_dims, doc="The tensor with its dimensions reversed."),
-    mT=property(lambda self: transpose(self, -2, -1), doc="The last two dimensions swapped."))
+    mT=property(lambda self: transpose(self, -2, -1), doc="The last two dimensions swapped."),
+    **_unary_inplace_methods())
+# special functions PyTorch has at the top level and as methods
+_SPECIAL = special.SPECIAL
+FUNCTIONS.update({n: _SPECIAL[n] for n in ("lgamma", "digamma", "polygamma", "erfinv", "erfc",
+                                           "logit", "xlogy", "sinc", "exp2")},
+                 mvlgamma=special.multigammaln)
+METHODS.update({n: _SPECIAL[n] for n in ("lgamma", "digamma", "erfinv", "erfc", "logit",
+                                         "xlogy", "sinc", "exp2")},
+               polygamma=lambda self, n: special.polygamma_checked(n, self),
+               mvlgamma=special.multigammaln)
+METHODS.update({f"{n}_": _inplace_row(METHODS[n]) for n in ("lgamma", "digamma", "erfinv", "logit")})
+LINALG = {"cross": linalg_cross}

@@ -1,0 +1,263 @@
+"""Array-op rows that PyTorch programs reach for beside the core table (``array_ops.py``):
+sorting (``sort``, ``topk``), scattering (``scatter``, ``scatter_add``, ``index_add``,
+``masked_fill``), ``einsum`` and ``cross``.
+
+Rows as in ``array_ops.py``: a NumPy forward and a vector-Jacobian product written in
+tapegrad ops (so each differentiates to any order); ``tests/test_api_everyday.py`` checks
+each row against PyTorch and central differences.
+"""
+from __future__ import annotations
+
+import string
+
+import numpy as np
+
+from ..core.elementwise import FUNCTIONS as ELEMENTWISE
+from ..core.shapes import wrap_dim
+from ..core.tensor import Tensor, wrap
+from .array_ops import along_index, call, defop
+
+_where = ELEMENTWISE["where"]
+
+
+def _shape(x):
+    return tuple(x.shape) if isinstance(x, Tensor) else np.shape(x)
+
+
+def _value(x):
+    return np.asarray(x._value) if isinstance(x, Tensor) else np.asarray(x)
+
+
+# -- sorting ---------------------------------------------------------------------------------
+
+def sort_indices(x, dim=-1, descending=False):
+    """The int64 indices that sort ``x`` along ``dim`` as PyTorch's stable sort does: NaN
+    counts as the largest value, equal values keep their order (also when descending)."""
+    x = np.asarray(x)
+    if x.ndim == 0:
+        return np.zeros((), np.int64)
+    dim = wrap_dim(dim, x.ndim)
+    if x.dtype == np.bool_:
+        x = x.astype(np.int8)
+    if not descending:
+        return np.argsort(x, axis=dim, kind="stable").astype(np.int64)
+    # stable descending: sort the negated values (NaN stays last), then NaNs to the front
+    key = -x.astype(np.float64) if x.dtype.kind in "iu" else -x
+    idx = np.argsort(key, axis=dim, kind="stable")
+    if x.dtype.kind == "f":
+        nan_last = ~np.isnan(np.take_along_axis(x, idx, axis=dim))
+        idx = np.take_along_axis(idx, np.argsort(nan_last, axis=dim, kind="stable"), axis=dim)
+    return idx.astype(np.int64)
+
+
+def _scatter_back(g, x, dim, idx):
+    """``g`` (of the sorted or picked values) sent back to the places of ``x`` they came
+    from."""
+    if not _shape(x):
+        return g
+    return call("ungather", g, _shape(x), dim, idx)
+
+
+@defop("sort", "SortBackward0", method=False, outputs=tuple)
+def sort(x, dim=-1, descending=False):
+    idx = sort_indices(x, dim, descending)
+    if x.ndim == 0:
+        return x.copy(), idx
+    return np.take_along_axis(x, idx, axis=wrap_dim(dim, x.ndim)), idx
+
+
+# the sorted values are x's, permuted: each gradient goes back to where its value came from
+sort.defvjp(lambda g, ans, x, dim=-1, descending=False:
+            (_scatter_back(g, x, dim, sort_indices(_value(x), dim, descending)),))
+
+
+def topk_indices(x, k, dim=-1, largest=True):
+    x = np.asarray(x)
+    if x.ndim == 0:
+        return np.zeros((), np.int64)
+    dim = wrap_dim(dim, x.ndim)
+    return np.take(sort_indices(x, dim, largest), np.arange(k), axis=dim)
+
+
+@defop("topk", "TopkBackward0", method=False, outputs=tuple)
+def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002  (torch's argument name)
+    idx = topk_indices(x, k, dim, largest)
+    if x.ndim == 0:
+        return x.copy(), idx
+    return np.take_along_axis(x, idx, axis=wrap_dim(dim, x.ndim)), idx
+
+
+topk.defvjp(lambda g, ans, x, k, dim=-1, largest=True, sorted=True:
+            (_scatter_back(g, x, dim, topk_indices(_value(x), k, dim, largest)),))
+
+
+# -- scattering ------------------------------------------------------------------------------
+
+def _scattered(shape, dim, index):
+    """A bool mask of ``shape``: True where ``scatter(dim, index, ...)`` writes."""
+    mask = np.zeros(tuple(shape) or (1,), bool)
+    mask[along_index(index, dim)] = True
+    return mask.reshape(shape)
+
+
+def _is_tensor_value(v):
+    # a forward's or node's view of an argument: tensors arrive as NumPy values
+    return isinstance(v, (np.ndarray, np.generic))
+
+
+@defop("scatter", lambda x, dim, index, src: "ScatterBackward0" if _is_tensor_value(src)
+       else "ScatterBackward1", method=False, saves=False)
+def scatter(x, dim, index, src):
+    out = np.array(x, copy=True)
+    view = out.reshape(out.shape or (1,))
+    idx = along_index(index, dim)
+    if np.ndim(src):
+        src = np.asarray(src)[tuple(slice(0, n) for n in np.shape(index))]
+    view[idx] = src
+    return out
+
+
+# x's gradient: g where nothing was written; src's: g at the places it was written to
+scatter.defvjp(lambda g, ans, x, dim, index, src:
+               (lambda: _where(_scattered(_shape(x), dim, index), 0.0, g),
+                None, None,
+                lambda: call("gather", g, dim, index) if isinstance(src, Tensor) else None))
+
+
+@defop("scatter_add", "ScatterAddBackward0", method=False, saves=False)
+def scatter_add(x, dim, index, src):
+    out = np.array(x, copy=True)
+    view = out.reshape(out.shape or (1,))
+    idx = along_index(index, dim)
+    np.add.at(view, idx, np.asarray(src)[tuple(slice(0, n) for n in np.shape(index) or (1,))]
+              .reshape(idx[dim].shape))
+    return out
+
+
+scatter_add.defvjp(lambda g, ans, x, dim, index, src:
+                   (g, None, None, lambda: call("gather", g, dim, index)))
+
+
+@defop("index_add", "IndexAddBackward0", method=False, saves=False)
+def index_add(x, dim, index, source, alpha=1):
+    out = np.array(x, copy=True)
+    if out.ndim == 0:
+        return out + alpha * np.sum(source)
+    sl = [slice(None)] * out.ndim
+    sl[wrap_dim(dim, out.ndim)] = np.asarray(index)
+    np.add.at(out, tuple(sl), alpha * np.asarray(source) if alpha != 1 else np.asarray(source))
+    return out
+
+
+def _index_add_source_grad(g, dim, index, source, alpha):
+    if not _shape(g):
+        return call("expand", g, _shape(source)) if alpha == 1 else call("expand", g * alpha,
+                                                                           _shape(source))
+    gs = call("index_select", g, dim, index)
+    return gs if alpha == 1 else gs * alpha
+
+
+index_add.defvjp(lambda g, ans, x, dim, index, source, alpha=1:
+                 (g, None, None, lambda: _index_add_source_grad(g, dim, _value(index), source, alpha)))
+
+
+@defop("masked_fill", lambda x, mask, value: "MaskedFillBackward1" if _is_tensor_value(value)
+       else "MaskedFillBackward0", method=False, saves=False)
+def masked_fill(x, mask, value):
+    return np.where(np.asarray(mask, dtype=bool), np.asarray(value, dtype=x.dtype), x)
+
+
+# x's gradient: g where the mask is off; a 0-d value's: the sum of g where it is on
+masked_fill.defvjp(lambda g, ans, x, mask, value:
+                   (lambda: _where(mask, 0.0, g), None,
+                    lambda: call("sum", _where(mask, g, 0.0)) if isinstance(value, Tensor) else None))
+
+
+# -- products --------------------------------------------------------------------------------
+
+def parse_einsum(equation, shapes):
+    """``equation`` as (operand subscripts, output subscript), each a string of single
+    letters: ``...`` spelt out in unused letters, the implicit output made explicit."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    ins = lhs.split(",")
+    if len(ins) != len(shapes):
+        raise ValueError(f"einsum(): more operands were provided than specified in the "
+                         f"equation" if len(shapes) > len(ins) else
+                         "einsum(): fewer operands were provided than specified in the equation")
+    used = set(eq) - set(".,->")
+    spare = [c for c in string.ascii_letters if c not in used]
+    ell_n = max((len(s) - (len(sub) - 3) for sub, s in zip(ins, shapes) if "..." in sub), default=0)
+    ell = "".join(spare[:ell_n])
+    out_ins = []
+    for sub, s in zip(ins, shapes):
+        if "..." in sub:
+            n = len(s) - (len(sub) - 3)
+            sub = sub.replace("...", ell[ell_n - n:] if n else "")
+        if len(sub) != len(s):
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(sub)}) "
+                               f"does not match the number of dimensions ({len(s)}) for operand "
+                               f"{len(out_ins)}" + ("" if "..." in lhs else " and no ellipsis was given"))
+        out_ins.append(sub)
+    if arrow:
+        out = rhs.replace("...", ell)
+    else:
+        letters = "".join(out_ins)
+        out = ell + "".join(sorted(c for c in set(letters) - set(ell) if letters.count(c) == 1))
+    return out_ins, out
+
+
+def _einsum_equation(ins, out):
+    return ",".join(ins) + "->" + out
+
+
+@defop("einsum", "EinsumBackward0", method=False)
+def einsum(equation, *xs):
+    ins, out = parse_einsum(equation, [np.shape(x) for x in xs])
+    return np.einsum(_einsum_equation(ins, out), *xs, optimize=len(xs) > 2)
+
+
+def _einsum_grad(g, equation, xs, k):
+    """d einsum / d operand k: the einsum of ``g`` with the other operands onto operand
+    k's subscripts.  A letter that operand k repeats (a diagonal) is renamed and tied to
+    its first use by an identity matrix; a letter only operand k has (summed out there)
+    comes back by expanding."""
+    ins, out = parse_einsum(equation, [_shape(x) for x in xs])
+    sub, shape = ins[k], _shape(xs[k])
+    spare = iter(c for c in string.ascii_letters if c not in "".join(ins) + out)
+    target, eyes, seen = "", [], {}
+    for c, n in zip(sub, shape):
+        if c in seen:
+            fresh = next(spare)
+            eyes.append((seen[c] + fresh, wrap(np.eye(n))))
+            target += fresh
+        else:
+            seen[c] = c
+            target += c
+    operands = [g] + [x for j, x in enumerate(xs) if j != k] + [e for _, e in eyes]
+    subs = [out] + [s for j, s in enumerate(ins) if j != k] + [s for s, _ in eyes]
+    # letters of operand k found nowhere else: computed without, then expanded back
+    have = "".join(subs)
+    partial = "".join(c for c in target if c in have)
+    r = call("einsum", _einsum_equation(subs, partial), *operands)
+    if partial != target:
+        shape_in = tuple(n if c in partial else 1 for c, n in zip(target, shape))
+        order = [partial.index(c) for c in target if c in partial]
+        if order != sorted(order):
+            r = call("permute", r, tuple(order))
+        r = call("expand", call("reshape", r, shape_in), tuple(shape))
+    return r
+
+
+einsum.defvjp(lambda g, ans, equation, *xs:
+              (None,) + tuple((lambda k=k: _einsum_grad(g, equation, xs, k)) for k in range(len(xs))))
+
+
+@defop("cross", "LinalgCrossBackward0", method=False)
+def cross(a, b, dim=-1):
+    return np.cross(a, b, axis=wrap_dim(dim, max(np.ndim(a), np.ndim(b))))
+
+
+# d (a x b) = da x b + a x db: a's gradient is b x g, b's is g x a
+cross.defvjp(lambda g, ans, a, b, dim=-1: (lambda: call("cross", b, g, dim=dim),
+                                           lambda: call("cross", g, a, dim=dim)))
