@@ -498,6 +498,9 @@ CORNERS = {
     "norm of a zero row, infinite gradient": (lambda m, x: x.norm(dim=1) * math.inf,
                                               [[[0.0, 0.0], [3.0, 4.0]]]),
     "norm of a 0-d tensor that underflows": (lambda m, x: x.norm(), [-1e-300]),
+    # a dim of size 1 with zeros elsewhere: the gradient is g put back in x's shape
+    "prod over a dim of size 1, with zeros": (lambda m, x: x.prod(-3),
+                                              [[[[[1.0, 0.0, 2.0]]], [[[0.0, 3.0, 1.0]]]]]),
 }
 
 

@@ -292,8 +292,8 @@ def _(g, ans, x, dim=None, keepdim=False):
         if not is_grad_enabled() and np.count_nonzero(_value(x) == 0) > 1:
             return (wrap(np.zeros(shape)),)   # PyTorch's zeros_like (no graph to keep)
         return (call("reshape", g * _exclusive_products(call("reshape", x, (-1,)), 0), shape),)
-    if shape[dim] == 1 or 0 in shape:   # out is x: g as it is, as PyTorch
-        return (g,)
+    if shape[dim] == 1 or 0 in shape:   # out is x: g (in x's shape), as PyTorch
+        return (_spread(g, x, dim, keepdim),)
     return (_spread(g, x, dim, keepdim) * _exclusive_products(x, dim),)
 
 
