@@ -25,6 +25,7 @@ from .core.elementwise import FUNCTIONS as _ELEMENTWISE
 from .core.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                               is_inference_mode_enabled, no_grad, set_grad_enabled)
 from .core.tape import Tape, current_tape
+from .core.printing import get_printoptions, set_printoptions
 from .core.dtypes import (Size, bool_, device, dtype, float16, float32, float64,
                           get_default_device, get_default_dtype, int8, int16, int32, int64,
                           set_default_device, set_default_dtype, uint8)

@@ -592,3 +592,21 @@ def test_random_factories_shapes_and_dtypes_as_pytorch(torch64):
     for fn in cases:
         a, b = fn(tg), fn(torch64)
         assert (tuple(a.shape), a.dtype.name) == (tuple(b.shape), str(b.dtype).split(".")[-1])
+
+
+@needs_torch
+def test_set_printoptions_as_pytorch(torch64):
+    x = [1.123456789, 2.5, 1e-5]
+    settings = [dict(precision=2), dict(sci_mode=False), dict(profile="short"),
+                dict(threshold=5, edgeitems=2), dict(linewidth=30), dict(profile="full")]
+    for kw in settings:
+        got = []
+        for m in (tg, torch64):
+            try:
+                m.set_printoptions(**kw)
+                got.append((repr(m.tensor(x)), repr(m.arange(10.0)),
+                            repr(m.arange(30.0).reshape(5, 6))))
+            finally:
+                m.set_printoptions(profile="default")
+        assert got[0] == got[1], kw
+    assert tg.get_printoptions()["precision"] == 4 and repr(tg.tensor(1.5)) == "tensor(1.5000)"
