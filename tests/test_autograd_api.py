@@ -337,6 +337,51 @@ def test_saved_tensors_hooks_on_a_custom_function():
                                              ["saved", [1.0, 2.0]], [2.0, 2.0]]
 
 
+def raw_saved_and_pack_timing(L):
+    log = []
+    x = leaf(L, [1.0, 2.0])
+    y = x.pow(2)
+    raw = y.grad_fn._raw_saved_self
+    raw.register_hooks(lambda t: log.append(["pack", val(t), t.requires_grad]) or t * 1,
+                       lambda t: log.append(["unpack", val(t)]) or t)
+    try:
+        raw.register_hooks(lambda t: t, lambda t: t)
+    except RuntimeError as e:
+        log.append(str(e))
+    y.sum().backward()
+    log.append(val(x.grad))
+    try:
+        y.grad_fn._raw_saved_self.register_hooks(lambda t: t, lambda t: t)
+    except RuntimeError as e:
+        log.append(str(e)[:60])
+    store = []
+    x.grad = None
+    with L.autograd.graph.saved_tensors_hooks(lambda t: store.append(t) or len(store) - 1,
+                                              lambda k: store[k]):
+        y = x.pow(2)
+        log.append(len(store))     # packed inside the op, as PyTorch
+        z = y.exp()
+        log.append(len(store))
+        with L.autograd.graph.saved_tensors_hooks(lambda t: log.append("inner") or t,
+                                                  lambda t: t):
+            w = z * x
+        log.append(len(store))
+        v = w.sin()
+        log.append(len(store))
+    v.sum().backward()
+    log.append(val(x.grad))
+    return log
+
+
+def test_raw_saved_tensor_hooks_and_when_packing_happens():
+    log = compare(raw_saved_and_pack_timing)
+    assert log[0] == ["pack", [1.0, 2.0], False] and log[2] == ["unpack", [1.0, 2.0]]
+    assert log[1].startswith("Calling register_hooks on a saved tensor whose hooks have")
+    assert log[3] == [2.0, 4.0]
+    assert log[4] == "Calling register_hooks on a saved tensor after it has been f"
+    assert log[5:11] == [1, 2, "inner", "inner", 2, 3]
+
+
 def test_disable_saved_tensors_hooks():
     with tg.autograd.graph.disable_saved_tensors_hooks("no hooks here"):
         with pytest.raises(RuntimeError, match="no hooks here"):

@@ -38,10 +38,11 @@ class _Local(threading.local):
         self.frames = []       # active saved_tensors_hooks, innermost last
         self.disabled = None   # the message of an active disable_saved_tensors_hooks
         self.callbacks = []    # run once at the end of the current backward
+        self.packing = 0       # > 0 while a pack hook runs
 
 
 _local = _Local()
-_PACKED = weakref.WeakKeyDictionary()   # tape -> {entry: (unpack, [(ref, packed)])}
+_PACKED = weakref.WeakKeyDictionary()   # tape -> {entry: [(ref, unpack, packed), ...]}
 
 
 # -- saved values (``grad_fn._saved_self``...) ----------------------------------------------
@@ -128,9 +129,54 @@ def _function_ctx(T, i):
     return None if py is None else getattr(py.backward_fn, "ctx", None)
 
 
+class SavedTensor:
+    """``grad_fn._raw_saved_<name>``: one saved value, with ``register_hooks(pack_hook,
+    unpack_hook)`` for it alone (packed now, unpacked when the backward reaches its op)."""
+
+    __slots__ = ("_tape", "_entry", "_ref", "_condition")
+
+    def __init__(self, T, i, r, condition):
+        self._tape, self._entry, self._ref, self._condition = T, i, r, condition
+
+    def _freed(self):
+        T, i = self._tape, self._entry
+        return T._freed is not None and i < len(T._freed) and T._freed[i]
+
+    def unpack(self):
+        if self._freed():
+            raise RuntimeError(SECOND_BACKWARD)
+        return operand_tensor(self._tape, self._entry, self._ref, condition=self._condition)
+
+    def register_hooks(self, pack_hook, unpack_hook):
+        if not callable(pack_hook) or not callable(unpack_hook):
+            raise TypeError("register_hooks(): incompatible function arguments: expected "
+                            "two callables")
+        if self._freed():
+            raise RuntimeError(
+                "Calling register_hooks on a saved tensor after it has been freed. Saved "
+                "intermediate values of the graph are freed when you call .backward() or "
+                "autograd.grad(). Specify retain_graph=True if you need to backward through "
+                "the graph a second time or if you need to access saved variables after "
+                "calling backward.")
+        T, i, r = self._tape, self._entry, self._ref
+        item = _PACKED.setdefault(T, {}).setdefault(i, None) or []
+        if any(ref == r for ref, _, _ in item):
+            raise RuntimeError("Calling register_hooks on a saved tensor whose hooks have "
+                               "already been set. Hint: only one pair of hooks is allowed at "
+                               "a time.")
+        item.append((r, unpack_hook, pack_hook(self.unpack().detach())))
+        _PACKED[T][i] = item
+        T._stops.append(i)
+
+
 def _node_getattr(self, name):
     T, i = self._tape, self._entry
     if T is not None:
+        if name.startswith("_raw_saved_"):
+            for slot, r in saved_slots(T, i):
+                if slot == name[11:] and r is not None and \
+                        (r == "out" or r >= 0 or r in T._tensor_consts):
+                    return SavedTensor(T, i, r, slot == "condition")
         if name.startswith("_saved_"):
             if any(slot == name[7:] for slot, _ in saved_slots(T, i)):
                 return _saved_value(T, i, name[7:])
@@ -180,15 +226,18 @@ class saved_tensors_hooks:
 
     def __init__(self, pack_hook, unpack_hook):
         self.pack_hook, self.unpack_hook = pack_hook, unpack_hook
-        self._spans = []       # [tape, first entry, next entry to pack]
-        self._inner = []       # (tape, start, end) packed by an inner saved_tensors_hooks
+        self._spans = []       # [tape, next entry to pack]
+        self._outer = None     # the value list of the tape before this block
 
     def __enter__(self):
         if _local.disabled is not None:
             raise RuntimeError(_local.disabled)
         T = recording()
-        self._spans = [] if T is None else [[T, len(T), len(T)]]
-        self._inner = []
+        self._spans = [] if T is None else [[T, len(T)]]
+        if T is not None:      # pack each entry as it is recorded
+            self._outer = T._rec_val, T._arr
+            T._rec_val = _PackingValues(T._rec_val, self, T)
+            T._arr = _PackingArrays(T._arr, self, T)
         _local.frames.append(self)
         return self
 
@@ -197,27 +246,84 @@ class saved_tensors_hooks:
         frames = _local.frames
         if self in frames:
             frames.remove(self)
-        if frames:
-            frames[-1]._inner.extend((T, a, len(T)) for T, a, _ in self._spans)
+        if self._spans:
+            T = self._spans[0][0]
+            if isinstance(T._rec_val, _PackingValues) and T._rec_val.frame is self:
+                outer = getattr(self._outer[0], "frame", None)
+                T._rec_val = (list(T._rec_val) if outer is None else
+                              _PackingValues(T._rec_val, outer, T))
+                T._arr = (dict(T._arr) if outer is None else _PackingArrays(T._arr, outer, T))
         return False
 
-    def _pack_tape(self, T, start, stop):
-        for i in range(start, stop):
-            if any(S is T and a <= i < b for S, a, b in self._inner):
-                continue
+    def _pack_recorded(self, T, complete_only):
+        """Pack what entries of ``T`` recorded since the last call saved.  With
+        ``complete_only``, stop at an entry whose array result is not stored yet."""
+        for span in self._spans:
+            if span[0] is T:
+                break
+        else:
+            span = [T, 0]
+            self._spans.append(span)
+        done = _PACKED.setdefault(T, {})
+        for i in range(span[1], len(T)):
             code = T._entry(i)[0]
-            if code >= N_ELEMENTWISE:
-                continue
-            slots = [(name, r) for name, r in saved_slots(T, i)   # numbers are not tensors
-                     if r is not None and (r == "out" or r >= 0 or r in T._tensor_consts)]
-            if not slots:
-                continue
-            opname = optable.OPS[code].name
-            packed = [(r, self.pack_hook(operand_tensor(
-                T, i, r, condition=opname == "where" and name == "condition")))
-                for name, r in slots]
-            _PACKED.setdefault(T, {})[i] = (self.unpack_hook, packed)
-            T._stops.append(i)    # the walk unpacks them when it gets there
+            if code < N_ELEMENTWISE and i not in done:
+                slots = [(name, r) for name, r in saved_slots(T, i)   # numbers are not tensors
+                         if r is not None and (r == "out" or r >= 0 or r in T._tensor_consts)]
+                if complete_only and slots and slots[-1][1] == "out" and i not in T._arr and \
+                        T._value(i) != T._value(i):   # an array result not stored yet
+                    return
+                if slots:
+                    opname = optable.OPS[code].name
+                    done[i] = [(r, self.unpack_hook, self._pack(T, done, operand_tensor(
+                        T, i, r, condition=opname == "where" and name == "condition")))
+                        for name, r in slots]
+                    T._stops.append(i)    # the walk unpacks them when it gets there
+            span[1] = i + 1
+
+    def _pack(self, T, done, t):
+        """``pack_hook(t)``; what it records is not packed (PyTorch disables the hooks
+        while one runs)."""
+        start = len(T)
+        _local.packing += 1
+        try:
+            return self.pack_hook(t)
+        finally:
+            _local.packing -= 1
+            for j in range(start, len(T)):
+                done.setdefault(j, None)
+
+
+class _PackingValues(list):
+    """A tape's list of recorded values while ``saved_tensors_hooks`` is active: what an
+    entry saved is packed as soon as the entry is recorded, as PyTorch packs inside the op."""
+
+    __slots__ = ("frame", "tape")
+
+    def __init__(self, items, frame, tape):
+        super().__init__(items)
+        self.frame, self.tape = frame, tape
+
+    def append(self, v):
+        list.append(self, v)
+        if not _local.packing:
+            self.frame._pack_recorded(self.tape, True)
+
+
+class _PackingArrays(dict):
+    """A tape's array values while ``saved_tensors_hooks`` is active: an entry whose array
+    result is stored after it was appended (the array fast path) is packed then."""
+
+    __slots__ = ("frame", "tape")
+
+    def __init__(self, items, frame, tape):
+        super().__init__(items)
+        self.frame, self.tape = frame, tape
+
+    def __setitem__(self, i, v):
+        dict.__setitem__(self, i, v)
+        if not _local.packing:
+            self.frame._pack_recorded(self.tape, True)
 
 
 class save_on_cpu(saved_tensors_hooks):
@@ -245,17 +351,14 @@ class disable_saved_tensors_hooks:
 
 def pack_pending():
     """Pack what built-in ops saved since the active ``saved_tensors_hooks`` were entered
-    (called when they exit and when a backward starts)."""
-    for frame in _local.frames:
-        T = recording()
-        if T is not None and all(span[0] is not T for span in frame._spans):
-            frame._spans.append([T, 0, 0])   # a tape started inside the block
-        for span in frame._spans:
-            T, _, done = span
-            end = len(T)
-            if end > done:
-                frame._pack_tape(T, done, end)
-                span[2] = end
+    and is not packed yet (when they exit and when a backward starts); the innermost block
+    packs what was recorded inside it."""
+    T = recording()
+    for frame in reversed(_local.frames):
+        if T is not None:
+            frame._pack_recorded(T, False)      # (a tape started inside the block too)
+        for span in list(frame._spans):
+            frame._pack_recorded(span[0], False)
 
 
 def unpack_entry(T, i):
@@ -265,9 +368,8 @@ def unpack_entry(T, i):
     item = None if d is None else d.get(i)
     if item is None:
         return None
-    unpack, packed = item
     changed = {}
-    for r, p in packed:
+    for r, unpack, p in item:
         t = unpack(p)
         if not isinstance(t, Tensor):
             raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but "
