@@ -325,3 +325,16 @@ def test_nan_and_inf_flow_as_in_the_eager_engine():
     assert (math.isnan(g) and math.isnan(float(t.grad))) or g == float(t.grad)
     one_over = tg.jit(lambda x: 1.0 / x)
     assert one_over.value_and_grad(0.0)[0] == math.inf
+
+
+@tg.jit
+def _zero_partial_path(x):
+    return np.sign(math.sqrt(x)) + x
+
+
+def test_a_piecewise_constant_still_reaches_its_operand():
+    # sign's gradient is 0; times sqrt'(0) = inf that is nan, in the eager engine as here
+    v, g = _zero_partial_path.value_and_grad(0.0)
+    t = tg.tensor(0.0, requires_grad=True)
+    (tg.sign(tg.sqrt(t)) + t).backward()
+    assert math.isnan(float(t.grad)) == math.isnan(g)

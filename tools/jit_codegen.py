@@ -230,8 +230,10 @@ def sweep_source() -> str:
     first = True
     for k, op in enumerate(OPS):
         parts = [f for f in (op.dx, op.dy, op.dz)[:op.arity]]
-        if all(f == "0.0" for f in parts):
-            continue          # comparisons and piecewise constants: nothing flows back
+        if op.compare:
+            continue          # no gradient edge (NO_GRAD in the engine's sweep)
+        # (a piecewise constant, sign or floor, still reaches its operand with a zero
+        # gradient, which meets 0 * inf = nan further down, as in the engine)
         ind = " " * 12
         lines = [f"        {'if' if first else 'elif'} o == {k}:  # {op.name}"]
         first = False

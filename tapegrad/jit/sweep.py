@@ -187,6 +187,21 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
             if ra >= 0:
                 adj[ra] += g * (1.1283791670955126 * exp(-x * x))
                 reached[ra] = 1
+        elif o == 27:  # sign
+            if ra >= 0:
+                reached[ra] = 1
+        elif o == 28:  # round
+            if ra >= 0:
+                reached[ra] = 1
+        elif o == 29:  # floor
+            if ra >= 0:
+                reached[ra] = 1
+        elif o == 30:  # ceil
+            if ra >= 0:
+                reached[ra] = 1
+        elif o == 31:  # trunc
+            if ra >= 0:
+                reached[ra] = 1
         elif o == 38:  # clamp
             rc = b[rb]
             rb = a[rb]
