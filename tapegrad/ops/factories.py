@@ -400,22 +400,26 @@ LEGACY_CONSTRUCTORS = {f"{n}Tensor": _legacy(d, f"{n}Tensor") for d, n in _LEGAC
 
 
 _EMPTY = np.zeros(0)   # tg.Tensor(): nothing can be written into it
+_NO_DATA = object()
 
 
-def tensor_init(self, *args, device=None):
+def tensor_init(self, data=_NO_DATA, *sizes, device=None):
     """``tg.Tensor(data)`` / ``tg.Tensor(2, 3)`` / ``tg.Tensor()``: a tensor of the default
     float dtype, as PyTorch's legacy constructor (``tg.Tensor(t)`` is ``t``'s value).
 
-    Tapegrad's own code makes bare tensors with ``object.__new__(Tensor)`` (no ``__init__``
-    call) and fills their slots; the generated recording code still calls ``Tensor()``
-    and overwrites what the no-argument case sets here."""
-    if not args and device is None:
-        self._value, self._tape = _EMPTY, None
+    The generated recording code makes its bare tensors with ``Tensor()`` and then fills
+    their slots, so the call without arguments stays as cheap as it can be (no ``*args``
+    tuple); tapegrad's other code uses ``object.__new__(Tensor)``, which skips this."""
+    if data is _NO_DATA:
+        self._value = _EMPTY
+        self._tape = None
+        if device is not None:
+            as_device(device)
         return
-    if len(args) == 1 and isinstance(args[0], Tensor):
-        v = args[0]._value
+    if not sizes and isinstance(data, Tensor):
+        v = data._value
     else:
-        v = legacy_new(get_default_dtype().np, *args, device=device)._value
+        v = legacy_new(get_default_dtype().np, data, *sizes, device=device)._value
     self._value, self._tape, self._grad, self._hooks = v, None, None, None
 
 
