@@ -802,3 +802,42 @@ def test_variable():
     assert compare(variable_program) == [
         True, False, False, True, False, True, [2.0, 4.0], [2.0, 2.0],
         "Variable data has to be a tensor, but got list"]
+
+
+def hook_order_program(L):
+    log = []
+    a = leaf(L, 1.0)
+    b = a.sin()
+    c = b * 3
+    b.register_hook(lambda g: log.append(["tensor hook", val(g)]))
+    b.retain_grad()
+    b.grad_fn.register_prehook(lambda go: log.append(["node prehook", val(go[0])]) or
+                               (go[0] * 10,))
+    b.grad_fn.register_hook(lambda gi, go: log.append(["node hook", val(gi[0]), val(go[0])]))
+    a.register_hook(lambda g: log.append(["leaf hook", val(g)]))
+    c.backward()
+    log.append(["grads", val(b.grad), val(a.grad)])
+    x = leaf(L, [1.0, 2.0, 3.0, 4.0])
+    p, q = x.split(2)         # a node with two outputs, one of them unused
+    p.grad_fn.register_prehook(lambda go: log.append(["split pre", [val(g) for g in go]]))
+    p.grad_fn.register_hook(lambda gi, go: log.append(["split post", [val(g) for g in gi],
+                                                       [val(g) for g in go]]))
+    (p * 2).sum().backward()
+    log.append(val(x.grad))
+    x = leaf(L, [1.0, 2.0])
+    y = x * x
+    y.grad_fn.register_hook(lambda gi, go: log.append(["create_graph", gi[0].requires_grad,
+                                                       go[0].requires_grad]))
+    (g,) = L.autograd.grad(y.sum(), x, create_graph=True)
+    log.append([val(g), g.requires_grad])
+    return log
+
+
+def test_hook_order_tensor_then_node_then_leaf():
+    log = compare(hook_order_program)
+    assert [entry[0] for entry in log[:4]] == ["tensor hook", "node prehook", "node hook",
+                                               "leaf hook"]
+    assert log[4][1] == 3.0                     # retain_grad sees the tensor hook's gradient
+    assert log[5] == ["split pre", [[2.0, 2.0], None]]
+    assert log[6] == ["split post", [[2.0, 2.0, 0.0, 0.0]], [[2.0, 2.0], None]]
+    assert log[8] == ["create_graph", True, False]

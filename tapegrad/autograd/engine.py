@@ -516,16 +516,19 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
         if py is not None:
             if A.freed[s] and pyop_saves(py):
                 raise RuntimeError(SECOND_BACKWARD)
-            # a custom Function gets None for an output no gradient reached (it
-            # materializes zeros itself unless told not to)
-            grads = [adj.tensor(s + 1 + k) if py.backward_fn is None or reached[s + 1 + k]
-                     else None for k in range(py.nout)]
+            # None for an output no gradient reached, as node hooks see it in PyTorch; a
+            # custom Function materializes zeros itself unless told not to, an array op here
+            grads = [adj.tensor(s + 1 + k) if reached[s + 1 + k] else None
+                     for k in range(py.nout)]
             if state is not None and state.pre:
                 grads = state.run_pre(grads)
+            seen = grads
+            if py.backward_fn is None:
+                grads = [adj.tensor(s + 1 + k) if g is None else g for k, g in enumerate(grads)]
             grads_in = pyop_backward(py, grads, adj.saved,
                                      [adj.saved(s + 1 + k) for k in range(py.nout)])
             if state is not None and state.post:
-                grads_in = state.run_post(grads_in, grads)
+                grads_in = state.run_post(grads_in, seen)
             for r, g in zip(py.inputs, grads_in):
                 if g is not None and r >= 0:
                     adj.add(r, g)
