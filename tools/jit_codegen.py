@@ -239,15 +239,20 @@ def sweep_source() -> str:
         first = False
         if op.arity == 3:
             lines += [f"{ind}rc = b[rb]", f"{ind}rb = a[rb]"]
-        for n in ("x", "y", "z", "out"):
-            if n in CODEGEN._used(*parts):
-                r = rows[n]
-                lines.append(f"{ind}{n} = val[{r}]" if n == "out" else
-                             f"{ind}{n} = val[{r}] if {r} >= 0 else consts[-{r} - 1]")
+        def loads(names, pad):
+            return [f"{pad}{n} = val[{rows[n]}]" if n == "out" else
+                    f"{pad}{n} = val[{rows[n]}] if {rows[n]} >= 0 else consts[-{rows[n]} - 1]"
+                    for n in ("x", "y", "z", "out") if n in names]
+        # an operand's inputs are loaded where its term is computed: a constant operand
+        # (``2.0 * x``) costs no load of what only its own term would read
+        shared = set.intersection(*[CODEGEN._used(f) for f in parts if f != "0.0"]) \
+            if sum(f != "0.0" for f in parts) > 1 else set()
+        lines += loads(shared, ind)
         for r, f in zip(("ra", "rb", "rc"), parts):
             if f != "0.0":
-                lines += [f"{ind}if {r} >= 0:", f"{ind}    adj[{r}] += {CODEGEN._times('g', f)}",
-                          f"{ind}    reached[{r}] = 1"]
+                lines += ([f"{ind}if {r} >= 0:"] + loads(CODEGEN._used(f) - shared, ind + "    ")
+                          + [f"{ind}    adj[{r}] += {CODEGEN._times('g', f)}",
+                             f"{ind}    reached[{r}] = 1"])
             else:
                 lines += [f"{ind}if {r} >= 0:", f"{ind}    reached[{r}] = 1"]
         body.append("\n".join(lines))

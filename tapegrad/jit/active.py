@@ -260,14 +260,25 @@ class ArrayResult:
         self.vals, self.refs = vals, refs
 
 
+# Numba types arguments of these classes at every call: the types are made once
+_TYPES = {}
+
+
 @typeof_impl.register(ScalarArg)
 def _typeof_scalar(val, c):
-    return Active(val.slot)
+    t = _TYPES.get(val.slot)
+    if t is None:
+        t = _TYPES[val.slot] = Active(val.slot)
+    return t
 
 
 @typeof_impl.register(ArrayArg)
 def _typeof_array(val, c):
-    return ActiveArray(val.slot, typeof(val.vals, c.purpose))
+    key = (val.slot, val.vals.ndim)     # (the values are always a C-ordered float64 copy)
+    t = _TYPES.get(key)
+    if t is None:
+        t = _TYPES[key] = ActiveArray(val.slot, typeof(val.vals, c.purpose))
+    return t
 
 
 @unbox(Active)

@@ -39,31 +39,31 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
                 adj[rb] += g * (-1.0)
                 reached[rb] = 1
         elif o == 2:  # mul
-            x = val[ra] if ra >= 0 else consts[-ra - 1]
-            y = val[rb] if rb >= 0 else consts[-rb - 1]
             if ra >= 0:
+                y = val[rb] if rb >= 0 else consts[-rb - 1]
                 adj[ra] += g * (y)
                 reached[ra] = 1
             if rb >= 0:
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
                 adj[rb] += g * (x)
                 reached[rb] = 1
         elif o == 3:  # div
             y = val[rb] if rb >= 0 else consts[-rb - 1]
-            out = val[i]
             if ra >= 0:
                 adj[ra] += g * (1.0 / y)
                 reached[ra] = 1
             if rb >= 0:
+                out = val[i]
                 adj[rb] += g * (-out / y)
                 reached[rb] = 1
         elif o == 4:  # pow
             x = val[ra] if ra >= 0 else consts[-ra - 1]
             y = val[rb] if rb >= 0 else consts[-rb - 1]
-            out = val[i]
             if ra >= 0:
                 adj[ra] += (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0))))
                 reached[ra] = 1
             if rb >= 0:
+                out = val[i]
                 adj[rb] += (g * (0.0 * out)) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
                 reached[rb] = 1
         elif o == 5:  # atan2
@@ -98,93 +98,93 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
                 adj[ra] += g * (-1.0)
                 reached[ra] = 1
         elif o == 9:  # abs
-            x = val[ra] if ra >= 0 else consts[-ra - 1]
             if ra >= 0:
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
                 adj[ra] += g * (sign(x))
                 reached[ra] = 1
         elif o == 10:  # exp
-            out = val[i]
             if ra >= 0:
+                out = val[i]
                 adj[ra] += g * (out)
                 reached[ra] = 1
         elif o == 11:  # log
-            x = val[ra] if ra >= 0 else consts[-ra - 1]
             if ra >= 0:
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
                 adj[ra] += g * (1.0 / x)
                 reached[ra] = 1
         elif o == 12:  # log1p
-            x = val[ra] if ra >= 0 else consts[-ra - 1]
             if ra >= 0:
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
                 adj[ra] += g * (1.0 / (1.0 + x))
                 reached[ra] = 1
         elif o == 13:  # expm1
-            out = val[i]
             if ra >= 0:
+                out = val[i]
                 adj[ra] += g * (out + 1.0)
                 reached[ra] = 1
         elif o == 14:  # sqrt
-            out = val[i]
             if ra >= 0:
+                out = val[i]
                 adj[ra] += g * (0.5 / out)
                 reached[ra] = 1
         elif o == 15:  # sin
-            x = val[ra] if ra >= 0 else consts[-ra - 1]
             if ra >= 0:
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
                 adj[ra] += g * (cos(x))
                 reached[ra] = 1
         elif o == 16:  # cos
-            x = val[ra] if ra >= 0 else consts[-ra - 1]
             if ra >= 0:
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
                 adj[ra] += g * (-sin(x))
                 reached[ra] = 1
         elif o == 17:  # tan
-            out = val[i]
             if ra >= 0:
+                out = val[i]
                 adj[ra] += g * (1.0 + out * out)
                 reached[ra] = 1
         elif o == 18:  # asin
-            x = val[ra] if ra >= 0 else consts[-ra - 1]
             if ra >= 0:
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
                 adj[ra] += g * (1.0 / sqrt(1.0 - x * x))
                 reached[ra] = 1
         elif o == 19:  # acos
-            x = val[ra] if ra >= 0 else consts[-ra - 1]
             if ra >= 0:
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
                 adj[ra] += g * (-1.0 / sqrt(1.0 - x * x))
                 reached[ra] = 1
         elif o == 20:  # atan
-            x = val[ra] if ra >= 0 else consts[-ra - 1]
             if ra >= 0:
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
                 adj[ra] += g * (1.0 / (1.0 + x * x))
                 reached[ra] = 1
         elif o == 21:  # sinh
-            x = val[ra] if ra >= 0 else consts[-ra - 1]
             if ra >= 0:
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
                 adj[ra] += g * (cosh(x))
                 reached[ra] = 1
         elif o == 22:  # cosh
-            x = val[ra] if ra >= 0 else consts[-ra - 1]
             if ra >= 0:
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
                 adj[ra] += g * (sinh(x))
                 reached[ra] = 1
         elif o == 23:  # tanh
-            out = val[i]
             if ra >= 0:
+                out = val[i]
                 adj[ra] += g * (1.0 - out * out)
                 reached[ra] = 1
         elif o == 24:  # sigmoid
-            out = val[i]
             if ra >= 0:
+                out = val[i]
                 adj[ra] += g * (out * (1.0 - out))
                 reached[ra] = 1
         elif o == 25:  # relu
-            x = val[ra] if ra >= 0 else consts[-ra - 1]
             if ra >= 0:
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
                 adj[ra] += (0.0) if x <= 0.0 else (g)
                 reached[ra] = 1
         elif o == 26:  # erf
-            x = val[ra] if ra >= 0 else consts[-ra - 1]
             if ra >= 0:
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
                 adj[ra] += g * (1.1283791670955126 * exp(-x * x))
                 reached[ra] = 1
         elif o == 27:  # sign
@@ -230,8 +230,8 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
                 adj[rc] += (0.0) if x != 0.0 else (g)
                 reached[rc] = 1
         elif o == 40:  # reciprocal
-            out = val[i]
             if ra >= 0:
+                out = val[i]
                 adj[ra] += g * (-out * out)
                 reached[ra] = 1
         elif o == 41:  # clone
@@ -239,26 +239,26 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
                 adj[ra] += g
                 reached[ra] = 1
         elif o == 42:  # sigmoid_backward
-            x = val[ra] if ra >= 0 else consts[-ra - 1]
             y = val[rb] if rb >= 0 else consts[-rb - 1]
             if ra >= 0:
                 adj[ra] += g * ((1.0 - y) * y)
                 reached[ra] = 1
             if rb >= 0:
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
                 adj[rb] += g * (x * (-2.0 * y + 1.0))
                 reached[rb] = 1
         elif o == 43:  # tanh_backward
-            x = val[ra] if ra >= 0 else consts[-ra - 1]
             y = val[rb] if rb >= 0 else consts[-rb - 1]
             if ra >= 0:
                 adj[ra] += g * (1.0 - y * y)
                 reached[ra] = 1
             if rb >= 0:
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
                 adj[rb] += g * (-2.0 * y * x)
                 reached[rb] = 1
         elif o == 44:  # threshold_backward
-            y = val[rb] if rb >= 0 else consts[-rb - 1]
             if ra >= 0:
+                y = val[rb] if rb >= 0 else consts[-rb - 1]
                 adj[ra] += (0.0) if y <= 0.0 else (g)
                 reached[ra] = 1
             if rb >= 0:
