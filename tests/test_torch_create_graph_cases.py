@@ -20,7 +20,8 @@ runs everywhere).
   ``leaky_relu_backward``, ``elu_backward``, ``gelu_backward``, ``softplus_backward``,
   ``smooth_l1_loss_backward``, ``binary_cross_entropy_backward``) with their
   double-backward formulas and node names (and bce's first derivatives: PyTorch's kernel
-  clamps x (1 - x) at float32's 1e-12, the target's is -logit(x)), atan2's
+  clamps x (1 - x) at float32's 1e-12, the target's is -logit(x); with logits,
+  ``(sigmoid(x) - y) * grad``), atan2's
   masked reciprocal, pow's ``where`` with a constant zero, ``x ** 2`` as ``2 * x ** 1``.
 """
 import math
@@ -281,6 +282,14 @@ def bce_eps_and_logit(L, T):   # PyTorch's kernel clamps x (1 - x) at float32's 
     hx, ht = L.autograd.grad((gx * T([1.0, -inf, -0.0], False)).sum(), [x, t])
     return gx.tolist(), gt.tolist(), hx.tolist(), ht.tolist()
 
+
+def bce_with_logits_third(L, T):   # (sigmoid(x) - y) * grad, as PyTorch writes it
+    x = T([-1e-300, 2.0, -inf])
+    g = _grad(L, L.nn.functional.binary_cross_entropy_with_logits(x, T([0.3, 0.3, 0.3], False)),
+              x, create_graph=True)
+    h = _grad(L, g.sum(), x, create_graph=True)
+    return g.tolist(), h.tolist(), _grad(L, h.sum(), x).tolist()
+
 CASES = {   # the case, and PyTorch's result
     round_flows: (0.0, True, 0.0),
     sign_gives_zeros_like: (0.0, False),
@@ -323,6 +332,9 @@ CASES = {   # the case, and PyTorch's result
     bce_eps_and_logit: ([-300000001198.74084, -1.8749999999999996, 500000001997.9014],
                         [inf, 1.3862943611198906, -inf],
                         [2.9999999999939995e+23, -inf, -0.0], [-1000000000000.0, inf, 0.0]),
+    bce_with_logits_third: ([0.06666666666666667, 0.19359902599262746, -0.09999999999999999],
+                            [0.08333333333333333, 0.034997861801168866, 0.0],
+                            [0.0, -0.0266541670187177, 0.0]),
 }
 
 

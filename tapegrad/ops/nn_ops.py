@@ -258,7 +258,15 @@ def _(g, ans, x, y, weight=None, pos_weight=None, reduction="mean"):
     def dy():
         return gw * -x if pos_weight is None else gw * ((pos_weight - 1.0) * sp() - x)
 
-    return (lambda: gw * ((1.0 - y) - lw * (-x).sigmoid()), dy,
+    def dx():   # PyTorch's binary_cross_entropy_with_logits_backward: (sigmoid(x) - y) grad
+        if pos_weight is None:
+            d = (x.sigmoid() - y) * gl
+        else:
+            t = pos_weight * y
+            d = ((t + 1.0 - y) * x.sigmoid() - t) * gl
+        return d if weight is None else d * weight
+
+    return (dx, dy,
             None if weight is None else (lambda: gl * ((1.0 - y) * x + lw * sp())),
             None if pos_weight is None else (lambda: gw * y * sp()))
 
@@ -329,11 +337,7 @@ def cross_entropy(x, t, weight=None, ignore_index=-100, reduction="mean", label_
     B, denom = _cross_entropy_terms(x, t, weight, ignore_index, label_smoothing)
     z = x - np.max(x, axis=dim, keepdims=True)
     ls = z - np.log(np.sum(np.exp(z), axis=dim, keepdims=True))
-    # class targets pick their class's term (PyTorch's nll): a -inf logit elsewhere is no
-    # 0 * -inf = NaN; probabilities multiply every class, as PyTorch's do
-    with np.errstate(invalid="ignore"):
-        terms = B * ls if _soft(x, t) else np.where(B != 0.0, B * ls, 0.0)
-    return reduce(-np.sum(terms, axis=dim), reduction, denom)
+    return reduce(-np.sum(B * ls, axis=dim), reduction, denom)
 
 
 @cross_entropy.defvjp
