@@ -563,3 +563,68 @@ def test_create_graph_through_conv_and_norm():
     (gminus,) = tg.autograd.grad(f(x, minus), (minus,))
     np.testing.assert_allclose(val(hw), (val(gplus) - val(gminus)) / (2 * eps), rtol=1e-5,
                                atol=1e-6)
+
+
+# -- dtype moves, ParameterDict, adaptive pooling, more initialisers --------------------------
+
+def test_module_dtype_moves_keep_the_tensors():
+    model = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))
+    w = model[0].weight
+    opt = tg.optim.SGD(model.parameters(), lr=0.1)
+    assert model.float() is model
+    assert w.dtype == tg.float32 and model[0].weight is w
+    assert model[1].running_mean.dtype == tg.float32
+    assert model[1].num_batches_tracked.dtype == tg.int64          # not a float: kept
+    loss = model(tg.ones(4, 3, dtype=tg.float32)).sum()
+    loss.backward()
+    opt.step()                                                    # the optimizer still holds w
+    assert w.dtype == tg.float32 and w.grad.dtype == tg.float32
+    model.double()
+    assert w.dtype == tg.float64
+    assert model.to("cpu") is model and model.to(tg.float32) is model and w.dtype == tg.float32
+    assert model.cpu() is model
+    with pytest.raises(AssertionError, match="CUDA"):
+        model.cuda()
+    with pytest.raises(AssertionError, match="CUDA"):
+        model.to("cuda")
+
+
+@needs_torch
+def test_parameter_dict_and_adaptive_pool_match_torch():
+    def build(m):
+        return m.ParameterDict({"b": m.Parameter(m.ones(2)), "a": m.Parameter(m.zeros(3))})
+
+    ours = build(types_ns(nn, tg))
+    theirs = build(types_ns(torch.nn, torch))
+    assert list(ours.keys()) == list(theirs.keys()) == ["a", "b"]      # a dict: sorted
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+    assert "a" in ours and len(ours) == 2
+    for size, shape in (((1, 1), (2, 3, 4, 6)), (2, (3, 4, 6)), ((None, 3), (1, 2, 4, 6))):
+        run_both(nn.AdaptiveAvgPool2d(size), torch.nn.AdaptiveAvgPool2d(size),
+                 RNG.normal(size=shape), node=False)
+    with pytest.raises(NotImplementedError):
+        nn.AdaptiveAvgPool2d(4)(tg.ones(1, 1, 5, 5))
+
+
+def types_ns(nn_mod, lib):
+    """``nn``'s names with ``ones``/``zeros`` of the library (for one build function)."""
+    class NS:
+        pass
+    ns = NS()
+    ns.ParameterDict, ns.Parameter = nn_mod.ParameterDict, nn_mod.Parameter
+    ns.ones = lambda n: lib.ones(n, dtype=lib.float64)
+    ns.zeros = lambda n: lib.zeros(n, dtype=lib.float64)
+    return ns
+
+
+def test_trunc_normal_and_orthogonal():
+    import tapegrad.nn.init as init
+    tg.manual_seed(0)
+    w = init.trunc_normal_(tg.zeros(200, 100), std=0.5, a=-0.6, b=0.4)
+    assert val(w).min() >= -0.6 and val(w).max() <= 0.4
+    q = val(init.orthogonal_(tg.zeros(4, 6), gain=2.0))
+    np.testing.assert_allclose(q @ q.T, 4.0 * np.eye(4), atol=1e-12)
+    q = val(init.orthogonal_(tg.zeros(6, 2, 2)))
+    np.testing.assert_allclose(q.reshape(6, 4).T @ q.reshape(6, 4), np.eye(4), atol=1e-12)
+    with pytest.raises(ValueError):
+        init.orthogonal_(tg.zeros(3))

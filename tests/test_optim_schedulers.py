@@ -73,6 +73,8 @@ OPTIMIZERS = [
     ("Adagrad", dict(lr=0.1, lr_decay=0.05, weight_decay=0.1, initial_accumulator_value=0.3,
                      eps=1e-6)),
     ("Adagrad", dict(lr=0.1, maximize=True)),
+    ("Adadelta", dict()),
+    ("Adadelta", dict(lr=0.5, rho=0.8, eps=1e-5, weight_decay=0.1, maximize=True)),
     ("SGD", dict(lr=0.05, momentum=0.9, dampening=0.1, weight_decay=0.01)),
     ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True)),
     ("AdamW", dict(lr=0.05, betas=(0.8, 0.9), weight_decay=0.1, amsgrad=True)),

@@ -14,12 +14,13 @@ such tensor assigned as an attribute (see ``tapegrad/nn/modules.py``).
 from __future__ import annotations
 
 from . import functional, init, utils
-from .modules import (ELU, GELU, AvgPool1d, AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss,
-                      BCEWithLogitsLoss, Conv1d, Conv2d, CrossEntropyLoss, Dropout, Embedding,
-                      Flatten, HuberLoss, Identity, L1Loss, LayerNorm, LeakyReLU, Linear,
-                      LogSoftmax, MaxPool1d, MaxPool2d, Module, ModuleDict, ModuleList, MSELoss,
-                      NLLLoss, Parameter, ParameterList, ReLU, Sequential, Sigmoid, SiLU,
-                      SmoothL1Loss, Softmax, Softplus, Tanh, Unflatten)
+from .modules import (ELU, GELU, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, BatchNorm1d,
+                      BatchNorm2d, BCELoss, BCEWithLogitsLoss, Conv1d, Conv2d, CrossEntropyLoss,
+                      Dropout, Embedding, Flatten, HuberLoss, Identity, L1Loss, LayerNorm,
+                      LeakyReLU, Linear, LogSoftmax, MaxPool1d, MaxPool2d, Module, ModuleDict,
+                      ModuleList, MSELoss, NLLLoss, Parameter, ParameterDict, ParameterList, ReLU,
+                      Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Softplus, Tanh,
+                      Unflatten)
 
 __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleList",
            "ParameterList", "Identity", "Linear", "ReLU", "LeakyReLU", "Tanh", "Sigmoid",
@@ -27,4 +28,4 @@ __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleLis
            "BCELoss", "BCEWithLogitsLoss", "Softplus", "GELU", "SiLU", "ELU", "SmoothL1Loss",
            "utils", "ModuleDict", "Flatten", "Unflatten", "LayerNorm", "Embedding",
            "BatchNorm1d", "BatchNorm2d", "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d",
-           "AvgPool1d", "AvgPool2d", "HuberLoss"]
+           "AvgPool1d", "AvgPool2d", "HuberLoss", "ParameterDict", "AdaptiveAvgPool2d"]

@@ -15,7 +15,8 @@ from ..ops import factories as _factories
 from .values import set_value, value as _val
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_", "eye_",
-           "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]
+           "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_",
+           "trunc_normal_", "orthogonal_"]
 
 
 def _rng():
@@ -129,6 +130,38 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
     fan = _calculate_correct_fan(tensor, mode)
     std = calculate_gain(nonlinearity, a) / math.sqrt(fan)
     return normal_(tensor, 0.0, std)
+
+
+def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Fill with values from N(mean, std**2) restricted to [a, b] (redrawn until inside)."""
+    shape = _shape(tensor)
+    out = _rng().normal(mean, std, size=shape)
+    bad = (out < a) | (out > b)
+    while bad.any():
+        out[bad] = _rng().normal(mean, std, size=int(bad.sum()))
+        bad = (out < a) | (out > b)
+    return set_value(tensor, out)
+
+
+def orthogonal_(tensor, gain=1.0, generator=None):
+    """Fill with a (semi-)orthogonal matrix, as PyTorch: the Q of a QR factorisation of a
+    Gaussian matrix, its columns' signs fixed by R's diagonal, times ``gain``; dims past the
+    first are flattened."""
+    shape = _shape(tensor)
+    if len(shape) < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if 0 in shape:
+        return tensor
+    rows = shape[0]
+    cols = int(np.prod(shape)) // rows
+    flat = _rng().normal(0.0, 1.0, size=(rows, cols))
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return set_value(tensor, (gain * q).reshape(shape))
 
 
 del _val

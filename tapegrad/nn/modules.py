@@ -27,7 +27,7 @@ __all__ = ["Parameter", "Module", "Sequential", "ModuleList", "ParameterList", "
            "CrossEntropyLoss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss", "ModuleDict",
            "RemovableHandle", "Flatten", "Unflatten", "LayerNorm", "Embedding", "BatchNorm1d",
            "BatchNorm2d", "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d",
-           "HuberLoss"]
+           "HuberLoss", "ParameterDict", "AdaptiveAvgPool2d"]
 
 
 def _is_param(value):
@@ -362,6 +362,57 @@ class Module:
         fn(self)
         return self
 
+    # -- dtype and device -----------------------------------------------------------------
+    def _cast_floats(self, np_dtype):
+        """Convert every float parameter and buffer to ``np_dtype`` in place (the same tensor
+        objects, as PyTorch's ``param.data = ...``: optimizers holding them stay valid)."""
+        for t in list(self.parameters()) + list(self.buffers()):
+            v = np.asarray(t._value)
+            if v.dtype.kind == "f" and v.dtype != np_dtype:
+                t.data = wrap(v.astype(np_dtype))
+                if t._grad is not None:
+                    t._grad = wrap(np.asarray(t._grad._value).astype(np_dtype))
+        return self
+
+    def to(self, *args, **kwargs):
+        """``to(dtype)``, ``to(device)``, ``to(tensor)``, ``to(device, dtype)``: float
+        parameters and buffers take the dtype; the only device is the CPU."""
+        dtype, device = kwargs.get("dtype"), kwargs.get("device")
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype = a.dtype
+            elif isinstance(a, str) or type(a).__name__ == "device":
+                device = a
+            elif a is not None:
+                dtype = a
+        if device is not None and str(device).split(":")[0] != "cpu":
+            raise AssertionError("Torch not compiled with CUDA enabled")
+        if dtype is None:
+            return self
+        np_dtype = np.dtype(getattr(dtype, "np", dtype))
+        if np_dtype.kind != "f":
+            raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got "
+                            f"desired dtype={dtype}")
+        return self._cast_floats(np_dtype)
+
+    def double(self):
+        return self._cast_floats(np.dtype(np.float64))
+
+    def float(self):
+        return self._cast_floats(np.dtype(np.float32))
+
+    def half(self):
+        return self._cast_floats(np.dtype(np.float16))
+
+    def type(self, dst_type):
+        return self.to(dst_type)
+
+    def cpu(self):
+        return self
+
+    def cuda(self, device=None):
+        raise AssertionError("Torch not compiled with CUDA enabled")
+
     # -- modes and gradients --------------------------------------------------------------
     def train(self, mode=True):
         if not isinstance(mode, bool):
@@ -652,6 +703,54 @@ class ParameterList(Module):
             shape = "x".join(str(n) for n in p.shape) or "()"
             lines.append(f"({k}): Parameter containing: [tapegrad.{p.dtype.name} of size {shape}]")
         return "\n".join(lines)
+
+
+class ParameterDict(Module):
+    """A dict of parameters registered under their keys."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        if parameters is not None:
+            self.update(parameters)
+
+    def __getitem__(self, key):
+        return self._parameters[key]
+
+    def __setitem__(self, key, value):
+        self.register_parameter(key, value if _is_param(value) else Parameter(value))
+
+    def __delitem__(self, key):
+        del self._parameters[key]
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters)
+
+    def __contains__(self, key):
+        return key in self._parameters
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def values(self):
+        return self._parameters.values()
+
+    def items(self):
+        return self._parameters.items()
+
+    def update(self, parameters):
+        """Add ``parameters`` (a mapping or pairs); a plain dict in sorted key order, as
+        PyTorch's (an ``OrderedDict`` or a ``ParameterDict`` in its own order)."""
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            items = list(parameters.items())
+        elif hasattr(parameters, "items"):
+            items = sorted(parameters.items())
+        else:
+            items = list(parameters)
+        for key, value in items:
+            self[key] = value
 
 
 # -- layers -------------------------------------------------------------------------------
@@ -1163,6 +1262,30 @@ class AvgPool2d(Module):
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AdaptiveAvgPool2d(Module):
+    """Mean over an ``output_size`` grid of windows: PyTorch's windows, for output sizes that
+    divide the input's (the windows are then equal: ``avg_pool2d`` with kernel and stride
+    ``input // output``, node ``AvgPool2DBackward0``; PyTorch's is
+    ``AdaptiveAvgPool2DBackward0``); other sizes raise ``NotImplementedError``."""
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input):
+        hw = tuple(input.shape[-2:])
+        out = _ntuple(self.output_size, 2)
+        out = tuple(n if o is None else o for o, n in zip(out, hw))
+        if any(n % o for n, o in zip(hw, out)):
+            raise NotImplementedError(f"AdaptiveAvgPool2d: output size {out} does not divide "
+                                      f"the input size {hw}")
+        k = tuple(n // o for n, o in zip(hw, out))
+        return F.avg_pool2d(input, k, k)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
 
 
 # -- losses -------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""``tapegrad.optim``: ``SGD``, ``Adam``, ``AdamW``, ``RMSprop``, ``Adagrad`` and
+"""``tapegrad.optim``: ``SGD``, ``Adam``, ``AdamW``, ``RMSprop``, ``Adagrad``, ``Adadelta`` and
 ``lr_scheduler`` (PyTorch's ``torch.optim``).
 
 Updates run on the parameters' NumPy values, without recording, and follow PyTorch's
@@ -26,7 +26,7 @@ from ..nn.values import mark_written, write
 from . import lr_scheduler
 from .optimizer import Optimizer, required
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "lr_scheduler"]
 
 
 class SGD(Optimizer):
@@ -361,4 +361,42 @@ class Adagrad(Optimizer):
             clr = lr / (1 + (step - 1) * lr_decay)
             st["sum"] = s = st["sum"] + (1.0 * g) * g
             new = x + (-clr) * (g / (_sqrt(s, scalar) + eps))
+            write(p, new if scalar else new.astype(p._value.dtype, copy=False))
+
+
+class Adadelta(Optimizer):
+    """Adadelta (Zeiler): ``v = rho v + (1 - rho) g^2``,
+    ``d = sqrt(u + eps) / sqrt(v + eps) g``, ``u = rho u + (1 - rho) d^2``, ``p -= lr d``,
+    with L2 ``weight_decay``, as PyTorch's ``torch.optim.Adadelta``."""
+
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
+                 capturable=False, maximize=False, differentiable=False):
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= rho <= 1.0:
+            raise ValueError(f"Invalid rho value: {rho}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay,
+                                      maximize=maximize))
+
+    def _update_group(self, group):
+        lr, rho, eps, wd = group["lr"], group["rho"], group["eps"], group["weight_decay"]
+        for p in group["params"]:
+            if p._grad is None:
+                continue
+            st = self.state.setdefault(p, {"step": 0.0})
+            scalar = _arrays(p, ["square_avg", "acc_delta"], st)
+            x = p._value if scalar else np.asarray(p._value, np.float64)
+            g = p._grad._value
+            g = -g if group["maximize"] else g
+            st["step"] += 1.0
+            if wd:
+                g = g + wd * x
+            st["square_avg"] = sa = st["square_avg"] * rho + (1.0 - rho) * g * g
+            delta = _sqrt(st["acc_delta"] + eps, scalar) / _sqrt(sa + eps, scalar) * g
+            st["acc_delta"] = st["acc_delta"] * rho + (1.0 - rho) * delta * delta
+            new = x + (-lr) * delta
             write(p, new if scalar else new.astype(p._value.dtype, copy=False))
