@@ -261,3 +261,71 @@ def cross(a, b, dim=-1):
 # d (a x b) = da x b + a x db: a's gradient is b x g, b's is g x a
 cross.defvjp(lambda g, ans, a, b, dim=-1: (lambda: call("cross", b, g, dim=dim),
                                            lambda: call("cross", g, a, dim=dim)))
+
+
+# -- repeating and triangles -------------------------------------------------------------------
+
+@defop("repeat", "RepeatBackward0", method=False, saves=False)
+def repeat(x, sizes):
+    x = np.asarray(x)
+    return np.tile(x.reshape((1,) * (len(sizes) - x.ndim) + x.shape), sizes)
+
+
+def _repeat_back(g, x, sizes):
+    # each repeat of x is a block of g: view g as (repeats, size) pairs and sum the repeats
+    shape = (1,) * (len(sizes) - len(_shape(x))) + tuple(_shape(x))
+    pairs = tuple(n for s, k in zip(shape, sizes) for n in (k, s))
+    g = call("sum", call("reshape", g, pairs), dim=tuple(range(0, 2 * len(sizes), 2)))
+    return call("reshape", g, _shape(x)) if _shape(g) != _shape(x) else g
+
+
+repeat.defvjp(lambda g, ans, x, sizes: (_repeat_back(g, x, sizes), None))
+
+
+@defop("tril", "TrilBackward0", method=False, saves=False)
+def tril(x, diagonal=0):
+    return np.tril(x, diagonal)
+
+
+tril.defvjp(lambda g, ans, x, diagonal=0: (call("tril", g, diagonal),))
+
+
+@defop("triu", "TriuBackward0", method=False, saves=False)
+def triu(x, diagonal=0):
+    return np.triu(x, diagonal)
+
+
+triu.defvjp(lambda g, ans, x, diagonal=0: (call("triu", g, diagonal),))
+
+
+@defop("diag", lambda x, diagonal=0: "DiagEmbedBackward0" if np.ndim(x) == 1
+       else "DiagonalBackward0_copy", method=False, saves=False)
+def diag(x, diagonal=0):
+    return np.diag(x, diagonal).copy()
+
+
+def _diag_back(g, x, k):
+    # diag of a vector builds a matrix, whose adjoint takes the diagonal back; diag of a
+    # matrix takes a diagonal, whose adjoint writes it into zeros of the matrix's shape
+    if len(_shape(x)) == 1:
+        return call("diag", g, k)
+    n = _shape(g)[0]
+    rows, cols = np.arange(n) + max(-k, 0), np.arange(n) + max(k, 0)
+    return call("unindex", g, _shape(x), (rows, cols))
+
+
+diag.defvjp(lambda g, ans, x, diagonal=0: (_diag_back(g, x, diagonal),))
+
+
+@defop("trace", "TraceBackward0", method=False, saves=False)
+def trace(x):
+    return np.trace(x)
+
+
+def _trace_back(g, x):
+    n, m = _shape(x)
+    return call("diag", call("expand", call("reshape", g, (1,)), (min(n, m),)), 0) \
+        if n == m else g * wrap(np.eye(n, m))
+
+
+trace.defvjp(lambda g, ans, x: (_trace_back(g, x),))

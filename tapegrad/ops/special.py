@@ -267,7 +267,7 @@ def log_ndtr(input):
 def entr(input):
     """``-x log x`` (0 at 0, -inf below 0)."""
     return _where(input > 0.0, -call("xlogy", input, input),
-                  _where(input == 0.0, 0.0, -math.inf * ELEMENTWISE["abs"](input)))
+                  _where(input == 0.0, 0.0, -math.inf))
 
 
 def sinc(input):

@@ -1103,6 +1103,349 @@ def _unary_inplace_methods():
     return methods
 
 
+# -- more of what PyTorch programs use: compositions of the rows above -----------------------
+
+def repeat(input, *sizes):
+    """The tensor tiled ``sizes`` times along each dim (leading new dims allowed)."""
+    sizes = shape_arg(sizes)
+    if len(sizes) < input.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "
+                           "of dimensions of tensor")
+    return call("repeat", input, tuple(int(k) for k in sizes))
+
+
+def tile(input, dims):
+    """``repeat`` with ``dims`` padded with leading ones to the tensor's dims."""
+    dims = shape_arg((dims,))
+    return repeat(input, (1,) * (input.ndim - len(dims)) + tuple(dims))
+
+
+def tril(input, diagonal=0):
+    """The lower triangle (on and below ``diagonal``) of the last two dims; zeros above."""
+    _check_matrix(input, "tril")
+    return call("tril", input, diagonal)
+
+
+def triu(input, diagonal=0):
+    """The upper triangle (on and above ``diagonal``); zeros below."""
+    _check_matrix(input, "triu")
+    return call("triu", input, diagonal)
+
+
+def _check_matrix(input, name):
+    if input.ndim < 2:
+        raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
+
+
+def diag(input, diagonal=0):
+    """A vector's diagonal matrix, or a matrix's diagonal (offset ``diagonal``)."""
+    if input.ndim not in (1, 2):
+        raise RuntimeError("diag(): Supports 1D or 2D tensors. Got " f"{input.ndim}D")
+    return call("diag", input, diagonal)
+
+
+def trace(input):
+    """The sum of a matrix's diagonal."""
+    if input.ndim != 2:
+        raise RuntimeError("trace: expected a matrix, but got tensor with dim " f"{input.ndim}")
+    return call("trace", input)
+
+
+def bmm(input, mat2):
+    """Batched matrix product of two 3-D tensors."""
+    if input.ndim != 3 or mat2.ndim != 3:
+        raise RuntimeError(f"batch1 must be a 3D tensor" if input.ndim != 3 else
+                           "batch2 must be a 3D tensor")
+    return call("matmul", input, mat2)
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    """``beta * input + alpha * (mat1 @ mat2)``."""
+    prod_ = mm(mat1, mat2)
+    return (input if beta == 1 else input * beta) + (prod_ if alpha == 1 else prod_ * alpha)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """``beta * input + alpha * (batch1 @ batch2)``."""
+    prod_ = bmm(batch1, batch2)
+    return (input if beta == 1 else input * beta) + (prod_ if alpha == 1 else prod_ * alpha)
+
+
+def unbind(input, dim=0):
+    """The slices along ``dim``, as a tuple."""
+    dim = wrap_dim(dim, input.ndim)
+    return tuple(getitem(input, (slice(None),) * dim + (k,)) for k in range(input.shape[dim]))
+
+
+def masked_select(input, mask):
+    """The elements where ``mask`` (broadcast) is True, as a 1-D tensor."""
+    m = _array(mask)
+    if m.dtype != np.bool_:
+        raise RuntimeError("masked_select: expected BoolTensor for mask")
+    shape = np.broadcast_shapes(tuple(input.shape), m.shape)
+    x = input if tuple(input.shape) == shape else expand(input, shape)
+    return getitem(x, np.broadcast_to(m, shape))
+
+
+def broadcast_to(input, size):
+    """``expand`` to ``size``."""
+    return expand(input, size)
+
+
+def broadcast_tensors(*tensors):
+    """The tensors expanded to their common shape."""
+    shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))
+    return tuple(t if tuple(t.shape) == shape else expand(t, shape) for t in tensors)
+
+
+def view_as(input, other):
+    """``view`` to ``other``'s shape."""
+    return view(input, tuple(other.shape))
+
+
+def reshape_as(input, other):
+    """``reshape`` to ``other``'s shape."""
+    return reshape(input, tuple(other.shape))
+
+
+def swapaxes(input, axis0, axis1):
+    """``transpose`` (NumPy's name)."""
+    return transpose(input, axis0, axis1)
+
+
+def movedim(input, source, destination):
+    """Move dims ``source`` to positions ``destination`` (ints or sequences)."""
+    src = [wrap_dim(d, input.ndim) for d in (source if isinstance(source, (list, tuple)) else [source])]
+    dst = [wrap_dim(d, input.ndim) for d in (destination if isinstance(destination, (list, tuple))
+                                             else [destination])]
+    order = [d for d in range(input.ndim) if d not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return permute(input, tuple(order))
+
+
+_E = ELEMENTWISE
+
+
+def square(input):
+    """``x ** 2``."""
+    return _E["pow"](input, 2)
+
+
+def rsqrt(input):
+    """``1 / sqrt(x)``."""
+    return _E["reciprocal"](_E["sqrt"](input))
+
+
+def log2(input):
+    """The base-2 logarithm."""
+    return _E["log"](input) * (1.0 / np.log(2.0))
+
+
+def log10(input):
+    """The base-10 logarithm."""
+    return _E["log"](input) * (1.0 / np.log(10.0))
+
+
+def frac(input):
+    """``x - trunc(x)``."""
+    return input - _E["trunc"](input)
+
+
+def asinh(input):
+    """The inverse hyperbolic sine."""
+    return _E["sign"](input) * _E["log"](_E["abs"](input) + _E["sqrt"](input * input + 1.0)) \
+        if not _grad_free(input) else _np_unary(np.arcsinh, input)
+
+
+def acosh(input):
+    """The inverse hyperbolic cosine."""
+    return _E["log"](input + _E["sqrt"](input * input - 1.0)) if not _grad_free(input) \
+        else _np_unary(np.arccosh, input)
+
+
+def atanh(input):
+    """The inverse hyperbolic tangent."""
+    return (_E["log1p"](input) - _E["log1p"](-input)) * 0.5 if not _grad_free(input) \
+        else _np_unary(np.arctanh, input)
+
+
+def _grad_free(x):
+    return not isinstance(x, Tensor) or x._tape is None
+
+
+def _np_unary(fn, input):
+    """``fn`` on a tensor that records nothing: NumPy's value (exact, no composition)."""
+    v = _array(input)
+    with np.errstate(all="ignore"):
+        out = fn(v if v.dtype.kind == "f" else v.astype(get_default_dtype().np))
+    return wrap(np.asarray(out))
+
+
+def deg2rad(input):
+    """Degrees to radians."""
+    return input * (np.pi / 180.0)
+
+
+def rad2deg(input):
+    """Radians to degrees."""
+    return input * (180.0 / np.pi)
+
+
+def hypot(input, other):
+    """``sqrt(x^2 + y^2)``."""
+    return _E["sqrt"](input * input + other * other)
+
+
+def logaddexp(input, other):
+    """``log(exp(x) + exp(y))``, computed stably."""
+    m = _E["maximum"](input, other)
+    m = _E["where"](_E["abs"](m) == np.inf, 0.0, m.detach() if isinstance(m, Tensor) else m)
+    return m + _E["log"](_E["exp"](input - m) + _E["exp"](other - m))
+
+
+def lerp(input, end, weight):
+    """``input + weight * (end - input)``."""
+    return input + weight * (end - input)
+
+
+def addcmul(input, tensor1, tensor2, *, value=1):
+    """``input + value * tensor1 * tensor2``."""
+    return input + (tensor1 * tensor2 if value == 1 else tensor1 * tensor2 * value)
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):
+    """``input + value * tensor1 / tensor2``."""
+    return input + (tensor1 / tensor2 if value == 1 else tensor1 / tensor2 * value)
+
+
+def clamp_min(input, min):  # noqa: A002
+    """``clamp(x, min=min)``."""
+    return _E["clamp"](input, min, None)
+
+
+def clamp_max(input, max):  # noqa: A002
+    """``clamp(x, max=max)``."""
+    return _E["clamp"](input, None, max)
+
+
+def _integral(*xs):
+    return builtins.all(not isinstance(x, Tensor) or not x.dtype.is_floating_point for x in xs) \
+        and not builtins.any(isinstance(x, float) for x in xs)
+
+
+def remainder(input, other):
+    """Python's ``%``: the remainder with the sign of ``other`` (``x - floor(x / y) * y``)."""
+    if _integral(input, other) or (_grad_free(input) and _grad_free(other)):
+        a, b = _array(input), _array(other)
+        with np.errstate(all="ignore"):
+            out = np.remainder(a, b)
+        return wrap(np.asarray(out, dtype=_result_of(input, other, out)))
+    return input - _E["floor"](input / other) * other
+
+
+def fmod(input, other):
+    """C's ``fmod``: the remainder with the sign of ``input``."""
+    if _integral(input, other) or (_grad_free(input) and _grad_free(other)):
+        a, b = _array(input), _array(other)
+        with np.errstate(all="ignore"):
+            out = np.fmod(a, b)
+        return wrap(np.asarray(out, dtype=_result_of(input, other, out)))
+    return input - _E["trunc"](input / other) * other
+
+
+def floor_divide(input, other):
+    """``floor(x / y)`` (no gradient, as PyTorch's)."""
+    a, b = _array(input), _array(other)
+    with np.errstate(all="ignore"):
+        out = np.floor_divide(a, b)
+    return wrap(np.asarray(out, dtype=_result_of(input, other, out)))
+
+
+def _result_of(input, other, out):
+    """The dtype of an arithmetic result: ``input``'s unless ``other`` is of a higher kind."""
+    t = input if isinstance(input, Tensor) else other
+    dt = t.dtype.np
+    o = other if t is input else input
+    if isinstance(o, float) and dt.kind != "f":
+        return get_default_dtype().np
+    if isinstance(o, Tensor) and o.ndim and (o.dtype.np.kind == "f") != (dt.kind == "f"):
+        return o.dtype.np if o.dtype.np.kind == "f" else dt
+    if isinstance(o, Tensor) and o.ndim:
+        return np.promote_types(dt, o.dtype.np)
+    return dt
+
+
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
+    """NaN as ``nan``, +-inf as ``posinf``/``neginf`` (the dtype's largest finite values by
+    default); the gradient passes where the value was finite."""
+    fi = np.finfo(input.dtype.np) if input.dtype.is_floating_point else None
+    if fi is None:
+        return input
+    hi = fi.max if posinf is None else posinf
+    lo = fi.min if neginf is None else neginf
+    x = _E["where"](input != input, float(nan), input)
+    x = _E["where"](x == np.inf, float(hi), x)
+    return _E["where"](x == -np.inf, float(lo), x)
+
+
+def diff(input, n=1, dim=-1, prepend=None, append=None):
+    """Differences of neighbours along ``dim`` (``n`` times)."""
+    dim = wrap_dim(dim, input.ndim)
+    if prepend is not None or append is not None:
+        input = cat([t for t in (prepend, input, append) if t is not None], dim)
+    for _ in range(n):
+        k = input.shape[dim]
+        lo = (slice(None),) * dim + (slice(0, k - 1),)
+        hi = (slice(None),) * dim + (slice(1, k),)
+        input = getitem(input, hi) - getitem(input, lo)
+    return input
+
+
+def meshgrid(*tensors, indexing="ij"):
+    """Coordinate grids of 1-D tensors (``indexing="ij"`` or ``"xy"``)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    n = len(tensors)
+    sizes = [t.numel() for t in tensors]
+    if indexing == "xy" and n >= 2:
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    out = []
+    for k, t in enumerate(tensors):
+        axis = k
+        if indexing == "xy" and n >= 2 and k < 2:
+            axis = 1 - k
+        shape = [1] * n
+        shape[axis] = t.numel()
+        out.append(expand(reshape(t, tuple(shape)), tuple(sizes)))
+    return tuple(out)
+
+
+def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_grad=False,
+             layout=None, pin_memory=False, out=None):
+    """``base ** linspace(start, end, steps)``."""
+    as_device(device)
+    dt = (as_dtype(dtype) if dtype is not None else get_default_dtype()).np
+    v = np.logspace(start, end, steps, base=base).astype(dt)
+    if requires_grad:
+        check_float(v)
+    return wrap(v, requires_grad)
+
+
+def cdist(x1, x2, p=2.0):
+    """Pairwise ``p``-norm distances between the rows of ``x1`` and ``x2`` (batched)."""
+    d = unsqueeze(x1, -2) - unsqueeze(x2, -3)
+    return norm(d, p=p, dim=-1)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """``x1 . x2 / max(|x1| |x2|, eps)`` along ``dim``."""
+    w12 = sum(x1 * x2, dim)
+    n1 = sum(x1 * x1, dim)
+    n2 = sum(x2 * x2, dim)
+    return w12 / _E["sqrt"](_E["clamp"](n1 * n2, eps * eps, None))
+
+
 # Tensor methods (name -> function); PyTorch's method signatures take ``self`` first.
 METHODS = {
     "sum": sum, "mean": mean, "prod": prod, "max": max, "min": min, "amax": amax,
@@ -1122,6 +1465,17 @@ METHODS = {
     "count_nonzero": count_nonzero, "sort": sort, "argsort": argsort, "msort": msort,
     "topk": topk, "scatter": scatter, "scatter_add": scatter_add, "index_add": index_add,
     "masked_fill": masked_fill, "repeat_interleave": repeat_interleave, "cross": cross,
+    "repeat": repeat, "tile": tile, "tril": tril, "triu": triu, "diag": diag, "trace": trace,
+    "bmm": bmm, "addmm": addmm, "baddbmm": baddbmm, "unbind": unbind,
+    "masked_select": masked_select, "broadcast_to": broadcast_to, "view_as": view_as,
+    "reshape_as": reshape_as, "swapaxes": swapaxes, "swapdims": swapaxes, "movedim": movedim,
+    "moveaxis": movedim, "square": square, "rsqrt": rsqrt, "log2": log2, "log10": log10,
+    "frac": frac, "asinh": asinh, "acosh": acosh, "atanh": atanh, "arcsinh": asinh,
+    "arccosh": acosh, "arctanh": atanh, "deg2rad": deg2rad, "rad2deg": rad2deg,
+    "hypot": hypot, "logaddexp": logaddexp, "lerp": lerp, "addcmul": addcmul,
+    "addcdiv": addcdiv, "clamp_min": clamp_min, "clamp_max": clamp_max,
+    "remainder": remainder, "fmod": fmod, "floor_divide": floor_divide,
+    "nan_to_num": nan_to_num, "diff": diff,
 }
 # NumPy's axis=/keepdims= wherever PyTorch takes dim=/keepdim=
 for _name in ("sum", "mean", "prod", "max", "min", "amax", "amin", "var", "std", "norm",
@@ -1131,7 +1485,9 @@ for _name in ("sum", "mean", "prod", "max", "min", "amax", "amin", "var", "std",
               "repeat_interleave", "cross"):
     METHODS[_name] = _numpy_names(METHODS[_name])
 FUNCTIONS = dict(METHODS, cat=cat, concat=concat, stack=stack, linear=linear, einsum=einsum,
-                 is_nonzero=lambda input: bool(input), numel=lambda input: input.numel())
+                 is_nonzero=lambda input: bool(input), numel=lambda input: input.numel(),
+                 broadcast_tensors=broadcast_tensors, meshgrid=meshgrid, logspace=logspace,
+                 cdist=cdist, cosine_similarity=cosine_similarity)
 METHODS.update(
     to=to, cpu=cpu, cuda=cuda, type=tensor_type, type_as=type_as,
     double=_dtype_method(float64, "double"), float=_dtype_method(float32, "float"),
@@ -1147,6 +1503,12 @@ METHODS.update(
     new_ones=_new_factory(lambda s, dt: np.ones(s, dt)),
     new_empty=_new_factory(lambda s, dt: np.zeros(s, dt)),
     masked_fill_=_inplace_row(masked_fill), scatter_=_inplace_row(scatter),
+    tril_=_inplace_row(tril), triu_=_inplace_row(triu), lerp_=_inplace_row(lerp),
+    addcmul_=_inplace_row(addcmul), addcdiv_=_inplace_row(addcdiv),
+    clamp_min_=_inplace_row(clamp_min), clamp_max_=_inplace_row(clamp_max),
+    square_=_inplace_row(square), nan_to_num_=_inplace_row(nan_to_num),
+    __mod__=remainder, __rmod__=lambda self, other: remainder(other, self),
+    __floordiv__=floor_divide, __rfloordiv__=lambda self, other: floor_divide(other, self),
     scatter_add_=_inplace_row(scatter_add), index_add_=_inplace_row(index_add),
     __and__=bitwise_and, __rand__=bitwise_and, __or__=bitwise_or, __ror__=bitwise_or,
     __xor__=bitwise_xor, __rxor__=bitwise_xor, __invert__=invert,
