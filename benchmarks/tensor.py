@@ -115,7 +115,7 @@ def bench_mlp(repeats):
     if torch is not None:
         tmodel = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(),
                                      torch.nn.Linear(256, 10)).double()
-        tmodel.load_state_dict({k: torch.tensor(v) for k, v in model.state_dict().items()})
+        tmodel.load_state_dict({k: torch.tensor(v.numpy()) for k, v in model.state_dict().items()})
         topt = torch.optim.Adam(tmodel.parameters(), lr=1e-3)
         tx, ty = torch.tensor(x), torch.tensor(y)
         tparts = {"forward+loss": [], "backward": [], "optimizer step": []}

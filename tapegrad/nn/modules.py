@@ -92,11 +92,6 @@ def _addindent(s, num_spaces):
     return first + "\n" + "\n".join(num_spaces * " " + line for line in lines)
 
 
-def _np_copy(t):
-    v = t._value
-    return np.array(v)
-
-
 class Module:
     """Base class of all layers and models (PyTorch's ``nn.Module``).
 
@@ -440,19 +435,21 @@ class Module:
 
     # -- state ----------------------------------------------------------------------------
     def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
-        """An ordered dict ``name -> value`` of all parameters and persistent buffers.
+        """An ordered dict ``name -> tensor`` of all parameters and persistent buffers.
 
-        Values are NumPy copies (``keep_vars=True``: the tensors themselves)."""
+        Values are detached tensors sharing the parameters' values, as PyTorch's (an update
+        of the parameters in place shows in them; ``copy.deepcopy`` or ``v.clone()`` to keep
+        a snapshot); ``keep_vars=True``: the tensors themselves."""
         if destination is None:
             destination = OrderedDict()
         for mprefix, m in self.named_modules(prefix=prefix.rstrip("."), remove_duplicate=False):
             dot = mprefix + ("." if mprefix else "")
             for name, p in m._parameters.items():
                 if p is not None:
-                    destination[dot + name] = p if keep_vars else _np_copy(p)
+                    destination[dot + name] = p if keep_vars else p.detach()
             for name, b in m._buffers.items():
                 if b is not None and name not in m._non_persistent_buffers_set:
-                    destination[dot + name] = b if keep_vars else _np_copy(b)
+                    destination[dot + name] = b if keep_vars else b.detach()
         return destination
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
