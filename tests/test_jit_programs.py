@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 
 import numba
 import numpy as np
@@ -276,8 +277,8 @@ def _calls_float(x):
 
 
 @tg.jit
-def _uses_modulo(x):
-    return x % 2.0
+def _uses_unsupported(x):
+    return math.gamma(x)      # no row of the op table
 
 
 @tg.jit
@@ -302,7 +303,7 @@ def test_errors_users_can_act_on():
         _calls_float.value_and_grad(1.0)
     assert "value" in str(e.value) and "test_jit_programs.py:" in str(e.value)
     with pytest.raises(TypeError) as e:
-        _uses_modulo.value_and_grad(1.0)
+        _uses_unsupported.value_and_grad(1.0)
     assert "test_jit_programs.py:" in str(e.value) and len(str(e.value)) < 400
     with pytest.raises(TypeError) as e:
         _into_float_array.value_and_grad(np.ones(2), 2.0, argnums=1)
@@ -338,3 +339,55 @@ def test_a_piecewise_constant_still_reaches_its_operand():
     t = tg.tensor(0.0, requires_grad=True)
     (tg.sign(tg.sqrt(t)) + t).backward()
     assert math.isnan(float(t.grad)) == math.isnan(g)
+
+
+@tg.jit
+def _iterates(p, m):
+    s = 0.0
+    for v in p:
+        s += v * v
+    for row in m:
+        for v in row:
+            s += math.sin(v)
+    return s + p[0] % 0.7 + p[1] // 0.3
+
+
+def test_iteration_floordiv_and_mod():
+    p = np.array([1.0, 2.0, 3.0])
+    m = np.arange(6.0).reshape(2, 3) / 5
+    v, (gp, gm) = _iterates.value_and_grad(p, m, argnums=(0, 1))
+    assert v == pytest.approx(14.0 + np.sin(m).sum() + 1.0 % 0.7 + 2.0 // 0.3, rel=1e-14)
+    np.testing.assert_allclose(gp, [3.0, 4.0, 6.0])
+    np.testing.assert_allclose(gm, np.cos(m), rtol=1e-14)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_fork_while_another_thread_holds_a_slot():
+    import threading
+    import time
+    started, release = threading.Event(), threading.Event()
+
+    def hold():
+        with tg.jit.api._Slot():
+            started.set()
+            release.wait(10)
+    t = threading.Thread(target=hold)
+    t.start()
+    started.wait(10)
+    try:
+        pid = os.fork()
+        if pid == 0:   # the child: slots the parent's threads held are free here
+            try:
+                ok = _detaches.value_and_grad(3.0) == (9.0, 3.0)
+            finally:
+                os._exit(0 if ok else 1)
+        deadline = time.time() + 60
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done or time.time() > deadline:
+                break
+            time.sleep(0.05)
+        assert done and os.waitstatus_to_exitcode(status) == 0
+    finally:
+        release.set()
+        t.join()

@@ -187,7 +187,7 @@ class Active(types.Type):
             return self
 
 
-class ActiveArray(types.Type):
+class ActiveArray(types.IterableType):
     """An array of actives: a float64 array of values and an int64 array of references of
     the same shape (``vals``, ``refs``)."""
 
@@ -205,6 +205,21 @@ class ActiveArray(types.Type):
     def dtype(self):
         return Active(self.slot)
 
+    @property
+    def iterator_type(self):
+        return ActiveArrayIter(self)
+
+
+class ActiveArrayIter(types.SimpleIteratorType):
+    """``for v in a``: the actives of a 1-D array of actives (rows of an n-D one)."""
+
+    def __init__(self, array):
+        self.array = array
+        item = (Active(array.slot) if array.ndim == 1 else
+                ActiveArray(array.slot, array.vals.copy(
+                    ndim=array.ndim - 1, layout="C" if array.vals.layout == "C" else "A")))
+        super().__init__(f"iter({array})", item)
+
 
 @register_model(Active)
 class ActiveModel(models.StructModel):
@@ -216,6 +231,13 @@ class ActiveModel(models.StructModel):
 class ActiveArrayModel(models.StructModel):
     def __init__(self, dmm, fe_type):
         super().__init__(dmm, fe_type, [("vals", fe_type.vals), ("refs", fe_type.refs)])
+
+
+@register_model(ActiveArrayIter)
+class ActiveArrayIterModel(models.StructModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, [("array", fe_type.array),
+                                        ("index", types.EphemeralPointer(types.intp))])
 
 
 make_attribute_wrapper(Active, "value", "value")

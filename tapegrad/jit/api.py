@@ -491,9 +491,10 @@ def rephrase(message, name):
     if m:
         sig = re.sub(r"tapegrad\.active\[\d+, [0-9a-f]+\]", "active",
                      re.sub(r"tapegrad\.active_array\[\d+, (.*?), [0-9a-f]+\]", r"active array \1", m.group(2)))
-        return (f"tg.jit: {name}{at}: {sig} is not supported on active values (tg.jit "
-                "supports the op table's elementwise ops, math.*, NumPy scalar ufuncs, "
-                "indexing and arrays of actives; see tapegrad.jit)")
+        return (f"tg.jit: {name}{at}: {sig} is not supported on active values: tg.jit "
+                "records the op table's rows (operators, abs, min/max, and the math and "
+                "NumPy functions of its rows), indexing and arrays of actives; write it in "
+                "those terms (a @tg.jit helper can hold it)")
     lines = [s for s in message.strip().splitlines()
              if s.strip() and not s.startswith("Failed in nopython")]
     return f"tg.jit: {name}{at}: " + (lines[0].strip() if lines else "cannot compile")

@@ -8,10 +8,11 @@ import operator
 import numpy as np
 from numba import types
 from numba.core import cgutils, errors
+from numba.core.imputils import (RefType, impl_ret_new_ref, iternext_impl, lower_builtin)
 from numba.core.typing.templates import signature
 from numba.extending import intrinsic, overload, overload_attribute, overload_method
 
-from .active import Active, ActiveArray, emit_constant, make_active
+from .active import Active, ActiveArray, ActiveArrayIter, emit_constant, make_active
 
 
 def _slot(t):
@@ -175,3 +176,50 @@ def _value(x):
     if isinstance(x, ActiveArray):
         return lambda x: x.vals.copy()
     return lambda x: x
+
+
+def _length(A):
+    return len(A.vals)
+
+
+def _item(A, i):
+    return A[i]
+
+
+@lower_builtin("getiter", ActiveArray)
+def _getiter(context, builder, sig, args):
+    it = cgutils.create_struct_proxy(sig.return_type)(context, builder)
+    it.index = cgutils.alloca_once_value(builder, context.get_constant(types.intp, 0))
+    it.array = args[0]
+    context.nrt.incref(builder, sig.args[0], args[0])
+    return impl_ret_new_ref(context, builder, sig.return_type, it._getvalue())
+
+
+@lower_builtin("iternext", ActiveArrayIter)
+@iternext_impl(RefType.BORROWED)
+def _iternext(context, builder, sig, args, result):
+    ty = sig.args[0]
+    it = cgutils.create_struct_proxy(ty)(context, builder, value=args[0])
+    index = builder.load(it.index)
+    n = context.compile_internal(builder, _length, signature(types.intp, ty.array), [it.array])
+    valid = builder.icmp_signed("<", index, n)
+    result.set_valid(valid)
+    with builder.if_then(valid):
+        item = context.compile_internal(builder, _item, signature(ty.yield_type, ty.array, types.intp),
+                                        [it.array, index])
+        result.yield_(item)
+        builder.store(builder.add(index, context.get_constant(types.intp, 1)), it.index)
+
+
+@overload(operator.floordiv)
+def _floordiv(x, y):
+    """``x // y`` on actives: floor(x / y), recorded from the table's rows (zero gradient)."""
+    if isinstance(x, Active) or isinstance(y, Active):
+        return lambda x, y: np.floor(x / y)
+
+
+@overload(operator.mod)
+def _mod(x, y):
+    """``x % y`` on actives: x - y floor(x / y) (Python's sign convention), from the rows."""
+    if isinstance(x, Active) or isinstance(y, Active):
+        return lambda x, y: x - y * np.floor(x / y)
