@@ -147,3 +147,116 @@ def test_forward_over_reverse():
         p, t = fwAD.unpack_dual(y)
         t.backward()
     assert p.item() == 9.0 and t.item() == 3.0 and x.grad.tolist() == [6.0, 0.0]
+
+
+def tutorial_program(L, fw):
+    # PyTorch's forward-mode AD tutorial, in float64
+    log = []
+    primal = L.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=L.float64)
+    tangent = L.tensor([[1.0, 0.0], [0.5, 2.0]], dtype=L.float64)
+    with fw.dual_level():
+        dual_input = fw.make_dual(primal, tangent)
+        log.append([dual_input.requires_grad, fw.unpack_dual(dual_input).tangent is tangent])
+        dual_input_alt = fw.make_dual(primal, tangent.T)
+        log.append(fw.unpack_dual(dual_input_alt).tangent is not tangent)
+        plain = L.tensor([[1.0, 1.0], [2.0, 2.0]], dtype=L.float64)
+        out = dual_input ** 2 + plain ** 2
+        log.append(fw.unpack_dual(out).tangent.tolist())
+        with L.no_grad():                           # forward mode ignores grad mode
+            w = dual_input * 3
+        log.append(fw.unpack_dual(w).tangent.tolist())
+        z = dual_input.clone()
+        z.mul_(2)                                   # in place: the tangent follows
+        log.append(fw.unpack_dual(z).tangent.tolist())
+        log.append(fw.unpack_dual(dual_input > 2).tangent)
+    log.append(fw.unpack_dual(out).tangent)
+    return log
+
+
+def test_tutorial_program():
+    log = tutorial_program(tg, fwAD)
+    assert log == [[False, True], True, [[2.0, 0.0], [3.0, 16.0]], [[3.0, 0.0], [1.5, 6.0]],
+                   [[2.0, 0.0], [1.0, 4.0]], None, None]
+    if torch is not None:
+        assert log == tutorial_program(torch, torch_fwAD)
+
+
+def test_repr_of_a_dual_tensor():
+    with fwAD.dual_level():
+        d = fwAD.make_dual(tg.tensor([1.0, 2.0]), tg.tensor([0.5, 0.0]))
+        assert repr(d) == "tensor([1., 2.], tangent=tensor([0.5000, 0.0000]))"
+        m = fwAD.make_dual(tg.ones(2, 2), tg.ones(2, 2))
+        assert repr(m) == ("tensor([[1., 1.],\n        [1., 1.]], "
+                           "tangent=tensor([[1., 1.],\n        [1., 1.]]))")
+        w = fwAD.make_dual(tg.ones(2, 5) * 1.5, tg.ones(2, 5) * 2.25)   # too long: indented
+        assert repr(w) == ("tensor([[1.5000, 1.5000, 1.5000, 1.5000, 1.5000],\n"
+                           "        [1.5000, 1.5000, 1.5000, 1.5000, 1.5000]],\n"
+                           "       tangent=tensor([[2.2500, 2.2500, 2.2500, 2.2500, 2.2500],\n"
+                           "        [2.2500, 2.2500, 2.2500, 2.2500, 2.2500]]))")
+    assert repr(d) == "tensor([1., 2.])"
+
+
+def custom_function_program(L, fw):
+    class Exp(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            result = L.exp(x)
+            ctx.result = result
+            return result
+
+        @staticmethod
+        def jvp(ctx, g):
+            return g * ctx.result
+
+    class NoJvp(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    p = L.tensor([0.5, 1.0], dtype=L.float64, requires_grad=True)
+    t = L.tensor([1.0, 2.0], dtype=L.float64)
+    with fw.dual_level():
+        jvp = fw.unpack_dual(Exp.apply(fw.make_dual(p, t))).tangent
+        try:
+            NoJvp.apply(fw.make_dual(p, t))
+            err = None
+        except NotImplementedError as e:
+            err = str(e)
+    ok = L.autograd.gradcheck(Exp.apply, (p,), check_forward_ad=True, check_backward_ad=False,
+                              check_undefined_grad=False, check_batched_grad=False)
+    return [jvp.detach().numpy().round(12).tolist(), err, ok]
+
+
+def test_custom_function_jvp():
+    out = custom_function_program(tg, fwAD)
+    assert np.allclose(out[0], np.exp([0.5, 1.0]) * [1.0, 2.0])
+    assert out[1] == ("You must implement the jvp function for custom autograd.Function to "
+                      "use it with forward mode AD.") and out[2] is True
+    if torch is not None:
+        assert out == custom_function_program(torch, torch_fwAD)
+
+
+def test_gradcheck_forward_mode_finds_a_wrong_jvp():
+    class Wrong(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 2 * x * g
+
+        @staticmethod
+        def jvp(ctx, t):
+            return t                       # misses the factor 2x
+
+    x = tg.tensor([0.5, 1.5], requires_grad=True)
+    assert tg.autograd.gradcheck(Wrong.apply, (x,))
+    with pytest.raises(tg.autograd.GradcheckError, match="forward AD Jacobian mismatch"):
+        tg.autograd.gradcheck(Wrong.apply, (x,), check_forward_ad=True)

@@ -19,6 +19,7 @@ from ..core.pyop import record
 from ..core.tape import Tape, recording
 from ..core.tensor import Tensor, tensor_of_entry, wrap
 from ..ops.array_ops import sum_to
+from .forward_ad import function_jvp, primal
 from .graph import pack_saved, unpack_saved
 
 
@@ -59,6 +60,9 @@ class FunctionCtx:
         swap = {id(o): r for o, r in zip(outs, results)}
         self._saved = tuple(swap.get(id(t), t) for t in self._saved)
         self._versions = _versions(self._saved)
+        for name, v in list(vars(self).items()):   # ctx.result = result, as PyTorch's
+            if not name.startswith("_") and id(v) in swap:
+                setattr(self, name, swap[id(v)])
 
     def _pack(self):
         """Run the active ``saved_tensors_hooks`` pack hook on every saved tensor."""
@@ -138,6 +142,11 @@ class Function:
     def vjp(cls, ctx, *grad_outputs):
         return cls.backward(ctx, *grad_outputs)
 
+    @staticmethod
+    def jvp(ctx, *grad_inputs):
+        raise NotImplementedError("You must implement the jvp function for custom "
+                                  "autograd.Function to use it with forward mode AD.")
+
     @classmethod
     def apply(cls, *args, **kwargs):
         new_style = _has_setup_context(cls)
@@ -145,6 +154,13 @@ class Function:
             args = _bind(cls.forward, args, kwargs)
         elif kwargs:
             args = _bind(cls.forward, args, kwargs, lead=(None,))
+        duals = args
+        args = tuple(primal(a) for a in args)   # forward mode: forward sees the primals
+        out, ctx = cls._apply(args, new_style)
+        return function_jvp(cls, ctx, duals, out)
+
+    @classmethod
+    def _apply(cls, args, new_style):
         needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         ctx = FunctionCtx(needs)
         with no_grad():
@@ -155,8 +171,8 @@ class Function:
                 out = cls.forward(ctx, *args)
         T = recording()
         if T is None or not any(needs):
-            return out
-        return _record_function(cls, ctx, args, needs, out, T)
+            return out, ctx
+        return _record_function(cls, ctx, args, needs, out, T), ctx
 
 
 def _record_function(cls, ctx, args, needs, out, T):

@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 
 from ..core.tensor import Tensor, wrap
+from . import forward_ad
 from .gradients import grad
 
 
@@ -63,11 +64,37 @@ def _analytical(func, inputs, k):
     return J
 
 
+def _forward(func, inputs, k):
+    """Jacobians of every output with respect to input ``k`` by forward mode
+    (``forward_ad``), one column per element of the input."""
+    x = inputs[k]
+    cols = []
+    for j in range(x.numel()):
+        e = np.zeros(x.numel())
+        e[j] = 1.0
+        with forward_ad.dual_level():
+            xs = list(inputs)
+            xs[k] = forward_ad.make_dual(x.detach(), wrap(e.reshape(tuple(x.shape)) if x.ndim
+                                                          else 1.0))
+            outs = _outputs(func, xs)
+            cols.append([None if not isinstance(o, Tensor) else
+                         _flat(forward_ad.unpack_dual(o).tangent, o) for o in outs])
+    n_out = len(cols[0]) if cols else 0
+    return [None if cols[0][i] is None else np.array([c[i] for c in cols]).T
+            for i in range(n_out)]
+
+
+def _flat(t, like):
+    return np.zeros(like.numel()) if t is None else np.array(t._value, np.float64).reshape(-1)
+
+
 def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
-              **unused) -> bool:
+              check_forward_ad=False, check_backward_ad=True, **unused) -> bool:
     """Check the gradients of ``func`` at ``inputs`` (those that require grad) against
     central differences in float64: ``True``, or ``GradcheckError`` naming the output,
-    the input and both Jacobians (``False`` with ``raise_exception=False``)."""
+    the input and both Jacobians (``False`` with ``raise_exception=False``).  Reverse mode
+    is checked unless ``check_backward_ad=False``, forward mode (``forward_ad``) with
+    ``check_forward_ad=True``."""
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     checked = [k for k, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     if not checked:
@@ -79,16 +106,18 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
                           "floating point. This check will likely fail if all the inputs are "
                           "not of double precision floating point.", UserWarning)
         num = _numerical(func, inputs, k, eps)
-        ana = _analytical(func, inputs, k)
-        for i, (a, n) in enumerate(zip(ana, num)):
-            if a is None or n is None:
-                continue
-            if not np.allclose(a, n, rtol=rtol, atol=atol):
-                if not raise_exception:
-                    return False
-                raise GradcheckError(
-                    f"Jacobian mismatch for output {i} with respect to input {k},\n"
-                    f"numerical:{wrap(n)}\nanalytical:{wrap(a)}\n")
+        modes = ([("", _analytical)] if check_backward_ad else []) + \
+            ([("forward AD ", _forward)] if check_forward_ad else [])
+        for mode, jacobian in modes:
+            for i, (a, n) in enumerate(zip(jacobian(func, inputs, k), num)):
+                if a is None or n is None:
+                    continue
+                if not np.allclose(a, n, rtol=rtol, atol=atol):
+                    if not raise_exception:
+                        return False
+                    raise GradcheckError(
+                        f"{mode}Jacobian mismatch for output {i} with respect to input {k},\n"
+                        f"numerical:{wrap(n)}\nanalytical:{wrap(a)}\n")
     return True
 
 
