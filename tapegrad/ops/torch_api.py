@@ -463,7 +463,7 @@ def index_value(idx):
 def check_index(input, idx):
     parts = idx if isinstance(idx, tuple) else (idx,)
     dims = [k for k, p in enumerate(parts) if p is not None and p is not Ellipsis]
-    if len(dims) > input.ndim and not any(isinstance(p, np.ndarray) and p.dtype == bool for p in parts):
+    if len(dims) > input.ndim and not builtins.any(isinstance(p, np.ndarray) and p.dtype == bool for p in parts):
         if input.ndim == 0:
             raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
                              "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
