@@ -170,7 +170,7 @@ def _expanded_strides(shape, to):
 
 def _is_contiguous(shape, strides):
     # PyTorch's test: dims of size 1 are skipped
-    return all(n == 1 or s == c for n, s, c in zip(shape, strides, _contiguous_strides(shape)))
+    return builtins.all(n == 1 or s == c for n, s, c in zip(shape, strides, _contiguous_strides(shape)))
 
 
 def _can_view(shape, strides, new_shape):
