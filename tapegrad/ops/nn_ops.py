@@ -379,4 +379,5 @@ def _(g, ans, x, t, weight=None, ignore_index=-100, reduction="mean"):
     gl = _per_element(g, reduction, float(w.sum()))
     if reduction == "none" and xv.ndim > 1:
         gl = call("unsqueeze", gl, dim)
-    return (gl * wrap(onehot * -np.expand_dims(w, dim)), None, None)
+    # PyTorch scatters -w g into zeros: exactly 0. off the targets, whatever g is
+    return (where(wrap(onehot), gl * wrap(-np.expand_dims(w, dim)), 0.0), None, None)
