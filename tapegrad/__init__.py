@@ -46,8 +46,7 @@ _sys.modules.update({m.__name__: m for m in _NAMESPACES.values()})
 
 globals().update(_ELEMENTWISE)       # tg.add, tg.sin, ... (the op table's rows)
 globals().update(_ARRAY_FUNCTIONS)   # tg.sum, tg.matmul, tg.cat, ...
-divide = true_divide = _ELEMENTWISE["div"]
-multiply, subtract, negative = _ELEMENTWISE["mul"], _ELEMENTWISE["sub"], _ELEMENTWISE["neg"]
+negative = _ELEMENTWISE["neg"]   # (divide, multiply, subtract: in _ARRAY_FUNCTIONS, with out=)
 clip = _ELEMENTWISE["clamp"]
 
 __version__ = "0.1.0"

@@ -408,7 +408,23 @@ SAME = {
                            m.meshgrid(m.arange(3), m.arange(2), indexing="xy")),
     "logspace": lambda m: m.logspace(0, 2, 3),
     "cdist": lambda m: m.cdist(_x(m, W), _x(m, W[:2])),
+    "out": lambda m: _outs(m),
+    "add_alpha": lambda m: (m.add(_x(m, [1.0, 2.0]), 2, alpha=3), m.sub(_x(m, [1.0]), _x(m, [2.0]), alpha=2),
+                            m.subtract(m.tensor([5]), m.tensor([1]), alpha=2)),
+    "div_rounding": lambda m: (m.div(_x(m, [7.0, -7.0]), 2, rounding_mode="floor"),
+                               m.divide(_x(m, [7.0, -7.0]), 2, rounding_mode="trunc"),
+                               m.div(m.tensor([7, -7]), 2, rounding_mode="floor"),
+                               m.div(m.tensor([7, -7]), 2, rounding_mode="trunc"),
+                               m.true_divide(m.tensor([7, -7]), 2)),
 }
+
+
+def _outs(m):
+    o1, o2, o3 = m.zeros(2, 2), m.zeros(2), m.zeros(3)
+    r = m.matmul(_x(m, [[1.0, 2.0], [3.0, 4.0]]), _x(m, [[1.0, 0.0], [1.0, 1.0]]), out=o1)
+    m.mul(_x(m, [1.0, 2.0]), 3.0, out=o2)
+    m.add(_x(m, [1.0, 2.0]), 1.0, alpha=2, out=o3)   # resized from 3 to 2 elements
+    return r is o1, o1, o2, o3
 
 
 # PyTorch's trigamma (polygamma(1, x), the derivative of digamma) is accurate to ~5e-10;
@@ -418,6 +434,7 @@ TRIGAMMA = {"polygamma", "digamma", "lgamma", "multigammaln"}
 
 @needs_torch
 @pytest.mark.filterwarnings("ignore:Using torch.cross without specifying the dim")
+@pytest.mark.filterwarnings("ignore:An output with one or more elements was resized")
 @pytest.mark.parametrize("name", sorted(SAME))
 def test_same_as_pytorch(name, torch64):
     _assert_same(SAME[name](tg), SAME[name](torch64),
@@ -623,6 +640,9 @@ ERRORS = {
     "repeat_dims": lambda m: m.zeros(2, 3).repeat(2),
     "tril_vector": lambda m: m.zeros(3).tril(),
     "bmm_2d": lambda m: m.bmm(m.zeros(2, 3), m.zeros(3, 2)),
+    "out_requires_grad": lambda m: m.add(m.ones(2, requires_grad=True), 1.0, out=m.zeros(2)),
+    "out_dtype": lambda m: m.mul(m.ones(2), 2.0, out=m.zeros(2, dtype=m.int64)),
+    "div_rounding_mode": lambda m: m.div(m.ones(2), 2, rounding_mode="round"),
 }
 LOOSE_MESSAGE = {"Tensor_float", "tril_vector", "cuda_method", "to_cuda", "factory_cuda",
                  "zeros_size_twice", "scatter_index_range", "dim_out_of_range",

@@ -1446,6 +1446,70 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     return w12 / _E["sqrt"](_E["clamp"](n1 * n2, eps * eps, None))
 
 
+# -- out= and alpha= on the tg.<name> functions ----------------------------------------------
+
+def write_out(result, out, name):
+    """``out=``: ``result``'s values written into ``out`` (resized when its shape differs, as
+    PyTorch does), which is returned.  As PyTorch, refused when an argument requires grad."""
+    if not isinstance(result, Tensor):
+        raise TypeError(f"{name}(): out= is not supported for this function")
+    if result._tape is not None and recording() is not None:
+        raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic "
+                           "differentiation, but one of the arguments requires grad.")
+    if result.dtype.is_floating_point and not out.dtype.is_floating_point:
+        raise RuntimeError(f"result type {_TYPE_NAMES[result.dtype.name]} can't be cast to the "
+                           f"desired output type {_TYPE_NAMES[out.dtype.name]}")
+    v = np.asarray(result._value).astype(out.dtype.np)
+    if tuple(out.shape) == v.shape and out._value.__class__ is not builtins.float:
+        out._inplace(lambda s: call("copy", s, wrap(v)))
+    else:
+        out._value = v if v.ndim or v.dtype != np.float64 else builtins.float(v)
+    return out
+
+
+def with_out(fn, name=None):
+    """``fn`` taking PyTorch's ``out=`` keyword as well."""
+    name = name or fn.__name__
+
+    def function(*args, out=None, **kw):
+        r = fn(*args, **kw)
+        return r if out is None else write_out(r, out, name)
+    function.__name__, function.__doc__ = name, fn.__doc__
+    function.__wrapped__ = fn
+    return function
+
+
+def _scaled(fn, name):
+    def arithmetic(input, other, *, alpha=1, out=None):
+        r = fn(input, other if alpha == 1 else other * alpha)
+        return r if out is None else write_out(r, out, name)
+    arithmetic.__name__ = name
+    arithmetic.__doc__ = f"``input {'+' if name == 'add' else '-'} alpha * other`` (``out=`` too)."
+    return arithmetic
+
+
+def divide(input, other, *, rounding_mode=None, out=None):
+    """``input / other``; ``rounding_mode="trunc"`` or ``"floor"`` rounds the quotient (no
+    gradient through the rounding, as PyTorch's)."""
+    r = ELEMENTWISE["div"](input, other)
+    if rounding_mode == "trunc":
+        r = ELEMENTWISE["trunc"](r) if not _integral(input, other) else \
+            wrap(np.asarray(np.trunc(_array(r))).astype(_result_of(input, other, _array(r))))
+    elif rounding_mode == "floor":
+        r = ELEMENTWISE["floor"](r) if not _integral(input, other) else floor_divide(input, other)
+    elif rounding_mode is not None:
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
+                           f"but found '{rounding_mode}'")
+    return r if out is None else write_out(r, out, "div")
+
+
+ARITHMETIC = {"add": _scaled(ELEMENTWISE["add"], "add"), "sub": _scaled(ELEMENTWISE["sub"], "sub"),
+              "subtract": _scaled(ELEMENTWISE["sub"], "sub"),
+              "mul": with_out(ELEMENTWISE["mul"], "mul"),
+              "multiply": with_out(ELEMENTWISE["mul"], "mul"), "div": divide, "divide": divide,
+              "true_divide": divide}
+
+
 # Tensor methods (name -> function); PyTorch's method signatures take ``self`` first.
 METHODS = {
     "sum": sum, "mean": mean, "prod": prod, "max": max, "min": min, "amax": amax,
@@ -1488,6 +1552,11 @@ FUNCTIONS = dict(METHODS, cat=cat, concat=concat, stack=stack, linear=linear, ei
                  is_nonzero=lambda input: bool(input), numel=lambda input: input.numel(),
                  broadcast_tensors=broadcast_tensors, meshgrid=meshgrid, logspace=logspace,
                  cdist=cdist, cosine_similarity=cosine_similarity)
+# tg.<name>(..., out=t) as PyTorch (single-result functions), and tg.add(x, y, alpha=2)...
+FUNCTIONS = {n: f if n in ("split", "chunk", "unbind", "equal", "allclose", "is_nonzero", "numel",
+                           "broadcast_tensors", "meshgrid", "nonzero") else with_out(f, n)
+             for n, f in FUNCTIONS.items()}
+FUNCTIONS.update(ARITHMETIC)
 METHODS.update(
     to=to, cpu=cpu, cuda=cuda, type=tensor_type, type_as=type_as,
     double=_dtype_method(float64, "double"), float=_dtype_method(float32, "float"),
