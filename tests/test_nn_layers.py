@@ -85,6 +85,8 @@ def test_flatten_unflatten():
 @needs_torch
 def test_flatten_unflatten_match_torch():
     x = RNG.normal(size=(2, 3, 4, 5))
+    for d in ("Dropout1d", "Dropout2d", "Dropout3d"):
+        assert repr(getattr(nn, d)(0.2)) == repr(getattr(torch.nn, d)(0.2))
     for ours, theirs in [(nn.Flatten(), torch.nn.Flatten()), (nn.Flatten(2), torch.nn.Flatten(2)),
                          (nn.Unflatten(2, (2, 2)), torch.nn.Unflatten(2, (2, 2)))]:
         assert repr(ours) == repr(theirs)
@@ -119,6 +121,20 @@ def test_dropout_modes_propagate():
     a = val(drop(x)).copy()
     tg.manual_seed(3)
     np.testing.assert_array_equal(val(drop(x)), a)
+
+
+def test_channel_dropout():
+    tg.manual_seed(1)
+    x = tg.ones(4, 50, 3, 3, requires_grad=True)
+    d = nn.Dropout2d(0.3)
+    y = val(d(x))
+    per_channel = y.reshape(4, 50, 9)
+    assert np.all((per_channel == 0).all(2) | (per_channel == 1 / 0.7).all(2))
+    assert 0.15 < (per_channel == 0).all(2).mean() < 0.45
+    assert nn.Dropout2d(0.3).eval()(x) is x
+    assert val(nn.Dropout1d(0.5)(tg.ones(2, 8, 5))).reshape(2, 8, 5).std(2).max() == 0
+    with pytest.raises(RuntimeError, match="Expected 3D or 4D input"):
+        F.dropout2d(tg.ones(5), 0.5)
 
 
 @needs_torch
@@ -302,7 +318,11 @@ def test_conv_gradient_vs_finite_differences():
     (lambda m: m.Conv2d(2, 3, 2, padding="valid"), (2, 2, 3, 3)),
     (lambda m: m.Conv1d(3, 5, 4, stride=3, padding=2), (2, 3, 11)),
     (lambda m: m.Conv1d(2, 4, 3, groups=2, dilation=3), (3, 2, 10)),
-], ids=["2d", "2d-all-options", "same", "valid", "1d", "1d-groups"])
+    (lambda m: m.Conv2d(2, 3, 3, padding=(1, 2), padding_mode="reflect"), (2, 2, 5, 6)),
+    (lambda m: m.Conv2d(2, 3, (2, 3), padding="same", padding_mode="replicate"), (1, 2, 4, 5)),
+    (lambda m: m.Conv1d(2, 3, 3, padding=2, padding_mode="circular", stride=2), (2, 2, 7)),
+], ids=["2d", "2d-all-options", "same", "valid", "1d", "1d-groups", "reflect", "replicate-same",
+        "circular"])
 def test_conv_matches_torch(make, shape):
     ours, theirs = same_weights(make(nn), make(torch.nn))
     assert repr(ours) == repr(theirs)
@@ -628,3 +648,21 @@ def test_trunc_normal_and_orthogonal():
     np.testing.assert_allclose(q.reshape(6, 4).T @ q.reshape(6, 4), np.eye(4), atol=1e-12)
     with pytest.raises(ValueError):
         init.orthogonal_(tg.zeros(3))
+
+
+# every row of ops/nn_array_ops.py is reached by a functional with NN_CASES in tests/test_nn.py
+# (there checked against finite differences, PyTorch, and Hessian-vector products: the
+# transposed-convolution and weight rows are the convolution's first and second derivatives)
+ROW_FUNCTIONALS = {"conv": "conv2d", "conv_transpose": "conv2d", "conv_weight": "conv2d",
+                   "max_pool2d": "max_pool2d", "avg_pool2d": "avg_pool2d",
+                   "layer_norm": "layer_norm", "batch_norm": "batch_norm",
+                   "embedding": "embedding", "huber_loss": "huber_loss", "constant_pad": "pad",
+                   "index_pad": "pad"}
+
+
+def test_every_layer_row_has_a_functional_with_cases():
+    from tapegrad.ops import nn_array_ops
+    from tapegrad.ops.array_ops import ARRAY_OPS
+    rows = {n for n, op in ARRAY_OPS.items() if op.forward.__module__ == nn_array_ops.__name__}
+    assert rows == set(ROW_FUNCTIONALS), "add the new row to ROW_FUNCTIONALS and NN_CASES"
+    assert set(ROW_FUNCTIONALS.values()) <= set(F.__all__)

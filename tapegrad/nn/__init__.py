@@ -16,11 +16,11 @@ from __future__ import annotations
 from . import functional, init, utils
 from .modules import (ELU, GELU, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, BatchNorm1d,
                       BatchNorm2d, BCELoss, BCEWithLogitsLoss, Conv1d, Conv2d, CrossEntropyLoss,
-                      Dropout, Embedding, Flatten, HuberLoss, Identity, L1Loss, LayerNorm,
-                      LeakyReLU, Linear, LogSoftmax, MaxPool1d, MaxPool2d, Module, ModuleDict,
-                      ModuleList, MSELoss, NLLLoss, Parameter, ParameterDict, ParameterList, ReLU,
-                      Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Softplus, Tanh,
-                      Unflatten)
+                      Dropout, Dropout1d, Dropout2d, Dropout3d, Embedding, Flatten, HuberLoss,
+                      Identity, L1Loss, LayerNorm, LeakyReLU, Linear, LogSoftmax, MaxPool1d,
+                      MaxPool2d, Module, ModuleDict, ModuleList, MSELoss, NLLLoss, Parameter,
+                      ParameterDict, ParameterList, ReLU, Sequential, Sigmoid, SiLU,
+                      SmoothL1Loss, Softmax, Softplus, Tanh, Unflatten)
 
 __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleList",
            "ParameterList", "Identity", "Linear", "ReLU", "LeakyReLU", "Tanh", "Sigmoid",
@@ -28,4 +28,5 @@ __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleLis
            "BCELoss", "BCEWithLogitsLoss", "Softplus", "GELU", "SiLU", "ELU", "SmoothL1Loss",
            "utils", "ModuleDict", "Flatten", "Unflatten", "LayerNorm", "Embedding",
            "BatchNorm1d", "BatchNorm2d", "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d",
-           "AvgPool1d", "AvgPool2d", "HuberLoss", "ParameterDict", "AdaptiveAvgPool2d"]
+           "AvgPool1d", "AvgPool2d", "HuberLoss", "ParameterDict", "AdaptiveAvgPool2d",
+           "Dropout1d", "Dropout2d", "Dropout3d"]

@@ -23,7 +23,8 @@ __all__ = ["relu", "tanh", "sigmoid", "leaky_relu", "softplus", "gelu", "silu", 
            "log_softmax", "linear", "dropout", "mse_loss", "l1_loss", "smooth_l1_loss", "nll_loss",
            "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits",
            "huber_loss", "layer_norm", "batch_norm", "embedding", "conv1d", "conv2d",
-           "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d"]
+           "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "pad", "dropout1d",
+           "dropout2d", "dropout3d"]
 
 
 # -- activations -----------------------------------------------------------------------
@@ -122,6 +123,73 @@ def dropout(input, p=0.5, training=True, inplace=False):
         scale = (u < 1.0 - p) * (1.0 / (1.0 - p))
     scale = scale.astype(x.dtype if x.dtype.kind == "f" else np.float64, copy=False)
     return input * wrap(scale)   # MulBackward0, PyTorch's node on CPU
+
+
+def _channel_dropout(input, p, training, inplace, batched_ndim, name):
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    x = _val(input)
+    if x.ndim not in (batched_ndim - 1, batched_ndim):
+        raise RuntimeError(f"{name}: Expected {batched_ndim - 1}D or {batched_ndim}D input, "
+                           f"but received a {x.ndim}D input")
+    if not training or p == 0.0:
+        return input
+    lead = 2 if x.ndim == batched_ndim else 1
+    shape = x.shape[:lead] + (1,) * (x.ndim - lead)
+    if p == 1.0:
+        scale = np.zeros(shape)
+    else:
+        u = np.asarray(rand(*shape)._value) if shape else np.asarray(rand(1)._value)[0]
+        scale = (u < 1.0 - p) * (1.0 / (1.0 - p))
+    return input * wrap(np.asarray(scale).astype(x.dtype if x.dtype.kind == "f" else np.float64))
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of (N, C, L) [or (C, L)] with probability ``p`` (scaled by
+    1/(1-p)) in training; the identity otherwise."""
+    return _channel_dropout(input, p, training, inplace, 3, "dropout1d")
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of (N, C, H, W) [or (C, H, W)] with probability ``p``."""
+    return _channel_dropout(input, p, training, inplace, 4, "dropout2d")
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of (N, C, D, H, W) [or (C, D, H, W)] with probability ``p``."""
+    return _channel_dropout(input, p, training, inplace, 5, "dropout3d")
+
+
+def pad(input, pad, mode="constant", value=None):
+    """Pad the last ``len(pad) // 2`` dims: ``pad = (left, right, top, bottom, ...)``, last dim
+    first.  ``constant`` (``value``, default 0; negative amounts crop:
+    ``ConstantPadNdBackward0``), ``reflect`` (without the edge), ``replicate``, ``circular``
+    (as PyTorch's, which limits these to the last 1-3 dims of a batched or unbatched
+    input)."""
+    pad = tuple(int(p) for p in pad)
+    x = _val(input)
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    if len(pad) // 2 > x.ndim:
+        raise RuntimeError(f"Padding length should be less than or equal to two times the "
+                           f"input dimension but got padding length {len(pad)} and input of "
+                           f"dimension {x.ndim}")
+    if mode == "constant":
+        return call("constant_pad", input, pad=pad, value=0.0 if value is None else float(value))
+    if mode not in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    k = len(pad) // 2
+    if x.ndim not in (k + 1, k + 2) or k > 3:
+        raise NotImplementedError(f"Padding size {len(pad)} is not supported for {x.ndim}D "
+                                  "input tensor.")
+    for i in range(k):
+        n, lo, hi = x.shape[x.ndim - 1 - i], pad[2 * i], pad[2 * i + 1]
+        if (mode == "reflect" and (lo >= n or hi >= n)) or (mode == "circular" and
+                                                             (lo > n or hi > n)):
+            raise RuntimeError(f"Argument #4: Padding size should be less than the "
+                               f"corresponding input dimension, but got: padding ({lo}, {hi}) "
+                               f"at dimension {x.ndim - 1 - i} of input {list(x.shape)}")
+    return call("index_pad", input, pad=pad, mode=mode)
 
 
 # -- losses ----------------------------------------------------------------------------

@@ -27,7 +27,8 @@ __all__ = ["Parameter", "Module", "Sequential", "ModuleList", "ParameterList", "
            "CrossEntropyLoss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss", "ModuleDict",
            "RemovableHandle", "Flatten", "Unflatten", "LayerNorm", "Embedding", "BatchNorm1d",
            "BatchNorm2d", "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d",
-           "HuberLoss", "ParameterDict", "AdaptiveAvgPool2d"]
+           "HuberLoss", "ParameterDict", "AdaptiveAvgPool2d", "Dropout1d", "Dropout2d",
+           "Dropout3d"]
 
 
 def _is_param(value):
@@ -1141,9 +1142,9 @@ class _ConvNd(Module):
                                  "{'same', 'valid'}")
             if padding == "same" and any(s != 1 for s in _ntuple(stride, n)):
                 raise ValueError("padding='same' is not supported for strided convolutions")
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"padding_mode={padding_mode!r}: only 'zeros' is "
-                                      "supported")
+        if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
+            raise ValueError(f"padding_mode must be one of ['zeros', 'reflect', 'replicate', "
+                             f"'circular'], but got padding_mode='{padding_mode}'")
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size, self.stride = _ntuple(kernel_size, n), _ntuple(stride, n)
         self.padding = padding if isinstance(padding, str) else _ntuple(padding, n)
@@ -1180,7 +1181,24 @@ class _ConvNd(Module):
             s += f", groups={self.groups}"
         if self.bias is None:
             s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
         return s
+
+    def _conv(self, conv, input):
+        if self.padding_mode == "zeros":
+            return conv(input, self.weight, self.bias, self.stride, self.padding,
+                        self.dilation, self.groups)
+        # PyTorch's: pad in the mode (last dim first), then a convolution without padding
+        if isinstance(self.padding, str):
+            total = [0 if self.padding == "valid" else d * (k - 1)
+                     for k, d in zip(self.kernel_size, self.dilation)]
+            pairs = [(t // 2, t - t // 2) for t in total]
+        else:
+            pairs = [(p, p) for p in self.padding]
+        amounts = tuple(a for lo_hi in reversed(pairs) for a in lo_hi)
+        return conv(F.pad(input, amounts, mode=self.padding_mode), self.weight, self.bias,
+                    self.stride, 0, self.dilation, self.groups)
 
 
 class Conv1d(_ConvNd):
@@ -1188,8 +1206,7 @@ class Conv1d(_ConvNd):
     _nd = 1
 
     def forward(self, input):
-        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding,
-                        self.dilation, self.groups)
+        return self._conv(F.conv1d, input)
 
 
 class Conv2d(_ConvNd):
@@ -1197,8 +1214,7 @@ class Conv2d(_ConvNd):
     _nd = 2
 
     def forward(self, input):
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding,
-                        self.dilation, self.groups)
+        return self._conv(F.conv2d, input)
 
 
 class _MaxPoolNd(Module):
@@ -1283,6 +1299,28 @@ class AdaptiveAvgPool2d(Module):
 
     def extra_repr(self):
         return f"output_size={self.output_size}"
+
+
+class _DropoutNd(Dropout):
+    _fn = None
+
+    def forward(self, input):
+        return type(self)._fn(input, self.p, self.training)
+
+
+class Dropout1d(_DropoutNd):
+    """Zero whole channels of (N, C, L) inputs with probability ``p`` in training."""
+    _fn = staticmethod(F.dropout1d)
+
+
+class Dropout2d(_DropoutNd):
+    """Zero whole channels of (N, C, H, W) inputs with probability ``p`` in training."""
+    _fn = staticmethod(F.dropout2d)
+
+
+class Dropout3d(_DropoutNd):
+    """Zero whole channels of (N, C, D, H, W) inputs with probability ``p`` in training."""
+    _fn = staticmethod(F.dropout3d)
 
 
 # -- losses -------------------------------------------------------------------------------

@@ -398,6 +398,68 @@ def _(g, ans, w, idx, padding_idx=None):
     return (call("unindex", g, _shape(w), (iv,)), None)
 
 
+# -- padding ------------------------------------------------------------------------------
+
+def pad_pairs(ndim, pad):
+    """PyTorch's ``pad`` (last dim first: ``(left, right, top, bottom, ...)``) as one
+    ``(before, after)`` pair per dimension of an ``ndim``-d array."""
+    pairs = [(0, 0)] * ndim
+    for k in range(len(pad) // 2):
+        pairs[ndim - 1 - k] = (int(pad[2 * k]), int(pad[2 * k + 1]))
+    return pairs
+
+
+@defop("constant_pad", "ConstantPadNdBackward0", method=False, saves=False)
+def constant_pad(x, pad=(), value=0.0):
+    """``x`` padded with ``value`` (negative amounts crop)."""
+    pairs = pad_pairs(x.ndim, pad)
+    crop = tuple(slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(pairs, x.shape))
+    x = x[crop]
+    return np.pad(x, [(max(lo, 0), max(hi, 0)) for lo, hi in pairs], constant_values=value)
+
+
+# the adjoint of padding is cropping: padding by the negated amounts (with zeros)
+constant_pad.defvjp(lambda g, ans, x, pad=(), value=0.0:
+                    (call("constant_pad", g, pad=tuple(-p for p in pad), value=0.0),))
+
+
+def pad_index(shape, pad, mode):
+    """The index that pads an array of ``shape`` by ``pad`` in ``mode`` ("reflect",
+    "replicate", "circular"): one integer array per padded dimension, on an open mesh."""
+    pairs = pad_pairs(len(shape), pad)
+    k = len(pad) // 2
+    lead = len(shape) - k
+    picks = []
+    for (lo, hi), n in list(zip(pairs, shape))[lead:]:
+        i = np.arange(-lo, n + hi)
+        if mode == "reflect":
+            i = np.abs(i)
+            i = np.where(i > n - 1, 2 * (n - 1) - i, i)
+        elif mode == "replicate":
+            i = np.clip(i, 0, n - 1)
+        else:   # circular
+            i = i % n
+        picks.append(i)
+    return (slice(None),) * lead + tuple(np.ix_(*picks))
+
+
+def _index_pad_node(x, pad=(), mode="reflect"):
+    if mode == "circular":
+        return "CopySlices"
+    return f"{'Reflection' if mode == 'reflect' else 'Replication'}Pad{len(pad) // 2}DBackward0"
+
+
+@defop("index_pad", _index_pad_node, method=False, saves=False)
+def index_pad(x, pad=(), mode="reflect"):
+    """``x`` padded by reflection (without the edge), replication of the edge, or wrapping."""
+    return x[pad_index(x.shape, pad, mode)]
+
+
+# each output element is one input element: the gradient is added back where it came from
+index_pad.defvjp(lambda g, ans, x, pad=(), mode="reflect":
+                 (call("unindex", g, _shape(x), pad_index(_shape(x), pad, mode)),))
+
+
 # -- losses -------------------------------------------------------------------------------
 
 def _reduce(loss, reduction):
@@ -424,4 +486,5 @@ def _(g, ans, x, y, reduction="mean", delta=1.0):
 
 __all__ = ["conv", "conv_transpose", "conv_weight", "max_pool2d", "avg_pool2d", "layer_norm",
            "batch_norm", "embedding", "huber_loss", "out_size", "pool_padding", "pool_divisor",
-           "window_max", "im2col", "col2im"]
+           "window_max", "im2col", "col2im", "constant_pad", "index_pad", "pad_pairs",
+           "pad_index"]

@@ -2,6 +2,8 @@
 ``step`` (a closure under grad mode; the update under ``no_grad``), ``state_dict``."""
 from __future__ import annotations
 
+from collections import defaultdict
+
 import numpy as np
 
 from ..core.grad_mode import enable_grad, no_grad
@@ -24,7 +26,7 @@ class Optimizer:
 
     def __init__(self, params, defaults):
         self.defaults = defaults
-        self.state = {}
+        self.state = defaultdict(dict)   # state[p] starts empty, as PyTorch's
         self.param_groups = []
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of "
@@ -121,7 +123,7 @@ class Optimizer:
             if len(g["params"]) != len(saved["params"]):
                 raise ValueError("loaded state dict contains a parameter group that doesn't "
                                  "match the size of optimizer's group")
-        self.state = {}
+        self.state = defaultdict(dict)   # state[p] starts empty, as PyTorch's
         for k, st in state_dict["state"].items():
             p = params[int(k)]
             self.state[p] = {n: (np.array(v, dtype=np.float64) if np.ndim(v) and
