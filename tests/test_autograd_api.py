@@ -841,3 +841,41 @@ def test_hook_order_tensor_then_node_then_leaf():
     assert log[5] == ["split pre", [[2.0, 2.0], None]]
     assert log[6] == ["split post", [[2.0, 2.0, 0.0, 0.0]], [[2.0, 2.0], None]]
     assert log[8] == ["create_graph", True, False]
+
+
+def mark_dirty_numpy_program(L):
+    class Inplace(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            x_npy = x.numpy()          # shares x's memory (grad mode is off in forward)
+            x_npy += 1
+            ctx.mark_dirty(x)
+            return x
+
+        @staticmethod
+        @L.autograd.function.once_differentiable
+        def backward(ctx, grad_output):
+            return grad_output
+
+    out = []
+    a = leaf(L, [1.0]).clone()
+    b = a * a
+    r = Inplace.apply(a)
+    out.append([r is a, val(a), r.grad_fn.name()])
+    try:
+        b.backward()
+    except RuntimeError as e:
+        out.append(str(e)[:60])
+    c = leaf(L, [1.0, 2.0])
+    d = c * 1
+    Inplace.apply(d)
+    (d * d).sum().backward()
+    out.append(val(c.grad))
+    return out
+
+
+def test_mark_dirty_after_changing_the_input_through_numpy():
+    out = compare(mark_dirty_numpy_program)
+    assert out == [[True, [2.0], "InplaceBackward"],
+                   "one of the variables needed for gradient computation has be",
+                   [4.0, 6.0]]
