@@ -65,6 +65,7 @@ REFERENCE = {
     "gelu_backward": lambda g, x: g * (0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
                                        + x * math.exp(-x * x / 2.0) / math.sqrt(2.0 * math.pi)),
     "softplus_backward": lambda g, bx, t: g if bx > t else g / (1.0 + math.exp(-bx)),
+    "mse_loss_backward": lambda g, x, t: 2.0 * (x - t) * g,
     "binary_cross_entropy_backward": lambda g, x, t: g * (x - t) / max((1.0 - x) * x, 1e-12),
     "smooth_l1_backward": lambda g, d, beta: g * max(-1.0, min(1.0, d / beta)),
 }

@@ -18,11 +18,13 @@ runs everywhere).
   and ``g * (1 / y)`` give different NaNs and signed zeros): the fused backward ops
   (``sigmoid_backward``, ``tanh_backward``, ``threshold_backward`` for relu,
   ``leaky_relu_backward``, ``elu_backward``, ``gelu_backward``, ``softplus_backward``,
-  ``smooth_l1_loss_backward``, ``binary_cross_entropy_backward``) with their
+  ``smooth_l1_loss_backward``, ``mse_loss_backward``, ``binary_cross_entropy_backward``)
+  with their
   double-backward formulas and node names (and bce's first derivatives: PyTorch's kernel
   clamps x (1 - x) at float32's 1e-12, the target's is -logit(x); with logits,
   ``(sigmoid(x) - y) * grad``), atan2's
-  masked reciprocal, pow's ``where`` with a constant zero, ``x ** 2`` as ``2 * x ** 1``.
+  masked reciprocal, div's ``-grad * ((x / y) / y)``, pow's ``where`` with a constant zero,
+  ``x ** 2`` as ``2 * x ** 1``.
 """
 import math
 
@@ -290,6 +292,21 @@ def bce_with_logits_third(L, T):   # (sigmoid(x) - y) * grad, as PyTorch writes 
     h = _grad(L, g.sum(), x, create_graph=True)
     return g.tolist(), h.tolist(), _grad(L, h.sum(), x).tolist()
 
+
+def div_fresh_quotient(L, T):   # -grad * ((x / y) / y): a division of its own, whose parts
+    x, y = T(-0.5), T(-1.471)     # do not add up with those reaching x / y
+    q = x / y
+    g = _grad(L, q * y, y, create_graph=True)
+    return [h.item() for h in L.autograd.grad(g, [x, y])]
+
+
+def mse_loss_backward_target(L, T):   # mse_loss_backward(grad, t, x) for the target
+    x, y = T([-0.0, 0.5, inf]), T([0.5, -0.0, -1.5])
+    gx, gy = L.autograd.grad((L.nn.functional.mse_loss(x, y, reduction="none")
+                              * T([-inf, 1.0, -0.0], False)).sum(), [x, y], create_graph=True)
+    return [h.tolist() for h in L.autograd.grad((gx + gy * T([-0.0, 3.0, 1.0], False)).sum(),
+                                                 [x, y])]
+
 CASES = {   # the case, and PyTorch's result
     round_flows: (0.0, True, 0.0),
     sign_gives_zeros_like: (0.0, False),
@@ -335,6 +352,8 @@ CASES = {   # the case, and PyTorch's result
     bce_with_logits_third: ([0.06666666666666667, 0.19359902599262746, -0.09999999999999999],
                             [0.08333333333333333, 0.034997861801168866, 0.0],
                             [0.0, -0.0266541670187177, 0.0]),
+    div_fresh_quotient: [0.0, 0.0],
+    mse_loss_backward_target: [[nan, -4.0, 0.0], [nan, 4.0, 0.0]],
 }
 
 

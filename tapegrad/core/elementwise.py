@@ -2591,17 +2591,22 @@ def softplus_backward_(grad_output, input, threshold):
     return _generic(48, (grad_output, input, threshold,))
 
 
+def mse_loss_backward_(grad_output, input, target):
+    """mse_loss_backward: elementwise, differentiable (node ``MseLossBackwardBackward0``)."""
+    return _generic(49, (grad_output, input, target,))
+
+
 def binary_cross_entropy_backward_(grad_output, input, target):
     """binary_cross_entropy_backward: elementwise, differentiable (node ``BinaryCrossEntropyBackwardBackward0``)."""
-    return _generic(49, (grad_output, input, target,))
+    return _generic(50, (grad_output, input, target,))
 
 
 def smooth_l1_backward_(grad_output, difference, beta):
     """smooth_l1_backward: elementwise, differentiable (node ``SmoothL1LossBackwardBackward0``)."""
-    return _generic(50, (grad_output, difference, beta,))
+    return _generic(51, (grad_output, difference, beta,))
 
 
-FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'sign': sign_, 'round': round_, 'floor': floor_, 'ceil': ceil_, 'trunc': trunc_, 'lt': lt_, 'le': le_, 'gt': gt_, 'ge': ge_, 'eq': eq_, 'ne': ne_, 'clamp': clamp_, 'where': where_, 'reciprocal': reciprocal_, 'clone': clone_, 'sigmoid_backward': sigmoid_backward_, 'tanh_backward': tanh_backward_, 'threshold_backward': threshold_backward_, 'leaky_relu_backward': leaky_relu_backward_, 'elu_backward': elu_backward_, 'gelu_backward': gelu_backward_, 'softplus_backward': softplus_backward_, 'binary_cross_entropy_backward': binary_cross_entropy_backward_, 'smooth_l1_backward': smooth_l1_backward_}
+FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'sign': sign_, 'round': round_, 'floor': floor_, 'ceil': ceil_, 'trunc': trunc_, 'lt': lt_, 'le': le_, 'gt': gt_, 'ge': ge_, 'eq': eq_, 'ne': ne_, 'clamp': clamp_, 'where': where_, 'reciprocal': reciprocal_, 'clone': clone_, 'sigmoid_backward': sigmoid_backward_, 'tanh_backward': tanh_backward_, 'threshold_backward': threshold_backward_, 'leaky_relu_backward': leaky_relu_backward_, 'elu_backward': elu_backward_, 'gelu_backward': gelu_backward_, 'softplus_backward': softplus_backward_, 'mse_loss_backward': mse_loss_backward_, 'binary_cross_entropy_backward': binary_cross_entropy_backward_, 'smooth_l1_backward': smooth_l1_backward_}
 
 
 
@@ -2660,7 +2665,7 @@ def _gp_mul(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
 
 
 def _gp_div(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g / y) if nx else None, ((-g) * (out / y)) if ny else None,)
+    return ((g / y) if nx else None, ((-g) * ((x / y) / y)) if ny else None,)
 
 
 def _gp_pow(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
@@ -2846,6 +2851,10 @@ def _gp_softplus_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty,
     return (softplus_backward_(g, y, z) if nx else None, (sigmoid_backward_((g * x), sigmoid_(y)) * _sel((yv < zv), 1.0, 0.0)) if ny else None, _zeros(g) if nz else None,)
 
 
+def _gp_mse_loss_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (mse_loss_backward_(g, y, z) if nx else None, (2.0 * (g * x)) if ny else None, (-(2.0 * (g * x))) if nz else None,)
+
+
 def _gp_binary_cross_entropy_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return ((((y - z) / ((y + 1e-12) * ((1.0 - y) + 1e-12))) * g) if nx else None, (((((y * y) - ((2.0 * y) * z)) + z) / (((y + 1e-12) ** 2.0) * (((1.0 - y) + 1e-12) ** 2.0))) * (g * x)) if ny else None, (((-g) * x) / maximum_(((1.0 - y) * y), 1e-12)) if nz else None,)
 
@@ -2854,10 +2863,10 @@ def _gp_smooth_l1_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty
     return (smooth_l1_backward_(g, y, z) if nx else None, (((g * x) * _sel(np.logical_and((yv < zv), ((-yv) < zv)), 1.0, 0.0)) / z) if ny else None, _zeros(g) if nz else None,)
 
 
-GRAPH_PARTIALS = (_gp_add, _gp_sub, _gp_mul, _gp_div, _gp_pow, _gp_atan2, _gp_maximum, _gp_minimum, _gp_neg, _gp_abs, _gp_exp, _gp_log, _gp_log1p, _gp_expm1, _gp_sqrt, _gp_sin, _gp_cos, _gp_tan, _gp_asin, _gp_acos, _gp_atan, _gp_sinh, _gp_cosh, _gp_tanh, _gp_sigmoid, _gp_relu, _gp_erf, _gp_sign, _gp_round, _gp_floor, _gp_ceil, _gp_trunc, _gp_lt, _gp_le, _gp_gt, _gp_ge, _gp_eq, _gp_ne, _gp_clamp, _gp_where, _gp_reciprocal, _gp_clone, _gp_sigmoid_backward, _gp_tanh_backward, _gp_threshold_backward, _gp_leaky_relu_backward, _gp_elu_backward, _gp_gelu_backward, _gp_softplus_backward, _gp_binary_cross_entropy_backward, _gp_smooth_l1_backward,)
+GRAPH_PARTIALS = (_gp_add, _gp_sub, _gp_mul, _gp_div, _gp_pow, _gp_atan2, _gp_maximum, _gp_minimum, _gp_neg, _gp_abs, _gp_exp, _gp_log, _gp_log1p, _gp_expm1, _gp_sqrt, _gp_sin, _gp_cos, _gp_tan, _gp_asin, _gp_acos, _gp_atan, _gp_sinh, _gp_cosh, _gp_tanh, _gp_sigmoid, _gp_relu, _gp_erf, _gp_sign, _gp_round, _gp_floor, _gp_ceil, _gp_trunc, _gp_lt, _gp_le, _gp_gt, _gp_ge, _gp_eq, _gp_ne, _gp_clamp, _gp_where, _gp_reciprocal, _gp_clone, _gp_sigmoid_backward, _gp_tanh_backward, _gp_threshold_backward, _gp_leaky_relu_backward, _gp_elu_backward, _gp_gelu_backward, _gp_softplus_backward, _gp_mse_loss_backward, _gp_binary_cross_entropy_backward, _gp_smooth_l1_backward,)
 
 
-GRAPH_CONDITIONS = (((), ()), ((), ()), ((), ()), ((), ()), (('y',), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), (('x', 'y', 'z'), ('x', 'y', 'z'), ('x', 'y', 'z')), ((), ('x',), ('x',)), ((),), ((),), ((), ()), ((), ()), ((), ()), ((), (), ()), ((), ('y',), ()), ((), ()), ((), ('y', 'z'), ()), ((), (), ()), ((), ('y', 'z'), ()))
+GRAPH_CONDITIONS = (((), ()), ((), ()), ((), ()), ((), ()), (('y',), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), (('x', 'y', 'z'), ('x', 'y', 'z'), ('x', 'y', 'z')), ((), ('x',), ('x',)), ((),), ((),), ((), ()), ((), ()), ((), ()), ((), (), ()), ((), ('y',), ()), ((), ()), ((), ('y', 'z'), ()), ((), (), ()), ((), (), ()), ((), ('y', 'z'), ()))
 REFLECTED = {'add': add_, 'sub': rsub_, 'mul': mul_, 'div': rdiv_, 'pow': rpow_}
 for _name, _fn in list(FUNCTIONS.items()) + [('r' + k, f) for k, f in REFLECTED.items()
                                            if f is not FUNCTIONS[k]]:

@@ -9,20 +9,20 @@ import numpy as np
 
 from .numba_jit import jit
 
-N_ELEMENTWISE = 51
-LEAF = 51
-LINK = 52
-CONST = 53
-ARG = 54
-PYFUNC = 55
-PYOUT = 56
-ARITY = np.array([2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 1, 1, 2, 2, 2, 3, 3, 2, 3, 3, 3, 0, 0, 0, 0, 0, 0], dtype=np.int8)
-SAVES_X = np.array([False, False, True, False, True, True, True, True, False, True, False, True, True, False, False, True, True, False, True, True, True, True, True, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, True, True, False, False, True, True, False, False, True, True, True, True, True, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_Y = np.array([False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, True, True, True, True, True, True, True, True, True, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_Z = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, True, True, False, True, True, True, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_OUT = np.array([False, False, False, True, True, False, False, False, False, False, True, False, False, True, True, False, False, True, False, False, False, False, False, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+N_ELEMENTWISE = 52
+LEAF = 52
+LINK = 53
+CONST = 54
+ARG = 55
+PYFUNC = 56
+PYOUT = 57
+ARITY = np.array([2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 1, 1, 2, 2, 2, 3, 3, 2, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0], dtype=np.int8)
+SAVES_X = np.array([False, False, True, False, True, True, True, True, False, True, False, True, True, False, False, True, True, False, True, True, True, True, True, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, True, True, False, False, True, True, False, False, True, True, True, True, True, True, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_Y = np.array([False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, True, True, True, True, True, True, True, True, True, True, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_Z = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, True, True, False, True, True, True, True, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_OUT = np.array([False, False, False, True, True, False, False, False, False, False, True, False, False, True, True, False, False, True, False, False, False, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
 SAVES = SAVES_X | SAVES_Y | SAVES_Z | SAVES_OUT
-NO_GRAD = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+NO_GRAD = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
 
 
 @jit
@@ -135,9 +135,11 @@ def forward(o, x, y, z):
         return x * (0.5 * (1.0 + math.erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * math.exp(y * y * -0.5)))
     elif o == 48:  # softplus_backward
         return x if y > z else x * math.exp(y) / (math.exp(y) + 1.0)
-    elif o == 49:  # binary_cross_entropy_backward
+    elif o == 49:  # mse_loss_backward
+        return 2.0 * (y - z) * x
+    elif o == 50:  # binary_cross_entropy_backward
         return x * (y - z) / max((1.0 - y) * y, 9.999999960041972e-13)
-    elif o == 50:  # smooth_l1_backward
+    elif o == 51:  # smooth_l1_backward
         return -x if y <= -z else (x if y >= z else y * x / z)
     return math.nan
 
@@ -244,13 +246,15 @@ def terms(o, g, x, y, z, out):
         return g * (0.5 * (1.0 + erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * exp(y * y * -0.5))), g * (x * (2.0 * (0.3989422804014327 * exp(-0.5 * (y * y))) - y * y * (0.3989422804014327 * exp(-0.5 * (y * y))))), 0.0
     elif o == 48:  # softplus_backward
         return (g) if y > z else (g * (exp(y) / (exp(y) + 1.0))), g * (x * (1.0 - 1.0 / (1.0 + exp(-y))) * (1.0 / (1.0 + exp(-y))) * (1.0 if y < z else 0.0)), 0.0
-    elif o == 49:  # binary_cross_entropy_backward
+    elif o == 49:  # mse_loss_backward
+        return g * (2.0 * (y - z)), g * (2.0 * x), g * (-2.0 * x)
+    elif o == 50:  # binary_cross_entropy_backward
         return g * ((y - z) / ((y + 1e-12) * (1.0 - y + 1e-12))), g * ((y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * x), g * (-x / max((1.0 - y) * y, 1e-12))
-    elif o == 50:  # smooth_l1_backward
+    elif o == 51:  # smooth_l1_backward
         return (g * (-1.0)) if y <= -z else ((g) if y >= z else (g * (y / z))), g * (x * (1.0 if y < z and -y < z else 0.0) / z), 0.0
     return 0.0, 0.0, 0.0
 
-HESSIAN_PAIRS = ((), (), ((0, 1),), ((0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), (), (), (), (), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), (), ((0, 0),), (), (), (), (), (), (), (), (), (), (), (), (), (), ((0, 0),), (), ((0, 1), (1, 1)), ((0, 1), (1, 1)), (), ((0, 2),), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (1, 1)), ((0, 1), (1, 1)), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (0, 2), (1, 2)))
+HESSIAN_PAIRS = ((), (), ((0, 1),), ((0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), (), (), (), (), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), (), ((0, 0),), (), (), (), (), (), (), (), (), (), (), (), (), (), ((0, 0),), (), ((0, 1), (1, 1)), ((0, 1), (1, 1)), (), ((0, 2),), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (1, 1)), ((0, 1), (1, 1)), ((0, 1), (0, 2)), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (0, 2), (1, 2)))
 
 @jit
 def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, aadj, start, stop,
@@ -552,12 +556,17 @@ def replay_point(op, a, b, V, stop):
             y = V[rb]
             z = V[rc]
             V[i] = x if y > z else x * math.exp(y) / (math.exp(y) + 1.0)
-        elif o == 49:  # binary_cross_entropy_backward
+        elif o == 49:  # mse_loss_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            V[i] = 2.0 * (y - z) * x
+        elif o == 50:  # binary_cross_entropy_backward
             x = V[ra]
             y = V[rb]
             z = V[rc]
             V[i] = x * (y - z) / max((1.0 - y) * y, 9.999999960041972e-13)
-        elif o == 50:  # smooth_l1_backward
+        elif o == 51:  # smooth_l1_backward
             x = V[ra]
             y = V[rb]
             z = V[rc]
@@ -852,7 +861,18 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
                 ADJ[ra] += (g) if y > z else (g * (exp(y) / (exp(y) + 1.0)))
             if vb:
                 ADJ[rb] += g * (x * (1.0 - 1.0 / (1.0 + exp(-y))) * (1.0 / (1.0 + exp(-y))) * (1.0 if y < z else 0.0))
-        elif o == 49:  # binary_cross_entropy_backward
+        elif o == 49:  # mse_loss_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (2.0 * (y - z))
+            if vb:
+                ADJ[rb] += g * (2.0 * x)
+            if vc:
+                ADJ[rc] += g * (-2.0 * x)
+        elif o == 50:  # binary_cross_entropy_backward
             x = V[ra]
             y = V[rb]
             z = V[rc]
@@ -863,7 +883,7 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
                 ADJ[rb] += g * ((y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * x)
             if vc:
                 ADJ[rc] += g * (-x / max((1.0 - y) * y, 1e-12))
-        elif o == 50:  # smooth_l1_backward
+        elif o == 51:  # smooth_l1_backward
             x = V[ra]
             y = V[rb]
             z = V[rc]
@@ -1121,13 +1141,19 @@ def replay_batch(op, a, b, V, stop):
                 y = V[rb, k]
                 z = V[rc, k]
                 V[i, k] = x if y > z else x * math.exp(y) / (math.exp(y) + 1.0)
-        elif o == 49:  # binary_cross_entropy_backward
+        elif o == 49:  # mse_loss_backward
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                z = V[rc, k]
+                V[i, k] = 2.0 * (y - z) * x
+        elif o == 50:  # binary_cross_entropy_backward
             for k in range(nb):
                 x = V[ra, k]
                 y = V[rb, k]
                 z = V[rc, k]
                 V[i, k] = x * (y - z) / max((1.0 - y) * y, 9.999999960041972e-13)
-        elif o == 50:  # smooth_l1_backward
+        elif o == 51:  # smooth_l1_backward
             for k in range(nb):
                 x = V[ra, k]
                 y = V[rb, k]
@@ -1473,7 +1499,19 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                     ADJ[ra, k] += (g) if y > z else (g * (exp(y) / (exp(y) + 1.0)))
                 if vb:
                     ADJ[rb, k] += g * (x * (1.0 - 1.0 / (1.0 + exp(-y))) * (1.0 / (1.0 + exp(-y))) * (1.0 if y < z else 0.0))
-        elif o == 49:  # binary_cross_entropy_backward
+        elif o == 49:  # mse_loss_backward
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                z = V[rc, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (2.0 * (y - z))
+                if vb:
+                    ADJ[rb, k] += g * (2.0 * x)
+                if vc:
+                    ADJ[rc, k] += g * (-2.0 * x)
+        elif o == 50:  # binary_cross_entropy_backward
             for k in range(nb):
                 x = V[ra, k]
                 y = V[rb, k]
@@ -1485,7 +1523,7 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                     ADJ[rb, k] += g * ((y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * x)
                 if vc:
                     ADJ[rc, k] += g * (-x / max((1.0 - y) * y, 1e-12))
-        elif o == 50:  # smooth_l1_backward
+        elif o == 51:  # smooth_l1_backward
             for k in range(nb):
                 x = V[ra, k]
                 y = V[rb, k]
@@ -1930,7 +1968,23 @@ def tangent_point(op, a, b, V, T, stop):
                 if vb:
                     s += pb * T[rb, k]
                 T[i, k] = s
-        elif o == 49:  # binary_cross_entropy_backward
+        elif o == 49:  # mse_loss_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            pa = 2.0 * (y - z)
+            pb = 2.0 * x
+            pc = -2.0 * x
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                if vb:
+                    s += pb * T[rb, k]
+                if vc:
+                    s += pc * T[rc, k]
+                T[i, k] = s
+        elif o == 50:  # binary_cross_entropy_backward
             x = V[ra]
             y = V[rb]
             z = V[rc]
@@ -1946,7 +2000,7 @@ def tangent_point(op, a, b, V, T, stop):
                 if vc:
                     s += pc * T[rc, k]
                 T[i, k] = s
-        elif o == 50:  # smooth_l1_backward
+        elif o == 51:  # smooth_l1_backward
             x = V[ra]
             y = V[rb]
             z = V[rc]
@@ -2354,7 +2408,22 @@ def reverse_multi(op, a, b, V, A, start, stop):
                     A[ra, k] += g * pa
                 if vb:
                     A[rb, k] += g * pb
-        elif o == 49:  # binary_cross_entropy_backward
+        elif o == 49:  # mse_loss_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            pa = 2.0 * (y - z)
+            pb = 2.0 * x
+            pc = -2.0 * x
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
+                if vb:
+                    A[rb, k] += g * pb
+                if vc:
+                    A[rc, k] += g * pc
+        elif o == 50:  # binary_cross_entropy_backward
             x = V[ra]
             y = V[rb]
             z = V[rc]
@@ -2369,7 +2438,7 @@ def reverse_multi(op, a, b, V, A, start, stop):
                     A[rb, k] += g * pb
                 if vc:
                     A[rc, k] += g * pc
-        elif o == 50:  # smooth_l1_backward
+        elif o == 51:  # smooth_l1_backward
             x = V[ra]
             y = V[rb]
             z = V[rc]
@@ -2854,7 +2923,26 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                     D[ra, k] += dg * pa + ((0.0) if y > z else (g * (exp(y) * ty / (exp(y) + 1.0) + -exp(y) * (exp(y) * ty) / ((exp(y) + 1.0) * (exp(y) + 1.0)))))
                 if vb:
                     D[rb, k] += dg * pb + (g * (((tx * (1.0 - 1.0 / (1.0 + exp(-y))) + x * -(-1.0 * (exp(-y) * -ty) / ((1.0 + exp(-y)) * (1.0 + exp(-y))))) * (1.0 / (1.0 + exp(-y))) + x * (1.0 - 1.0 / (1.0 + exp(-y))) * (-1.0 * (exp(-y) * -ty) / ((1.0 + exp(-y)) * (1.0 + exp(-y))))) * (1.0 if y < z else 0.0)))
-        elif o == 49:  # binary_cross_entropy_backward
+        elif o == 49:  # mse_loss_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            pa = 2.0 * (y - z)
+            pb = 2.0 * x
+            pc = -2.0 * x
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tx = T[ra, k]
+                ty = T[rb, k]
+                tz = T[rc, k]
+                if va:
+                    D[ra, k] += dg * pa + (g * (2.0 * (ty + -tz)))
+                if vb:
+                    D[rb, k] += dg * pb + (g * (2.0 * tx))
+                if vc:
+                    D[rc, k] += dg * pc + (g * (-2.0 * tx))
+        elif o == 50:  # binary_cross_entropy_backward
             x = V[ra]
             y = V[rb]
             z = V[rc]
@@ -2873,7 +2961,7 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                     D[rb, k] += dg * pb + (g * (((ty * y + y * ty + -(2.0 * ty * z + 2.0 * y * tz) + tz) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) + -(y * y - 2.0 * y * z + z) * (2.0 * (y + 1e-12) ** (2.0 - 1.0) * ty * (1.0 - y + 1e-12) ** 2.0 + (y + 1e-12) ** 2.0 * (2.0 * (1.0 - y + 1e-12) ** (2.0 - 1.0) * -ty)) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0 * ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0))) * x + (y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * tx))
                 if vc:
                     D[rc, k] += dg * pc + (g * (-tx / max((1.0 - y) * y, 1e-12) + --x * (-ty * y + (1.0 - y) * ty if (1.0 - y) * y >= 1e-12 else 0.0) / (max((1.0 - y) * y, 1e-12) * max((1.0 - y) * y, 1e-12))))
-        elif o == 50:  # smooth_l1_backward
+        elif o == 51:  # smooth_l1_backward
             x = V[ra]
             y = V[rb]
             z = V[rc]
@@ -3408,7 +3496,24 @@ def forward_tangent(op, a, b, V, T, stop):
             if vb:
                 t += pb * T[rb]
             T[i] = t
-        elif o == 49:  # binary_cross_entropy_backward
+        elif o == 49:  # mse_loss_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            out = 2.0 * (y - z) * x
+            V[i] = out
+            pa = 2.0 * (y - z)
+            pb = 2.0 * x
+            pc = -2.0 * x
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            if vb:
+                t += pb * T[rb]
+            if vc:
+                t += pc * T[rc]
+            T[i] = t
+        elif o == 50:  # binary_cross_entropy_backward
             x = V[ra]
             y = V[rb]
             z = V[rc]
@@ -3425,7 +3530,7 @@ def forward_tangent(op, a, b, V, T, stop):
             if vc:
                 t += pc * T[rc]
             T[i] = t
-        elif o == 50:  # smooth_l1_backward
+        elif o == 51:  # smooth_l1_backward
             x = V[ra]
             y = V[rb]
             z = V[rc]
@@ -3926,7 +4031,28 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             if vb:
                 A[rb] += g * pb
                 D[rb] += dg * pb + (g * (((tx * (1.0 - 1.0 / (1.0 + exp(-y))) + x * -(-1.0 * (exp(-y) * -ty) / ((1.0 + exp(-y)) * (1.0 + exp(-y))))) * (1.0 / (1.0 + exp(-y))) + x * (1.0 - 1.0 / (1.0 + exp(-y))) * (-1.0 * (exp(-y) * -ty) / ((1.0 + exp(-y)) * (1.0 + exp(-y))))) * (1.0 if y < z else 0.0)))
-        elif o == 49:  # binary_cross_entropy_backward
+        elif o == 49:  # mse_loss_backward
+            x = V[ra]
+            y = V[rb]
+            z = V[rc]
+            pa = 2.0 * (y - z)
+            pb = 2.0 * x
+            pc = -2.0 * x
+            g = A[i]
+            dg = D[i]
+            tx = T[ra]
+            ty = T[rb]
+            tz = T[rc]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + (g * (2.0 * (ty + -tz)))
+            if vb:
+                A[rb] += g * pb
+                D[rb] += dg * pb + (g * (2.0 * tx))
+            if vc:
+                A[rc] += g * pc
+                D[rc] += dg * pc + (g * (-2.0 * tx))
+        elif o == 50:  # binary_cross_entropy_backward
             x = V[ra]
             y = V[rb]
             z = V[rc]
@@ -3947,7 +4073,7 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             if vc:
                 A[rc] += g * pc
                 D[rc] += dg * pc + (g * (-tx / max((1.0 - y) * y, 1e-12) + --x * (-ty * y + (1.0 - y) * ty if (1.0 - y) * y >= 1e-12 else 0.0) / (max((1.0 - y) * y, 1e-12) * max((1.0 - y) * y, 1e-12))))
-        elif o == 50:  # smooth_l1_backward
+        elif o == 51:  # smooth_l1_backward
             x = V[ra]
             y = V[rb]
             z = V[rc]

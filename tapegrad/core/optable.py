@@ -85,9 +85,10 @@ OPS: Tuple[Op, ...] = (
        node_r="RsubBackward1", wraps_number_first=True, int_result=True, domain=B2),
     Op("mul", 2, "x * y", "np.multiply(x, y)", "y", "x", node="MulBackward0", dunder="mul",
        commutative=True, int_result=True, domain=B2),
-    # d/dx x/y = 1/y ; d/dy x/y = -x/y^2 = -out/y (PyTorch: -grad * ((x / y) / y))
+    # d/dx x/y = 1/y ; d/dy x/y = -x/y^2 = -out/y (PyTorch: -grad * ((x / y) / y), a
+    # division of its own: differentiated again, its parts do not add up with out's)
     Op("div", 2, "x / y", "np.true_divide(x, y)", "1.0 / y", "-out / y",
-       gx="g / y", gy="-g * (out / y)",
+       gx="g / y", gy="-g * ((x / y) / y)",
        node="DivBackward0", dunder="truediv", rewrite_r="mul(reciprocal(y), x)",
        domain=((-2.0, 2.0), (0.5, 2.0))),
     # d/dx x^y = y x^(y-1) (0 where y == 0, as PyTorch) ; d/dy x^y = x^y log x (0 at x == 0, y >= 0:
@@ -274,6 +275,13 @@ OPS: Tuple[Op, ...] = (
        node="SoftplusBackwardBackward0", backward_of="softplus", method=False,
        sig="grad_output, input, threshold", call="grad_output, input, threshold",
        domain=((-2.0, 2.0), (-2.0, 2.0), (20.0, 20.0))),
+    # mse_loss_backward(g, x, t) = 2 (x - t) g ; double backward: 2 (grad g) for x, minus that
+    # for t (for t itself, PyTorch's rule swaps the two: mse_loss_backward(g, t, x))
+    Op("mse_loss_backward", 3, "2.0 * (y - z) * x", "2.0 * (y - z) * x", "2.0 * (y - z)",
+       "2.0 * x", "-2.0 * x", gx="mse_loss_backward(g, y, z)", gy="2.0 * (g * x)",
+       gz="-(2.0 * (g * x))", node="MseLossBackwardBackward0", backward_of="mse_loss",
+       method=False, sig="grad_output, input, target", call="grad_output, input, target",
+       domain=((-2.0, 2.0), (-2.0, 2.0), (-2.0, 2.0))),
     # binary_cross_entropy_backward(g, x, t) = g (x - t) / max(x (1 - x), eps), eps the float32
     # 1e-12 of PyTorch's kernel; its double-backward formulas (eps = 1e-12 there) for g, x, t
     Op("binary_cross_entropy_backward", 3,
@@ -313,9 +321,10 @@ STRUCTURAL = (
 
 
 def saved_inputs(op: Op) -> Tuple[bool, bool, bool, bool]:
-    """Which of (x, y, z, out) the op's backward reads, in either mode: derived from its
-    formulas (relu's partial reads x, its create_graph rule out, as PyTorch's)."""
+    """Which of (x, y, z, out) the op's backward reads: derived from its partials.  (A
+    ``g*`` rule may read others, as div's ``x``: the tape keeps every entry's value, and the
+    in-place checks stay those of the sweep, so ``x / 2.0`` does not save ``x``.)"""
     import re
 
-    text = " ".join(f for f in (op.dx, op.dy, op.dz, op.gx, op.gy, op.gz) if f)
+    text = " ".join(f for f in (op.dx, op.dy, op.dz) if f)
     return tuple(bool(re.search(r"\b%s\b" % n, text)) for n in ("x", "y", "z", "out"))

@@ -27,6 +27,7 @@ gelu_backward = _ELEMENTWISE["gelu_backward"]
 smooth_l1_backward = _ELEMENTWISE["smooth_l1_backward"]
 softplus_backward = _ELEMENTWISE["softplus_backward"]
 binary_cross_entropy_backward = _ELEMENTWISE["binary_cross_entropy_backward"]
+mse_loss_backward = _ELEMENTWISE["mse_loss_backward"]
 
 REDUCTIONS = ("none", "mean", "sum")
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -150,9 +151,9 @@ def mse_loss(x, y, reduction="mean"):
 
 @mse_loss.defvjp
 def _(g, ans, x, y, reduction="mean"):
-    # d/dx (x - y)^2 = 2 (x - y) = -d/dy
-    gd = _per_element(g, reduction, _size(x, y)) * 2.0 * (x - y)
-    return (gd, lambda: -gd)
+    # d/dx (x - y)^2 = 2 (x - y) = -d/dy (PyTorch's rule for y swaps the two)
+    gl = _per_element(g, reduction, _size(x, y))
+    return (lambda: mse_loss_backward(gl, x, y), lambda: mse_loss_backward(gl, y, x))
 
 
 @defop("l1_loss", "L1LossBackward0", method=False)
@@ -337,11 +338,7 @@ def cross_entropy(x, t, weight=None, ignore_index=-100, reduction="mean", label_
     B, denom = _cross_entropy_terms(x, t, weight, ignore_index, label_smoothing)
     z = x - np.max(x, axis=dim, keepdims=True)
     ls = z - np.log(np.sum(np.exp(z), axis=dim, keepdims=True))
-    # class targets pick their class's term (PyTorch's nll): a -inf logit elsewhere is no
-    # 0 * -inf = NaN; probabilities multiply every class, as PyTorch's do
-    with np.errstate(invalid="ignore"):
-        terms = B * ls if _soft(x, t) else np.where(B != 0.0, B * ls, 0.0)
-    return reduce(-np.sum(terms, axis=dim), reduction, denom)
+    return reduce(-np.sum(B * ls, axis=dim), reduction, denom)
 
 
 @cross_entropy.defvjp
@@ -383,5 +380,4 @@ def _(g, ans, x, t, weight=None, ignore_index=-100, reduction="mean"):
     gl = _per_element(g, reduction, float(w.sum()))
     if reduction == "none" and xv.ndim > 1:
         gl = call("unsqueeze", gl, dim)
-    # PyTorch scatters -w g into zeros: exactly 0. off the targets, whatever g is
-    return (where(wrap(onehot), gl * wrap(-np.expand_dims(w, dim)), 0.0), None, None)
+    return (gl * wrap(onehot * -np.expand_dims(w, dim)), None, None)
