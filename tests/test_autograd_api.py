@@ -877,5 +877,5 @@ def mark_dirty_numpy_program(L):
 def test_mark_dirty_after_changing_the_input_through_numpy():
     out = compare(mark_dirty_numpy_program)
     assert out == [[True, [2.0], "InplaceBackward"],
-                   "one of the variables needed for gradient computation has be",
+                   "one of the variables needed for gradient computation has bee",
                    [4.0, 6.0]]
