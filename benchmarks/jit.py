@@ -260,7 +260,8 @@ def main():
     n = 2000 if quick else 20000
     res = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": platform.machine(),
            "python": platform.python_version(), "numpy": np.__version__,
-           "numba": numba.__version__, "cpu_count": os.cpu_count(), "workloads": {}}
+           "numba": numba.__version__, "cpu_count": os.cpu_count(),
+           "load_average_at_start": os.getloadavg()[0], "workloads": {}}
 
     torch = None
     if not args.no_torch:
@@ -372,6 +373,7 @@ def main():
     res["workloads"]["kalman"] = W
 
     res["fresh_process_warm_cache"] = fresh_process_time()
+    res["load_average_at_end"] = os.getloadavg()[0]   # (another job on the machine slows it)
     report(res)
     if not quick:
         Path(args.out).write_text(json.dumps(res, indent=1) + "\n")

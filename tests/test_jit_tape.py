@@ -142,3 +142,13 @@ def test_user_threads_record_at_once():
     for j in range(len(points)):
         assert got[j][0] == expected[j][0] and np.array_equal(got[j][1], expected[j][1])
     assert not errors
+
+
+def test_release_frees_the_buffers_and_recording_goes_on():
+    x = np.random.default_rng(5).uniform(-1, 1, 5000)
+    v, g = _rosen.value_and_grad(x)
+    tg.jit.release()
+    from tapegrad.jit.active import SLOTS
+    assert len(SLOTS[0].op) == 0
+    v2, g2 = _rosen.value_and_grad(x)
+    assert v2 == v and np.array_equal(g2, g)

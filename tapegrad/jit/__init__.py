@@ -13,13 +13,13 @@ import sys
 import types as _types
 
 from . import active, arrays, lowering, overloads  # noqa: F401  (registers the types and ops)
-from .api import JitError, JitFunction, Recording, jit
+from .api import JitError, JitFunction, Recording, jit, release
 from .arrays import value, zeros
 from .overloads import STUBS
 
 globals().update(STUBS)   # tg.jit.sigmoid, relu, clamp, where, ...
 
-__all__ = ["jit", "JitFunction", "JitError", "Recording", "value", "zeros"] + sorted(STUBS)
+__all__ = ["jit", "JitFunction", "JitError", "Recording", "release", "value", "zeros"] + sorted(STUBS)
 
 
 class _Decorator(_types.ModuleType):

@@ -125,6 +125,17 @@ class SlotTape:
         h[_NC] = 1
         h[_CACHE_REF:_CACHE_REF + _CACHE_SIZE] = 0
 
+    def release(self):
+        """Drop the buffers (they are allocated again, small, by the next recording)."""
+        self.header[:_CACHE_BITS] = 0
+        self.op = np.zeros(0, np.int8)
+        self.a = np.zeros(0, np.int32)
+        self.b = np.zeros(0, np.int32)
+        self.val = np.zeros(0, np.float64)
+        self.consts = np.zeros(0, np.float64)
+        self.adj = np.zeros(0, np.float64)
+        self.reached = np.zeros(0, np.uint8)
+
     def record_comparisons(self, on):
         """While on, comparisons are recorded too (value 1/0), as the eager engine records
         them: a tape for replay needs them as guards."""

@@ -62,6 +62,21 @@ _reset_slots()
 os.register_at_fork(after_in_child=_reset_slots)
 
 
+def release():
+    """Free the recording buffers of every cell not in use (each keeps the size of the
+    largest recording it held, so that the next call of the same size allocates nothing)."""
+    held = []
+    try:
+        while True:
+            held.append(_FREE.get_nowait())
+    except queue.Empty:
+        pass
+    for s in held:
+        SLOTS[s].release()
+    for s in reversed(held):
+        _FREE.put(s)
+
+
 class _Slot:
     def __enter__(self):
         self.slot = _FREE.get()
