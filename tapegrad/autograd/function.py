@@ -289,7 +289,3 @@ def _raise_once(grads):
 class InplaceFunction(Function):
     def __init__(self, inplace=False):
         self.inplace = inplace
-
-
-class NestedIOFunction(Function):
-    pass

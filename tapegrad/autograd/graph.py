@@ -8,10 +8,12 @@
 - ``register_multi_grad_hook``, ``get_gradient_edge``.
 
 Hooks for saved tensors: a custom ``Function``'s saved tensors are packed when saved and
-unpacked when ``ctx.saved_tensors`` is read, as in PyTorch.  Built-in ops record without
-any Python call per op, so what they saved is packed when the ``with`` block ends (or when a
-backward starts inside it) and unpacked when the backward reaches the op; a value that
-unpacks to something else is what that op's backward then uses.
+unpacked when ``ctx.saved_tensors`` is read, as in PyTorch.  Built-in ops record without a
+Python call per op, so inside a ``saved_tensors_hooks`` block the recording tape's value
+lists are ones that report each entry appended: what an elementwise op saved (named as
+PyTorch names it, from the op table) is packed as the op is recorded, and unpacked when the
+backward reaches the op, whose rule then runs in Python on the unpacked values if they
+differ.  Array ops (matmul, reductions...) are not packed; their rules read the tape.
 """
 from __future__ import annotations
 
@@ -111,13 +113,13 @@ def operand_tensor(T, i, r, number=False, condition=False):
 
 
 def _saved_value(T, i, name):
-    code, ra, _ = T._entry(i)
+    code = T._entry(i)[0]
     for slot, r in saved_slots(T, i):
         if slot == name:
+            if r is None:      # not saved (PyTorch's undefined saved value reads as None)
+                return None
             if T._freed is not None and i < len(T._freed) and T._freed[i]:
                 raise RuntimeError(SECOND_BACKWARD)
-            if r is None:
-                return None
             opname = optable.OPS[code].name
             return operand_tensor(T, i, r, number=opname in _NUMBER_PARAMS,
                                   condition=opname == "where" and slot == "condition")
