@@ -31,7 +31,7 @@ from .core.printing import get_printoptions, set_printoptions
 from .core.dtypes import (Size, bool_, device, dtype, float16, float32, float64,
                           get_default_device, get_default_dtype, int8, int16, int32, int64,
                           set_default_device, set_default_dtype, uint8)
-from .core.dtypes import ALIASES as _DTYPE_ALIASES
+from .core.dtypes import ALIASES as _DTYPE_ALIASES, finfo, iinfo
 from .core.tensor import Tensor
 from .ops.factories import (arange, as_tensor, full, linspace, manual_seed, ones, ones_like, rand,
                             randn, tensor, zeros, zeros_like)

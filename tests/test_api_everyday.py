@@ -409,6 +409,9 @@ SAME = {
     "logspace": lambda m: m.logspace(0, 2, 3),
     "cdist": lambda m: m.cdist(_x(m, W), _x(m, W[:2])),
     "out": lambda m: _outs(m),
+    "nelement_ndimension": lambda m: (m.zeros(2, 3).nelement(), m.zeros(2, 3).ndimension(),
+                                      m.zeros(2).get_device(), m.zeros(2).is_complex(),
+                                      m.is_floating_point(m.zeros(1)), m.is_complex(m.zeros(1))),
     "add_alpha": lambda m: (m.add(_x(m, [1.0, 2.0]), 2, alpha=3), m.sub(_x(m, [1.0]), _x(m, [2.0]), alpha=2),
                             m.subtract(m.tensor([5]), m.tensor([1]), alpha=2)),
     "div_rounding": lambda m: (m.div(_x(m, [7.0, -7.0]), 2, rounding_mode="floor"),
@@ -703,3 +706,39 @@ def test_set_printoptions_as_pytorch(torch64):
                 m.set_printoptions(profile="default")
         assert got[0] == got[1], kw
     assert tg.get_printoptions()["precision"] == 4 and repr(tg.tensor(1.5)) == "tensor(1.5000)"
+
+
+def test_generators():
+    g = tg.Generator().manual_seed(7)
+    a = tg.randn(3, generator=g)
+    tg.manual_seed(1)
+    b = tg.rand(2)
+    g.manual_seed(7)
+    assert tg.randn(3, generator=g).tolist() == a.tolist() and g.initial_seed() == 7
+    tg.manual_seed(1)
+    assert tg.rand(2).tolist() == b.tolist() and tg.initial_seed() == 1
+    state = tg.get_rng_state()
+    c = tg.randint(0, 100, (5,))
+    tg.set_rng_state(state)
+    assert tg.randint(0, 100, (5,)).tolist() == c.tolist()
+    assert isinstance(tg.manual_seed(0), tg.Generator) and tg.default_generator.initial_seed() == 0
+    assert tg.randperm(4, generator=g).shape == (4,) and tg.normal(0.0, 1.0, (2,), generator=g).shape == (2,)
+
+
+@needs_torch
+def test_finfo_iinfo_as_pytorch(torch64):
+    for d in ("float16", "float32", "float64"):
+        a, b = tg.finfo(getattr(tg, d)), torch.finfo(getattr(torch, d))
+        for k in ("bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution"):
+            assert getattr(a, k) == getattr(b, k), (d, k)
+        assert repr(a) == repr(b)
+    for d in ("uint8", "int8", "int16", "int32", "int64"):
+        a, b = tg.iinfo(getattr(tg, d)), torch.iinfo(getattr(torch, d))
+        assert (a.bits, a.max, a.min, repr(a)) == (b.bits, b.max, b.min, repr(b))
+    assert tg.finfo().eps == torch.finfo().eps
+    for fn in (lambda m: m.finfo(m.int64), lambda m: m.iinfo(m.float32)):
+        with pytest.raises(TypeError) as theirs:
+            fn(torch64)
+        with pytest.raises(TypeError) as ours:
+            fn(tg)
+        assert str(ours.value) == str(theirs.value)

@@ -85,6 +85,45 @@ def set_default_dtype(d) -> None:
     _default[0] = d
 
 
+class finfo:
+    """Machine limits of a float dtype, as ``torch.finfo`` (the default dtype's without an
+    argument): ``bits``, ``eps``, ``max``, ``min``, ``tiny``/``smallest_normal``,
+    ``resolution``, ``dtype`` (its name)."""
+
+    def __init__(self, type=None):  # noqa: A002  (torch's argument name)
+        d = get_default_dtype() if type is None else as_dtype(type)
+        if not d.is_floating_point:
+            raise TypeError("torch.finfo() requires a floating point input type. Use "
+                            "torch.iinfo to handle 'torch.finfo'")
+        f = np.finfo(d.np)
+        self.bits, self.eps, self.max, self.min = f.bits, float(f.eps), float(f.max), float(f.min)
+        self.tiny = self.smallest_normal = float(f.smallest_normal)
+        self.resolution = 10.0 ** -f.precision
+        self.dtype = d.name
+
+    def __repr__(self):
+        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, "
+                f"eps={self.eps:g}, smallest_normal={self.smallest_normal:g}, "
+                f"tiny={self.tiny:g}, dtype={self.dtype})")
+
+
+class iinfo:
+    """Limits of an integer dtype, as ``torch.iinfo``: ``bits``, ``max``, ``min``, ``dtype``."""
+
+    def __init__(self, type):  # noqa: A002
+        d = as_dtype(type)
+        if d.np.kind not in "iub":
+            raise TypeError("torch.iinfo() requires an integer input type. Use torch.finfo to "
+                            "handle 'torch.iinfo'")
+        i = np.iinfo(d.np) if d.np.kind != "b" else None
+        self.bits = d.np.itemsize * 8
+        self.max, self.min = (int(i.max), int(i.min)) if i is not None else (1, 0)
+        self.dtype = d.name
+
+    def __repr__(self):
+        return f"iinfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})"
+
+
 # -- devices ---------------------------------------------------------------------------
 
 _DEVICE_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip",

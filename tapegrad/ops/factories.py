@@ -22,7 +22,54 @@ DType = Optional[Union[_dtype, np.dtype, type, str]]
 Number = Union[int, float, bool]
 SizeArg = Union[int, Sequence[int]]
 
-_rng = np.random.default_rng()
+class Generator(np.random.Generator):
+    """A random generator, as ``torch.Generator``: a NumPy ``Generator`` (PCG64) with
+    PyTorch's methods (``manual_seed``, ``seed``, ``initial_seed``, ``get_state``/
+    ``set_state``).  Pass it as ``generator=`` to ``rand``, ``randn``, ``randint``,
+    ``randperm``, ``normal``; the values are NumPy's draws, not PyTorch's."""
+
+    def __init__(self, device=None):
+        as_device(device)
+        seed = int(np.random.SeedSequence().entropy % (1 << 63))
+        super().__init__(np.random.PCG64(seed))
+        self._initial_seed = seed
+
+    def manual_seed(self, seed):
+        """Restart the stream from ``seed``; returns the generator."""
+        self.bit_generator.state = np.random.PCG64(int(seed)).state
+        self._initial_seed = int(seed)
+        return self
+
+    def seed(self):
+        """Restart from a fresh random seed, which is returned."""
+        seed = int(np.random.SeedSequence().entropy % (1 << 63))
+        self.manual_seed(seed)
+        return seed
+
+    def initial_seed(self):
+        """The seed the stream started from."""
+        return self._initial_seed
+
+    def get_state(self):
+        """The generator's state (NumPy's bit-generator state, a dict)."""
+        return self.bit_generator.state
+
+    def set_state(self, state):
+        """Restore a state from ``get_state``; returns the generator."""
+        self.bit_generator.state = state
+        return self
+
+    @property
+    def device(self):
+        return as_device(None)
+
+
+_rng = Generator()   # tapegrad's generator (others read it as factories._rng at each call)
+default_generator = _rng
+
+
+def _gen(generator):
+    return _rng if generator is None else generator
 
 
 def _np_dtype(dtype, default=None):
@@ -236,14 +283,14 @@ def linspace(start: Number, end: Number, steps: int, dtype: DType = None, device
 def rand(*size: SizeArg, dtype: DType = None, device=None, requires_grad: bool = False,
          generator=None, layout=None, pin_memory: bool = False, out=None, **kw) -> Tensor:
     """Uniform random values in [0, 1) (seeded by ``manual_seed``)."""
-    return _make(_rng.random(_size(size, kw, "rand")).astype(_float(dtype)),
+    return _make(_gen(generator).random(_size(size, kw, "rand")).astype(_float(dtype)),
                  requires_grad, device)
 
 
 def randn(*size: SizeArg, dtype: DType = None, device=None, requires_grad: bool = False,
           generator=None, layout=None, pin_memory: bool = False, out=None, **kw) -> Tensor:
     """Standard normal random values (seeded by ``manual_seed``)."""
-    return _make(_rng.standard_normal(_size(size, kw, "randn")).astype(_float(dtype)),
+    return _make(_gen(generator).standard_normal(_size(size, kw, "randn")).astype(_float(dtype)),
                  requires_grad, device)
 
 
@@ -260,7 +307,7 @@ def randint(*args, size=None, dtype: DType = None, device=None, requires_grad: b
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
                            f">= to={high}")
-    v = _rng.integers(low, high, _size((size,)), dtype=np.int64)
+    v = _gen(generator).integers(low, high, _size((size,)), dtype=np.int64)
     return _make(v.astype(_np_dtype(dtype, np.int64)), requires_grad, device)
 
 
@@ -269,7 +316,8 @@ def randperm(n: int, dtype: DType = None, device=None, requires_grad: bool = Fal
     """A random permutation of ``0 .. n-1`` (int64 unless ``dtype``)."""
     if n < 0:
         raise RuntimeError(f"n must be non-negative, got{n}")
-    return _make(_rng.permutation(n).astype(_np_dtype(dtype, np.int64)), requires_grad, device)
+    return _make(_gen(generator).permutation(n).astype(_np_dtype(dtype, np.int64)), requires_grad,
+                 device)
 
 
 def normal(mean, std=1.0, size=None, *, generator=None, dtype: DType = None, device=None,
@@ -290,15 +338,34 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype: DType = None, dev
                             "for mean and std need a size")
         shape = np.broadcast_shapes(np.shape(m), np.shape(s))
     dt = next((t.dtype.np for t in (mean, std) if isinstance(t, Tensor)), None)
-    v = np.asarray(m + s * _rng.standard_normal(shape)).astype(_np_dtype(dtype, dt or _float(None)))
+    v = np.asarray(m + s * _gen(generator).standard_normal(shape)).astype(_np_dtype(dtype, dt or _float(None)))
     return _make(v, requires_grad)
 
 
-def manual_seed(seed: int) -> np.random.Generator:
-    """Seed tapegrad's random generator (``rand``, ``randn``, ``randint``, ...)."""
-    global _rng
-    _rng = np.random.default_rng(seed)
-    return _rng
+def manual_seed(seed: int) -> Generator:
+    """Seed tapegrad's random generator (``rand``, ``randn``, ``randint``, ...); returns it
+    (``tg.default_generator``, a ``tg.Generator``: also a NumPy ``Generator``)."""
+    return _rng.manual_seed(seed)
+
+
+def seed() -> int:
+    """Seed tapegrad's generator from fresh entropy; returns the seed."""
+    return _rng.seed()
+
+
+def initial_seed() -> int:
+    """The seed tapegrad's generator started from."""
+    return _rng.initial_seed()
+
+
+def get_rng_state():
+    """The state of tapegrad's generator (for ``set_rng_state``)."""
+    return _rng.get_state()
+
+
+def set_rng_state(new_state) -> None:
+    """Restore tapegrad's generator to a state from ``get_rng_state``."""
+    _rng.set_state(new_state)
 
 
 def _like(t, dtype):
@@ -427,7 +494,9 @@ FUNCTIONS = {
     "tensor": tensor, "as_tensor": as_tensor, "from_numpy": from_numpy, "is_tensor": is_tensor,
     "numel": numel, "zeros": zeros, "ones": ones, "empty": empty, "full": full, "eye": eye,
     "arange": arange, "linspace": linspace, "rand": rand, "randn": randn, "randint": randint,
-    "randperm": randperm, "normal": normal, "manual_seed": manual_seed,
+    "randperm": randperm, "normal": normal, "manual_seed": manual_seed, "seed": seed,
+    "initial_seed": initial_seed, "get_rng_state": get_rng_state, "set_rng_state": set_rng_state,
+    "Generator": Generator, "default_generator": default_generator,
     "zeros_like": zeros_like, "ones_like": ones_like, "empty_like": empty_like,
     "full_like": full_like, "rand_like": rand_like, "randn_like": randn_like,
     "randint_like": randint_like, **LEGACY_CONSTRUCTORS,

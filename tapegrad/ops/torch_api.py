@@ -1446,6 +1446,21 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     return w12 / _E["sqrt"](_E["clamp"](n1 * n2, eps * eps, None))
 
 
+_threads = [1]
+
+
+def get_num_threads() -> int:
+    """The thread count set by ``set_num_threads`` (tapegrad's sweeps run on one thread)."""
+    return _threads[0]
+
+
+def set_num_threads(n: int) -> None:
+    """Accepted for PyTorch programs; tapegrad's kernels run on one thread whatever it is."""
+    if int(n) < 1:
+        raise RuntimeError("set_num_threads expects a positive integer")
+    _threads[0] = int(n)
+
+
 # -- out= and alpha= on the tg.<name> functions ----------------------------------------------
 
 def write_out(result, out, name):
@@ -1556,7 +1571,9 @@ FUNCTIONS = dict(METHODS, cat=cat, concat=concat, stack=stack, linear=linear, ei
 FUNCTIONS = {n: f if n in ("split", "chunk", "unbind", "equal", "allclose", "is_nonzero", "numel",
                            "broadcast_tensors", "meshgrid", "nonzero") else with_out(f, n)
              for n, f in FUNCTIONS.items()}
-FUNCTIONS.update(ARITHMETIC)
+FUNCTIONS.update(ARITHMETIC, get_num_threads=get_num_threads, set_num_threads=set_num_threads,
+                 is_floating_point=lambda input: input.is_floating_point(),
+                 is_complex=lambda input: False)
 METHODS.update(
     to=to, cpu=cpu, cuda=cuda, type=tensor_type, type_as=type_as,
     double=_dtype_method(float64, "double"), float=_dtype_method(float32, "float"),
@@ -1568,6 +1585,8 @@ METHODS.update(
     is_cuda=property(lambda self: False, doc="False: tapegrad's tensors live on the CPU."),
     is_cpu=property(lambda self: True, doc="True: tapegrad's tensors live on the CPU."),
     element_size=element_size, new_tensor=new_tensor, new_full=new_full,
+    nelement=lambda self: self.numel(), ndimension=lambda self: self.ndim,
+    get_device=lambda self: -1, is_complex=lambda self: False,
     new_zeros=_new_factory(lambda s, dt: np.zeros(s, dt)),
     new_ones=_new_factory(lambda s, dt: np.ones(s, dt)),
     new_empty=_new_factory(lambda s, dt: np.zeros(s, dt)),
