@@ -141,6 +141,9 @@ def generate() -> str:
         lines.append(f"    return {op.fwd}")
         lines.append("")
         lines.append("")
+        lines.append(f"fwd_{op.name}.expression = {op.fwd!r}")
+        lines.append("")
+        lines.append("")
         for fn, kind in _forms(op):
             if kind == "int":
                 lines.append(f"def int_{op.name}(x):")

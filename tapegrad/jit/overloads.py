@@ -19,28 +19,49 @@ def fwd_add(x, y, z):
     return x + y
 
 
+fwd_add.expression = 'x + y'
+
+
 def fwd_sub(x, y, z):
     return x - y
+
+
+fwd_sub.expression = 'x - y'
 
 
 def fwd_mul(x, y, z):
     return x * y
 
 
+fwd_mul.expression = 'x * y'
+
+
 def fwd_div(x, y, z):
     return x / y
+
+
+fwd_div.expression = 'x / y'
 
 
 def fwd_pow(x, y, z):
     return x * x if y == 2.0 else math.pow(x, y)
 
 
+fwd_pow.expression = 'x * x if y == 2.0 else math.pow(x, y)'
+
+
 def fwd_atan2(x, y, z):
     return math.atan2(x, y)
 
 
+fwd_atan2.expression = 'math.atan2(x, y)'
+
+
 def fwd_maximum(x, y, z):
     return x if (x >= y or x != x) else y
+
+
+fwd_maximum.expression = 'x if (x >= y or x != x) else y'
 
 
 def maximum(x, y):
@@ -52,6 +73,9 @@ def fwd_minimum(x, y, z):
     return x if (x <= y or x != x) else y
 
 
+fwd_minimum.expression = 'x if (x <= y or x != x) else y'
+
+
 def minimum(x, y):
     """``minimum`` of the op table: recorded on actives in a tg.jit function; on floats, its value."""
     return fwd_minimum(float(x), float(y), 0.0)
@@ -61,68 +85,119 @@ def fwd_neg(x, y, z):
     return -x
 
 
+fwd_neg.expression = '-x'
+
+
 def fwd_abs(x, y, z):
     return abs(x)
+
+
+fwd_abs.expression = 'abs(x)'
 
 
 def fwd_exp(x, y, z):
     return math.exp(x)
 
 
+fwd_exp.expression = 'math.exp(x)'
+
+
 def fwd_log(x, y, z):
     return math.log(x)
+
+
+fwd_log.expression = 'math.log(x)'
 
 
 def fwd_log1p(x, y, z):
     return math.log1p(x)
 
 
+fwd_log1p.expression = 'math.log1p(x)'
+
+
 def fwd_expm1(x, y, z):
     return math.expm1(x)
+
+
+fwd_expm1.expression = 'math.expm1(x)'
 
 
 def fwd_sqrt(x, y, z):
     return math.sqrt(x)
 
 
+fwd_sqrt.expression = 'math.sqrt(x)'
+
+
 def fwd_sin(x, y, z):
     return math.sin(x)
+
+
+fwd_sin.expression = 'math.sin(x)'
 
 
 def fwd_cos(x, y, z):
     return math.cos(x)
 
 
+fwd_cos.expression = 'math.cos(x)'
+
+
 def fwd_tan(x, y, z):
     return math.tan(x)
+
+
+fwd_tan.expression = 'math.tan(x)'
 
 
 def fwd_asin(x, y, z):
     return math.asin(x)
 
 
+fwd_asin.expression = 'math.asin(x)'
+
+
 def fwd_acos(x, y, z):
     return math.acos(x)
+
+
+fwd_acos.expression = 'math.acos(x)'
 
 
 def fwd_atan(x, y, z):
     return math.atan(x)
 
 
+fwd_atan.expression = 'math.atan(x)'
+
+
 def fwd_sinh(x, y, z):
     return math.sinh(x)
+
+
+fwd_sinh.expression = 'math.sinh(x)'
 
 
 def fwd_cosh(x, y, z):
     return math.cosh(x)
 
 
+fwd_cosh.expression = 'math.cosh(x)'
+
+
 def fwd_tanh(x, y, z):
     return math.tanh(x)
 
 
+fwd_tanh.expression = 'math.tanh(x)'
+
+
 def fwd_sigmoid(x, y, z):
     return 1.0 / (1.0 + math.exp(-x))
+
+
+fwd_sigmoid.expression = '1.0 / (1.0 + math.exp(-x))'
 
 
 def sigmoid(x):
@@ -134,6 +209,9 @@ def fwd_relu(x, y, z):
     return 0.0 if x < 0.0 else x
 
 
+fwd_relu.expression = '0.0 if x < 0.0 else x'
+
+
 def relu(x):
     """``relu`` of the op table: recorded on actives in a tg.jit function; on floats, its value."""
     return fwd_relu(float(x), 0.0, 0.0)
@@ -141,6 +219,9 @@ def relu(x):
 
 def fwd_erf(x, y, z):
     return math.erf(x)
+
+
+fwd_erf.expression = 'math.erf(x)'
 
 
 def erf(x):
@@ -152,6 +233,9 @@ def fwd_sign(x, y, z):
     return 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
 
 
+fwd_sign.expression = '1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)'
+
+
 def sign(x):
     """``sign`` of the op table: recorded on actives in a tg.jit function; on floats, its value."""
     return fwd_sign(float(x), 0.0, 0.0)
@@ -159,6 +243,9 @@ def sign(x):
 
 def fwd_round(x, y, z):
     return math.copysign(float(round(x)), x)
+
+
+fwd_round.expression = 'math.copysign(float(round(x)), x)'
 
 
 def int_round(x):
@@ -169,12 +256,18 @@ def fwd_floor(x, y, z):
     return math.copysign(float(math.floor(x)), x)
 
 
+fwd_floor.expression = 'math.copysign(float(math.floor(x)), x)'
+
+
 def int_floor(x):
     return math.floor(x)
 
 
 def fwd_ceil(x, y, z):
     return math.copysign(float(math.ceil(x)), x)
+
+
+fwd_ceil.expression = 'math.copysign(float(math.ceil(x)), x)'
 
 
 def int_ceil(x):
@@ -185,6 +278,9 @@ def fwd_trunc(x, y, z):
     return math.copysign(float(math.trunc(x)), x)
 
 
+fwd_trunc.expression = 'math.copysign(float(math.trunc(x)), x)'
+
+
 def int_trunc(x):
     return math.trunc(x)
 
@@ -193,28 +289,49 @@ def fwd_lt(x, y, z):
     return 1.0 if x < y else 0.0
 
 
+fwd_lt.expression = '1.0 if x < y else 0.0'
+
+
 def fwd_le(x, y, z):
     return 1.0 if x <= y else 0.0
+
+
+fwd_le.expression = '1.0 if x <= y else 0.0'
 
 
 def fwd_gt(x, y, z):
     return 1.0 if x > y else 0.0
 
 
+fwd_gt.expression = '1.0 if x > y else 0.0'
+
+
 def fwd_ge(x, y, z):
     return 1.0 if x >= y else 0.0
+
+
+fwd_ge.expression = '1.0 if x >= y else 0.0'
 
 
 def fwd_eq(x, y, z):
     return 1.0 if x == y else 0.0
 
 
+fwd_eq.expression = '1.0 if x == y else 0.0'
+
+
 def fwd_ne(x, y, z):
     return 1.0 if x != y else 0.0
 
 
+fwd_ne.expression = '1.0 if x != y else 0.0'
+
+
 def fwd_clamp(x, y, z):
     return math.nan if (x != x or y != y or z != z) else (z if (y if x < y else x) > z else (y if x < y else x))
+
+
+fwd_clamp.expression = 'math.nan if (x != x or y != y or z != z) else (z if (y if x < y else x) > z else (y if x < y else x))'
 
 
 def clamp(x, y, z):
@@ -226,6 +343,9 @@ def fwd_where(x, y, z):
     return y if x != 0.0 else z
 
 
+fwd_where.expression = 'y if x != 0.0 else z'
+
+
 def where(x, y, z):
     """``where`` of the op table: recorded on actives in a tg.jit function; on floats, its value."""
     return fwd_where(float(x), float(y), float(z))
@@ -235,6 +355,9 @@ def fwd_reciprocal(x, y, z):
     return 1.0 / x
 
 
+fwd_reciprocal.expression = '1.0 / x'
+
+
 def reciprocal(x):
     """``reciprocal`` of the op table: recorded on actives in a tg.jit function; on floats, its value."""
     return fwd_reciprocal(float(x), 0.0, 0.0)
@@ -242,6 +365,9 @@ def reciprocal(x):
 
 def fwd_clone(x, y, z):
     return x
+
+
+fwd_clone.expression = 'x'
 
 
 def clone(x):
