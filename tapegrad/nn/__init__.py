@@ -21,6 +21,7 @@ from .modules import (ELU, GELU, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, BatchN
                       MaxPool2d, Module, ModuleDict, ModuleList, MSELoss, NLLLoss, Parameter,
                       ParameterDict, ParameterList, ReLU, Sequential, Sigmoid, SiLU,
                       SmoothL1Loss, Softmax, Softplus, Tanh, Unflatten)
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 
 __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleList",
            "ParameterList", "Identity", "Linear", "ReLU", "LeakyReLU", "Tanh", "Sigmoid",
@@ -29,4 +30,5 @@ __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleLis
            "utils", "ModuleDict", "Flatten", "Unflatten", "LayerNorm", "Embedding",
            "BatchNorm1d", "BatchNorm2d", "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d",
            "AvgPool1d", "AvgPool2d", "HuberLoss", "ParameterDict", "AdaptiveAvgPool2d",
-           "Dropout1d", "Dropout2d", "Dropout3d"]
+           "Dropout1d", "Dropout2d", "Dropout3d", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell",
+           "GRUCell"]
