@@ -18,13 +18,13 @@ differ.  Array ops (matmul, reductions...) are not packed; their rules read the 
 from __future__ import annotations
 
 import threading
-import weakref
 from typing import NamedTuple
 
 import numpy as np
 
 from ..core import optable
-from ..core.graph import AccumulateGrad, Node, RemovableHandle, leaf_state_for
+from ..core.graph import (AccumulateGrad, Node, RemovableHandle, leaf_state_for, node_state,
+                          node_state_for)
 from ..core.kernels import NO_GRAD, SAVES_OUT, SAVES_X, SAVES_Y, SAVES_Z
 from ..core.tape import (CONST, LEAF, LINK, N_ELEMENTWISE, PYOUT, SECOND_BACKWARD, Tape,
                          recording)
@@ -44,7 +44,6 @@ class _Local(threading.local):
 
 
 _local = _Local()
-_PACKED = weakref.WeakKeyDictionary()   # tape -> {entry: [(ref, unpack, packed), ...]}
 
 
 # -- saved values (``grad_fn._saved_self``...) ----------------------------------------------
@@ -160,15 +159,13 @@ class SavedTensor:
                 "autograd.grad(). Specify retain_graph=True if you need to backward through "
                 "the graph a second time or if you need to access saved variables after "
                 "calling backward.")
-        T, i, r = self._tape, self._entry, self._ref
-        item = _PACKED.setdefault(T, {}).setdefault(i, None) or []
-        if any(ref == r for ref, _, _ in item):
+        st = node_state_for(self._tape, self._entry)
+        if any(ref == self._ref for ref, _, _ in st.packed or ()):
             raise RuntimeError("Calling register_hooks on a saved tensor whose hooks have "
                                "already been set. Hint: only one pair of hooks is allowed at "
                                "a time.")
-        item.append((r, unpack_hook, pack_hook(self.unpack().detach())))
-        _PACKED[T][i] = item
-        T._stops.append(i)
+        st.packed = (st.packed or []) + [(self._ref, unpack_hook,
+                                          pack_hook(self.unpack().detach()))]
 
 
 def _node_getattr(self, name):
@@ -228,14 +225,14 @@ class saved_tensors_hooks:
 
     def __init__(self, pack_hook, unpack_hook):
         self.pack_hook, self.unpack_hook = pack_hook, unpack_hook
-        self._spans = []       # [tape, next entry to pack]
+        self._spans = []       # [tape, next entry to pack, entries a pack hook recorded]
         self._outer = None     # the value list of the tape before this block
 
     def __enter__(self):
         if _local.disabled is not None:
             raise RuntimeError(_local.disabled)
         T = recording()
-        self._spans = [] if T is None else [[T, len(T)]]
+        self._spans = [] if T is None else [[T, len(T), set()]]
         if T is not None:      # pack each entry as it is recorded
             self._outer = T._rec_val, T._arr
             T._rec_val = _PackingValues(T._rec_val, self, T)
@@ -264,26 +261,27 @@ class saved_tensors_hooks:
             if span[0] is T:
                 break
         else:
-            span = [T, 0]
+            span = [T, 0, set()]
             self._spans.append(span)
-        done = _PACKED.setdefault(T, {})
+        skip = span[2]
         for i in range(span[1], len(T)):
             code = T._entry(i)[0]
-            if code < N_ELEMENTWISE and i not in done:
+            st = node_state(T, i)
+            if code < N_ELEMENTWISE and i not in skip and (st is None or st.packed is None):
                 slots = [(name, r) for name, r in saved_slots(T, i)   # numbers are not tensors
                          if r is not None and (r == "out" or r >= 0 or r in T._tensor_consts)]
                 if complete_only and slots and slots[-1][1] == "out" and i not in T._arr and \
                         T._value(i) != T._value(i):   # an array result not stored yet
                     return
-                if slots:
+                if slots:    # (a state is a stop: the walk unpacks them when it gets there)
                     opname = optable.OPS[code].name
-                    done[i] = [(r, self.unpack_hook, self._pack(T, done, operand_tensor(
-                        T, i, r, condition=opname == "where" and name == "condition")))
+                    node_state_for(T, i).packed = [
+                        (r, self.unpack_hook, self._pack(T, skip, operand_tensor(
+                            T, i, r, condition=opname == "where" and name == "condition")))
                         for name, r in slots]
-                    T._stops.append(i)    # the walk unpacks them when it gets there
             span[1] = i + 1
 
-    def _pack(self, T, done, t):
+    def _pack(self, T, skip, t):
         """``pack_hook(t)``; what it records is not packed (PyTorch disables the hooks
         while one runs)."""
         start = len(T)
@@ -292,8 +290,7 @@ class saved_tensors_hooks:
             return self.pack_hook(t)
         finally:
             _local.packing -= 1
-            for j in range(start, len(T)):
-                done.setdefault(j, None)
+            skip.update(range(start, len(T)))
 
 
 class _PackingValues(list):
@@ -366,9 +363,9 @@ def pack_pending():
 def unpack_entry(T, i):
     """``{operand ref or 'out': tensor}`` unpacked for entry ``i``: the values that differ
     from the recorded ones (None when its backward can use the tape as it is)."""
-    d = _PACKED.get(T) if _PACKED else None
-    item = None if d is None else d.get(i)
-    if item is None:
+    st = node_state(T, i)
+    item = None if st is None else st.packed
+    if not item:
         return None
     changed = {}
     for r, unpack, p in item:

@@ -36,15 +36,20 @@ class RemovableHandle:
         self.remove()
 
 
-class NodeState:
+class NodeState(int):
     """What users attach to a node: ``register_hook``/``register_prehook`` hooks, the
-    ``metadata`` dict, and for a leaf's ``AccumulateGrad`` the post-accumulate-grad hooks.
-    No node object lives while recording, so this lives beside the tape, per entry."""
+    ``metadata`` dict, saved values packed by ``saved_tensors_hooks`` (``packed``), and for
+    a leaf's ``AccumulateGrad`` the post-accumulate-grad hooks.
 
-    __slots__ = ("pre", "post", "metadata", "post_accumulate")
+    No node object lives while recording, so a node's state is an entry of its tape's
+    ``_stops`` (an int, the entry's index: the walk returns to Python there).  The tape owns
+    it and it dies with the tape: a registry outside would keep the tape alive through
+    hooks and saved values that refer to its tensors."""
 
-    def __init__(self):
-        self.pre, self.post, self.metadata, self.post_accumulate = [], [], {}, []
+    def __new__(cls, entry):
+        st = int.__new__(cls, entry)
+        st.pre, st.post, st.metadata, st.post_accumulate, st.packed = [], [], {}, [], None
+        return st
 
     def run_pre(self, grads):
         """``grad_outputs`` after the pre-hooks (each may return a replacement tuple)."""
@@ -79,23 +84,34 @@ def _checked(hook, r, old):
     return r
 
 
-_NODE_STATE = weakref.WeakKeyDictionary()   # tape -> {entry: NodeState}
-LEAF_STATE = {}                             # id(leaf) -> NodeState of its AccumulateGrad
+_STATE_AT = weakref.WeakKeyDictionary()   # tape -> {entry: position of its state in _stops}
+LEAF_STATE = {}                           # id(leaf) -> NodeState of its AccumulateGrad
 
 
 def node_state(T, i):
-    """The hooks and metadata users attached to entry ``i``'s node (None: nothing)."""
-    if not _NODE_STATE:      # the common case: no hooks anywhere (a cheap test per stop)
+    """What users attached to entry ``i``'s node (None: nothing)."""
+    if not _STATE_AT:      # the common case: nothing attached anywhere (a test per stop)
         return None
-    d = _NODE_STATE.get(T)
-    return None if d is None else d.get(i)
+    d = _STATE_AT.get(T)
+    k = None if d is None else d.get(i)
+    return None if k is None else T._stops[k]
+
+
+def node_state_for(T, i):
+    """Entry ``i``'s ``NodeState``, created on first use."""
+    st = node_state(T, i)
+    if st is None:
+        st = NodeState(i)
+        _STATE_AT.setdefault(T, {})[i] = len(T._stops)
+        T._stops.append(st)
+    return st
 
 
 def leaf_state_for(t):
     """Leaf ``t``'s ``NodeState``, created on first use (dropped with ``t``)."""
     st = LEAF_STATE.get(id(t))
     if st is None:
-        st = LEAF_STATE[id(t)] = NodeState()
+        st = LEAF_STATE[id(t)] = NodeState(-1)
         weakref.finalize(t, LEAF_STATE.pop, id(t), None)
     return st
 
@@ -112,13 +128,7 @@ class Node:
         return type(self).__name__
 
     def _state(self):
-        d = _NODE_STATE.get(self._tape)
-        if d is None:
-            d = _NODE_STATE[self._tape] = {}
-        st = d.get(self._entry)
-        if st is None:
-            st = d[self._entry] = NodeState()
-        return st
+        return node_state_for(self._tape, self._entry)
 
     @property
     def next_functions(self):
@@ -135,14 +145,12 @@ class Node:
         """``fn(grad_inputs, grad_outputs)`` after this node computed the gradients of its
         inputs; a returned tuple replaces ``grad_inputs``.  Returns a handle."""
         st = self._state()
-        self._tape._stops.append(self._entry)   # the walk returns to Python here
         st.post.append(fn)
         return RemovableHandle(st.post, fn)
 
     def register_prehook(self, fn):
         """``fn(grad_outputs)`` before this node runs; a returned tuple replaces them."""
         st = self._state()
-        self._tape._stops.append(self._entry)
         st.pre.append(fn)
         return RemovableHandle(st.pre, fn)
 
