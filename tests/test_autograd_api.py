@@ -9,8 +9,9 @@ Each program takes the library as ``L`` and returns plain values (lists, strings
 logs); a test runs it under tapegrad with written-out expectations and, where PyTorch is
 installed, compares with PyTorch's results.
 """
+import gc
 import math
-import re
+import weakref
 
 import numpy as np
 import pytest
@@ -879,3 +880,18 @@ def test_mark_dirty_after_changing_the_input_through_numpy():
     assert out == [[True, [2.0], "InplaceBackward"],
                    "one of the variables needed for gradient computation has bee",
                    [4.0, 6.0]]
+
+
+def test_hooks_and_packed_values_do_not_keep_a_tape_alive():
+    w = tg.tensor([1.0, 2.0], requires_grad=True)
+    tapes = []
+    for _ in range(3):
+        with tg.autograd.graph.save_on_cpu():
+            y = (w * w).exp()
+        y.grad_fn.register_hook(lambda gi, go, y=y: None)    # refers to its own tensor
+        y.grad_fn.metadata["y"] = y
+        tapes.append(weakref.ref(y._tape))
+        y.sum().backward()
+        del y
+    gc.collect()
+    assert [t() is not None for t in tapes[:-1]] == [False, False]   # (w holds the last)
