@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 
+from ..core.tape import Tape
 from ..core.tensor import Tensor, wrap
 from . import forward_ad
 from .gradients import grad
@@ -31,11 +32,13 @@ def _numerical(func, inputs, k, eps):
             p = base.copy().reshape(-1)
             p[j] += sign * eps
             xs = list(inputs)
-            # grad mode stays on (gradgradcheck's function calls autograd.grad)
+            # grad mode stays on (gradgradcheck's function calls autograd.grad), on a tape
+            # of its own that goes when the evaluation is done
             xs[k] = wrap(p.reshape(base.shape) if base.ndim else float(p[0]),
                          requires_grad=x.requires_grad)
-            vals.append([np.array(o._value, dtype=np.float64).reshape(-1) if isinstance(o, Tensor)
-                         else None for o in _outputs(func, xs)])
+            with Tape():
+                vals.append([np.array(o._value, dtype=np.float64).reshape(-1)
+                             if isinstance(o, Tensor) else None for o in _outputs(func, xs)])
         cols.append([None if a is None else (a - b) / (2 * eps) for a, b in zip(*vals)])
     n_out = len(cols[0]) if cols else 0
     return [None if cols[0][i] is None else np.array([c[i] for c in cols]).T
