@@ -666,3 +666,51 @@ def test_every_layer_row_has_a_functional_with_cases():
     rows = {n for n, op in ARRAY_OPS.items() if op.forward.__module__ == nn_array_ops.__name__}
     assert rows == set(ROW_FUNCTIONALS), "add the new row to ROW_FUNCTIONALS and NN_CASES"
     assert set(ROW_FUNCTIONALS.values()) <= set(F.__all__)
+
+
+# -- backward hooks -------------------------------------------------------------------------
+
+def _backward_hook_log(m, lib):
+    """The same backward hooks on ``m`` (ours or PyTorch's); they log what they see (as
+    NumPy) and double grad_input of the first layer and halve grad_output of the last."""
+    log = []
+
+    def shapes(gs):
+        return [None if g is None else np.round(val(g), 12).tolist() for g in gs]
+
+    m[0].register_full_backward_hook(
+        lambda mod, gi, go: (log.append(("full0", shapes(gi), shapes(go))),
+                             None if gi[0] is None else (gi[0] * 2,))[1])
+    m[2].register_full_backward_pre_hook(
+        lambda mod, go: (log.append(("pre2", shapes(go))), (go[0] * 0.5,))[1])
+    h = m[2].register_full_backward_hook(lambda mod, gi, go: log.append(("full2", shapes(gi),
+                                                                          shapes(go))))
+    return log, h
+
+
+@needs_torch
+@pytest.mark.filterwarnings("ignore:Full backward hook is firing")   # both libraries warn
+@pytest.mark.parametrize("input_grad", [True, False])
+def test_backward_hooks_match_torch(input_grad):
+    ours = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+    theirs = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+    same_weights(ours, theirs)
+    (log1, h1), (log2, h2) = _backward_hook_log(ours, tg), _backward_hook_log(theirs, torch)
+    x = RNG.normal(size=(5, 3))
+    gx, tx = tg.tensor(x, requires_grad=input_grad), torch.tensor(x, requires_grad=input_grad)
+    a, b = ours(gx), theirs(tx)
+    assert type(a.grad_fn).__name__ == type(b.grad_fn).__name__ == "BackwardHookFunctionBackward"
+    a.sum().backward()
+    b.sum().backward()
+    assert log1 == log2
+    if input_grad:
+        np.testing.assert_allclose(val(gx.grad), val(tx.grad), rtol=1e-12)
+    for (n, p), q in zip(ours.named_parameters(), theirs.parameters()):
+        np.testing.assert_allclose(val(p.grad), val(q.grad), rtol=1e-12, err_msg=n)
+    h1.remove()
+    h2.remove()
+    log1.clear()
+    log2.clear()
+    ours(gx).sum().backward()
+    theirs(tx).sum().backward()
+    assert log1 == log2 and [e[0] for e in log1] == ["pre2", "full0"]

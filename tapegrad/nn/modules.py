@@ -12,10 +12,13 @@ require grad stays a plain attribute (use ``register_buffer`` for state that sho
 from __future__ import annotations
 
 import math
+import warnings
 from collections import OrderedDict, namedtuple
 
 import numpy as np
 
+from ..autograd.function import Function
+from ..core.grad_mode import is_grad_enabled
 from ..core.tensor import Tensor, wrap
 from . import functional as F
 from . import init
@@ -28,7 +31,7 @@ __all__ = ["Parameter", "Module", "Sequential", "ModuleList", "ParameterList", "
            "RemovableHandle", "Flatten", "Unflatten", "LayerNorm", "Embedding", "BatchNorm1d",
            "BatchNorm2d", "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d",
            "HuberLoss", "ParameterDict", "AdaptiveAvgPool2d", "Dropout1d", "Dropout2d",
-           "Dropout3d"]
+           "Dropout3d", "BackwardHookFunction"]
 
 
 def _is_param(value):
@@ -57,6 +60,91 @@ class Parameter(metaclass=_ParameterMeta):
         if requires_grad:
             t.requires_grad_(True)
         return t
+
+
+class BackwardHookFunction(Function):
+    """The identity, whose backward calls the module's backward hooks (PyTorch's node
+    ``BackwardHookFunctionBackward``)."""
+
+    @staticmethod
+    def forward(ctx, callback, *tensors):
+        ctx.callback = callback
+        return tensors
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return (None,) + tuple(ctx.callback(grads))
+
+
+class _BackwardHooks:
+    """One call's backward hooks, as PyTorch's ``BackwardHook``: the tensor inputs and
+    outputs pass through ``BackwardHookFunction``; the outputs' backward runs the pre-hooks
+    on ``grad_output``, the inputs' backward runs the full hooks on ``grad_input``."""
+
+    def __init__(self, module, args):
+        self.module, self.n_args = module, len(args)
+        self.in_pos = [k for k, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+        self.grad_output = None
+
+    @staticmethod
+    def _through(callback, tensors):
+        out = BackwardHookFunction.apply(callback, *tensors)
+        return out if isinstance(out, tuple) else (out,)
+
+    def _spread(self, grads, pos, n):
+        full = [None] * n
+        for k, g in zip(pos, grads):
+            full[k] = g
+        return tuple(full)
+
+    def _run_full_hooks(self, grad_input):
+        for hook in list(self.module._backward_hooks.values()):
+            res = hook(self.module, grad_input, self.grad_output)
+            if res is not None:
+                res = tuple(res) if isinstance(res, (tuple, list)) else (res,)
+                if len(res) != len(grad_input):
+                    raise RuntimeError(f"Backward hook returned an invalid number of grad_input,"
+                                       f" got {len(res)}, but expected {len(grad_input)}")
+                grad_input = res
+        return grad_input
+
+    def wrap_inputs(self, args):
+        if not self.in_pos:
+            return args
+        def on_input_grads(grads):
+            gi = self._run_full_hooks(self._spread(grads, self.in_pos, self.n_args))
+            return tuple(gi[k] for k in self.in_pos)
+        new = list(args)
+        for k, t in zip(self.in_pos, self._through(on_input_grads,
+                                                   [args[k] for k in self.in_pos])):
+            new[k] = t
+        return tuple(new)
+
+    def wrap_outputs(self, out):
+        outs = out if isinstance(out, tuple) else (out,)
+        pos = [k for k, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
+        if not pos:
+            return out
+
+        def on_output_grads(grads):
+            go = self._spread(grads, pos, len(outs))
+            for hook in list(self.module._backward_pre_hooks.values()):
+                res = hook(self.module, go)
+                if res is not None:
+                    go = tuple(res) if isinstance(res, (tuple, list)) else (res,)
+            self.grad_output = go
+            if not self.in_pos:   # no input needs a gradient: the hooks run now, with Nones
+                if self.module._backward_hooks:
+                    warnings.warn("Full backward hook is firing when gradients are computed "
+                                  "with respect to module outputs since no inputs require "
+                                  "gradients.", UserWarning, stacklevel=2)
+                self._run_full_hooks((None,) * self.n_args)
+            return tuple(go[k] for k in pos)
+
+        new = list(outs)
+        for k, t in zip(pos, self._through(on_output_grads, [outs[k] for k in pos])):
+            new[k] = t
+        return tuple(new) if isinstance(out, tuple) else new[0]
 
 
 class RemovableHandle:
@@ -114,6 +202,8 @@ class Module:
         d["_forward_pre_hooks"] = OrderedDict()
         d["_forward_hooks"] = OrderedDict()
         d["_hooks_with_kwargs"] = set()
+        d["_backward_pre_hooks"] = OrderedDict()
+        d["_backward_hooks"] = OrderedDict()
 
     def forward(self, *input):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
@@ -122,7 +212,8 @@ class Module:
     def __call__(self, *args, **kwargs):
         d = self.__dict__
         pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
-        if not pre and not post:
+        backward = d.get("_backward_hooks") or d.get("_backward_pre_hooks")
+        if not pre and not post and not backward:
             return self.forward(*args, **kwargs)
         with_kwargs = d["_hooks_with_kwargs"]
         for key, hook in list(pre.items()):
@@ -137,12 +228,26 @@ class Module:
                 res = hook(self, args)
                 if res is not None:
                     args = res if isinstance(res, tuple) else (res,)
+        hooked = _BackwardHooks(self, args) if backward and is_grad_enabled() else None
+        if hooked is not None:
+            args = hooked.wrap_inputs(args)
         out = self.forward(*args, **kwargs)
         for key, hook in list(post.items()):
             res = hook(self, args, kwargs, out) if key in with_kwargs else hook(self, args, out)
             if res is not None:
                 out = res
-        return out
+        return out if hooked is None else hooked.wrap_outputs(out)
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """Run ``hook(module, grad_output)`` when the gradients of the module's outputs are
+        computed; a result other than None replaces ``grad_output``.  Returns a handle."""
+        return self._add_hook(self._backward_pre_hooks, hook, prepend, False)
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """Run ``hook(module, grad_input, grad_output)`` when the gradients of the module's
+        positional tensor inputs are computed (None for inputs that need none); a result other
+        than None replaces ``grad_input``.  Returns a handle."""
+        return self._add_hook(self._backward_hooks, hook, prepend, False)
 
     def _add_hook(self, table, hook, prepend, with_kwargs):
         handle = RemovableHandle(table, self.__dict__["_hooks_with_kwargs"])
