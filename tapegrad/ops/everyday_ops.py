@@ -182,9 +182,9 @@ def parse_einsum(equation, shapes):
     lhs, arrow, rhs = eq.partition("->")
     ins = lhs.split(",")
     if len(ins) != len(shapes):
-        raise ValueError(f"einsum(): more operands were provided than specified in the "
-                         f"equation" if len(shapes) > len(ins) else
-                         "einsum(): fewer operands were provided than specified in the equation")
+        raise RuntimeError("einsum(): more operands were provided than specified in the "
+                           "equation" if len(shapes) > len(ins) else
+                           "einsum(): fewer operands were provided than specified in the equation")
     used = set(eq) - set(".,->")
     spare = [c for c in string.ascii_letters if c not in used]
     ell_n = max((len(s) - (len(sub) - 3) for sub, s in zip(ins, shapes) if "..." in sub), default=0)

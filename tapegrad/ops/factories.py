@@ -187,7 +187,7 @@ def numel(input: Tensor) -> int:
     return input.numel()
 
 
-def _size(size, kw=None, name=None):
+def factory_shape(size, kw=None, name=None):
     """A factory's shape from its ``*size`` (ints or one sequence) or its ``size=``
     keyword (in ``kw``, the factory's other keywords, which must be empty)."""
     if kw:
@@ -215,19 +215,19 @@ def _size(size, kw=None, name=None):
 def zeros(*size: SizeArg, dtype: DType = None, device=None, requires_grad: bool = False,
           layout=None, pin_memory: bool = False, out=None, **kw) -> Tensor:
     """A tensor of zeros of the given shape (the default float dtype unless ``dtype``)."""
-    return _make(np.zeros(_size(size, kw, "zeros"), _float(dtype)), requires_grad, device)
+    return _make(np.zeros(factory_shape(size, kw, "zeros"), _float(dtype)), requires_grad, device)
 
 
 def ones(*size: SizeArg, dtype: DType = None, device=None, requires_grad: bool = False,
          layout=None, pin_memory: bool = False, out=None, **kw) -> Tensor:
     """A tensor of ones of the given shape."""
-    return _make(np.ones(_size(size, kw, "ones"), _float(dtype)), requires_grad, device)
+    return _make(np.ones(factory_shape(size, kw, "ones"), _float(dtype)), requires_grad, device)
 
 
 def empty(*size: SizeArg, dtype: DType = None, device=None, requires_grad: bool = False,
           layout=None, pin_memory: bool = False, memory_format=None, out=None, **kw) -> Tensor:
     """A tensor of the given shape whose values are to be written (tapegrad's are zeros)."""
-    return _make(np.zeros(_size(size, kw, "empty"), _float(dtype)), requires_grad, device)
+    return _make(np.zeros(factory_shape(size, kw, "empty"), _float(dtype)), requires_grad, device)
 
 
 def _fill_dtype(fill_value):
@@ -244,8 +244,11 @@ def full(size: SizeArg, fill_value: Number, dtype: DType = None, device=None,
     bool, a float the default float dtype, as PyTorch)."""
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
+    if not isinstance(fill_value, (bool, int, float, complex, np.number, np.bool_)):
+        raise TypeError(f"full(): argument 'fill_value' (position 2) must be Number, not "
+                        f"{type(fill_value).__name__}")
     dt = _np_dtype(dtype, _fill_dtype(fill_value))
-    return _make(np.full(_size((size,)), fill_value, dt), requires_grad, device)
+    return _make(np.full(factory_shape((size,)), fill_value, dt), requires_grad, device)
 
 
 def eye(n: int, m: Optional[int] = None, dtype: DType = None, device=None,
@@ -283,14 +286,14 @@ def linspace(start: Number, end: Number, steps: int, dtype: DType = None, device
 def rand(*size: SizeArg, dtype: DType = None, device=None, requires_grad: bool = False,
          generator=None, layout=None, pin_memory: bool = False, out=None, **kw) -> Tensor:
     """Uniform random values in [0, 1) (seeded by ``manual_seed``)."""
-    return _make(_gen(generator).random(_size(size, kw, "rand")).astype(_float(dtype)),
+    return _make(_gen(generator).random(factory_shape(size, kw, "rand")).astype(_float(dtype)),
                  requires_grad, device)
 
 
 def randn(*size: SizeArg, dtype: DType = None, device=None, requires_grad: bool = False,
           generator=None, layout=None, pin_memory: bool = False, out=None, **kw) -> Tensor:
     """Standard normal random values (seeded by ``manual_seed``)."""
-    return _make(_gen(generator).standard_normal(_size(size, kw, "randn")).astype(_float(dtype)),
+    return _make(_gen(generator).standard_normal(factory_shape(size, kw, "randn")).astype(_float(dtype)),
                  requires_grad, device)
 
 
@@ -307,7 +310,7 @@ def randint(*args, size=None, dtype: DType = None, device=None, requires_grad: b
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
                            f">= to={high}")
-    v = _gen(generator).integers(low, high, _size((size,)), dtype=np.int64)
+    v = _gen(generator).integers(low, high, factory_shape((size,)), dtype=np.int64)
     return _make(v.astype(_np_dtype(dtype, np.int64)), requires_grad, device)
 
 
@@ -315,7 +318,7 @@ def randperm(n: int, dtype: DType = None, device=None, requires_grad: bool = Fal
              generator=None, layout=None, pin_memory: bool = False, out=None) -> Tensor:
     """A random permutation of ``0 .. n-1`` (int64 unless ``dtype``)."""
     if n < 0:
-        raise RuntimeError(f"n must be non-negative, got{n}")
+        raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
     return _make(_gen(generator).permutation(n).astype(_np_dtype(dtype, np.int64)), requires_grad,
                  device)
 
@@ -331,7 +334,7 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype: DType = None, dev
     if np.any(np.asarray(s) < 0):
         raise RuntimeError("normal expects all elements of std >= 0.0")
     if size is not None:
-        shape = _size((size,))
+        shape = factory_shape((size,))
     else:
         if not isinstance(mean, Tensor) and not isinstance(std, Tensor):
             raise TypeError("normal() received an invalid combination of arguments: numbers "
@@ -451,7 +454,7 @@ def legacy_new(np_dtype, *args, device=None):
             return wrap(np.array(data, dtype=np_dtype))
         _check_data(data)
         return wrap(np.array(data, dtype=np_dtype))
-    return wrap(np.zeros(_size(args), np_dtype))
+    return wrap(np.zeros(factory_shape(args), np_dtype))
 
 
 def _legacy(np_dtype, name):

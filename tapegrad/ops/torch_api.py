@@ -20,7 +20,8 @@ from ..core.dtypes import (CPU, as_device, as_dtype, bool_, device as _device, f
 from ..core.tape import recording
 from ..core.tensor import Tensor, check_float, note_comparison_use, wrap
 from . import everyday_ops, special
-from .factories import LEGACY_CONSTRUCTORS, legacy_new, tensor as _new_tensor, tensor_init
+from .factories import (LEGACY_CONSTRUCTORS, factory_shape, legacy_new, tensor as _new_tensor,
+                        tensor_init)
 from .array_ops import (call, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
                         without_leading_ones, wrap_dim)
 
@@ -649,7 +650,9 @@ def tensor_type(self, dtype=None, non_blocking=False):
     tensor converted (``dtype`` may be such a name)."""
     if dtype is None:
         return f"torch.{_TYPE_NAMES[self.dtype.name]}Tensor"
-    if isinstance(dtype, str) and dtype in _LEGACY_TYPES:
+    if isinstance(dtype, str) and dtype.startswith("torch."):
+        if dtype not in _LEGACY_TYPES:
+            raise ValueError(f"invalid type: '{dtype}'")
         dtype = _LEGACY_TYPES[dtype]
     elif callable(dtype) and getattr(dtype, "__name__", "") in LEGACY_CONSTRUCTORS:
         dtype = _LEGACY_TYPES["torch." + dtype.__name__]
@@ -671,7 +674,7 @@ def _new_factory(fill):
     def factory(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
                 pin_memory=False, **kw):
         as_device(device)
-        shape = shape_arg(size) if size else shape_arg((kw.pop("size"),))
+        shape = factory_shape(size if size else (kw.pop("size"),))
         v = fill(shape, (dtype and as_dtype(dtype) or self.dtype).np, **kw)
         if requires_grad:
             check_float(v)
@@ -945,7 +948,7 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
 def _index_array(index, name):
     index = np.asarray(index_value(index))
     if index.dtype.kind not in "iu":
-        raise RuntimeError(f"{name}(): Expected dtype int64 for index")
+        raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index")
     return index.astype(np.int64)
 
 
@@ -977,7 +980,7 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
 
 def scatter_add(input, dim, index, src):
     """``input`` with ``src`` added along ``dim`` at ``index`` (repeated indices add up)."""
-    index = _index_array(index, "scatter_add")
+    index = _index_array(index, "scatter")
     dim = _check_scatter(input, dim, index, src, "scatter_add")
     index = index % (input.shape[dim] if input.ndim else 1)
     return call("scatter_add", input, dim, index, src)
@@ -985,11 +988,19 @@ def scatter_add(input, dim, index, src):
 
 def index_add(input, dim, index, source, *, alpha=1):
     """``input`` with ``alpha * source`` slices added along ``dim`` at ``index``."""
-    index = np.asarray(_index_array(index, "index_add")).reshape(-1)
+    index = np.asarray(index_value(index))
+    if index.dtype.kind not in "iu":
+        raise RuntimeError(f"index_add_(): Expected dtype int32/int64 for index but got: "
+                           f"{_TYPE_NAMES.get(index.dtype.name, index.dtype.name)}")
+    index = index.astype(np.int64).reshape(-1)
     dim = wrap_dim(dim, builtins.max(input.ndim, 1))
     n = input.shape[dim] if input.ndim else 1
     if index.size and (index.min() < 0 or index.max() >= n):
         raise IndexError("index out of range in self")
+    k = source.shape[dim] if source.ndim else 1
+    if index.size != k:
+        raise RuntimeError(f"index_add_(): Number of indices ({index.size}) should be equal to "
+                           f"source.size(dim): ({k}), for dim: {dim}")
     return call("index_add", input, dim, index, source, alpha=alpha)
 
 
@@ -1002,6 +1013,7 @@ def masked_fill(input, mask, value):
     if isinstance(value, Tensor) and value.ndim:
         raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got "
                            f"tensor with {value.ndim} dimension(s).")
+    _broadcast_error(m, _array(input))
     return call("masked_fill", input, m, value)
 
 
@@ -1028,7 +1040,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
         repeats = repeats.item()
     if isinstance(repeats, (int, np.integer)):
         if repeats < 0:
-            raise RuntimeError("repeats can not be negative")
+            raise RuntimeError("Repeats must be non-negative")
         if input.ndim == 0:
             input = reshape(input, 1)
         shape = tuple(input.shape)
@@ -1040,7 +1052,8 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     counts = _array(repeats).astype(np.int64).reshape(-1)
     n = input.shape[dim] if input.ndim else 1
     if counts.size not in (1, n):
-        raise RuntimeError("repeats must have the same size as input along dim")
+        raise RuntimeError(f"repeats must have the same size as input along dim, but got "
+                           f"repeats.size(0) = {counts.size} and input.size(0) = {n}")
     if np.any(counts < 0):
         raise RuntimeError("repeats can not be negative")
     return call("index_select", input, dim, np.repeat(np.arange(n), counts))
@@ -1052,24 +1065,50 @@ def einsum(equation, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     operands = tuple(o if isinstance(o, Tensor) else wrap(np.asarray(o)) for o in operands)
+    _check_einsum(equation, operands)
     return call("einsum", equation, *operands)
+
+
+def _check_einsum(equation, operands):
+    """PyTorch's errors for an equation the operands do not fit."""
+    ins, out = everyday_ops.parse_einsum(equation, [tuple(o.shape) for o in operands])
+    seen = {}
+    for k, (sub, o) in enumerate(zip(ins, operands)):
+        for c, n in zip(sub, o.shape):
+            m = seen.setdefault(c, n)
+            if n != m and 1 not in (n, m):
+                raise RuntimeError(f"einsum(): subscript {c} has size {n} for operand {k} which "
+                                   f"does not broadcast with previously seen size {m}")
+            if m == 1:
+                seen[c] = n
+    for c in out:
+        if c not in seen:
+            raise RuntimeError(f"einsum(): output subscript {c} does not appear in the equation "
+                               "for any input operand")
 
 
 def cross(input, other, dim=None):
     """The cross product of 3-vectors along ``dim`` (the first dim of size 3 when None, as
     ``torch.cross``); operands broadcast."""
-    shape = np.broadcast_shapes(tuple(input.shape), tuple(other.shape))
+    if input.ndim != other.ndim:
+        raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
     if dim is None:
+        shape = _broadcast_shape(input, other)
         dim = next((k for k, n in enumerate(shape) if n == 3), None)
         if dim is None:
             raise RuntimeError("no dimension of size 3 in input")
-    dim = wrap_dim(dim, len(shape))
-    if input.ndim != other.ndim:
-        raise RuntimeError(f"linalg.cross: inputs must have the same number of dimensions.")
-    if shape[dim] != 3:
+    d = wrap_dim(dim, input.ndim)
+    if input.shape[d] != 3 or other.shape[d] != 3:
         raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
-                           f"{input.shape[dim]} and {other.shape[dim]}")
-    return call("cross", input, other, dim=dim)
+                           f"{input.shape[d]} and {other.shape[d]}")
+    _broadcast_shape(input, other)
+    return call("cross", input, other, dim=d)
+
+
+def _broadcast_shape(a, b):
+    """The broadcast shape of two tensors, or PyTorch's error."""
+    _broadcast_error(_array(a), _array(b))
+    return np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
 
 
 def linalg_cross(input, other, *, dim=-1):
