@@ -937,17 +937,7 @@ def _zeros(g):
 '''
 
 
-POW_HELPERS = '''def tpow(x, y):
-    """PyTorch's pow of a tensor by a number on floats: sqrt for 0.5, 1 / sqrt for -0.5
-    (raising where math does: the caller then takes the value from ``pow_array``)."""
-    if y == 0.5:
-        return math.sqrt(x)
-    if y == -0.5:
-        return 1.0 / math.sqrt(x)
-    return math.pow(x, y)
-
-
-def pow_array(x, y):
+POW_HELPERS = '''def pow_array(x, y):
     """``np.power``, with PyTorch's kernels for the exponents 0.5 and -0.5 (sqrt, 1 / sqrt)."""
     x = np.asarray(x)
     if x.dtype.kind == "f" and np.ndim(y) == 0 and float(y) in (0.5, -0.5):
@@ -981,8 +971,7 @@ def methods_source() -> str:
            "import math", "", "import numpy as np", "",
            "from .tape import CHUNK as _CHUNK, boot as _boot, rec_get as _rec_get",
            "from .tensor import Tensor, compare as _compare, elementwise_fallback as _generic",
-           "from .tensor import ieee_value as _ieee, wrap",
-           "from .forward import tpow", "", ""]
+           "from .tensor import ieee_value as _ieee, wrap", "", ""]
     for k, op in enumerate(OPS):
         if op.compare:
             out.append(f"def {op.name}_(input, other):\n"

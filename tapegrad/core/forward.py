@@ -10,16 +10,6 @@ import numpy as np
 erf_array = np.vectorize(math.erf, otypes=[np.float64])
 
 
-def tpow(x, y):
-    """PyTorch's pow of a tensor by a number on floats: sqrt for 0.5, 1 / sqrt for -0.5
-    (raising where math does: the caller then takes the value from ``pow_array``)."""
-    if y == 0.5:
-        return math.sqrt(x)
-    if y == -0.5:
-        return 1.0 / math.sqrt(x)
-    return math.pow(x, y)
-
-
 def pow_array(x, y):
     """``np.power``, with PyTorch's kernels for the exponents 0.5 and -0.5 (sqrt, 1 / sqrt)."""
     x = np.asarray(x)
@@ -62,7 +52,7 @@ def _vf_div(x, y=0.0, z=0.0):
 
 
 def _sf_pow(x, y, z):
-    return x * x if y == 2.0 else tpow(x, y)
+    return x * x if y == 2.0 else (math.sqrt(x) if y == 0.5 else (1.0 / math.sqrt(x) if y == -0.5 else math.pow(x, y)))
 
 
 def _vf_pow(x, y=0.0, z=0.0):

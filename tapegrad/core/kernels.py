@@ -57,7 +57,7 @@ def forward(o, x, y, z):
     elif o == 3:  # div
         return x / y
     elif o == 4:  # pow
-        return x * x if y == 2.0 else tpow(x, y)
+        return x * x if y == 2.0 else (math.sqrt(x) if y == 0.5 else (1.0 / math.sqrt(x) if y == -0.5 else math.pow(x, y)))
     elif o == 5:  # atan2
         return math.atan2(x, y)
     elif o == 6:  # maximum
@@ -411,7 +411,7 @@ def replay_point(op, a, b, V, stop):
         elif o == 4:  # pow
             x = V[ra]
             y = V[rb]
-            V[i] = x * x if y == 2.0 else tpow(x, y)
+            V[i] = x * x if y == 2.0 else (math.sqrt(x) if y == 0.5 else (1.0 / math.sqrt(x) if y == -0.5 else math.pow(x, y)))
         elif o == 5:  # atan2
             x = V[ra]
             y = V[rb]
@@ -952,7 +952,7 @@ def replay_batch(op, a, b, V, stop):
             for k in range(nb):
                 x = V[ra, k]
                 y = V[rb, k]
-                V[i, k] = x * x if y == 2.0 else tpow(x, y)
+                V[i, k] = x * x if y == 2.0 else (math.sqrt(x) if y == 0.5 else (1.0 / math.sqrt(x) if y == -0.5 else math.pow(x, y)))
         elif o == 5:  # atan2
             for k in range(nb):
                 x = V[ra, k]
@@ -3066,7 +3066,7 @@ def forward_tangent(op, a, b, V, T, stop):
         elif o == 4:  # pow
             x = V[ra]
             y = V[rb]
-            out = x * x if y == 2.0 else tpow(x, y)
+            out = x * x if y == 2.0 else (math.sqrt(x) if y == 0.5 else (1.0 / math.sqrt(x) if y == -0.5 else math.pow(x, y)))
             V[i] = out
             pa = 2.0 * x if y == 2.0 else 0.0 if y == 0.0 else y * tpow(x, y - 1.0)
             ma = ((False) if (y == 2.0) else (((True) if (y == 0.0) else (False))))
