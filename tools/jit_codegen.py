@@ -104,6 +104,37 @@ HEADER = (
 )
 
 
+def _called(texts):
+    """Names called as functions in the table's expressions (not ``math.x(...)``)."""
+    import keyword
+    import re
+    return {n for t in texts if t for n in re.findall(r"(?<![.\w])([A-Za-z_]\w*)\s*\(", t)
+            if not keyword.iskeyword(n)}
+
+
+def _imports(texts, module_names):
+    """Import lines for the functions the expressions call: math's, and the engine's own
+    helpers (``sign``, ``tpow``: functions of ``core/kernels.py``)."""
+    import builtins
+    import math
+    import re
+    kernels = (ROOT / "tapegrad" / "core" / "kernels.py").read_text(encoding="utf-8")
+    defined = set(re.findall(r"^def (\w+)\(", kernels, re.M))
+    called = _called(texts)
+    maths = sorted(n for n in called if hasattr(math, n) and n not in defined)
+    ours = sorted(n for n in called if n in defined)
+    unknown = sorted(n for n in called - set(maths) - set(ours) - module_names
+                     if not hasattr(builtins, n))
+    if unknown:
+        raise SystemExit(f"the op table calls {unknown}: neither math's nor core/kernels.py's")
+    lines = []
+    if maths:
+        lines.append(f"from math import {', '.join(maths)}")
+    if ours:
+        lines.append(f"from ..core.kernels import {', '.join(ours)}")
+    return lines
+
+
 def internal(op) -> bool:
     """A row users never call (PyTorch's fused backward ops, recorded only by create_graph
     rules): like every surface generated from the table, tg.jit gives it no form."""
@@ -132,7 +163,8 @@ def generate() -> str:
              'callables named for the row.  The functions without a Python builtin (``sigmoid``,\n'
              '``relu``, ``clamp``, ...) are defined here: they work on floats in plain Python too."""',
              "import builtins", "import math", "import operator", "",
-             "import numpy as np", "", "from .lowering import register", "", ""]
+             "import numpy as np", ""] + _imports([op.fwd for op in OPS if not internal(op)], set()) + [
+             "from .lowering import register", "", ""]
     stubs = []
     for code, op in enumerate(OPS):
         if internal(op):
@@ -183,7 +215,6 @@ terms inline (the engine's own, from ``tools/codegen.py``: masks as in ``kernels
 adjoints and reached marks zeroed as they are read, so the buffers serve the next call
 without clearing.  ``tests/test_jit.py`` checks it against ``kernels.reverse``."""
 {math_import}
-from ..core.kernels import sign
 from ..core.numba_jit import jit
 
 
@@ -259,11 +290,8 @@ def sweep_source() -> str:
             else:
                 lines += [f"{ind}if {r} >= 0:", f"{ind}    reached[{r}] = 1"]
         body.append("\n".join(lines))
-    import math
-    import re
-    text = " ".join(f for op in OPS for f in (op.dx, op.dy, op.dz) if f)
-    names = sorted({n for n in re.findall(r"\b([a-z_][a-z0-9_]*)\s*\(", text) if hasattr(math, n)})
-    head = SWEEP_HEAD.replace("{math_import}", f"from math import {', '.join(names)}" if names else "")
+    texts = [f for op in OPS for f in (op.dx, op.dy, op.dz) if f]
+    head = SWEEP_HEAD.replace("{math_import}", "\n".join(_imports(texts, set())))
     return HEADER + "\n" + head + "\n".join(body) + "\n" + SWEEP_TAIL
 
 

@@ -12,6 +12,7 @@ import operator
 
 import numpy as np
 
+from ..core.kernels import tpow
 from .lowering import register
 
 
@@ -44,10 +45,10 @@ fwd_div.expression = 'x / y'
 
 
 def fwd_pow(x, y, z):
-    return x * x if y == 2.0 else math.pow(x, y)
+    return x * x if y == 2.0 else tpow(x, y)
 
 
-fwd_pow.expression = 'x * x if y == 2.0 else math.pow(x, y)'
+fwd_pow.expression = 'x * x if y == 2.0 else tpow(x, y)'
 
 
 def fwd_atan2(x, y, z):

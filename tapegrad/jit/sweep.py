@@ -5,7 +5,7 @@
 terms inline (the engine's own, from ``tools/codegen.py``: masks as in ``kernels.reverse``),
 adjoints and reached marks zeroed as they are read, so the buffers serve the next call
 without clearing.  ``tests/test_jit.py`` checks it against ``kernels.reverse``."""
-from math import cos, cosh, exp, log, sin, sinh, sqrt
+from math import cos, cosh, erf, exp, log, sin, sinh, sqrt
 from ..core.kernels import sign
 from ..core.numba_jit import jit
 
@@ -263,6 +263,102 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
                 reached[ra] = 1
             if rb >= 0:
                 reached[rb] = 1
+        elif o == 45:  # leaky_relu_backward
+            rc = b[rb]
+            rb = a[rb]
+            if ra >= 0:
+                y = val[rb] if rb >= 0 else consts[-rb - 1]
+                z = val[rc] if rc >= 0 else consts[-rc - 1]
+                adj[ra] += (g) if y > 0.0 else (g * (z))
+                reached[ra] = 1
+            if rb >= 0:
+                reached[rb] = 1
+            if rc >= 0:
+                reached[rc] = 1
+        elif o == 46:  # elu_backward
+            rc = b[rb]
+            rb = a[rb]
+            y = val[rb] if rb >= 0 else consts[-rb - 1]
+            z = val[rc] if rc >= 0 else consts[-rc - 1]
+            if ra >= 0:
+                adj[ra] += (g * (z * exp(y))) if y <= 0.0 else (g)
+                reached[ra] = 1
+            if rb >= 0:
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
+                adj[rb] += g * ((x * z * exp(y) if y <= 0.0 else x) * (1.0 if y < 0.0 else 0.0))
+                reached[rb] = 1
+            if rc >= 0:
+                reached[rc] = 1
+        elif o == 47:  # gelu_backward
+            y = val[rb] if rb >= 0 else consts[-rb - 1]
+            if ra >= 0:
+                adj[ra] += g * (0.5 * (1.0 + erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * exp(y * y * -0.5)))
+                reached[ra] = 1
+            if rb >= 0:
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
+                adj[rb] += g * (x * (2.0 * (0.3989422804014327 * exp(-0.5 * (y * y))) - y * y * (0.3989422804014327 * exp(-0.5 * (y * y)))))
+                reached[rb] = 1
+        elif o == 48:  # softplus_backward
+            rc = b[rb]
+            rb = a[rb]
+            y = val[rb] if rb >= 0 else consts[-rb - 1]
+            z = val[rc] if rc >= 0 else consts[-rc - 1]
+            if ra >= 0:
+                adj[ra] += (g) if y > z else (g * (exp(y) / (exp(y) + 1.0)))
+                reached[ra] = 1
+            if rb >= 0:
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
+                adj[rb] += g * (x * (1.0 - 1.0 / (1.0 + exp(-y))) * (1.0 / (1.0 + exp(-y))) * (1.0 if y < z else 0.0))
+                reached[rb] = 1
+            if rc >= 0:
+                reached[rc] = 1
+        elif o == 49:  # mse_loss_backward
+            rc = b[rb]
+            rb = a[rb]
+            if ra >= 0:
+                y = val[rb] if rb >= 0 else consts[-rb - 1]
+                z = val[rc] if rc >= 0 else consts[-rc - 1]
+                adj[ra] += g * (2.0 * (y - z))
+                reached[ra] = 1
+            if rb >= 0:
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
+                adj[rb] += g * (2.0 * x)
+                reached[rb] = 1
+            if rc >= 0:
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
+                adj[rc] += g * (-2.0 * x)
+                reached[rc] = 1
+        elif o == 50:  # binary_cross_entropy_backward
+            rc = b[rb]
+            rb = a[rb]
+            y = val[rb] if rb >= 0 else consts[-rb - 1]
+            if ra >= 0:
+                z = val[rc] if rc >= 0 else consts[-rc - 1]
+                adj[ra] += g * ((y - z) / ((y + 1e-12) * (1.0 - y + 1e-12)))
+                reached[ra] = 1
+            if rb >= 0:
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
+                z = val[rc] if rc >= 0 else consts[-rc - 1]
+                adj[rb] += g * ((y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * x)
+                reached[rb] = 1
+            if rc >= 0:
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
+                adj[rc] += g * (-x / max((1.0 - y) * y, 1e-12))
+                reached[rc] = 1
+        elif o == 51:  # smooth_l1_backward
+            rc = b[rb]
+            rb = a[rb]
+            y = val[rb] if rb >= 0 else consts[-rb - 1]
+            z = val[rc] if rc >= 0 else consts[-rc - 1]
+            if ra >= 0:
+                adj[ra] += (g * (-1.0)) if y <= -z else ((g) if y >= z else (g * (y / z)))
+                reached[ra] = 1
+            if rb >= 0:
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
+                adj[rb] += g * (x * (1.0 if y < z and -y < z else 0.0) / z)
+                reached[rb] = 1
+            if rc >= 0:
+                reached[rc] = 1
 
 
 @jit
