@@ -250,6 +250,29 @@ def _ties(g, ans, x, dim=None, keepdim=False):
     return (_spread(g / call("sum", mask, dim=dim, keepdim=keepdim), x, dim, keepdim) * mask,)
 
 
+# PyTorch's names of scalar types, as its messages print them
+_SCALAR_TYPES = {"float64": "Double", "float32": "Float", "float16": "Half", "int64": "Long",
+                 "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+                 "bool": "Bool"}
+
+
+def scalar_type_name(dtype) -> str:
+    """PyTorch's name of a NumPy dtype's scalar type (``Long`` for int64)."""
+    return _SCALAR_TYPES.get(np.dtype(dtype).name, np.dtype(dtype).name)
+
+
+def _nonempty(name, x, dim):
+    """PyTorch's errors for a max/min over no elements."""
+    if x.size:
+        return
+    if dim is None:
+        raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() "
+                           "== 0. Specify the reduction dim with the 'dim' argument.")
+    for d in (dim if isinstance(dim, (tuple, list)) else (dim,)):
+        if x.shape[wrap_dim(d, x.ndim)] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+
+
 def _reverse_cumsum(g, dim):
     return call("flip", call("cumsum", call("flip", g, (dim,)), dim), (dim,))
 
@@ -267,6 +290,9 @@ sum.defvjp(lambda g, ans, x, dim=None, keepdim=False: (_spread(g, x, dim, keepdi
 
 @defop("mean", lambda x, dim=None, keepdim=False: _name("Mean", dim), saves=False)
 def mean(x, dim=None, keepdim=False):
+    if x.dtype.kind not in "fc":
+        raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a "
+                           f"floating point or complex dtype. Got: {scalar_type_name(x.dtype)}")
     return np.mean(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
 
 
@@ -312,6 +338,7 @@ def _exclusive_products(x, dim):
 
 @defop("amax", "AmaxBackward0")
 def amax(x, dim=None, keepdim=False):
+    _nonempty("amax", x, dim)
     return np.amax(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
 
 
@@ -320,6 +347,7 @@ amax.defvjp(_ties)
 
 @defop("amin", "AminBackward0")
 def amin(x, dim=None, keepdim=False):
+    _nonempty("amin", x, dim)
     return np.amin(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
 
 
@@ -368,6 +396,7 @@ min_dim.defvjp(_route(np.argmin))
 
 @defop("max_all", "MaxBackward1", method=False)
 def max_all(x):
+    _nonempty("max", x, None)
     return np.max(x)
 
 
@@ -383,6 +412,7 @@ max_all.defvjp(_evenly)
 
 @defop("min_all", "MinBackward1", method=False)
 def min_all(x):
+    _nonempty("min", x, None)
     return np.min(x)
 
 
@@ -402,6 +432,8 @@ def _reduced_count(x, dim):
 def _variance(x, dim, unbiased, keepdim, correction, name):
     """sum((x - mean)^2) / max(N - correction, 0), as PyTorch: nan or inf (and a warning)
     where no degree of freedom is left."""
+    if x.dtype.kind not in "fc":
+        raise RuntimeError("std and var only support floating point and complex dtypes")
     ax = _axes(dim, x.ndim)
     n = _reduced_count(x, dim)
     dof = n - _ddof(unbiased, correction)
@@ -440,6 +472,9 @@ std.defvjp(lambda g, ans, x, dim=None, unbiased=True, keepdim=False, correction=
 
 @defop("norm", "LinalgVectorNormBackward0")
 def norm(x, p=2, dim=None, keepdim=False):
+    if x.dtype.kind not in "fc":
+        raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as "
+                           f"input. Got {scalar_type_name(x.dtype)}")
     ax = _axes(dim, x.ndim)
     if p == 2:
         if all(x.shape[a] == 1 for a in (ax if ax is not None else range(x.ndim))):
