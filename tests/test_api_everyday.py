@@ -409,6 +409,12 @@ SAME = {
     "logspace": lambda m: m.logspace(0, 2, 3),
     "cdist": lambda m: m.cdist(_x(m, W), _x(m, W[:2])),
     "out": lambda m: _outs(m),
+    "reduction_dtype": lambda m: (m.tensor([1, 2]).sum(dtype=m.float32), m.tensor([1, 2]).mean(dtype=m.float64),
+                                  _x(m, [1.0, 2.0]).float().sum(dtype=m.float64),
+                                  m.tensor([1, 2]).cumsum(0, dtype=m.float32),
+                                  m.prod(m.tensor([3, 2]), dtype=m.float64)),
+    "format": lambda m: (f"{m.tensor(0.25, requires_grad=True)} {m.tensor(3)} {m.tensor(True)} "
+                         f"{m.tensor([1.5])} {m.tensor(2.0) * 3:.3f}"),
     "nelement_ndimension": lambda m: (m.zeros(2, 3).nelement(), m.zeros(2, 3).ndimension(),
                                       m.zeros(2).get_device(), m.zeros(2).is_complex(),
                                       m.is_floating_point(m.zeros(1)), m.is_complex(m.zeros(1))),
@@ -762,3 +768,11 @@ def test_finfo_iinfo_as_pytorch(torch64):
         with pytest.raises(TypeError) as ours:
             fn(tg)
         assert str(ours.value) == str(theirs.value)
+
+
+@needs_torch
+def test_softmax_dtype_as_pytorch(torch64):
+    a = tg.tensor([1.0, 2.0]).softmax(0, dtype=tg.float32)
+    b = torch64.tensor([1.0, 2.0]).softmax(0, dtype=torch64.float32)
+    assert a.dtype is tg.float32
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)

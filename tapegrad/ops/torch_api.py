@@ -38,19 +38,24 @@ def _dims(dim, ndim=None):
     return dim
 
 
+def _as(input, dtype):
+    """``input`` converted to ``dtype`` first (a reduction's ``dtype=``), as PyTorch."""
+    return input if dtype is None else _convert(input, as_dtype(dtype))
+
+
 def sum(input: Tensor, dim: Dim = None, keepdim: bool = False, dtype=None) -> Tensor:  # noqa: A001
     """Sum of all elements, or over ``dim`` (int or tuple)."""
-    return call("sum", input, dim=_dims(dim, input.ndim), keepdim=keepdim)
+    return call("sum", _as(input, dtype), dim=_dims(dim, input.ndim), keepdim=keepdim)
 
 
 def mean(input: Tensor, dim: Dim = None, keepdim: bool = False, dtype=None) -> Tensor:
     """Mean of all elements, or over ``dim``."""
-    return call("mean", input, dim=_dims(dim, input.ndim), keepdim=keepdim)
+    return call("mean", _as(input, dtype), dim=_dims(dim, input.ndim), keepdim=keepdim)
 
 
 def prod(input: Tensor, dim: Optional[int] = None, keepdim: bool = False, dtype=None) -> Tensor:
     """Product of all elements, or over ``dim`` (an int)."""
-    return call("prod", input, dim=dim, keepdim=keepdim)
+    return call("prod", _as(input, dtype), dim=dim, keepdim=keepdim)
 
 
 def _extreme(kind, input, dim, keepdim, other):
@@ -112,22 +117,22 @@ def logsumexp(input: Tensor, dim: Dim, keepdim: bool = False) -> Tensor:
 
 def softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
     """exp(x) / sum(exp(x)) along ``dim``, computed stably."""
-    return call("softmax", input, dim=dim)
+    return call("softmax", _as(input, dtype), dim=dim)
 
 
 def log_softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
     """log(softmax(x)) along ``dim``, computed stably."""
-    return call("log_softmax", input, dim=dim)
+    return call("log_softmax", _as(input, dtype), dim=dim)
 
 
 def cumsum(input: Tensor, dim: int, dtype=None) -> Tensor:
     """Cumulative sums along ``dim``."""
-    return call("cumsum", input, dim=dim)
+    return call("cumsum", _as(input, dtype), dim=dim)
 
 
 def cumprod(input: Tensor, dim: int, dtype=None) -> Tensor:
     """Cumulative products along ``dim`` (the gradient is exact with zeros in the input)."""
-    return call("cumprod", input, dim=dim)
+    return call("cumprod", _as(input, dtype), dim=dim)
 
 
 def matmul(input: Tensor, other: Tensor) -> Tensor:
