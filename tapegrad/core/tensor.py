@@ -234,6 +234,9 @@ def elementwise_fallback(code, args):
     return _generic_slow(code, args)
 
 
+_SCALAR_NAMES = {"float64": "Double", "float32": "Float", "int64": "Long", "int32": "Int"}
+
+
 def _generic_slow(code, args):
     for a in args:
         if a.__class__ is not Tensor:
@@ -249,6 +252,9 @@ def _generic_slow(code, args):
     for a, v in zip(args, vals):
         if isinstance(a, Tensor) and a._tape is not None and op.name == "where" and a is args[0]:
             raise RuntimeError("where(): the condition cannot require grad")
+    if first and isinstance(args[0], Tensor) and np.asarray(vals[0]).dtype.kind != "b":
+        raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor "
+                           f"with dtype {_SCALAR_NAMES.get(np.asarray(vals[0]).dtype.name, 'Double')}")
     if all(v.__class__ is float or isinstance(v, (_b.int, _b.float)) for v in vals):
         xs = [_b.float(v) for v in vals] + [0.0] * (3 - len(vals))
         try:
@@ -729,6 +735,9 @@ def compare(code, x, y):
                 return handler(code, (x, y))
     xv = x._value if isinstance(x, Tensor) else x
     yv = y._value if isinstance(y, Tensor) else y
+    mismatch = broadcast_error([np.shape(xv), np.shape(yv)])
+    if mismatch is not None:
+        raise mismatch
     v = np.asarray(_VF[code](np.asarray(xv), np.asarray(yv)))
     r = wrap(v)
     T = recording()
