@@ -902,3 +902,22 @@ def test_hooks_and_packed_values_do_not_keep_a_tape_alive():
         del y
     gc.collect()
     assert [t() is not None for t in tapes[:-1]] == [False, False]   # (w holds the last)
+
+
+def vjp_alias_program(L):
+    class Double(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def vjp(ctx, g):             # PyTorch's alias of backward
+            return g * 2
+
+    x = leaf(L, [1.0, 3.0])
+    Double.apply(x).sum().backward()
+    return val(x.grad)
+
+
+def test_a_function_may_define_vjp_instead_of_backward():
+    assert compare(vjp_alias_program) == [2.0, 2.0]

@@ -222,7 +222,7 @@ def _backward_fn(cls, ctx, args, needs, shapes, name):
         # and the saved tensors (as in PyTorch)
         grads = [g if g is not None or not ctx._materialize else wrap(np.zeros(*s))
                  for g, s in zip(grads_out, shapes)]
-        gs = cls.backward(ctx, *grads)
+        gs = cls.vjp(ctx, *grads)     # backward, or a vjp defined instead (PyTorch's alias)
         gs = tuple(gs) if isinstance(gs, (tuple, list)) else (gs,)
         if len(gs) > len(args) and all(g is None for g in gs[len(args):]):
             gs = gs[:len(args)]      # extra trailing Nones are accepted, as in PyTorch
