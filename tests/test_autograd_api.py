@@ -921,3 +921,39 @@ def vjp_alias_program(L):
 
 def test_a_function_may_define_vjp_instead_of_backward():
     assert compare(vjp_alias_program) == [2.0, 2.0]
+
+
+def checkpoint_program(L):
+    class Checkpoint(L.autograd.Function):      # recompute in backward (a reentrant backward)
+        @staticmethod
+        def forward(ctx, run_function, x):
+            ctx.run_function = run_function
+            ctx.save_for_backward(x)
+            with L.no_grad():
+                return run_function(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            x = x.detach().requires_grad_()
+            with L.enable_grad():
+                y = ctx.run_function(x)
+            L.autograd.backward(y, g)
+            return None, x.grad
+
+    w = leaf(L, [0.5, -1.0, 2.0])
+    a = leaf(L, [1.0, 2.0, 3.0])
+
+    def f(x):
+        return (x * w).sin() * x
+
+    Checkpoint.apply(f, a * 2).exp().sum().backward()
+    out = [val(a.grad), val(w.grad)]
+    a.grad = w.grad = None
+    f(a * 2).exp().sum().backward()
+    return out + [val(a.grad), val(w.grad)]
+
+
+def test_checkpointing_function_with_a_backward_inside_backward():
+    out = compare(checkpoint_program)
+    assert np.allclose(out[0], out[2]) and np.allclose(out[1], out[3])
