@@ -391,3 +391,36 @@ def test_fork_while_another_thread_holds_a_slot():
     finally:
         release.set()
         t.join()
+
+
+@tg.jit
+def _rosen_vectorised(x):
+    return np.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
+
+
+@tg.jit
+def _array_arithmetic(x, w):
+    y = np.sin(x) * w + 2.0
+    y += x
+    y = np.maximum(y, 0.5) - abs(x) / (1.0 + x * x)
+    return np.dot(y, x) + y.sum() + np.sum(-x)
+
+
+def test_whole_array_arithmetic():
+    x = np.linspace(-1.0, 1.3, 7)
+    v, g = _rosen_vectorised.value_and_grad(x)
+    xt = tg.tensor(x, requires_grad=True)
+    ref = (100.0 * (xt[1:] - xt[:-1] ** 2) ** 2 + (1.0 - xt[:-1]) ** 2).sum()
+    ref.backward()
+    assert v == pytest.approx(float(ref.detach()), rel=1e-14)
+    np.testing.assert_allclose(g, xt.grad.numpy(), rtol=1e-13)
+    v, (gx, gw) = _array_arithmetic.value_and_grad(x, 0.7, argnums=(0, 1))
+    for j in range(len(x)):
+        e = np.zeros(len(x))
+        e[j] = 1e-6
+        fd = (_array_arithmetic.value_and_grad(x + e, 0.7)[0]
+              - _array_arithmetic.value_and_grad(x - e, 0.7)[0]) / 2e-6
+        assert gx[j] == pytest.approx(fd, rel=1e-6, abs=1e-8)
+    fd = (_array_arithmetic.value_and_grad(x, 0.7 + 1e-6)[0]
+          - _array_arithmetic.value_and_grad(x, 0.7 - 1e-6)[0]) / 2e-6
+    assert gw == pytest.approx(fd, rel=1e-6)

@@ -18,6 +18,7 @@ from .arrays import value, zeros
 from .overloads import STUBS
 
 globals().update(STUBS)   # tg.jit.sigmoid, relu, clamp, where, ...
+arrays.register_array_forms(overloads.FORMS)
 
 __all__ = ["jit", "JitFunction", "JitError", "Recording", "release", "value", "zeros"] + sorted(STUBS)
 

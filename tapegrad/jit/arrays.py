@@ -9,9 +9,10 @@ import numpy as np
 from numba import types
 from numba.core import cgutils, errors
 from numba.core.imputils import (RefType, impl_ret_new_ref, iternext_impl, lower_builtin)
-from numba.core.typing.templates import signature
+from numba.core.typing.templates import AbstractTemplate, infer_global, signature
 from numba.extending import intrinsic, overload, overload_attribute, overload_method
 
+from ..core import optable
 from .active import Active, ActiveArray, ActiveArrayIter, emit_constant, make_active
 
 
@@ -223,3 +224,152 @@ def _mod(x, y):
     """``x % y`` on actives: x - y floor(x / y) (Python's sign convention), from the rows."""
     if isinstance(x, Active) or isinstance(y, Active):
         return lambda x, y: x - y * np.floor(x / y)
+
+
+# -- whole-array arithmetic: each elementwise row on arrays of actives, element by element --
+# Typed by an AbstractTemplate (an @overload on operator.mul would slow the typing of every
+# scalar op), lowered by compiling the element loop below for the call's types.
+def _unary_loop(fn):
+    def run(x):
+        out = np.zeros_like(x)
+        xs, os_ = _flat(x), _flat(out)
+        for k in range(len(xs)):
+            os_[k] = fn(xs[k])
+        return out
+    return run
+
+
+def _binary_loops(fn, in_place):
+    def both(x, y):
+        if x.shape != y.shape:
+            raise ValueError("tg.jit: arrays of actives of different shapes")
+        out = x if in_place else np.zeros_like(x)
+        xs, ys, os_ = _flat(x), _flat(y), _flat(out)
+        for k in range(len(xs)):
+            os_[k] = fn(xs[k], ys[k])
+        return out
+
+    def left(x, y):
+        out = x if in_place else np.zeros_like(x)
+        xs, os_ = _flat(x), _flat(out)
+        for k in range(len(xs)):
+            os_[k] = fn(xs[k], y)
+        return out
+
+    def right(x, y):
+        out = np.zeros_like(y)
+        ys, os_ = _flat(y), _flat(out)
+        for k in range(len(ys)):
+            os_[k] = fn(x, ys[k])
+        return out
+    return both, left, right
+
+
+def _result(A):
+    return ActiveArray(A.slot, A.vals.copy(layout="C"))
+
+
+def _array_template(fn, arity, in_place):
+    class Template(AbstractTemplate):
+        key = fn
+
+        def generic(self, args, kws):
+            if kws or len(args) != arity or not any(isinstance(a, ActiveArray) for a in args):
+                return None
+            if not all(isinstance(a, _OPERAND) for a in args):
+                return None
+            slots = {a.slot for a in args if isinstance(a, (Active, ActiveArray))}
+            if len(slots) != 1:
+                return None
+            arrays = [a for a in args if isinstance(a, ActiveArray)]
+            if len(arrays) == 2 and arrays[0].ndim != arrays[1].ndim:
+                return None
+            if in_place:
+                if not isinstance(args[0], ActiveArray):
+                    return None
+                return signature(args[0], *args)
+            return signature(_result(arrays[0]), *args)
+    return Template
+
+
+_OPERAND = (Active, ActiveArray, types.Float, types.Integer)
+
+
+def _lower_array_form(fn, arity, in_place):
+    loops = [_unary_loop(fn)] if arity == 1 else _binary_loops(fn, in_place)
+
+    def impl(context, builder, sig, args):
+        if arity == 1:
+            run = loops[0]
+        else:
+            x, y = (isinstance(t, ActiveArray) for t in sig.args)
+            run = loops[0] if x and y else (loops[1] if x else loops[2])
+        out = context.compile_internal(builder, run, sig, args)
+        return impl_ret_new_ref(context, builder, sig.return_type, out) if not in_place else out
+    return impl
+
+
+def register_array_forms(forms):
+    """Give every ``op`` form of a unary or binary row (operators, NumPy ufuncs) a form on
+    arrays of actives: element by element, with numbers or actives broadcast; an in-place
+    operator (``a += b``) writes into ``a``."""
+    arity = {op.name: op.arity for op in optable.OPS}
+    for name, fs in forms.items():
+        n = arity[name]
+        if n == 3:
+            continue
+        for fn, kind in fs:
+            if kind != "op":
+                continue
+            fname = getattr(fn, "__name__", "")
+            in_place = fname.startswith("i") and getattr(operator, fname, None) is fn
+            infer_global(fn)(_array_template(fn, n, in_place))
+            impl = _lower_array_form(fn, n, in_place)
+            if n == 1:
+                lower_builtin(fn, ActiveArray)(impl)
+            else:
+                for sig in ((ActiveArray, ActiveArray), (ActiveArray, types.Any),
+                            (types.Any, ActiveArray)):
+                    lower_builtin(fn, *sig)(impl)
+
+
+@intrinsic
+def _flat(typingctx, A):
+    """A 1-D view of a C-ordered array of actives."""
+    if not isinstance(A, ActiveArray):
+        return None
+    ty = ActiveArray(A.slot, A.vals.copy(ndim=1, layout="C"))
+
+    def codegen(context, builder, sig, args):
+        def ravel(A):
+            return array_like(A, A.vals.reshape(A.vals.size), A.refs.reshape(A.refs.size))
+        return context.compile_internal(builder, ravel, signature(ty, A), args)
+    return signature(ty, A), codegen
+
+
+@overload(np.sum)
+def _np_sum(A):
+    if isinstance(A, ActiveArray):
+        def impl(A):
+            xs = _flat(A)
+            s = 0.0
+            for k in range(len(xs)):
+                s += xs[k]
+            return s
+        return impl
+
+
+@overload_method(ActiveArray, "sum")
+def _sum_method(A):
+    return lambda A: np.sum(A)
+
+
+@overload(np.dot)
+def _np_dot(a, b):
+    if (isinstance(a, ActiveArray) or isinstance(b, ActiveArray)) and a.ndim == 1 and b.ndim == 1:
+        def impl(a, b):
+            s = 0.0
+            for k in range(len(a)):
+                s += a[k] * b[k]
+            return s
+        return impl
