@@ -957,3 +957,36 @@ def checkpoint_program(L):
 def test_checkpointing_function_with_a_backward_inside_backward():
     out = compare(checkpoint_program)
     assert np.allclose(out[0], out[2]) and np.allclose(out[1], out[3])
+
+
+def saved_value_unpacks_program(L):
+    log = []
+
+    def pack_hook(x):
+        log.append(["pack", val(x)])
+        return x
+
+    def unpack_hook(x):
+        log.append(["unpack", val(x)])
+        return x
+
+    x = leaf(L, [1.0, 2.0])
+    y = x.pow(2)
+    log.append([L.equal(x, y.grad_fn._saved_self), x is y.grad_fn._saved_self])
+    y.grad_fn._raw_saved_self.register_hooks(pack_hook, unpack_hook)
+    log.append(["saved", val(y.grad_fn._saved_self)])     # read through unpack_hook
+    y.sum().backward()
+    x = leaf(L, [1.0, 2.0])
+    with L.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook):
+        y = x.exp()
+    log.append(["result", val(y.grad_fn._saved_result)])
+    y.sum().backward()
+    log.append(val(x.grad))
+    return log
+
+
+def test_reading_a_packed_saved_value_unpacks_it():
+    log = compare(saved_value_unpacks_program)
+    assert log[0] == [True, True]
+    assert [entry[0] for entry in log[1:9]] == ["pack", "unpack", "saved", "unpack", "pack",
+                                                "unpack", "result", "unpack"]

@@ -119,10 +119,22 @@ def _saved_value(T, i, name):
                 return None
             if T._freed is not None and i < len(T._freed) and T._freed[i]:
                 raise RuntimeError(SECOND_BACKWARD)
+            packed = _packed(T, i, r)
+            if packed is not None:          # read back through its unpack hook, as PyTorch
+                return packed[0](packed[1])
             opname = optable.OPS[code].name
             return operand_tensor(T, i, r, number=opname in _NUMBER_PARAMS,
                                   condition=opname == "where" and slot == "condition")
     raise AttributeError(f"no saved value '_saved_{name}'")
+
+
+def _packed(T, i, r):
+    """``(unpack hook, packed value)`` of operand ``r`` of entry ``i``, or None."""
+    st = node_state(T, i)
+    for ref, unpack, p in (st.packed or ()) if st is not None else ():
+        if ref == r:
+            return unpack, p
+    return None
 
 
 def _function_ctx(T, i):
@@ -146,6 +158,12 @@ class SavedTensor:
     def unpack(self):
         if self._freed():
             raise RuntimeError(SECOND_BACKWARD)
+        packed = _packed(self._tape, self._entry, self._ref)
+        if packed is not None:
+            return packed[0](packed[1])
+        return self._value()
+
+    def _value(self):
         return operand_tensor(self._tape, self._entry, self._ref, condition=self._condition)
 
     def register_hooks(self, pack_hook, unpack_hook):
@@ -165,7 +183,7 @@ class SavedTensor:
                                "already been set. Hint: only one pair of hooks is allowed at "
                                "a time.")
         st.packed = (st.packed or []) + [(self._ref, unpack_hook,
-                                          pack_hook(self.unpack().detach()))]
+                                          pack_hook(self._value().detach()))]
 
 
 def _node_getattr(self, name):
