@@ -108,6 +108,9 @@ class set_grad_enabled(_Mode):
         return object.__new__(cls)
 
     def __init__(self, mode: bool) -> None:
+        if not isinstance(mode, (bool, int)):
+            raise TypeError(f"set_grad_enabled(): argument 'enabled' (position 1) must be bool, "
+                            f"not {type(mode).__name__}")
         self._mode = bool(mode)
         self._prev = _set(self._mode)
 

@@ -110,6 +110,10 @@ def tensor(data: Any, dtype: DType = None, device=None, requires_grad: bool = Fa
         raise
     if a.dtype.kind in "OUSV":
         _check_data(data)
+        if a.dtype.kind == "O":   # Python ints past int64
+            raise ValueError("Overflow when unpacking long long")
+    if dtype is None and a.dtype == np.uint64 and not isinstance(data, np.ndarray):
+        raise ValueError("Overflow when unpacking long long")
     if dtype is None and a.dtype.kind == "i":
         a = a.astype(np.int64)
     elif dtype is None and a.dtype.kind == "f" and not isinstance(data, np.ndarray) \
@@ -269,6 +273,8 @@ def arange(start: Number, end: Optional[Number] = None, step: Number = 1, dtype:
         start, end = 0, start
     if step == 0:
         raise RuntimeError("step must be nonzero")
+    if (end - start) * step < 0:
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     a = np.arange(start, end, step, dtype=_np_dtype(dtype))
     if dtype is None and a.dtype.kind == "i":
         a = a.astype(np.int64)
@@ -280,6 +286,8 @@ def arange(start: Number, end: Optional[Number] = None, step: Number = 1, dtype:
 def linspace(start: Number, end: Number, steps: int, dtype: DType = None, device=None,
              requires_grad: bool = False, layout=None, pin_memory: bool = False, out=None) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
     return _make(np.linspace(start, end, steps, dtype=_float(dtype)), requires_grad, device)
 
 
@@ -371,20 +379,25 @@ def set_rng_state(new_state) -> None:
     _rng.set_state(new_state)
 
 
-def _like(t, dtype):
+def _like(t, dtype, name="zeros_like"):
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(t).__name__}")
     return dtype_of(t._value).np if dtype is None else _np_dtype(dtype)
 
 
 def zeros_like(input: Tensor, dtype: DType = None, device=None, requires_grad: bool = False,
                layout=None, memory_format=None) -> Tensor:
     """Zeros with the shape (and dtype) of ``input``."""
-    return _make(np.zeros(input.shape, _like(input, dtype)), requires_grad, device)
+    dt = _like(input, dtype)
+    return _make(np.zeros(input.shape, dt), requires_grad, device)
 
 
 def ones_like(input: Tensor, dtype: DType = None, device=None, requires_grad: bool = False,
               layout=None, memory_format=None) -> Tensor:
     """Ones with the shape (and dtype) of ``input``."""
-    return _make(np.ones(input.shape, _like(input, dtype)), requires_grad, device)
+    dt = _like(input, dtype, "ones_like")
+    return _make(np.ones(input.shape, dt), requires_grad, device)
 
 
 def empty_like(input: Tensor, dtype: DType = None, device=None, requires_grad: bool = False,
@@ -396,11 +409,12 @@ def empty_like(input: Tensor, dtype: DType = None, device=None, requires_grad: b
 def full_like(input: Tensor, fill_value: Number, dtype: DType = None, device=None,
               requires_grad: bool = False, layout=None, memory_format=None) -> Tensor:
     """``fill_value`` with the shape (and dtype) of ``input``."""
-    return _make(np.full(input.shape, fill_value, _like(input, dtype)), requires_grad, device)
+    dt = _like(input, dtype, "full_like")
+    return _make(np.full(input.shape, fill_value, dt), requires_grad, device)
 
 
-def _random_like(fn, input, dtype, device, requires_grad):
-    dt = _like(input, dtype)
+def _random_like(fn, input, dtype, device, requires_grad, name):
+    dt = _like(input, dtype, name)
     if np.dtype(dt).kind != "f":
         raise NotImplementedError(f"\"check_uniform_bounds\" not implemented for "
                                   f"'{_LEGACY_NAMES[np.dtype(dt)]}'")
@@ -410,13 +424,13 @@ def _random_like(fn, input, dtype, device, requires_grad):
 def rand_like(input: Tensor, dtype: DType = None, device=None, requires_grad: bool = False,
               layout=None, memory_format=None) -> Tensor:
     """Uniform random values in [0, 1) with the shape (and dtype) of ``input``."""
-    return _random_like(_rng.random, input, dtype, device, requires_grad)
+    return _random_like(_rng.random, input, dtype, device, requires_grad, "rand_like")
 
 
 def randn_like(input: Tensor, dtype: DType = None, device=None, requires_grad: bool = False,
                layout=None, memory_format=None) -> Tensor:
     """Standard normal values with the shape (and dtype) of ``input``."""
-    return _random_like(_rng.standard_normal, input, dtype, device, requires_grad)
+    return _random_like(_rng.standard_normal, input, dtype, device, requires_grad, "randn_like")
 
 
 def randint_like(input: Tensor, low: int = 0, high: Optional[int] = None, dtype: DType = None,

@@ -35,6 +35,9 @@ def _dims(dim, ndim=None):
     ``()`` and ``[]`` name every dim, as in PyTorch."""
     if isinstance(dim, (list, tuple)):
         return tuple(dim) or (tuple(range(ndim)) if ndim is not None else None)
+    if dim is not None and not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"received an invalid combination of arguments - got "
+                        f"(dim={type(dim).__name__}, ), but expected an int or a tuple of ints")
     return dim
 
 
@@ -276,6 +279,8 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:
 
 def mv(input: Tensor, vec: Tensor) -> Tensor:
     """Matrix-vector product."""
+    if input.ndim != 2 or vec.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got 1, {input.ndim}, {vec.ndim}")
     return matmul(input, vec)
 
 
@@ -288,6 +293,9 @@ def dot(input: Tensor, other: Tensor) -> Tensor:
 
 def outer(input: Tensor, vec2: Tensor) -> Tensor:
     """Outer product of two 1-D tensors."""
+    for name, v in (("self", input), ("vec2", vec2)):
+        if v.ndim != 1:
+            raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {v.ndim}-D")
     return call("outer", input, vec2)
 
 
@@ -399,6 +407,10 @@ def roll(input: Tensor, shifts: Union[int, Sequence[int]],
          dims: Optional[Union[int, Sequence[int]]] = None) -> Tensor:
     """Shift the elements by ``shifts`` along ``dims`` (of the flattened input without
     ``dims``), wrapping around."""
+    ns = len(shifts) if isinstance(shifts, (list, tuple)) else 1
+    nd = 0 if dims is None else len(dims) if isinstance(dims, (list, tuple)) else 1
+    if dims is not None and ns != nd:
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {ns}, dims:{nd}")
     return call("roll", input, shifts=_dims(shifts) if isinstance(shifts, list) else shifts,
                 dims=_dims(dims))
 
@@ -443,6 +455,10 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
 def split(tensor: Tensor, split_size_or_sections: Union[int, Sequence[int]],
           dim: int = 0) -> Tuple[Tensor, ...]:
     """Split into pieces of ``split_size_or_sections`` along ``dim``."""
+    if isinstance(split_size_or_sections, (int, np.integer)) and split_size_or_sections == 0 \
+            and tensor.ndim and tensor.shape[wrap_dim(dim, tensor.ndim)] != 0:
+        raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension "
+                           f"size of {tensor.shape[wrap_dim(dim, tensor.ndim)]}")
     return call("split", tensor, split_size_or_sections, dim=dim)
 
 
@@ -450,6 +466,8 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> Tuple[Tensor, ...]:
     """Split into ``chunks`` pieces of (nearly) equal size along ``dim``."""
     if input.ndim == 0:
         raise RuntimeError("chunk expects at least a 1-dimensional tensor")
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     dim = wrap_dim(dim, input.ndim)
     n = input.shape[dim]
     return split(input, -(-n // chunks), dim)
@@ -1381,6 +1399,7 @@ def _integral(*xs):
 def remainder(input, other):
     """Python's ``%``: the remainder with the sign of ``other`` (``x - floor(x / y) * y``)."""
     if _integral(input, other) or (_grad_free(input) and _grad_free(other)):
+        _check_integer_divisor(input, other)
         a, b = _array(input), _array(other)
         with np.errstate(all="ignore"):
             out = np.remainder(a, b)
@@ -1391,6 +1410,7 @@ def remainder(input, other):
 def fmod(input, other):
     """C's ``fmod``: the remainder with the sign of ``input``."""
     if _integral(input, other) or (_grad_free(input) and _grad_free(other)):
+        _check_integer_divisor(input, other)
         a, b = _array(input), _array(other)
         with np.errstate(all="ignore"):
             out = np.fmod(a, b)
@@ -1398,8 +1418,14 @@ def fmod(input, other):
     return input - _E["trunc"](input / other) * other
 
 
+def _check_integer_divisor(input, other):
+    if _integral(input, other) and np.any(_array(other) == 0):
+        raise RuntimeError("ZeroDivisionError")
+
+
 def floor_divide(input, other):
     """``floor(x / y)`` (no gradient, as PyTorch's)."""
+    _check_integer_divisor(input, other)
     a, b = _array(input), _array(other)
     with np.errstate(all="ignore"):
         out = np.floor_divide(a, b)
