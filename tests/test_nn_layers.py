@@ -38,7 +38,7 @@ def same_weights(ours, theirs):
     return ours, theirs
 
 
-def run_both(ours, theirs, x, seed=0, rtol=1e-12, atol=1e-13, node=True):
+def run_both(ours, theirs, x, seed=0, rtol=1e-12, atol=1e-13, node=True, grad_rtol=1e-10):
     """Forward both modules on ``x``, backward a fixed random weighting of the output;
     compare outputs, node names, input gradients and parameter gradients (by name)."""
     gx = tg.tensor(x, requires_grad=x.dtype.kind == "f")
@@ -51,15 +51,15 @@ def run_both(ours, theirs, x, seed=0, rtol=1e-12, atol=1e-13, node=True):
     (a * tg.tensor(c)).sum().backward()
     (b * torch.tensor(c)).sum().backward()
     if x.dtype.kind == "f":
-        np.testing.assert_allclose(val(gx.grad), val(tx.grad), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(val(gx.grad), val(tx.grad), rtol=grad_rtol, atol=1e-12)
     tp = dict(theirs.named_parameters())
     assert [n for n, _ in ours.named_parameters()] == list(tp)
     for n, p in ours.named_parameters():
         if tp[n].grad is None:
             assert p.grad is None, n
         else:
-            np.testing.assert_allclose(val(p.grad), val(tp[n].grad), rtol=1e-10, atol=1e-12,
-                                       err_msg=n)
+            np.testing.assert_allclose(val(p.grad), val(tp[n].grad), rtol=grad_rtol,
+                                       atol=1e-12, err_msg=n)
     return a, b
 
 
@@ -165,7 +165,8 @@ def test_layer_norm_torch_free():
 
 
 @needs_torch
-@pytest.mark.parametrize("args,kw,shape", [((5,), {}, (3, 5)), (([3, 5],), {"eps": 1e-3}, (2, 3, 5)),
+@pytest.mark.parametrize("args,kw,shape", [((5,), {}, (3, 5)),
+                                           (([3, 5],), {"eps": 1e-3}, (2, 3, 5)),
                                            ((5,), {"elementwise_affine": False}, (4, 5)),
                                            ((5,), {"bias": False}, (2, 2, 5))])
 def test_layer_norm_matches_torch(args, kw, shape):
@@ -387,8 +388,8 @@ def test_pooling_torch_free():
     (lambda m: m.AvgPool2d(2, 1, 1), (3, 5, 5)),
     (lambda m: m.MaxPool1d(3, 2, 1), (2, 3, 9)),
     (lambda m: m.AvgPool1d(2), (2, 3, 9)),
-], ids=["max", "max-options", "max-unbatched", "avg", "avg-options", "avg-divisor", "avg-unbatched", "max1d",
-        "avg1d"])
+], ids=["max", "max-options", "max-unbatched", "avg", "avg-options", "avg-divisor",
+        "avg-unbatched", "max1d", "avg1d"])
 def test_pooling_matches_torch(make, shape):
     ours, theirs = make(nn), make(torch.nn)
     assert repr(ours) == repr(theirs)
@@ -714,3 +715,68 @@ def test_backward_hooks_match_torch(input_grad):
     ours(gx).sum().backward()
     theirs(tx).sum().backward()
     assert log1 == log2 and [e[0] for e in log1] == ["pre2", "full0"]
+
+
+
+# -- more activation and loss modules -----------------------------------------------------------
+
+ACTIVATIONS = [
+    lambda m: m.ReLU6(), lambda m: m.Hardtanh(-2.0, 3.0), lambda m: m.SELU(),
+    lambda m: m.CELU(0.5), lambda m: m.Mish(), lambda m: m.Softsign(), lambda m: m.LogSigmoid(),
+    lambda m: m.Softmin(dim=1), lambda m: m.Hardswish(), lambda m: m.Hardsigmoid(),
+    lambda m: m.Tanhshrink(), lambda m: m.Softshrink(0.3), lambda m: m.Hardshrink(0.3),
+    lambda m: m.Threshold(0.1, 20.0), lambda m: m.GLU(1), lambda m: m.PReLU(),
+    lambda m: m.PReLU(6, init=0.1)]
+
+
+@needs_torch
+@pytest.mark.parametrize("k", range(len(ACTIVATIONS)))
+def test_more_activation_modules_match_torch(k):
+    ours, theirs = ACTIVATIONS[k](nn), ACTIVATIONS[k](torch.nn)
+    assert repr(ours) == repr(theirs)
+    x = RNG.normal(size=(4, 6, 3)) * 3
+    same_weights(ours, theirs)
+    # PyTorch's hardsigmoid backward multiplies by the float32 1/6
+    run_both(ours, theirs, x, rtol=1e-12, node=False,
+             grad_rtol=1e-7 if isinstance(ours, nn.Hardsigmoid) else 1e-10)
+    assert repr(ACTIVATIONS[k](nn)) == repr(ACTIVATIONS[k](torch.nn))
+    assert repr(nn.ReLU6(inplace=True)) == repr(torch.nn.ReLU6(inplace=True))
+
+
+LOSSES = [
+    (lambda m: m.KLDivLoss(reduction="batchmean"), 2),
+    (lambda m: m.KLDivLoss(reduction="sum", log_target=True), 2),
+    (lambda m: m.SoftMarginLoss(), "sign"), (lambda m: m.MarginRankingLoss(0.2), "pair"),
+    (lambda m: m.HingeEmbeddingLoss(margin=0.5), "sign"),
+    (lambda m: m.CosineEmbeddingLoss(0.1, reduction="none"), "pair-rows"),
+    (lambda m: m.PoissonNLLLoss(), 2), (lambda m: m.PoissonNLLLoss(log_input=False, full=True), 2),
+    (lambda m: m.GaussianNLLLoss(), 3), (lambda m: m.TripletMarginLoss(swap=True), 3),
+    (lambda m: m.CosineSimilarity(dim=1), 2), (lambda m: m.PairwiseDistance(p=1.0), 2),
+]
+
+
+@needs_torch
+@pytest.mark.parametrize("k", range(len(LOSSES)))
+def test_more_loss_modules_match_torch(k):
+    make, kind = LOSSES[k]
+    ours, theirs = make(nn), make(torch.nn)
+    assert repr(ours) == repr(theirs)
+    rng = np.random.default_rng(k)
+    sign = np.where(rng.random(4) < 0.5, -1.0, 1.0)
+    if kind == "sign":
+        arrays, consts = [rng.normal(size=4)], [sign]
+    elif kind == "pair":
+        arrays, consts = [rng.normal(size=4), rng.normal(size=4)], [sign]
+    elif kind == "pair-rows":
+        arrays, consts = [rng.normal(size=(4, 3)), rng.normal(size=(4, 3))], [sign]
+    else:
+        arrays, consts = [rng.uniform(0.2, 2.0, size=(4, 3)) for _ in range(kind)], []
+    gs = [tg.tensor(a, requires_grad=True) for a in arrays]
+    ts = [torch.tensor(a, requires_grad=True) for a in arrays]
+    a = ours(*gs, *[tg.tensor(c) for c in consts])
+    b = theirs(*ts, *[torch.tensor(c) for c in consts])
+    np.testing.assert_allclose(val(a), val(b), rtol=1e-12, atol=1e-14)
+    a.sum().backward()
+    b.sum().backward()
+    for g, t in zip(gs, ts):
+        np.testing.assert_allclose(val(g.grad), val(t.grad), rtol=1e-10, atol=1e-13)

@@ -21,14 +21,23 @@ from .modules import (ELU, GELU, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, BatchN
                       MaxPool2d, Module, ModuleDict, ModuleList, MSELoss, NLLLoss, Parameter,
                       ParameterDict, ParameterList, ReLU, Sequential, Sigmoid, SiLU,
                       SmoothL1Loss, Softmax, Softplus, Tanh, Unflatten)
+from .modules import (CELU, GLU, SELU, CosineEmbeddingLoss, CosineSimilarity, GaussianNLLLoss,
+                      Hardshrink, Hardsigmoid, Hardswish, Hardtanh, HingeEmbeddingLoss,
+                      KLDivLoss, LogSigmoid, MarginRankingLoss, Mish, PairwiseDistance,
+                      PoissonNLLLoss, PReLU, ReLU6, Softmin, SoftMarginLoss, Softshrink,
+                      Softsign, Tanhshrink, Threshold, TripletMarginLoss)
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 
 __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleList",
            "ParameterList", "Identity", "Linear", "ReLU", "LeakyReLU", "Tanh", "Sigmoid",
            "Softmax", "LogSoftmax", "Dropout", "MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss",
            "BCELoss", "BCEWithLogitsLoss", "Softplus", "GELU", "SiLU", "ELU", "SmoothL1Loss",
-           "utils", "ModuleDict", "Flatten", "Unflatten", "LayerNorm", "Embedding",
-           "BatchNorm1d", "BatchNorm2d", "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d",
-           "AvgPool1d", "AvgPool2d", "HuberLoss", "ParameterDict", "AdaptiveAvgPool2d",
-           "Dropout1d", "Dropout2d", "Dropout3d", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell",
-           "GRUCell"]
+           "utils", "ModuleDict", "Flatten", "Unflatten", "LayerNorm", "Embedding", "BatchNorm1d",
+           "BatchNorm2d", "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d",
+           "HuberLoss", "ParameterDict", "AdaptiveAvgPool2d", "Dropout1d", "Dropout2d",
+           "Dropout3d", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "ReLU6", "SELU",
+           "Mish", "Hardswish", "Hardsigmoid", "Softsign", "LogSigmoid", "Tanhshrink", "Hardtanh",
+           "CELU", "Softmin", "Softshrink", "Hardshrink", "Threshold", "GLU", "PReLU",
+           "CosineSimilarity", "PairwiseDistance", "KLDivLoss", "SoftMarginLoss",
+           "MarginRankingLoss", "HingeEmbeddingLoss", "CosineEmbeddingLoss", "PoissonNLLLoss",
+           "GaussianNLLLoss", "TripletMarginLoss"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.elementwise import FUNCTIONS as _ELEMENTWISE
 from ..ops import torch_api as _api
 from ..ops.array_ops import call
 from ..ops.nn_array_ops import pool_divisor, pool_padding, window_max
@@ -24,7 +25,12 @@ __all__ = ["relu", "tanh", "sigmoid", "leaky_relu", "softplus", "gelu", "silu", 
            "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits",
            "huber_loss", "layer_norm", "batch_norm", "embedding", "conv1d", "conv2d",
            "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "pad", "dropout1d",
-           "dropout2d", "dropout3d"]
+           "dropout2d", "dropout3d", "hardtanh", "relu6", "selu", "celu", "mish", "softsign",
+           "logsigmoid", "softmin", "hardswish", "hardsigmoid", "tanhshrink", "softshrink",
+           "hardshrink", "threshold", "glu", "prelu", "normalize", "cosine_similarity",
+           "pairwise_distance", "one_hot", "kl_div", "soft_margin_loss", "margin_ranking_loss",
+           "poisson_nll_loss", "gaussian_nll_loss", "hinge_embedding_loss",
+           "cosine_embedding_loss", "triplet_margin_loss"]
 
 
 # -- activations -----------------------------------------------------------------------
@@ -462,3 +468,240 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True):
     """``avg_pool2d`` over (N, C, 1, L) (``SqueezeBackward1``, as PyTorch)."""
     return _pool1d(avg_pool2d, input, kernel_size, stride, padding, ceil_mode, count_include_pad)
+
+
+# -- more activations, composed of recorded ops (PyTorch records one fused node for most) ---
+_where = _ELEMENTWISE["where"]
+
+
+def _const_like(x, v):
+    return wrap(np.asarray(v, dtype=_val(x).dtype if _val(x).dtype.kind == "f" else np.float64))
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """``clamp(x, min_val, max_val)`` with gradient 0 at and beyond the bounds (PyTorch's)."""
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    return _where(input <= min_val, _const_like(input, min_val),
+                  _where(input >= max_val, _const_like(input, max_val), input))
+
+
+def relu6(input, inplace=False):
+    """``min(max(x, 0), 6)``."""
+    return hardtanh(input, 0.0, 6.0)
+
+
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+
+def selu(input, inplace=False):
+    """``scale * elu(x, alpha)`` with the self-normalising constants."""
+    return elu(input, _SELU_ALPHA) * _SELU_SCALE
+
+
+def celu(input, alpha=1.0, inplace=False):
+    """``max(0, x) + min(0, alpha (exp(x / alpha) - 1))``."""
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError")
+    return elu(input / alpha, 1.0) * alpha
+
+
+def mish(input, inplace=False):
+    """``x tanh(softplus(x))``."""
+    return input * softplus(input).tanh()
+
+
+def softsign(input):
+    """``x / (1 + |x|)``."""
+    return input / (input.abs() + 1.0)
+
+
+def logsigmoid(input):
+    """``log(sigmoid(x)) = -softplus(-x)``, computed stably."""
+    return -softplus(-input)
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    """``softmax(-x)`` along ``dim``."""
+    return softmax(-input, dim, dtype=dtype)
+
+
+def hardsigmoid(input, inplace=False):
+    """``relu6(x + 3) / 6``."""
+    return relu6(input + 3.0) * (1.0 / 6.0)
+
+
+def hardswish(input, inplace=False):
+    """``x relu6(x + 3) / 6``."""
+    return input * hardsigmoid(input)
+
+
+def tanhshrink(input):
+    """``x - tanh(x)``."""
+    return input - input.tanh()
+
+
+def softshrink(input, lambd=0.5):
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, 0 between."""
+    zero = _const_like(input, 0.0)
+    return _where(input > lambd, input - lambd, _where(input < -lambd, input + lambd, zero))
+
+
+def hardshrink(input, lambd=0.5):
+    """``x`` where ``|x| > lambd``, else 0."""
+    return _where(input.abs() > lambd, input, _const_like(input, 0.0))
+
+
+def threshold(input, threshold, value, inplace=False):
+    """``x`` where ``x > threshold``, else ``value``."""
+    return _where(input > threshold, input, _const_like(input, value))
+
+
+def glu(input, dim=-1):
+    """``a sigmoid(b)`` with ``a, b`` the halves of ``input`` along ``dim``."""
+    n = _val(input).shape[dim]
+    if n % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {dim} is size {n}")
+    a, b = input.chunk(2, dim)
+    return a * b.sigmoid()
+
+
+def prelu(input, weight):
+    """``x`` where ``x >= 0``, else ``weight * x``; ``weight`` has one entry or one per channel
+    (dim 1)."""
+    w = weight
+    nd = _val(input).ndim
+    if _val(weight).size > 1 and nd > 1:
+        w = weight.reshape((1, -1) + (1,) * (nd - 2))
+    return _where(input >= 0.0, input, w * input)
+
+
+# -- distances and encodings ------------------------------------------------------------------
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """``x / max(||x||_p, eps)`` along ``dim``."""
+    n = _api.norm(input, p, dim, keepdim=True)
+    return input / n.clamp(min=eps).expand_as(input)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """``<x1, x2> / sqrt(max(|x1|^2 |x2|^2, eps^2))`` along ``dim`` (PyTorch's formula)."""
+    w12 = (x1 * x2).sum(dim)
+    w1, w2 = (x1 * x1).sum(dim), (x2 * x2).sum(dim)
+    return w12 / (w1 * w2).clamp(min=eps * eps).sqrt()
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """``||x1 - x2 + eps||_p`` along the last dim."""
+    return _api.norm(x1 - x2 + eps, p, -1, keepdim=keepdim)
+
+
+def one_hot(tensor, num_classes=-1):
+    """int64 one-hot encodings of the integer ``tensor`` (a new last dim of ``num_classes``,
+    or max + 1)."""
+    t = _val(tensor)
+    if t.dtype.kind not in "iu":
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if t.size and t.min() < 0:
+        raise RuntimeError("Class values must be non-negative.")
+    n = int(t.max()) + 1 if num_classes == -1 else int(num_classes)
+    if t.size and t.max() >= n:
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    return wrap((t[..., None] == np.arange(n)).astype(np.int64))
+
+
+# -- more losses, composed of recorded ops --------------------------------------------------
+def _reduced(loss, reduction):
+    check_reduction(reduction)
+    if reduction == "none":
+        return loss
+    return loss.sum() if reduction == "sum" else loss.mean()
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """``target (log target - input)`` elementwise (0 where ``target`` is 0; with
+    ``log_target``, ``exp(target) (target - input)``); ``reduction="batchmean"`` divides the
+    sum by the batch size."""
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        safe = _where(target > 0, target, _const_like(target, 1.0))
+        loss = target * (safe.log() - input)
+    if reduction == "batchmean":
+        return loss.sum() / (_val(input).shape[0] if _val(input).ndim else 1)
+    return _reduced(loss, reduction)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """``log(1 + exp(-y x))``."""
+    return _reduced(softplus(-target * input), reduction)
+
+
+def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
+                        reduction="mean"):
+    """``max(0, -y (x1 - x2) + margin)``."""
+    return _reduced((-target * (input1 - input2) + margin).relu(), reduction)
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
+                         reduction="mean"):
+    """``x`` where ``y == 1``, ``max(0, margin - x)`` where ``y == -1``."""
+    zero = _const_like(input, 0.0)
+    loss = _where(target == 1, input, zero) + _where(target == -1, (margin - input).relu(), zero)
+    return _reduced(loss, reduction)
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8,
+                     reduce=None, reduction="mean"):
+    """``exp(x) - y x`` (``log_input``) or ``x - y log(x + eps)``; ``full`` adds Stirling's
+    term ``y log y - y + log(2 pi y) / 2`` where ``y > 1``."""
+    loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
+    if full:   # Stirling's approximation of log(y!), where y > 1 (a function of y)
+        big = target > 1
+        safe = _where(big, target, _const_like(target, 1.0))
+        st = safe * safe.log() - safe + (safe * (2 * np.pi)).log() * 0.5
+        loss = loss + _where(big, st, _const_like(st, 0.0))
+    return _reduced(loss, reduction)
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """``(log v + (x - y)^2 / v) / 2`` with ``v = max(var, eps)`` (clamped without a
+    gradient, as PyTorch's), plus ``log(2 pi) / 2`` with ``full``."""
+    if not isinstance(var, Tensor):
+        var = wrap(np.full(_val(input).shape, float(var)))
+    vv, xs = _val(var), _val(input).shape
+    if vv.shape != xs:
+        if xs[:-1] == vv.shape:
+            var, vv = var.unsqueeze(-1), vv[..., None]
+        elif not (xs[:-1] == vv.shape[:-1] and vv.shape[-1:] == (1,)):
+            raise ValueError("var is of incorrect size")
+    if np.any(vv < 0):
+        raise ValueError("var has negative entry/entries")
+    v = var + wrap(np.maximum(vv, eps) - vv)
+    d = input - target
+    loss = (v.log() + d * d / v) * 0.5
+    if full:
+        loss = loss + 0.5 * np.log(2 * np.pi)
+    return _reduced(loss, reduction)
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
+                          reduction="mean"):
+    """``1 - cos(x1, x2)`` where ``y == 1``, ``max(0, cos(x1, x2) - margin)`` where
+    ``y == -1`` (cos with 1e-12 added to each squared norm, as PyTorch's)."""
+    prod = (input1 * input2).sum(-1)
+    m1, m2 = (input1 * input1).sum(-1) + 1e-12, (input2 * input2).sum(-1) + 1e-12
+    cos = prod / (m1 * m2).sqrt()
+    zero = _const_like(cos, 0.0)
+    loss = _where(target == 1, 1.0 - cos, zero) + _where(target == -1, (cos - margin).relu(),
+                                                          zero)
+    return _reduced(loss, reduction)
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6, swap=False,
+                        size_average=None, reduce=None, reduction="mean"):
+    """``max(d(a, p) - d(a, n) + margin, 0)`` with ``d`` the pairwise distance."""
+    dp = pairwise_distance(anchor, positive, p, eps)
+    dn = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        dn = _ELEMENTWISE["minimum"](dn, pairwise_distance(positive, negative, p, eps))
+    return _reduced((dp - dn + margin).relu(), reduction)

@@ -149,7 +149,8 @@ def conv_transpose(g, w, input_shape=(), stride=(1,), padding=((0, 0),), dilatio
     for every ``h`` of ``input_shape``."""
     N, O, nd = g.shape[0], g.shape[1], g.ndim - 2
     out, kernel, C = g.shape[2:], w.shape[2:], input_shape[1]
-    gm = g.reshape(N, groups, O // groups, -1).transpose(1, 2, 0, 3).reshape(groups, O // groups, -1)
+    gm = g.reshape(N, groups, O // groups, -1).transpose(1, 2, 0, 3) \
+          .reshape(groups, O // groups, -1)
     cols = np.matmul(w.reshape(groups, O // groups, -1).swapaxes(1, 2), gm)  # (G, C/G K, N L)
     cols = cols.reshape(C, *kernel, N, *out)
     cols = np.moveaxis(cols, 1 + nd, 0)                                     # (N, C, K..., O...)
@@ -248,7 +249,8 @@ def pool_divisor(spatial, kernel, stride, padding, count_include_pad, given_padd
     """The divisor of each window: its size within the input and its symmetric padding
     (``count_include_pad``) or within the input only; never the extra ``ceil_mode`` part."""
     mask = np.zeros(tuple(s + lo + hi for s, (lo, hi) in zip(spatial, padding)))
-    inner = tuple(slice(lo - (p if count_include_pad else 0), lo + s + (p if count_include_pad else 0))
+    inner = tuple(slice(lo - (p if count_include_pad else 0),
+                        lo + s + (p if count_include_pad else 0))
                   for s, (lo, _), p in zip(spatial, padding, given_padding))
     mask[inner] = 1.0
     out = _geometry(spatial, kernel, stride, padding, (1,) * len(spatial))
