@@ -990,3 +990,46 @@ def test_reading_a_packed_saved_value_unpacks_it():
     assert log[0] == [True, True]
     assert [entry[0] for entry in log[1:9]] == ["pack", "unpack", "saved", "unpack", "pack",
                                                 "unpack", "result", "unpack"]
+
+
+def freed_saved_program(L):
+    log = []
+
+    class Square(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 2 * x * g
+
+    class Packed:                      # stands for a temporary file: gone when freed
+        def __init__(self, t):
+            self.t = t
+            log.append("packed")
+
+        def __del__(self):
+            log.append("released")
+
+    x = leaf(L, [1.0, 2.0])
+    y = Square.apply(x)
+    log.append(len(y.grad_fn.saved_tensors))
+    y.sum().backward()
+    try:
+        y.grad_fn.saved_tensors
+    except RuntimeError as e:
+        log.append(str(e)[:50])
+    with L.autograd.graph.saved_tensors_hooks(Packed, lambda p: p.t):
+        z = x.sin()
+    z.sum().backward()
+    log.append("after backward")
+    return log
+
+
+def test_a_backward_frees_saved_and_packed_values():
+    log = compare(freed_saved_program)
+    assert log == [1, "Trying to backward through the graph a second time",
+                   "packed", "released", "after backward"]

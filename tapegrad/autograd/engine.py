@@ -33,7 +33,7 @@ from ..core.dtypes import Size
 from ..core.graph import LEAF_STATE, node_input_slots, node_state
 from ..core.tensor import Tensor, tensor_of_entry, wrap
 from ..ops.array_ops import pyop_backward, pyop_saves, sum_to
-from .graph import pack_pending, unpack_entry
+from .graph import pack_pending, release_saved, unpack_entry
 
 _EMPTY_I = np.zeros(0, dtype=np.int64)
 _EMPTY_F = np.zeros(0, dtype=np.float64)
@@ -645,6 +645,7 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
             T = adj.tape
             n = len(adj.reached)
             np.maximum(T._freed[:n], adj.reached, out=T._freed[:n])
+            release_saved(T, adj.reached)   # what hooks packed and Functions saved goes too
             st = thread_state
             if st.implicit is T:  # start a fresh default tape: memory stays bounded in loops
                 st.implicit = Tape()

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..core.grad_mode import is_grad_enabled, no_grad
 from ..core.pyop import record
-from ..core.tape import Tape, recording
+from ..core.tape import SECOND_BACKWARD, Tape, recording
 from ..core.tensor import Tensor, tensor_of_entry, wrap
 from ..ops.array_ops import sum_to
 from .forward_ad import function_jvp, primal
@@ -41,6 +41,7 @@ class FunctionCtx:
         self._dirty = ()
         self._non_differentiable = ()
         self._materialize = True
+        self._released = False
 
     def save_for_backward(self, *tensors):
         """Keep ``tensors`` for ``backward`` (read back as ``ctx.saved_tensors``)."""
@@ -70,8 +71,15 @@ class FunctionCtx:
         if packed is not None:
             self._packed = packed
 
+    def release(self):
+        """A backward freed the graph: the saved tensors go (reading them raises)."""
+        self._released = True
+        self._saved, self._versions, self._packed = (), (), None
+
     @property
     def saved_tensors(self):
+        if self._released:
+            raise RuntimeError(SECOND_BACKWARD)
         for k, (t, version) in enumerate(zip(self._saved, self._versions)):
             if t is not None and _versions((t,))[0] != version:
                 raise RuntimeError(

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..core import optable
 from ..core.graph import (AccumulateGrad, Node, RemovableHandle, leaf_state_for, node_state,
-                          node_state_for)
+                          node_state_for, node_states)
 from ..core.kernels import NO_GRAD, SAVES_OUT, SAVES_X, SAVES_Y, SAVES_Z
 from ..core.tape import (CONST, LEAF, LINK, N_ELEMENTWISE, PYOUT, SECOND_BACKWARD, Tape,
                          recording)
@@ -395,6 +395,19 @@ def unpack_entry(T, i):
         if not np.array_equal(np.asarray(t._value), np.asarray(v), equal_nan=True):
             changed[r] = t
     return changed or None
+
+
+def release_saved(T, freed):
+    """A backward without ``retain_graph`` freed the entries marked in ``freed``: drop what
+    hooks packed for them and what custom Functions there saved, as PyTorch frees saved
+    values (a packed temporary file is deleted then, not when the tape goes)."""
+    for st in node_states(T):
+        if 0 <= st < len(freed) and freed[st] and st.packed:
+            st.packed = None
+    for head, py in T._py.items():
+        ctx = getattr(py.backward_fn, "ctx", None)
+        if ctx is not None and head < len(freed) and freed[head]:
+            ctx.release()
 
 
 def pack_saved(tensors):

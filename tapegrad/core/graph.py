@@ -97,6 +97,12 @@ def node_state(T, i):
     return None if k is None else T._stops[k]
 
 
+def node_states(T):
+    """Every ``NodeState`` of tape ``T``."""
+    d = _STATE_AT.get(T) if _STATE_AT else None
+    return [] if d is None else [T._stops[k] for k in d.values()]
+
+
 def node_state_for(T, i):
     """Entry ``i``'s ``NodeState``, created on first use."""
     st = node_state(T, i)
