@@ -419,6 +419,26 @@ def jax_masked_scan(jax, jnp, lax, p, quick):
 
     out = {}
     pj = jnp.asarray(p)
+    try:   # JAX's own adaptive Dormand-Prince, differentiated by its adjoint ODE
+        from jax.experimental.ode import odeint
+
+        def field(state, t, q):
+            x, y = state[0], state[1]
+            return jnp.stack([q[0] * x - q[1] * x * y, q[2] * x * y - q[3] * y])
+
+        def final(q):
+            ys = odeint(field, jnp.array([1.0, 1.0]), jnp.array([0.0, T_END]), q,
+                        rtol=TOL, atol=TOL)
+            return ys[-1, 0] + ys[-1, 1]
+        g = jax.jit(jax.value_and_grad(final))
+        t = time.perf_counter()
+        jax.block_until_ready(g(pj))
+        first = time.perf_counter() - t
+        out["odeint"] = {"compile_and_first_s": first,
+                         "gradient_s": median_time(lambda: jax.block_until_ready(g(pj)), 5, 1.0),
+                         "gradient": [float(e) for e in g(pj)[1]]}
+    except Exception as e:   # noqa: BLE001  (an older or newer JAX without it)
+        out["odeint"] = {"skipped": f"{type(e).__name__}: {e}"}
     for bound in ((1000,) if quick else (1000, 2000, 4000)):
         g = jax.jit(jax.value_and_grad(lambda q: solve(q, bound)[0]))
         t = time.perf_counter()
@@ -474,6 +494,9 @@ def report(res):
                 print(f"   {k:34} {v * 1e3:10.3f} ms   = {v / j['record_backward_s']:9.2f}x tg.jit's gradient")
         if "jax_masked_scan" in W:
             for b, r in W["jax_masked_scan"].items():
+                if "gradient_s" not in r or b == "odeint":
+                    print(f"   jax {b}: {r}")
+                    continue
                 print(f"   jax masked scan, bound {b:>5}: {r['gradient_s'] * 1e3:.3f} ms "
                       f"(compile {r['compile_and_first_s']:.1f} s, covers the run: {r['covers_run']})")
     print("\nfresh process, warm cache:", res["fresh_process_warm_cache"])

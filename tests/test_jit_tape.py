@@ -152,3 +152,12 @@ def test_release_frees_the_buffers_and_recording_goes_on():
     assert len(SLOTS[0].op) == 0
     v2, g2 = _rosen.value_and_grad(x)
     assert v2 == v and np.array_equal(g2, g)
+
+
+def test_sparse_hessian():
+    x = np.random.default_rng(6).uniform(-1, 1, 30)
+    rows, cols, vals = _rosen.sparse_hessian(x)
+    H = np.zeros((30, 30))
+    H[rows, cols] = vals
+    np.testing.assert_allclose(H, _rosen.hessian(x), rtol=1e-12, atol=1e-12)
+    assert len(vals) == 30 + 2 * 29          # tridiagonal

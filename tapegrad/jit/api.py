@@ -410,6 +410,14 @@ class JitFunction:
             H = self._hvps(call, o, np.eye(n))
         return H.reshape(np.shape(x) * 2) if np.ndim(x) else float(H[0, 0])
 
+    def sparse_hessian(self, *args, argnums=0):
+        """The Hessian's non-zeros ``(rows, cols, values)`` with respect to ``args[argnums]``
+        (flattened): the recording compiled as a tape (``record``, then ``tg.compile``'s
+        coloured sweeps at this point)."""
+        rec = self.record(*args, argnums=argnums)
+        return rec.tape.compile(rec.inputs, rec.outputs).sparse_hessian(
+            np.array([float(t.detach()) for t in rec.inputs]))
+
     @staticmethod
     def _hvps(call, o, dirs):
         n, k = call.nleaves, dirs.shape[1]
