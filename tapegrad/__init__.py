@@ -17,6 +17,7 @@ import sys as _sys
 
 from . import autograd, core, nn, ops, optim, viz
 from .autograd import Function
+from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled
 from .replay import CompiledTape, RetraceRequired, compile  # noqa: A004
 from . import utils
 from .utils.serialization import load, save   # tensors and state dicts; compiled tapes too

@@ -1033,3 +1033,30 @@ def test_a_backward_frees_saved_and_packed_values():
     log = compare(freed_saved_program)
     assert log == [1, "Trying to backward through the graph a second time",
                    "packed", "released", "after backward"]
+
+
+def anomaly_program(L):
+    out = []
+    with pytest.warns(UserWarning, match="Anomaly Detection has been enabled"):
+        with L.autograd.detect_anomaly():
+            out.append(L.is_anomaly_enabled())
+            x = leaf(L, [1.0, 2.0])
+            (x * x).sum().backward()
+            out.append(val(x.grad))
+    out.append(L.is_anomaly_enabled())
+    L.autograd.set_detect_anomaly(True)
+    out.append([L.is_anomaly_enabled(), L.is_anomaly_check_nan_enabled()])
+    L.autograd.set_detect_anomaly(False)
+    with L.autograd.set_detect_anomaly(True, check_nan=False):
+        out.append(L.is_anomaly_check_nan_enabled())
+    with L.autograd.no_grad():
+        out.append(L.is_grad_enabled())
+    with L.autograd.set_grad_enabled(False):
+        out.append(L.is_grad_enabled())
+    out.append(L.is_anomaly_enabled())
+    return out
+
+
+def test_anomaly_mode_and_grad_mode_names():
+    assert compare(anomaly_program) == [True, [2.0, 4.0], False, [True, True], False, False,
+                                        False, False]
