@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +51,6 @@ class SlotTape:
     def __init__(self, slot):
         self.slot = slot
         self.header = np.zeros(HEADER_WORDS, np.int64)
-        self.lock = threading.Lock()
         self.op = np.zeros(0, np.int8)
         self.a = np.zeros(0, np.int32)
         self.b = np.zeros(0, np.int32)

@@ -8,14 +8,12 @@ code holds no GIL); a function is compiled once per slot it runs on (and cached)
 """
 from __future__ import annotations
 
+import numbers
 import os
 import queue
 import re
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
-
-import numbers
 
 import numpy as np
 from numba import types
@@ -276,12 +274,16 @@ class JitFunction:
         for k in nums:
             leaves.append((k, args[k], first))
             args[k], first = self._active(args[k], slot, first, values)
-        tape.start(np.concatenate(values) if values else np.zeros(0))
-        tape.record_comparisons(comparisons)
-        try:
+        tape.start(values[0] if len(values) == 1 else
+                   np.concatenate(values) if values else np.zeros(0))
+        if comparisons:
+            tape.record_comparisons(True)
+            try:
+                result = self._call(args)
+            finally:
+                tape.record_comparisons(False)
+        else:
             result = self._call(args)
-        finally:
-            tape.record_comparisons(False)
         tape.check()
         return _Call(tape, result, leaves, first)
 

@@ -11,6 +11,7 @@ computes the forward from the row's ``fwd`` expression and appends the entry inl
 """
 from __future__ import annotations
 
+from llvmlite import ir
 from numba import types
 from numba.core import compiler, errors
 from numba.core.imputils import lower_builtin
@@ -18,8 +19,6 @@ from numba.core.typing.templates import AbstractTemplate, infer_global, signatur
 
 from .active import (ARG_CODE, Active, ActiveArray, active_parts, emit_append, emit_compare,
                      emit_constant, make_active)
-
-from llvmlite import ir
 
 _NUMBER = (types.Float, types.Integer, types.Boolean)
 _F64 = types.float64
