@@ -491,9 +491,11 @@ def tensor_init(self, data=_NO_DATA, *sizes, device=None):
     """``tg.Tensor(data)`` / ``tg.Tensor(2, 3)`` / ``tg.Tensor()``: a tensor of the default
     float dtype, as PyTorch's legacy constructor (``tg.Tensor(t)`` is ``t``'s value).
 
-    The generated recording code makes its bare tensors with ``Tensor()`` and then fills
-    their slots, so the call without arguments stays as cheap as it can be (no ``*args``
-    tuple); tapegrad's other code uses ``object.__new__(Tensor)``, which skips this."""
+    Not installed as ``Tensor.__init__`` yet: the generated recording code makes its bare
+    tensors with ``Tensor()``, and a Python ``__init__`` would run for each of them (about
+    0.13 us, 15-25% of a recorded scalar op).  Once ``tools/codegen.py`` emits
+    ``object.__new__(Tensor)`` for them (as ``core/tensor.py`` does), add
+    ``__init__=tensor_init`` to ``torch_api.METHODS``."""
     if data is _NO_DATA:
         self._value = _EMPTY
         self._tape = None

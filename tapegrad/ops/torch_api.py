@@ -20,8 +20,7 @@ from ..core.dtypes import (CPU, as_device, as_dtype, bool_, device as _device, f
 from ..core.tape import recording
 from ..core.tensor import Tensor, check_float, note_comparison_use, wrap
 from . import everyday_ops, special
-from .factories import (LEGACY_CONSTRUCTORS, factory_shape, legacy_new, tensor as _new_tensor,
-                        tensor_init)
+from .factories import LEGACY_CONSTRUCTORS, factory_shape, legacy_new, tensor as _new_tensor
 from .array_ops import (call, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
                         without_leading_ones, wrap_dim)
 
@@ -1670,7 +1669,7 @@ METHODS.update(
     scatter_add_=_inplace_row(scatter_add), index_add_=_inplace_row(index_add),
     __and__=bitwise_and, __rand__=bitwise_and, __or__=bitwise_or, __ror__=bitwise_or,
     __xor__=bitwise_xor, __rxor__=bitwise_xor, __invert__=invert,
-    __init__=tensor_init, __getitem__=getitem, __setitem__=setitem,
+    __getitem__=getitem, __setitem__=setitem,
     __matmul__=matmul, __rmatmul__=lambda self, other: matmul(other, self),
     T=property(reversed_dims, doc="The tensor with its dimensions reversed."),
     mT=property(lambda self: transpose(self, -2, -1), doc="The last two dimensions swapped."),
