@@ -82,24 +82,19 @@ def _crop(xp, padding):
 
 
 def _group_cols(cols, groups):
-    """(N, C, K..., O...) -> (G, C/G * prod K, N * prod O): one matrix per group."""
+    """(N, C, K..., O...) -> (N, G, C/G * prod K, prod O): one matrix per sample and group
+    (a reshape, no copy)."""
     N, C = cols.shape[:2]
-    nd = (cols.ndim - 2) // 2
-    kk = int(np.prod(cols.shape[2:2 + nd]))
-    L = int(np.prod(cols.shape[2 + nd:]))
-    return cols.reshape(N, groups, C // groups * kk, L).transpose(1, 2, 0, 3) \
-               .reshape(groups, C // groups * kk, N * L)
+    L = int(np.prod(cols.shape[2 + (cols.ndim - 2) // 2:]))
+    return cols.reshape(N, groups, -1, L)
 
 
 def _conv_forward(x, w, stride, padding, dilation, groups):
-    N, nd = x.shape[0], x.ndim - 2
-    kernel, O = w.shape[2:], w.shape[0]
-    out = _geometry(x.shape[2:], kernel, stride, padding, dilation)
-    cols = _group_cols(im2col(_padded(x, padding), kernel, stride, dilation, out), groups)
-    y = np.matmul(w.reshape(groups, O // groups, -1), cols)          # (G, O/G, N L)
-    return y.reshape(O, N, *out).swapaxes(0, 1) if groups == 1 else \
-        y.reshape(groups, O // groups, N, *out).transpose(2, 0, 1, *range(3, 3 + nd)) \
-         .reshape(N, O, *out)
+    N, O = x.shape[0], w.shape[0]
+    out = _geometry(x.shape[2:], w.shape[2:], stride, padding, dilation)
+    cols = _group_cols(im2col(_padded(x, padding), w.shape[2:], stride, dilation, out), groups)
+    # (G, O/G, C/G K) @ (N, G, C/G K, L): one BLAS product per sample and group
+    return np.matmul(w.reshape(groups, O // groups, -1), cols).reshape(N, O, *out)
 
 
 def _check_conv(x, w, groups):
@@ -147,13 +142,12 @@ def conv_transpose(g, w, input_shape=(), stride=(1,), padding=((0, 0),), dilatio
                    groups=1):
     """The adjoint of ``conv`` in its input: ``<conv_transpose(g, w), h> = <g, conv(h, w)>``
     for every ``h`` of ``input_shape``."""
-    N, O, nd = g.shape[0], g.shape[1], g.ndim - 2
+    N, O = g.shape[0], g.shape[1]
     out, kernel, C = g.shape[2:], w.shape[2:], input_shape[1]
-    gm = g.reshape(N, groups, O // groups, -1).transpose(1, 2, 0, 3) \
-          .reshape(groups, O // groups, -1)
-    cols = np.matmul(w.reshape(groups, O // groups, -1).swapaxes(1, 2), gm)  # (G, C/G K, N L)
-    cols = cols.reshape(C, *kernel, N, *out)
-    cols = np.moveaxis(cols, 1 + nd, 0)                                     # (N, C, K..., O...)
+    gm = g.reshape(N, groups, O // groups, -1)
+    # (G, C/G K, O/G) @ (N, G, O/G, L) -> (N, G, C/G K, L), i.e. (N, C, K..., O...)
+    cols = np.matmul(w.reshape(groups, O // groups, -1).swapaxes(1, 2), gm)
+    cols = cols.reshape(N, C, *kernel, *out)
     padded = (N, C) + tuple(s + lo + hi for s, (lo, hi) in zip(input_shape[2:], padding))
     return _crop(col2im(cols, padded, kernel, stride, dilation, out), padding)
 
@@ -171,13 +165,13 @@ def conv_weight(x, g, weight_shape=(), stride=(1,), padding=((0, 0),), dilation=
                 groups=1):
     """The adjoint of ``conv`` in its weight: ``<conv_weight(x, g), v> = <g, conv(x, v)>``
     for every ``v`` of ``weight_shape``."""
-    O = g.shape[1]
+    N, O = g.shape[0], g.shape[1]
     kernel = weight_shape[2:]
     cols = _group_cols(im2col(_padded(x, padding), kernel, stride, dilation, g.shape[2:]),
-                       groups)                                              # (G, C/G K, N L)
-    gm = g.reshape(g.shape[0], groups, O // groups, -1).transpose(1, 2, 0, 3) \
-          .reshape(groups, O // groups, -1)
-    return np.matmul(gm, cols.swapaxes(1, 2)).reshape(weight_shape)
+                       groups)                                         # (N, G, C/G K, L)
+    gm = g.reshape(N, groups, O // groups, -1)                           # (N, G, O/G, L)
+    # sum over samples of (O/G, L) @ (L, C/G K); the transposed operand is a BLAS layout
+    return np.matmul(gm, cols.swapaxes(2, 3)).sum(0).reshape(weight_shape)
 
 
 @conv_weight.defvjp
