@@ -26,7 +26,7 @@ from .modules import (CELU, GLU, SELU, CosineEmbeddingLoss, CosineSimilarity, Ga
                       KLDivLoss, LogSigmoid, MarginRankingLoss, Mish, PairwiseDistance,
                       PoissonNLLLoss, PReLU, ReLU6, Softmin, SoftMarginLoss, Softshrink,
                       Softsign, Tanhshrink, Threshold, TripletMarginLoss)
-from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 
 __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleList",
            "ParameterList", "Identity", "Linear", "ReLU", "LeakyReLU", "Tanh", "Sigmoid",
@@ -35,7 +35,8 @@ __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleLis
            "utils", "ModuleDict", "Flatten", "Unflatten", "LayerNorm", "Embedding", "BatchNorm1d",
            "BatchNorm2d", "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d",
            "HuberLoss", "ParameterDict", "AdaptiveAvgPool2d", "Dropout1d", "Dropout2d",
-           "Dropout3d", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "ReLU6", "SELU",
+           "Dropout3d", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "RNNBase",
+           "RNNCellBase", "ReLU6", "SELU",
            "Mish", "Hardswish", "Hardsigmoid", "Softsign", "LogSigmoid", "Tanhshrink", "Hardtanh",
            "CELU", "Softmin", "Softshrink", "Hardshrink", "Threshold", "GLU", "PReLU",
            "CosineSimilarity", "PairwiseDistance", "KLDivLoss", "SoftMarginLoss",

@@ -1,94 +1,163 @@
-"""Recurrent layers (PyTorch's ``nn.RNN``, ``nn.LSTM``, ``nn.GRU`` and their cells).
+"""Recurrent layers (PyTorch's ``nn.RNN``, ``nn.LSTM``, ``nn.GRU`` and their cells) and the
+padding helpers of ``torch.nn.utils.rnn``.
 
-Each step is written in recorded ops (``linear``, ``sigmoid``, ``tanh``, ``chunk``,
-``stack``), so gradients of every order come from those ops' rules; the input projection of
-all time steps is one ``linear`` before the loop.  Parameters are PyTorch's, with its names and
+Everything is written in recorded ops (``linear``, ``split``/``chunk``, ``cat``, ``sigmoid``,
+``tanh``, ...), so gradients of every order come from those ops' rules; the graph is the ops'
+graph, not PyTorch's fused ``*Backward0`` nodes.  Parameters are PyTorch's, with its names and
 order (``weight_ih_l0``, ``weight_hh_l0``, ``bias_ih_l0``, ``bias_hh_l0``, then
-``..._reverse`` for the other direction, layer by layer), gates stacked as there (LSTM:
-input, forget, cell, output; GRU: reset, update, new), all initialised from
-U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)).  The graph is the ops' graph, not PyTorch's
-fused ``*Backward0`` nodes.
+``..._reverse`` for the other direction, layer by layer), gates stacked as there (LSTM: input,
+forget, cell, output; GRU: reset, update, new), all initialised from
+U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)); the cell equations are PyTorch's CPU ones
+(``aten/src/ATen/native/RNN.cpp``).
+
+The per-step cost is what the reverse walk pays at array ops, so a layer and direction does:
+one ``linear`` for the input projection of all time steps, cut into steps by one ``split``
+(two nodes, whatever the length); then per step one ``linear`` of the hidden state and one
+``chunk`` into gates, the rest elementwise.  RNN and LSTM add ``bias_hh`` to ``bias_ih`` once,
+before the projection (the sum over time of its gradient is then one reduction); GRU keeps
+``bias_hh`` in the step, because its ``b_hn`` is multiplied by the reset gate.  Inside, the
+sequence is 2-D and time-major, ``(T * N, H)``, and a state ``(N, H)``: ``linear``'s backward
+reshapes operands of more dimensions, and no step has to squeeze or stack.
+
+Packed sequences are not supported: pad the batch (``pad_sequence``) instead.
 """
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
-from ..core.tensor import wrap
-from ..ops.torch_api import cat, stack
+from ..core.tensor import Tensor, wrap
+from ..ops.torch_api import cat, chunk, split, stack
 from . import functional as F
 from . import init
 from .modules import Module, Parameter
 
-__all__ = ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
+__all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
+           "pad_sequence", "unpad_sequence", "pack_sequence", "pack_padded_sequence",
+           "pad_packed_sequence", "unpack_sequence"]
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+_NAMES = {"RNN_TANH": "RNN", "RNN_RELU": "RNN", "LSTM": "LSTM", "GRU": "GRU"}
+_PACKED = ("tapegrad's recurrent layers take padded tensors, not a PackedSequence: pad the "
+           "sequences (nn.utils.rnn.pad_sequence) and mask the padded steps in the loss")
 
 
 def _np_dtype(dtype):
     return np.float64 if dtype is None else getattr(dtype, "np", dtype)
 
 
-def _rnn_step(x_proj, h, w_hh, b_hh, mode):
-    """One step of an RNN (tanh or relu) cell given the input's projection."""
+def _zeros(shape, like):
+    return wrap(np.zeros(shape, np.asarray(like._value).dtype))
+
+
+def _reject_packed(input, name):
+    if isinstance(input, Tensor):
+        return
+    if type(input).__name__ == "PackedSequence" or hasattr(input, "batch_sizes"):
+        raise NotImplementedError(_PACKED)
+    raise TypeError(f"{name}: input must be a Tensor, got {type(input).__name__}")
+
+
+def _steps(t, n):
+    """``t``'s blocks of ``n`` rows (a time-major (T * N, G) projection's steps), by one
+    ``split``."""
+    return (t,) if t.shape[0] == n else split(t, n, 0)
+
+
+# -- one step of each cell (PyTorch's RNN.cpp): x_proj is x W_ih^T + b_ih -----------------
+
+def _rnn_cell(x_proj, h, w_hh, b_hh, relu):
     pre = x_proj + F.linear(h, w_hh, b_hh)
-    return pre.tanh() if mode == "RNN_TANH" else pre.relu()
+    return pre.relu() if relu else pre.tanh()
 
 
-def _lstm_step(x_proj, state, w_hh, b_hh):
-    h, c = state
-    i, f, g, o = (x_proj + F.linear(h, w_hh, b_hh)).chunk(4, -1)
+def _lstm_cell(x_proj, h, c, w_hh, b_hh):
+    i, f, g, o = chunk(F.linear(h, w_hh, b_hh) + x_proj, 4, -1)
     c = f.sigmoid() * c + i.sigmoid() * g.tanh()
     return o.sigmoid() * c.tanh(), c
 
 
-def _gru_step(x_proj, h, w_hh, b_hh):
-    xr, xz, xn = x_proj.chunk(3, -1)
-    hr, hz, hn = F.linear(h, w_hh, b_hh).chunk(3, -1)
-    r = (xr + hr).sigmoid()
-    z = (xz + hz).sigmoid()
-    n = (xn + r * hn).tanh()
-    return (1.0 - z) * n + z * h
+def _gru_cell(xr, xz, xn, h, w_hh, b_hh):
+    hr, hz, hn = chunk(F.linear(h, w_hh, b_hh), 3, -1)
+    r = (hr + xr).sigmoid()
+    z = (hz + xz).sigmoid()
+    n = (xn + hn * r).tanh()
+    return (h - n) * z + n          # (1 - z) n + z h, in PyTorch's order of operations
 
 
 class RNNBase(Module):
+    """The stacked, optionally bidirectional recurrence shared by ``RNN``, ``LSTM`` and
+    ``GRU`` (``mode``: ``"RNN_TANH"``, ``"RNN_RELU"``, ``"LSTM"`` or ``"GRU"``)."""
+
     def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True,
                  batch_first=False, dropout=0.0, bidirectional=False, proj_size=0,
                  device=None, dtype=None):
         super().__init__()
-        if not 0 <= dropout <= 1 or isinstance(dropout, bool):
+        if mode not in _GATES:
+            raise ValueError("Unrecognized RNN mode: " + mode)
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) \
+                or not 0 <= dropout <= 1:
             raise ValueError("dropout should be a number in range [0, 1] representing the "
                              "probability of an element being zeroed")
-        if not isinstance(hidden_size, int) or hidden_size <= 0:
-            raise ValueError("hidden_size must be an integer greater than zero")
-        if not isinstance(num_layers, int) or num_layers <= 0:
-            raise ValueError("num_layers must be an integer greater than zero")
+        if dropout > 0 and num_layers == 1:
+            warnings.warn("dropout option adds dropout after all but last recurrent layer, so "
+                          "non-zero dropout expects num_layers greater than 1, but got "
+                          f"dropout={dropout} and num_layers={num_layers}", stacklevel=3)
+        for arg, value in (("bias", bias), ("batch_first", batch_first)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{arg} should be of type bool, got: {type(value).__name__}")
+        for arg, value in (("input_size", input_size), ("hidden_size", hidden_size)):
+            if not isinstance(value, int):
+                raise TypeError(f"{arg} should be of type int, got: {type(value).__name__}")
+            if value <= 0:
+                raise ValueError(f"{arg} must be greater than zero")
+        if num_layers <= 0:
+            raise ValueError("num_layers must be greater than zero")
+        if proj_size < 0:
+            raise ValueError("proj_size should be a positive integer or zero to disable "
+                             "projections")
+        if proj_size >= hidden_size:
+            raise ValueError("proj_size has to be smaller than hidden_size")
         if proj_size:
-            raise NotImplementedError("LSTM proj_size is not supported")
+            raise NotImplementedError("LSTM proj_size is not supported by tapegrad")
         self.mode, self.input_size, self.hidden_size = mode, input_size, hidden_size
         self.num_layers, self.bias, self.batch_first = num_layers, bias, batch_first
         self.dropout, self.bidirectional, self.proj_size = float(dropout), bidirectional, 0
         dirs = 2 if bidirectional else 1
         gate = _GATES[mode] * hidden_size
         dt = _np_dtype(dtype)
-        self._flat_weights_names = []
+        self._flat_weights_names, self._all_weights = [], []
         for layer in range(num_layers):
+            n_in = input_size if layer == 0 else hidden_size * dirs
             for d in range(dirs):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
-                n_in = input_size if layer == 0 else hidden_size * dirs
                 shapes = [("weight_ih", (gate, n_in)), ("weight_hh", (gate, hidden_size))]
                 if bias:
                     shapes += [("bias_ih", (gate,)), ("bias_hh", (gate,))]
                 for name, shape in shapes:
                     setattr(self, name + sfx, Parameter(np.empty(shape, dt)))
-                    self._flat_weights_names.append(name + sfx)
+                self._all_weights.append([name + sfx for name, _ in shapes])
+                self._flat_weights_names += self._all_weights[-1]
         self.reset_parameters()
 
     def reset_parameters(self):
         stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0.0
         for p in self.parameters():
             init.uniform_(p, -stdv, stdv)
+
+    def flatten_parameters(self):
+        """Nothing to do: the weights are used where they are (PyTorch packs them for cuDNN)."""
+
+    @property
+    def all_weights(self):
+        """The parameters per layer and direction: ``[[w_ih, w_hh, b_ih, b_hh], ...]``."""
+        return [[getattr(self, n) for n in names] for names in self._all_weights]
+
+    @property
+    def _flat_weights(self):
+        return [getattr(self, n) for n in self._flat_weights_names]
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
@@ -104,90 +173,134 @@ class RNNBase(Module):
             s += f", bidirectional={self.bidirectional}"
         return s
 
-    def _weights(self, layer, d):
-        sfx = f"_l{layer}" + ("_reverse" if d else "")
-        get = lambda n: getattr(self, n + sfx) if self.bias or "weight" in n else None  # noqa
-        return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh")
-
-    def _step(self, x_proj, state, w_hh, b_hh):
-        if self.mode == "LSTM":
-            return _lstm_step(x_proj, state, w_hh, b_hh)
-        if self.mode == "GRU":
-            return _gru_step(x_proj, state, w_hh, b_hh)
-        return _rnn_step(x_proj, state, w_hh, b_hh, self.mode)
+    def _check_states(self, input, states, batched):
+        """PyTorch's checks of the input and the initial states (``(L*D, N, H)`` each)."""
+        lstm = self.mode == "LSTM"
+        want = 3 if batched else 2
+        if any(s.ndim != want for s in states):
+            kind = "batched 3-D" if batched else "unbatched 2-D"
+            dims = ", ".join(f"{s.ndim}-D" for s in states)
+            raise RuntimeError(f"For {kind} input, hx and cx should also be {want}-D but got "
+                               f"({dims}) tensors" if lstm else
+                               f"For {kind} input, hx should also be {want}-D but got {dims} "
+                               "tensor")
 
     def forward(self, input, hx=None):
+        name = _NAMES[self.mode]
+        _reject_packed(input, name)
         lstm = self.mode == "LSTM"
-        batched = len(input.shape) == 3
-        if len(input.shape) not in (2, 3):
-            raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got "
-                             f"{len(input.shape)}D instead")
-        x = input if batched else input.unsqueeze(1)
-        if batched and self.batch_first:
-            x = x.transpose(0, 1)
-        T, N = x.shape[0], x.shape[1]
+        if input.ndim not in (2, 3):
+            raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.ndim}D"
+                             f"{' tensor' if name == 'RNN' else ''} instead")
+        batched = input.ndim == 3
+        states = None if hx is None else (tuple(hx) if lstm else (hx,))
+        if states is not None:
+            self._check_states(input, states, batched)
+        x = input.transpose(0, 1) if batched and self.batch_first else input
+        w = self.weight_ih_l0
+        if input.dtype != w.dtype:
+            raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype "
+                             f"({w.dtype}). Convert input: input.to({w.dtype}), or convert "
+                             f"model: model.to({input.dtype})")
+        if x.shape[-1] != self.input_size:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected "
+                               f"{self.input_size}, got {x.shape[-1]}")
+        T, N = x.shape[0], (x.shape[1] if batched else 1)
+        if T == 0:
+            raise RuntimeError(f"Expected sequence length to be larger than 0 in {name}")
         dirs = 2 if self.bidirectional else 1
-        if hx is None:
-            h0 = _zeros((self.num_layers * dirs, N, self.hidden_size), x)
-            hx = (h0, h0) if lstm else h0
-        elif not batched:
-            hx = tuple(h.unsqueeze(1) for h in hx) if lstm else hx.unsqueeze(1)
+        expected = (self.num_layers * dirs, N, self.hidden_size)
+        if batched:
+            x = x.reshape(T * N, self.input_size)
+        if states is None:
+            zero = _zeros((N, self.hidden_size), x)
+            h0 = c0 = [zero] * expected[0]
+        else:
+            for k, s in enumerate(states):
+                shape = tuple(s.shape) if batched else (s.shape[0], 1) + tuple(s.shape[1:])
+                if shape != expected:
+                    msg = f"Expected hidden[{k}] size " if lstm else "Expected hidden size "
+                    raise RuntimeError(f"{msg}{expected}, got {list(shape)}")
+            h0 = self._states(states[0], N)
+            c0 = self._states(states[1], N) if lstm else h0
         finals_h, finals_c = [], []
         layer_input = x
         for layer in range(self.num_layers):
             outs = []
             for d in range(dirs):
-                w_ih, w_hh, b_ih, b_hh = self._weights(layer, d)
                 k = layer * dirs + d
-                state = (hx[0][k], hx[1][k]) if lstm else hx[k]
-                proj = F.linear(layer_input, w_ih, b_ih)             # all steps at once
-                steps = range(T - 1, -1, -1) if d else range(T)
-                seq = [None] * T
-                for t in steps:
-                    state = self._step(proj[t], state, w_hh, b_hh)
-                    seq[t] = state[0] if lstm else state
-                outs.append(stack(seq, 0))
-                finals_h.append(state[0] if lstm else state)
-                if lstm:
-                    finals_c.append(state[1])
-            layer_input = outs[0] if dirs == 1 else _cat_last(outs)
+                out, h, c = self._direction(layer_input, T, N,
+                                            f"_l{layer}" + ("_reverse" if d else ""), d == 1,
+                                            h0[k], c0[k])
+                outs.append(out)
+                finals_h.append(h)
+                finals_c.append(c)
+            layer_input = outs[0] if dirs == 1 else cat(outs, -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
                 layer_input = F.dropout(layer_input, self.dropout, True)
         output = layer_input
-        h_n = stack(finals_h, 0)
-        if batched and self.batch_first:
-            output = output.transpose(0, 1)
-        if not batched:
-            output = output.squeeze(1)
-            h_n = h_n.squeeze(1)
+        if batched:
+            output = output.reshape(T, N, dirs * self.hidden_size)
+            if self.batch_first:
+                output = output.transpose(0, 1)
+        h_n = self._stacked(finals_h, batched)
         if lstm:
-            c_n = stack(finals_c, 0)
-            return output, (h_n, c_n if batched else c_n.squeeze(1))
+            return output, (h_n, self._stacked(finals_c, batched))
         return output, h_n
 
+    def _states(self, s, N):
+        """A given initial state, (L*D, N, H) or unbatched (L*D, H), as L*D pieces (N, H)."""
+        if s.ndim == 3:
+            s = s.reshape(-1, self.hidden_size)
+        return (s,) if s.shape[0] == N else split(s, N, 0)
 
-def _zeros(shape, like):
-    return wrap(np.zeros(shape, np.asarray(like._value).dtype))
+    def _stacked(self, finals, batched):
+        """The last states (N, H) of each layer and direction as (L*D, N, H) (or (L*D, H)
+        unbatched)."""
+        if len(finals) == 1:
+            return finals[0].unsqueeze(0) if batched else finals[0]
+        s = cat(finals, 0)
+        return s.reshape(len(finals), -1, self.hidden_size) if batched else s
 
-
-def _cat_last(ts):
-    return cat(ts, -1)
+    def _direction(self, x, T, N, sfx, reverse, h, c):
+        """One layer in one direction over ``x`` (T * N, H_in), time-major, from states
+        ``h``, ``c`` (N, H): the outputs (T * N, H) and the last states.  Everything is 2-D,
+        so no ``linear`` reshapes in its backward."""
+        w_ih, w_hh = getattr(self, "weight_ih" + sfx), getattr(self, "weight_hh" + sfx)
+        b_ih = getattr(self, "bias_ih" + sfx) if self.bias else None
+        b_hh = getattr(self, "bias_hh" + sfx) if self.bias else None
+        order = range(T - 1, -1, -1) if reverse else range(T)
+        seq = [None] * T
+        if self.mode == "GRU":
+            xr, xz, xn = (_steps(p, N) for p in chunk(F.linear(x, w_ih, b_ih), 3, -1))
+            for t in order:
+                h = seq[t] = _gru_cell(xr[t], xz[t], xn[t], h, w_hh, b_hh)
+        else:
+            xs = _steps(F.linear(x, w_ih, None if b_ih is None else b_ih + b_hh), N)
+            if self.mode == "LSTM":
+                for t in order:
+                    h, c = _lstm_cell(xs[t], h, c, w_hh, None)
+                    seq[t] = h
+            else:
+                relu = self.mode == "RNN_RELU"
+                for t in order:
+                    h = seq[t] = _rnn_cell(xs[t], h, w_hh, None, relu)
+        return (seq[0] if T == 1 else cat(seq, 0)), h, c
 
 
 class RNN(RNNBase):
     """Elman RNN: ``h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)`` (or relu), stacked
-    ``num_layers`` deep, optionally bidirectional."""
+    ``num_layers`` deep, optionally bidirectional.  Returns ``output, h_n``."""
 
     def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
                  batch_first=False, dropout=0.0, bidirectional=False, device=None, dtype=None):
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or "
                              "'relu'.")
-        self.nonlinearity = nonlinearity
         super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size,
                          hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
                          device=device, dtype=dtype)
-        self.__dict__["nonlinearity"] = nonlinearity
+        self.nonlinearity = nonlinearity
 
 
 class LSTM(RNNBase):
@@ -201,7 +314,8 @@ class LSTM(RNNBase):
 
 
 class GRU(RNNBase):
-    """GRU: ``r, z`` gates, ``n = tanh(x_n + r (h W_hn^T + b_hn))``, ``h' = (1 - z) n + z h``."""
+    """GRU: ``r, z`` gates, ``n = tanh(x_n + r (h W_hn^T + b_hn))``, ``h' = (1 - z) n + z h``.
+    Returns ``output, h_n``."""
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
                  dropout=0.0, bidirectional=False, device=None, dtype=None):
@@ -210,12 +324,12 @@ class GRU(RNNBase):
 
 
 class RNNCellBase(Module):
-    _gates = 1
+    """Parameters and checks shared by the cells (``num_chunks`` gates of ``hidden_size``)."""
 
-    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+    def __init__(self, input_size, hidden_size, bias, num_chunks, device=None, dtype=None):
         super().__init__()
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
-        dt, gate = _np_dtype(dtype), self._gates * hidden_size
+        dt, gate = _np_dtype(dtype), num_chunks * hidden_size
         self.weight_ih = Parameter(np.empty((gate, input_size), dt))
         self.weight_hh = Parameter(np.empty((gate, hidden_size), dt))
         if bias:
@@ -226,23 +340,47 @@ class RNNCellBase(Module):
             self.register_parameter("bias_hh", None)
         self.reset_parameters()
 
-    reset_parameters = RNNBase.reset_parameters
+    def reset_parameters(self):
+        stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0.0
+        for p in self.parameters():
+            init.uniform_(p, -stdv, stdv)
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
         if self.bias is not True:
             s += f", bias={self.bias}"
+        if getattr(self, "nonlinearity", "tanh") != "tanh":
+            s += f", nonlinearity={self.nonlinearity}"
         return s
 
     def _prepare(self, input, hx, n_states):
-        batched = len(input.shape) == 2
+        """(batched, input as (N, H_in), states as (N, H) each) after PyTorch's checks."""
+        name = type(self).__name__
+        _reject_packed(input, name)
+        if input.ndim not in (1, 2):
+            raise ValueError(f"{name}: Expected input to be 1D or 2D, got {input.ndim}D instead")
+        states = None if hx is None else (tuple(hx) if n_states > 1 else (hx,))
+        for k, s in enumerate(states or ()):
+            if s.ndim not in (1, 2):
+                what = f"hx[{k}]" if n_states > 1 else "hidden"
+                raise ValueError(f"{name}: Expected {what} to be 1D or 2D, got {s.ndim}D instead")
+        batched = input.ndim == 2
         x = input if batched else input.unsqueeze(0)
-        if hx is None:
-            h = _zeros((x.shape[0], self.hidden_size), x)
-            hx = (h,) * n_states if n_states > 1 else h
+        if x.shape[1] != self.input_size:
+            raise RuntimeError(f"input has inconsistent input_size: got {x.shape[1]} expected "
+                               f"{self.input_size}")
+        if states is None:
+            states = (_zeros((x.shape[0], self.hidden_size), x),) * n_states
         elif not batched:
-            hx = tuple(h.unsqueeze(0) for h in hx) if n_states > 1 else hx.unsqueeze(0)
-        return batched, x, hx
+            states = tuple(s.unsqueeze(0) for s in states)
+        for k, s in enumerate(states):
+            if s.shape[0] != x.shape[0]:
+                raise RuntimeError(f"Input batch size {x.shape[0]} doesn't match hidden{k} "
+                                   f"batch size {s.shape[0]}")
+            if s.shape[1] != self.hidden_size:
+                raise RuntimeError(f"hidden{k} has inconsistent hidden_size: got {s.shape[1]}, "
+                                   f"expected {self.hidden_size}")
+        return batched, x, states
 
 
 class RNNCell(RNNCellBase):
@@ -250,37 +388,95 @@ class RNNCell(RNNCellBase):
 
     def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None,
                  dtype=None):
-        super().__init__(input_size, hidden_size, bias, device, dtype)
+        super().__init__(input_size, hidden_size, bias, 1, device, dtype)
         self.nonlinearity = nonlinearity
 
     def forward(self, input, hx=None):
-        batched, x, h = self._prepare(input, hx, 1)
-        h = _rnn_step(F.linear(x, self.weight_ih, self.bias_ih), h, self.weight_hh,
-                      self.bias_hh, "RNN_TANH" if self.nonlinearity == "tanh" else "RNN_RELU")
+        batched, x, (h,) = self._prepare(input, hx, 1)
+        if self.nonlinearity not in ("tanh", "relu"):
+            raise RuntimeError(f"Unknown nonlinearity: {self.nonlinearity}")
+        h = _rnn_cell(F.linear(x, self.weight_ih, self.bias_ih), h, self.weight_hh,
+                      self.bias_hh, self.nonlinearity == "relu")
         return h if batched else h.squeeze(0)
-
-    def extra_repr(self):
-        s = super().extra_repr()
-        return s if self.nonlinearity == "tanh" else s + f", nonlinearity={self.nonlinearity}"
 
 
 class LSTMCell(RNNCellBase):
     """One LSTM step; returns ``(h', c')``."""
-    _gates = 4
+
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 4, device, dtype)
 
     def forward(self, input, hx=None):
-        batched, x, state = self._prepare(input, hx, 2)
-        h, c = _lstm_step(F.linear(x, self.weight_ih, self.bias_ih), state, self.weight_hh,
+        batched, x, (h, c) = self._prepare(input, hx, 2)
+        h, c = _lstm_cell(F.linear(x, self.weight_ih, self.bias_ih), h, c, self.weight_hh,
                           self.bias_hh)
         return (h, c) if batched else (h.squeeze(0), c.squeeze(0))
 
 
 class GRUCell(RNNCellBase):
     """One GRU step."""
-    _gates = 3
+
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 3, device, dtype)
 
     def forward(self, input, hx=None):
-        batched, x, h = self._prepare(input, hx, 1)
-        h = _gru_step(F.linear(x, self.weight_ih, self.bias_ih), h, self.weight_hh,
-                      self.bias_hh)
+        batched, x, (h,) = self._prepare(input, hx, 1)
+        xr, xz, xn = chunk(F.linear(x, self.weight_ih, self.bias_ih), 3, -1)
+        h = _gru_cell(xr, xz, xn, h, self.weight_hh, self.bias_hh)
         return h if batched else h.squeeze(0)
+
+
+# -- torch.nn.utils.rnn -------------------------------------------------------------------
+
+def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="right"):
+    """Stack tensors of shapes ``(L_k, *)`` into ``(L, B, *)`` (``(B, L, *)`` with
+    ``batch_first``), ``L`` the longest, filling with ``padding_value`` on
+    ``padding_side``; differentiable (``constant_pad`` and ``stack``)."""
+    if isinstance(sequences, Tensor):
+        sequences = sequences.unbind(0)
+    elif not hasattr(sequences, "__iter__"):
+        raise RuntimeError("pad_sequence: Expected iterable for input sequences, but got arg "
+                           f"of type: {type(sequences)}")
+    if padding_side not in ("left", "right"):
+        raise ValueError("Expected padding_side to be one of left or right, but got "
+                         f"{padding_side}.")
+    sequences = tuple(sequences)
+    if not sequences:
+        raise RuntimeError("received an empty list of sequences")
+    longest = max(s.shape[0] for s in sequences)
+    padded = []
+    for s in sequences:
+        n = longest - s.shape[0]
+        if n:   # F.pad's amounts run from the last dim to the first
+            before, after = (0, n) if padding_side == "right" else (n, 0)
+            s = F.pad(s, (0, 0) * (s.ndim - 1) + (before, after), value=padding_value)
+        padded.append(s)
+    return stack(padded, 0 if batch_first else 1)
+
+
+def unpad_sequence(padded_sequences, lengths, batch_first=False):
+    """The inverse of ``pad_sequence``: a list of the ``lengths[k]`` first steps of each
+    sequence."""
+    x = padded_sequences if batch_first else padded_sequences.transpose(0, 1)
+    lengths = lengths.tolist() if isinstance(lengths, Tensor) else list(lengths)
+    return [x[k, :int(n)] for k, n in enumerate(lengths)]
+
+
+def pack_sequence(sequences, enforce_sorted=True):
+    """Not supported: tapegrad has no PackedSequence (use ``pad_sequence``)."""
+    raise NotImplementedError(_PACKED)
+
+
+def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True):
+    """Not supported: tapegrad has no PackedSequence (pass the padded tensor itself)."""
+    raise NotImplementedError(_PACKED)
+
+
+def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_length=None):
+    """Not supported: tapegrad has no PackedSequence."""
+    raise NotImplementedError(_PACKED)
+
+
+def unpack_sequence(packed_sequences):
+    """Not supported: tapegrad has no PackedSequence."""
+    raise NotImplementedError(_PACKED)
