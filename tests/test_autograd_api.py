@@ -1060,3 +1060,38 @@ def anomaly_program(L):
 def test_anomaly_mode_and_grad_mode_names():
     assert compare(anomaly_program) == [True, [2.0, 4.0], False, [True, True], False, False,
                                         False, False]
+
+
+def anomaly_nan_program(L):
+    class NanFunc(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * float("nan")
+
+    out = []
+    with pytest.warns(UserWarning):
+        with L.autograd.detect_anomaly():
+            for f, x in ((NanFunc.apply, [1.0, 2.0]), (L.sqrt, [-1.0, 1.0]),
+                         (lambda t: t.sqrt() * 0, [0.0, 1.0]), (lambda t: (t * t).exp(), [1.0, 2.0])):
+                x = leaf(L, x)
+                try:
+                    f(x).sum().backward()
+                    out.append(val(x.grad))
+                except RuntimeError as e:
+                    out.append(str(e))
+    x = leaf(L, [-1.0, 1.0])
+    x.sqrt().sum().backward()              # not in anomaly mode: NaN gradients, no error
+    out.append(math.isnan(val(x.grad)[0]))
+    return out
+
+
+def test_detect_anomaly_names_the_node_that_returned_nan():
+    out = compare(anomaly_nan_program)
+    assert out[:3] == ["Function 'NanFuncBackward' returned nan values in its 0th output.",
+                       "Function 'SqrtBackward0' returned nan values in its 0th output.",
+                       "Function 'SqrtBackward0' returned nan values in its 0th output."]
+    assert np.allclose(out[3], 2 * np.array([1.0, 2.0]) * np.exp([1.0, 4.0])) and out[4]

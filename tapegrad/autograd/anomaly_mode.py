@@ -1,14 +1,16 @@
-"""``tg.autograd.detect_anomaly`` and ``set_detect_anomaly``: PyTorch's switches, accepted.
+"""``tg.autograd.detect_anomaly`` and ``set_detect_anomaly``, as PyTorch's.
 
-The mode is recorded (``is_anomaly_enabled``) and entering it warns as PyTorch's does;
-tapegrad's backward does not look for NaN gradients in it (PyTorch names the node that
-returned NaN), and its errors already name the tape entry that recorded the op.
+In anomaly mode a backward walks every entry in Python (not in the Numba sweep) and raises
+when a node returns NaN gradients, naming it as PyTorch does; entering the mode warns as
+PyTorch's does.
 """
 from __future__ import annotations
 
 import functools
 import threading
 import warnings
+
+import numpy as np
 
 __all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
            "is_anomaly_check_nan_enabled"]
@@ -71,3 +73,13 @@ class set_detect_anomaly:
     def __exit__(self, *exc):
         _set(*self._prev)
         return False
+
+
+def check_nan(name, grads):
+    """Raise PyTorch's error when one of ``grads`` (a node's gradients of its inputs, in
+    order) holds NaN and anomaly mode checks for NaN."""
+    if not _state.check_nan:
+        return
+    for k, g in enumerate(grads):
+        if g is not None and np.isnan(np.asarray(getattr(g, "_value", g), np.float64)).any():
+            raise RuntimeError(f"Function '{name}' returned nan values in its {k}th output.")

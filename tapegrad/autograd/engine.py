@@ -30,9 +30,10 @@ from ..core.numba_jit import jit
 from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC, PYOUT,
                          SECOND_BACKWARD, Tape, thread_state)
 from ..core.dtypes import Size
-from ..core.graph import LEAF_STATE, node_input_slots, node_state
+from ..core.graph import LEAF_STATE, node_input_slots, node_name, node_state
 from ..core.tensor import Tensor, tensor_of_entry, wrap
 from ..ops.array_ops import pyop_backward, pyop_saves, sum_to
+from .anomaly_mode import check_nan, is_anomaly_enabled
 from .graph import pack_pending, release_saved, unpack_entry
 
 _EMPTY_I = np.zeros(0, dtype=np.int64)
@@ -379,7 +380,10 @@ def entry_grads(adj, i, g, changed=None):
                 break
     # None: the partial masks, PyTorch's where(mask, grad, 0): zeros that keep g's graph
     # and flow on (an op below multiplies them as usual)
-    return [None if r < 0 else (_masked(g) if p is None else p) for r, p in zip(refs, parts)]
+    grads = [None if r < 0 else (_masked(g) if p is None else p) for r, p in zip(refs, parts)]
+    if is_anomaly_enabled():    # detect_anomaly: name the node that returned NaN
+        check_nan(node_name(T, i), [grads[k] for k in node_input_slots(T, i)])
+    return grads
 
 
 def _broadcast_source(T, r):
@@ -489,7 +493,8 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
     before their hooks ran (what ``autograd.grad`` returns for a non-leaf input)."""
     A = TapeArrays(T)
     needed = None if inputs is None else needed_entries(T, A, inputs)
-    adj = (GraphAdjoints if create_graph else FloatAdjoints)(A)
+    # under detect_anomaly every entry is walked in Python, so that a NaN names its node
+    adj = (GraphAdjoints if create_graph or is_anomaly_enabled() else FloatAdjoints)(A)
     reached = adj.reached
     for i, g in seeds.items():
         adj.add(i, g)
@@ -529,6 +534,8 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
                                      [adj.saved(s + 1 + k) for k in range(py.nout)])
             if state is not None and state.post:
                 grads_in = state.run_post(grads_in, seen)
+            if is_anomaly_enabled():
+                check_nan(py.name, grads_in)
             for r, g in zip(py.inputs, grads_in):
                 if g is not None and r >= 0:
                     adj.add(r, g)
