@@ -371,7 +371,7 @@ def entry_grads(adj, i, g, changed=None):
     parts = GRAPH_PARTIALS[code](g, ts[0], ts[1], ts[2], adj.saved(i) if out is None else out,
                                  vs[0], vs[1], vs[2], T._value(i) if out is None else out._value,
                                  *need, *tensors)
-    if adj.create_graph:
+    if adj.create_graph and thread_state.grad_enabled:   # (not a detect_anomaly walk)
         for r, names in zip(refs, GRAPH_CONDITIONS[code]):
             if r >= 0 and any((refs[_OPERAND[n]] if n != "out" else i) >= 0 for n in names
                               if n == "out" or _OPERAND[n] < len(refs)):
