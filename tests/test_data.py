@@ -146,3 +146,20 @@ def test_batches_match_torch(kw):
     assert type(mine["b"]) is type(torchs["b"])
     np.testing.assert_array_equal(val(mine["b"][1]), val(torchs["b"][1]))
     assert str(mine["a"].dtype).split(".")[-1] == str(torchs["a"].dtype).split(".")[-1]
+
+
+def test_tensor_dataset_batches_equal_the_collated_samples():
+    """A TensorDataset's batches are taken with one index per tensor (fast): the same as
+    stacking its samples with default_collate."""
+    ds = TensorDataset(tg.tensor(X), tg.tensor(Y), tg.tensor(X[:, 0] > 5))
+    for seed in (0, 1):
+        tg.manual_seed(seed)
+        fast = list(DataLoader(ds, batch_size=3, shuffle=True))
+        tg.manual_seed(seed)
+        slow = list(DataLoader(ds, batch_size=3, shuffle=True,
+                               collate_fn=lambda b: default_collate(b)))
+        for a, b in zip(fast, slow):
+            assert type(a) is type(b) is list
+            for u, v in zip(a, b):
+                assert u.dtype == v.dtype and u.shape == v.shape
+                np.testing.assert_array_equal(val(u), val(v))

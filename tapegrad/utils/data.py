@@ -326,7 +326,13 @@ class DataLoader:
             return self._iter_iterable()
         if self.batch_sampler is None:
             return (self.collate_fn(self.dataset[i]) for i in self.sampler)
-        return (self.collate_fn([self.dataset[i] for i in batch]) for batch in self.batch_sampler)
+        ds = self.dataset
+        if (type(ds) is TensorDataset and self.collate_fn is default_collate
+                and not any(isinstance(t, Tensor) and t.requires_grad for t in ds.tensors)):
+            # the same batches as stacking the samples, taken with one index per tensor
+            return ([t[np.asarray(batch, dtype=np.int64)] for t in ds.tensors]
+                    for batch in self.batch_sampler)
+        return (self.collate_fn([ds[i] for i in batch]) for batch in self.batch_sampler)
 
     def _iter_iterable(self):
         if self.batch_size is None:
