@@ -103,7 +103,8 @@ def test_errors():
     with pytest.warns(UserWarning, match="num_layers greater than 1"):
         nn.GRU(4, 3, dropout=0.5)
     lstm = nn.LSTM(H_IN, H, num_layers=2)
-    with pytest.raises(RuntimeError, match=r"Expected hidden\[0\] size \(2, 3, 5\), got \[1, 3, 5\]"):
+    with pytest.raises(RuntimeError,
+                       match=r"Expected hidden\[0\] size \(2, 3, 5\), got \[1, 3, 5\]"):
         lstm(tg.tensor(X), (tg.zeros(1, N, H), tg.zeros(2, N, H)))
     with pytest.raises(RuntimeError, match="hx and cx should also be 3-D"):
         lstm(tg.tensor(X), (tg.zeros(N, H), tg.zeros(N, H)))
@@ -256,6 +257,7 @@ LAYER_CASES = [
     (dict(num_layers=2, bidirectional=True), X[:, 0], True),
     (dict(bias=False, num_layers=3), X[:, 1], False),
     (dict(bias=False, bidirectional=True), X, True),
+    (dict(batch_first=True, num_layers=2), X[:, 2], True),
 ]
 KINDS = [("RNN", {}), ("RNN", {"nonlinearity": "relu"}), ("LSTM", {}), ("GRU", {})]
 
@@ -288,6 +290,40 @@ def test_second_order_gradients_match_torch(kind):
                                                         bidirectional=True), X[:3, :2], True,
                              create_graph=True)
     _assert_same(ours, theirs, rtol=1e-10, atol=1e-12)
+
+
+BAD_CALLS = [
+    (lambda m: m.LSTM(H_IN, H, 2), lambda t: (t(X), (t(np.zeros((1, N, H))),
+                                                    t(np.zeros((2, N, H)))))),
+    (lambda m: m.LSTM(H_IN, H, 2), lambda t: (t(X), (t(np.zeros((N, H))), t(np.zeros((N, H)))))),
+    (lambda m: m.GRU(H_IN, H), lambda t: (t(X[:, 0]), t(np.zeros((2, H))))),
+    (lambda m: m.RNN(H_IN, H), lambda t: (t(X), t(np.zeros((N, H))))),
+    (lambda m: m.GRU(H_IN, H), lambda t: (t(X[:, 0]), t(np.zeros((1, 1, H))))),
+    (lambda m: m.RNN(H_IN + 1, H), lambda t: (t(X),)),
+    (lambda m: m.RNN(H_IN, H), lambda t: (t(X[0, 0]),)),
+    (lambda m: m.LSTM(H_IN, H), lambda t: (t(X).float(),)),
+    (lambda m: m.GRUCell(H_IN, H), lambda t: (t(X),)),
+    (lambda m: m.RNNCell(H_IN, H), lambda t: (t(X[0]), t(np.zeros((2, H))))),
+    (lambda m: m.LSTMCell(H_IN, H), lambda t: (t(X[0]), (t(np.zeros((N, H + 1))),
+                                                       t(np.zeros((N, H)))))),
+    (lambda m: m.LSTMCell(H_IN, H), lambda t: (t(X[0]), (t(X), t(np.zeros((N, H)))))),
+    (lambda m: m.RNNCell(H_IN + 1, H), lambda t: (t(X[0]),)),
+]
+
+
+@needs_torch
+@pytest.mark.parametrize("k", range(len(BAD_CALLS)))
+def test_errors_match_torch(k):
+    make, args = BAD_CALLS[k]
+    errors = []
+    for lib in (nn, torch.nn):
+        module = make(lib)
+        if lib is torch.nn:
+            module.double()
+        with pytest.raises(Exception) as e:
+            module(*args(tg.tensor if lib is nn else torch.tensor))
+        errors.append((e.type, str(e.value).replace("tapegrad", "torch")))
+    assert errors[0] == errors[1]
 
 
 @needs_torch

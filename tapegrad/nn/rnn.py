@@ -173,8 +173,8 @@ class RNNBase(Module):
             s += f", bidirectional={self.bidirectional}"
         return s
 
-    def _check_states(self, input, states, batched):
-        """PyTorch's checks of the input and the initial states (``(L*D, N, H)`` each)."""
+    def _check_state_dims(self, states, batched):
+        """The initial states have as many dims as the input (PyTorch's check and message)."""
         lstm = self.mode == "LSTM"
         want = 3 if batched else 2
         if any(s.ndim != want for s in states):
@@ -195,7 +195,7 @@ class RNNBase(Module):
         batched = input.ndim == 3
         states = None if hx is None else (tuple(hx) if lstm else (hx,))
         if states is not None:
-            self._check_states(input, states, batched)
+            self._check_state_dims(states, batched)
         x = input.transpose(0, 1) if batched and self.batch_first else input
         w = self.weight_ih_l0
         if input.dtype != w.dtype:
