@@ -32,7 +32,7 @@ from .core.printing import get_printoptions, set_printoptions
 from .core.dtypes import (Size, bool_, device, dtype, float16, float32, float64,
                           get_default_device, get_default_dtype, int8, int16, int32, int64,
                           set_default_device, set_default_dtype, uint8)
-from .core.dtypes import ALIASES as _DTYPE_ALIASES, finfo, iinfo
+from .core.dtypes import ALIASES as _DTYPE_ALIASES, FORMATS as _FORMATS, finfo, iinfo
 from .core.tensor import Tensor
 from .ops.factories import (arange, as_tensor, full, linspace, manual_seed, ones, ones_like, rand,
                             randn, tensor, zeros, zeros_like)
@@ -41,6 +41,7 @@ from .ops.torch_api import FUNCTIONS as _ARRAY_FUNCTIONS
 from .ops.namespaces import NAMESPACES as _NAMESPACES
 
 globals().update(_DTYPE_ALIASES)   # tg.float (float32), tg.double, tg.long, tg.int, tg.bool...
+globals().update(_FORMATS)         # tg.contiguous_format, tg.strided, ...
 globals().update(_FACTORIES)       # tg.eye, tg.empty, tg.randint, tg.LongTensor, ...
 globals().update(_NAMESPACES)      # tg.cuda, tg.special, tg.linalg (also importable)
 _sys.modules.update({m.__name__: m for m in _NAMESPACES.values()})

@@ -794,3 +794,68 @@ def test_softmax_dtype_as_pytorch(torch64):
     b = torch64.tensor([1.0, 2.0]).softmax(0, dtype=torch64.float32)
     assert a.dtype is tg.float32
     np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
+
+
+def test_random_fills_and_draws():
+    tg.manual_seed(3)
+    n = 20000
+    u = tg.zeros(n).uniform_(-1.0, 3.0)
+    assert -1.0 <= u.min().item() and u.max().item() < 3.0 and abs(u.mean().item() - 1.0) < 0.05
+    z = tg.zeros(n, dtype=tg.float32).normal_(2.0, 0.5)
+    assert z.dtype is tg.float32 and abs(z.mean().item() - 2.0) < 0.02 and abs(z.std().item() - 0.5) < 0.02
+    r = tg.zeros(n, dtype=tg.int64).random_(5)
+    assert r.dtype is tg.int64 and sorted(set(r.tolist())) == [0, 1, 2, 3, 4]
+    r = tg.zeros(n, dtype=tg.int64).random_(2, 4)
+    assert sorted(set(r.tolist())) == [2, 3]
+    b = tg.zeros(n).bernoulli_(0.25)
+    assert sorted(set(b.tolist())) == [0.0, 1.0] and abs(b.mean().item() - 0.25) < 0.02
+    assert abs(tg.zeros(n).exponential_(2.0).mean().item() - 0.5) < 0.02
+    assert tg.zeros(n).geometric_(0.5).min().item() >= 1.0
+    assert tg.zeros(n).log_normal_(0.0, 0.1).min().item() > 0.0
+    assert tuple(tg.zeros(2, 3).cauchy_().shape) == (2, 3)
+    p = tg.tensor([0.0, 0.3, 1.0])
+    assert tg.bernoulli(p.expand(n, 3)).mean(0).tolist()[0] == 0.0
+    m = tg.multinomial(tg.tensor([0.0, 1.0, 3.0]), n, replacement=True)
+    assert m.dtype is tg.int64 and 0 not in m.tolist() and abs((m == 2).double().mean().item() - 0.75) < 0.02
+    w = tg.multinomial(tg.tensor([[1.0, 1.0, 1.0, 0.0]]), 3)
+    assert tuple(w.shape) == (1, 3) and sorted(w.tolist()[0]) == [0, 1, 2]
+    assert abs(tg.poisson(tg.full((n,), 3.0)).mean().item() - 3.0) < 0.05
+    a = np.zeros(4)
+    tg.from_numpy(a).uniform_()
+    assert np.all(a > 0)   # in place: the array sees the values
+    x = tg.zeros(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable"):
+        x.normal_()
+    y = x * 2.0
+    y.uniform_()
+    y.sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0]   # the old values get no gradient (as PyTorch)
+    g = tg.Generator().manual_seed(5)
+    assert tg.zeros(3).normal_(generator=g).tolist() == tg.zeros(3).normal_(generator=g.manual_seed(5)).tolist()
+
+
+@needs_torch
+def test_random_draws_shapes_dtypes_and_errors_as_pytorch(torch64):
+    cases = [lambda m: m.zeros(2, 3).uniform_(), lambda m: m.zeros(2, dtype=m.float32).normal_(),
+             lambda m: m.zeros(3, dtype=m.int64).random_(0, 5), lambda m: m.zeros(3).random_(),
+             lambda m: m.bernoulli(m.full((3,), 0.5)), lambda m: m.multinomial(m.tensor([0.1, 0.9]), 4, True),
+             lambda m: m.multinomial(m.tensor([[0.1, 0.9, 0.3]]), 2), lambda m: m.poisson(m.ones(2)),
+             lambda m: m.zeros(2).new(2, 3), lambda m: m.zeros(2, dtype=m.int32).new([1, 2])]
+    for fn in cases:
+        a, b = fn(tg), fn(torch64)
+        assert (tuple(a.shape), a.dtype.name) == (tuple(b.shape), str(b.dtype).split(".")[-1])
+    for fn in (lambda m: m.multinomial(m.tensor([0.1, 0.9]), 3),
+               lambda m: m.multinomial(m.tensor([-0.1, 0.9]), 1),
+               lambda m: m.zeros(2, requires_grad=True).uniform_()):
+        with pytest.raises(RuntimeError) as theirs:
+            fn(torch64)
+        with pytest.raises(RuntimeError) as ours:
+            fn(tg)
+        assert str(ours.value) == str(theirs.value)
+    assert repr(tg.contiguous_format) == "tapegrad.contiguous_format" and tg.strided is not None
+    try:
+        tg.set_default_tensor_type(tg.FloatTensor)
+        assert tg.zeros(1).dtype is tg.float32
+    finally:
+        tg.set_default_tensor_type("torch.DoubleTensor")
+    assert tg.get_default_dtype() is tg.float64

@@ -206,6 +206,28 @@ def set_default_device(d) -> None:
     _default_device[0] = as_device(d)
 
 
+class _Named:
+    """A named constant PyTorch passes around: a memory format or a layout (tapegrad's
+    tensors have one of each, so these are accepted and mean nothing more)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"tapegrad.{self.name}"
+
+
+memory_format, layout = _Named, _Named
+contiguous_format = _Named("contiguous_format")
+preserve_format = _Named("preserve_format")
+channels_last = _Named("channels_last")
+strided = _Named("strided")
+FORMATS = {"contiguous_format": contiguous_format, "preserve_format": preserve_format,
+           "channels_last": channels_last, "strided": strided}
+
+
 class Size(tuple):
     """The shape of a tensor: a tuple that prints as ``tapegrad.Size([2, 3])``."""
 

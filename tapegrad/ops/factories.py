@@ -15,7 +15,8 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from ..core.dtypes import as_device, as_dtype, dtype as _dtype, dtype_of, float64, get_default_dtype
+from ..core.dtypes import (as_device, as_dtype, dtype as _dtype, dtype_of, float64,
+                           get_default_dtype, set_default_dtype)
 from ..core.tensor import Tensor, check_float, wrap
 
 DType = Optional[Union[_dtype, np.dtype, type, str]]
@@ -68,8 +69,12 @@ _rng = Generator()   # tapegrad's generator (others read it as factories._rng at
 default_generator = _rng
 
 
-def _gen(generator):
+def random_source(generator=None):
+    """``generator``, or tapegrad's generator when None (the NumPy ``Generator`` to draw from)."""
     return _rng if generator is None else generator
+
+
+_gen = random_source
 
 
 def _np_dtype(dtype, default=None):
@@ -483,6 +488,18 @@ def _legacy(np_dtype, name):
 LEGACY_CONSTRUCTORS = {f"{n}Tensor": _legacy(d, f"{n}Tensor") for d, n in _LEGACY_NAMES.items()}
 
 
+def set_default_tensor_type(t) -> None:
+    """The legacy ``torch.set_default_tensor_type(torch.DoubleTensor)`` (or its name):
+    ``set_default_dtype`` of that type (a CPU float type)."""
+    name = t if isinstance(t, str) else getattr(t, "__name__", "")
+    name = name[len("torch."):] if name.startswith("torch.") else name
+    kinds = {f"{n}Tensor": d for d, n in _LEGACY_NAMES.items()}
+    if name not in kinds:
+        raise TypeError(f"invalid type object: only floating-point types are supported as the "
+                        f"default type (got {t!r})")
+    set_default_dtype(dtype_of(np.zeros(0, kinds[name])))
+
+
 _EMPTY = np.zeros(0)   # tg.Tensor(): nothing can be written into it
 _NO_DATA = object()
 
@@ -516,6 +533,7 @@ FUNCTIONS = {
     "randperm": randperm, "normal": normal, "manual_seed": manual_seed, "seed": seed,
     "initial_seed": initial_seed, "get_rng_state": get_rng_state, "set_rng_state": set_rng_state,
     "Generator": Generator, "default_generator": default_generator,
+    "set_default_tensor_type": set_default_tensor_type,
     "zeros_like": zeros_like, "ones_like": ones_like, "empty_like": empty_like,
     "full_like": full_like, "rand_like": rand_like, "randn_like": randn_like,
     "randint_like": randint_like, **LEGACY_CONSTRUCTORS,

@@ -20,7 +20,8 @@ from ..core.dtypes import (CPU, as_device, as_dtype, bool_, device as _device, f
 from ..core.tape import recording
 from ..core.tensor import Tensor, check_float, note_comparison_use, wrap
 from . import everyday_ops, special
-from .factories import LEGACY_CONSTRUCTORS, factory_shape, legacy_new, tensor as _new_tensor
+from .factories import (LEGACY_CONSTRUCTORS, factory_shape, legacy_new, random_source,
+                        tensor as _new_tensor)
 from .array_ops import (call, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
                         without_leading_ones, wrap_dim)
 
@@ -1530,6 +1531,106 @@ def set_num_threads(n: int) -> None:
     _threads[0] = int(n)
 
 
+# -- random fills and draws ----------------------------------------------------------------------
+
+def _fill_random(self, values):
+    """``self``'s values replaced by ``values`` in place (recorded as ``copy_``: no gradient
+    reaches what ``self`` held, as PyTorch's random fills)."""
+    v = np.asarray(values).astype(self.dtype.np)
+    return self._inplace(lambda s: call("copy", s, wrap(v)))
+
+
+def uniform_(self, a=0.0, b=1.0, *, generator=None):
+    """Fill with uniform values in [a, b)."""
+    return _fill_random(self, random_source(generator).uniform(a, b, tuple(self.shape)))
+
+
+def normal_(self, mean=0.0, std=1.0, *, generator=None):
+    """Fill with normal values of ``mean`` and ``std``."""
+    return _fill_random(self, random_source(generator).normal(mean, std, tuple(self.shape)))
+
+
+def random_(self, from_=0, to=None, *, generator=None, **kw):
+    """Fill with integers in [from, to) (``random_(to)``: [0, to); ``random_()``: up to the
+    dtype's largest exactly representable integer)."""
+    keyword = "from" in kw
+    from_ = kw.pop("from", from_)
+    if to is None and from_ != 0 and not keyword:   # random_(to)
+        from_, to = 0, from_
+    if to is None:
+        d = self.dtype.np
+        to = (1 << (np.finfo(d).nmant + 1)) + 1 if d.kind == "f" else \
+            (2 if d.kind == "b" else int(np.iinfo(d).max))
+    return _fill_random(self, random_source(generator).integers(from_, to, tuple(self.shape)))
+
+
+def bernoulli_(self, p=0.5, *, generator=None):
+    """Fill with 1 (probability ``p``, a number or a tensor) or 0."""
+    p = _array(p)
+    return _fill_random(self, random_source(generator).random(tuple(self.shape)) < p)
+
+
+def exponential_(self, lambd=1.0, *, generator=None):
+    """Fill with exponential values of rate ``lambd``."""
+    return _fill_random(self, random_source(generator).exponential(1.0 / lambd, tuple(self.shape)))
+
+
+def geometric_(self, p, *, generator=None):
+    """Fill with geometric values (trials to the first success of probability ``p``)."""
+    return _fill_random(self, random_source(generator).geometric(p, tuple(self.shape)))
+
+
+def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
+    """Fill with values whose log is normal of ``mean`` and ``std``."""
+    return _fill_random(self, random_source(generator).lognormal(mean, std, tuple(self.shape)))
+
+
+def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
+    """Fill with Cauchy values."""
+    return _fill_random(self, median + sigma * random_source(generator).standard_cauchy(
+        tuple(self.shape)))
+
+
+def bernoulli(input, p=None, *, generator=None):
+    """0/1 draws with the probabilities in ``input`` (or ``p``), of ``input``'s dtype."""
+    probs = _array(input) if p is None else np.broadcast_to(_array(p), tuple(input.shape))
+    if np.any((probs < 0) | (probs > 1)):
+        raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
+    draws = random_source(generator).random(np.shape(probs)) < probs
+    return wrap(draws.astype(input.dtype.np))
+
+
+def multinomial(input, num_samples, replacement=False, *, generator=None):
+    """``num_samples`` indices drawn with the (unnormalised) weights of each row of
+    ``input`` (1-D or 2-D), with or without replacement (int64)."""
+    w = _array(input).astype(np.float64)
+    if w.ndim not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    if not replacement and num_samples > w.shape[-1]:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
+                           "replacement")
+    if np.any(w < 0) or not np.all(np.isfinite(w)):
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    rows = w.reshape(-1, w.shape[-1])
+    if np.any(rows.sum(-1) <= 0):
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    rng = random_source(generator)
+    out = np.stack([rng.choice(len(r), num_samples, replace=replacement, p=r / r.sum())
+                    for r in rows])
+    return wrap(out.reshape(w.shape[:-1] + (num_samples,)).astype(np.int64))
+
+
+def poisson(input, generator=None):
+    """Poisson draws with the rates in ``input`` (of ``input``'s dtype)."""
+    return wrap(random_source(generator).poisson(_array(input)).astype(input.dtype.np))
+
+
+def legacy_new_method(self, *args, device=None):
+    """``x.new(data)`` / ``x.new(2, 3)``: a tensor of this tensor's dtype (the legacy
+    constructor)."""
+    return legacy_new(self.dtype.np, *args, device=device)
+
+
 # -- out= and alpha= on the tg.<name> functions ----------------------------------------------
 
 def write_out(result, out, name):
@@ -1641,6 +1742,7 @@ FUNCTIONS = {n: f if n in ("split", "chunk", "unbind", "equal", "allclose", "is_
                            "broadcast_tensors", "meshgrid", "nonzero") else with_out(f, n)
              for n, f in FUNCTIONS.items()}
 FUNCTIONS.update(ARITHMETIC, get_num_threads=get_num_threads, set_num_threads=set_num_threads,
+                 bernoulli=bernoulli, multinomial=multinomial, poisson=poisson,
                  is_floating_point=lambda input: input.is_floating_point(),
                  is_complex=lambda input: False)
 METHODS.update(
@@ -1655,6 +1757,9 @@ METHODS.update(
     is_cpu=property(lambda self: True, doc="True: tapegrad's tensors live on the CPU."),
     element_size=element_size, new_tensor=new_tensor, new_full=new_full,
     nelement=lambda self: self.numel(), ndimension=lambda self: self.ndim,
+    uniform_=uniform_, normal_=normal_, random_=random_, bernoulli_=bernoulli_,
+    exponential_=exponential_, geometric_=geometric_, log_normal_=log_normal_,
+    cauchy_=cauchy_, bernoulli=bernoulli, multinomial=multinomial, new=legacy_new_method,
     get_device=lambda self: -1, is_complex=lambda self: False,
     new_zeros=_new_factory(lambda s, dt: np.zeros(s, dt)),
     new_ones=_new_factory(lambda s, dt: np.ones(s, dt)),
