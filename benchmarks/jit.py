@@ -25,7 +25,8 @@ fresh process with a warm cache (import + first gradient).  BLAS is pinned to on
     python benchmarks/jit.py --quick    # smoke run, writes nothing
 
 JAX and CasADi come from the ``bench`` extra (skipped when not importable); PyTorch when
-installed (``--no-torch`` to skip).
+installed (``--no-torch`` to skip).  CasADi's SX graphs cannot branch on values, so it runs
+Rosenbrock and the Kalman filter, not the adaptive solver.
 """
 from __future__ import annotations
 
@@ -271,6 +272,12 @@ def main():
             res["torch"] = torch.__version__
         except ImportError:
             res["torch"] = "not installed"
+    casadi = None
+    try:
+        import casadi
+        res["casadi"] = casadi.__version__
+    except ImportError:
+        res["casadi"] = "not installed"
     jax = None
     if not args.no_jax:
         try:
@@ -313,6 +320,8 @@ def main():
         jax.block_until_ready(g(xj))
         W["jax_first_call_s"] = time.perf_counter() - t
         W["jax_jit_vectorised_s"] = median_time(lambda: jax.block_until_ready(g(xj)), 20, 0.5)
+    if casadi is not None:
+        W.update(casadi_gradient(casadi, rosen, x))
     v, gr = rosen_jit.value_and_grad(x)
     W["check_value_vs_python"] = abs(v - rosen(xl)) / abs(v)
     res["workloads"]["rosenbrock"] = W
@@ -370,6 +379,8 @@ def main():
         W["torch_eager_s"] = median_time(torch_run, 3)
     if jax is not None:
         W.update(jax_kalman(jax, jnp, lax, theta, ys, dt))
+    if casadi is not None:
+        W.update(casadi_gradient(casadi, kalman, theta, (ysl, dt), casadi.log))
     res["workloads"]["kalman"] = W
 
     res["fresh_process_warm_cache"] = fresh_process_time()
@@ -378,6 +389,21 @@ def main():
     if not quick:
         Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
         print("wrote", args.out)
+
+
+def casadi_gradient(casadi, fn, x0, rest=(), log=None):
+    """CasADi: the SX graph the same scalar loop builds, ``Function(x -> [f, grad f])``
+    evaluated by its SX virtual machine (construction timed apart)."""
+    t = time.perf_counter()
+    x = casadi.SX.sym("x", len(x0))
+    body = fn if log is None else with_log(fn, log)
+    f = body([x[i] for i in range(len(x0))], *rest)
+    F = casadi.Function("f", [x], [f, casadi.gradient(f, x)])
+    build = time.perf_counter() - t
+    X = casadi.DM(np.asarray(x0))
+    F(X)
+    return {"casadi_build_s": build,
+            "casadi_sx_gradient_s": median_time(lambda: F(X), 7, 1.0)}
 
 
 def jax_masked_scan(jax, jnp, lax, p, quick):
