@@ -322,8 +322,13 @@ def test_conv_gradient_vs_finite_differences():
     (lambda m: m.Conv2d(2, 3, 3, padding=(1, 2), padding_mode="reflect"), (2, 2, 5, 6)),
     (lambda m: m.Conv2d(2, 3, (2, 3), padding="same", padding_mode="replicate"), (1, 2, 4, 5)),
     (lambda m: m.Conv1d(2, 3, 3, padding=2, padding_mode="circular", stride=2), (2, 2, 7)),
+    (lambda m: m.ConvTranspose2d(3, 4, 3), (2, 3, 4, 5)),
+    (lambda m: m.ConvTranspose2d(4, 6, (3, 2), stride=2, padding=(1, 0), output_padding=(1, 0),
+                                 groups=2, dilation=(1, 2), bias=False), (2, 4, 3, 4)),
+    (lambda m: m.ConvTranspose1d(2, 3, 4, stride=3, padding=1, output_padding=2), (2, 2, 5)),
+    (lambda m: m.ConvTranspose1d(2, 3, 2), (2, 4)),
 ], ids=["2d", "2d-all-options", "same", "valid", "1d", "1d-groups", "reflect", "replicate-same",
-        "circular"])
+        "circular", "transposed", "transposed-options", "transposed-1d", "transposed-unbatched"])
 def test_conv_matches_torch(make, shape):
     ours, theirs = same_weights(make(nn), make(torch.nn))
     assert repr(ours) == repr(theirs)
@@ -654,7 +659,7 @@ def test_trunc_normal_and_orthogonal():
 # every row of ops/nn_array_ops.py is reached by a functional with NN_CASES in tests/test_nn.py
 # (there checked against finite differences, PyTorch, and Hessian-vector products: the
 # transposed-convolution and weight rows are the convolution's first and second derivatives)
-ROW_FUNCTIONALS = {"conv": "conv2d", "conv_transpose": "conv2d", "conv_weight": "conv2d",
+ROW_FUNCTIONALS = {"conv": "conv2d", "conv_transpose": "conv_transpose2d", "conv_weight": "conv2d",
                    "max_pool2d": "max_pool2d", "avg_pool2d": "avg_pool2d",
                    "layer_norm": "layer_norm", "batch_norm": "batch_norm",
                    "embedding": "embedding", "huber_loss": "huber_loss", "constant_pad": "pad",
@@ -780,3 +785,24 @@ def test_more_loss_modules_match_torch(k):
     b.sum().backward()
     for g, t in zip(gs, ts):
         np.testing.assert_allclose(val(g.grad), val(t.grad), rtol=1e-10, atol=1e-13)
+
+
+
+@needs_torch
+def test_conv_transpose_output_size_and_init_match_torch():
+    ours, theirs = same_weights(nn.ConvTranspose2d(2, 3, 3, stride=2),
+                                torch.nn.ConvTranspose2d(2, 3, 3, stride=2))
+    x = RNG.normal(size=(1, 2, 4, 4))
+    a = ours(tg.tensor(x), output_size=[10, 10])
+    b = theirs(torch.tensor(x), output_size=[10, 10])
+    assert a.shape == tuple(b.shape) == (1, 3, 10, 10)
+    np.testing.assert_allclose(val(a), val(b), rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError):
+        ours(tg.tensor(x), output_size=[12, 12])
+    tg.manual_seed(0)
+    torch.manual_seed(0)
+    g, t = nn.ConvTranspose2d(16, 8, 4), torch.nn.ConvTranspose2d(16, 8, 4)
+    assert g.weight.shape == tuple(t.weight.shape) == (16, 8, 4, 4)
+    assert abs(val(g.weight).max() / t.weight.max().item() - 1) < 0.05
+    bound = 1 / math.sqrt(8 * 16)                     # the fan-in of the weight's layout
+    assert np.abs(val(g.bias)).max() <= bound and np.abs(val(t.bias)).max() <= bound

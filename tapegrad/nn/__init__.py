@@ -26,6 +26,7 @@ from .modules import (CELU, GLU, SELU, CosineEmbeddingLoss, CosineSimilarity, Ga
                       KLDivLoss, LogSigmoid, MarginRankingLoss, Mish, PairwiseDistance,
                       PoissonNLLLoss, PReLU, ReLU6, Softmin, SoftMarginLoss, Softshrink,
                       Softsign, Tanhshrink, Threshold, TripletMarginLoss)
+from .modules import ConvTranspose1d, ConvTranspose2d
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 
 __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleList",
@@ -41,4 +42,4 @@ __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleLis
            "CELU", "Softmin", "Softshrink", "Hardshrink", "Threshold", "GLU", "PReLU",
            "CosineSimilarity", "PairwiseDistance", "KLDivLoss", "SoftMarginLoss",
            "MarginRankingLoss", "HingeEmbeddingLoss", "CosineEmbeddingLoss", "PoissonNLLLoss",
-           "GaussianNLLLoss", "TripletMarginLoss"]
+           "GaussianNLLLoss", "TripletMarginLoss", "ConvTranspose1d", "ConvTranspose2d"]

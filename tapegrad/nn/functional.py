@@ -30,7 +30,8 @@ __all__ = ["relu", "tanh", "sigmoid", "leaky_relu", "softplus", "gelu", "silu", 
            "hardshrink", "threshold", "glu", "prelu", "normalize", "cosine_similarity",
            "pairwise_distance", "one_hot", "kl_div", "soft_margin_loss", "margin_ranking_loss",
            "poisson_nll_loss", "gaussian_nll_loss", "hinge_embedding_loss",
-           "cosine_embedding_loss", "triplet_margin_loss"]
+           "cosine_embedding_loss", "triplet_margin_loss", "conv_transpose1d",
+           "conv_transpose2d"]
 
 
 # -- activations -----------------------------------------------------------------------
@@ -397,6 +398,48 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     its gradients are the transposed convolution and the weight correlation, themselves
     rows, so it differentiates to any order."""
     return _conv(2, input, weight, bias, stride, padding, dilation, groups)
+
+
+def _conv_transpose(nd, input, weight, bias, stride, padding, output_padding, groups, dilation):
+    w = _val(weight)
+    stride, dilation = _tuple(stride, nd, "stride"), _tuple(dilation, nd, "dilation")
+    pad = _tuple(padding, nd, "padding")
+    out_pad = _tuple(output_padding, nd, "output_padding")
+    for op, s, d in zip(out_pad, stride, dilation):
+        if op >= s and op >= d:
+            raise RuntimeError("output padding must be smaller than either stride or dilation, "
+                               f"but got output_padding: {list(out_pad)}, stride: "
+                               f"{list(stride)}, dilation: {list(dilation)}")
+    unbatched = _val(input).ndim == nd + 1
+    if unbatched:
+        input = input.unsqueeze(0)
+    x = _val(input)
+    if x.ndim != nd + 2 or x.shape[1] != w.shape[0]:
+        raise RuntimeError(f"Given transposed=1, weight of size {list(w.shape)}, expected input"
+                           f"{list(x.shape)} to have {w.shape[0]} channels, but got "
+                           f"{x.shape[1] if x.ndim > 1 else 0} channels instead")
+    spatial = tuple((n - 1) * s - 2 * p + d * (k - 1) + op + 1 for n, s, p, d, k, op in
+                    zip(x.shape[2:], stride, pad, dilation, w.shape[2:], out_pad))
+    shape = (x.shape[0], w.shape[1] * groups) + spatial
+    out = call("conv_transpose", input, weight, bias, input_shape=shape, stride=stride,
+               padding=tuple((p, p) for p in pad), dilation=dilation, groups=int(groups))
+    return out.squeeze(0) if unbatched else out
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """The transposed 1-d convolution (the gradient of ``conv1d`` in its input), weight
+    (C_in, C_out/groups, K) (``ConvolutionBackward0``)."""
+    return _conv_transpose(1, input, weight, bias, stride, padding, output_padding, groups,
+                           dilation)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """The transposed 2-d convolution (the gradient of ``conv2d`` in its input), weight
+    (C_in, C_out/groups, kH, kW) (``ConvolutionBackward0``): matmul and col2im."""
+    return _conv_transpose(2, input, weight, bias, stride, padding, output_padding, groups,
+                           dilation)
 
 
 def _pool_args(input, kernel_size, stride, padding, dilation, ceil_mode):

@@ -1262,20 +1262,22 @@ class _ConvNd(Module):
         self.transposed, self.output_padding = False, (0,) * n
         self.padding_mode = padding_mode
         dt = _np_dtype(dtype)
-        self.weight = Parameter(np.empty((out_channels, in_channels // groups)
-                                         + self.kernel_size, dt))
+        self.weight = Parameter(np.empty(self._weight_shape(), dt))
         if bias:
             self.bias = Parameter(np.empty(out_channels, dt))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
 
+    def _weight_shape(self):
+        return (self.out_channels, self.in_channels // self.groups) + self.kernel_size
+
     def reset_parameters(self):
         # PyTorch's: kaiming_uniform_(a=sqrt(5)), i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
-        # and the bias from the same range
+        # and the bias from the same range; the fan-in is read off the weight's layout
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
-            fan_in = self.in_channels // self.groups * int(np.prod(self.kernel_size))
+            fan_in = int(np.prod(self.weight.shape[1:]))
             if fan_in != 0:
                 bound = 1.0 / math.sqrt(fan_in)
                 init.uniform_(self.bias, -bound, bound)
@@ -1325,6 +1327,78 @@ class Conv2d(_ConvNd):
 
     def forward(self, input):
         return self._conv(F.conv2d, input)
+
+
+class _ConvTransposeNd(_ConvNd):
+    """``ConvTranspose*d``: the weight is (in_channels, out_channels / groups, K...); the
+    output grows by ``(n - 1) stride - 2 padding + dilation (k - 1) + output_padding + 1``."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
+                 device=None, dtype=None):
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for '
+                             f"{type(self).__name__}")
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, device, dtype)
+        self.output_padding = _ntuple(output_padding, self._nd)
+        self.transposed = True
+
+    def _weight_shape(self):
+        return (self.in_channels, self.out_channels // self.groups) + self.kernel_size
+
+    def extra_repr(self):
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}")
+        if self.padding != (0,) * len(self.kernel_size):
+            s += f", padding={self.padding}"
+        if self.dilation != (1,) * len(self.dilation):
+            s += f", dilation={self.dilation}"
+        if self.output_padding != (0,) * len(self.output_padding):
+            s += f", output_padding={self.output_padding}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s
+
+    def _output_padding(self, input, output_size):
+        if output_size is None:
+            return self.output_padding
+        n = self._nd
+        size = list(output_size)[-n:]
+        spatial = tuple(input.shape)[-n:]
+        out = []
+        for i in range(n):
+            least = ((spatial[i] - 1) * self.stride[i] - 2 * self.padding[i]
+                     + self.dilation[i] * (self.kernel_size[i] - 1) + 1)
+            extra = size[i] - least
+            top = least + max(self.stride[i], self.dilation[i]) - 1
+            if not 0 <= extra <= top - least:
+                raise ValueError(f"requested an output size of {size}, but valid sizes range "
+                                 f"from {least} to {top}")
+            out.append(extra)
+        return tuple(out)
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """The transposed 1-d convolution (the gradient of a convolution in its input)."""
+    _nd = 1
+
+    def forward(self, input, output_size=None):
+        return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups,
+                                  self.dilation)
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """The transposed 2-d convolution (the gradient of a convolution in its input)."""
+    _nd = 2
+
+    def forward(self, input, output_size=None):
+        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups,
+                                  self.dilation)
 
 
 class _MaxPoolNd(Module):

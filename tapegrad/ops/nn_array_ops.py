@@ -138,10 +138,18 @@ def _(g, ans, x, w, b=None, stride=(1,), padding=((0, 0),), dilation=(1,), group
 
 
 @defop("conv_transpose", "ConvolutionBackward0", method=False)
-def conv_transpose(g, w, input_shape=(), stride=(1,), padding=((0, 0),), dilation=(1,),
-                   groups=1):
+def conv_transpose(g, w, b=None, input_shape=(), stride=(1,), padding=((0, 0),),
+                   dilation=(1,), groups=1):
     """The adjoint of ``conv`` in its input: ``<conv_transpose(g, w), h> = <g, conv(h, w)>``
-    for every ``h`` of ``input_shape``."""
+    for every ``h`` of ``input_shape`` (plus ``b`` per channel: PyTorch's transposed
+    convolution, whose weight is ``w`` (C_in, C_out/groups, K...))."""
+    y = _conv_transpose(g, w, input_shape, stride, padding, dilation, groups)
+    if b is not None:
+        y += b.reshape((-1,) + (1,) * (y.ndim - 2))
+    return y
+
+
+def _conv_transpose(g, w, input_shape, stride, padding, dilation, groups):
     N, O = g.shape[0], g.shape[1]
     out, kernel, C = g.shape[2:], w.shape[2:], input_shape[1]
     gm = g.reshape(N, groups, O // groups, -1)
@@ -153,11 +161,15 @@ def conv_transpose(g, w, input_shape=(), stride=(1,), padding=((0, 0),), dilatio
 
 
 @conv_transpose.defvjp
-def _(h, ans, g, w, input_shape=(), stride=(1,), padding=((0, 0),), dilation=(1,), groups=1):
-    # <h, T(g, w)> = <conv(h, w), g>: d/dg = conv(h, w), d/dw = conv_weight(h, g)
+def _(h, ans, g, w, b=None, input_shape=(), stride=(1,), padding=((0, 0),), dilation=(1,),
+      groups=1):
+    # <h, T(g, w)> = <conv(h, w), g>: d/dg = conv(h, w), d/dw = conv_weight(h, g);
+    # d/db = the sum of h over the batch and positions
     p = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
     return (lambda: call("conv", h, w, **p),
-            lambda: call("conv_weight", h, g, weight_shape=_shape(w), **p))
+            lambda: call("conv_weight", h, g, weight_shape=_shape(w), **p),
+            None if b is None else
+            (lambda: call("sum", h, dim=_spatial_dims(len(_shape(h)) - 2))))
 
 
 @defop("conv_weight", "ConvolutionBackward0", method=False)
