@@ -78,6 +78,22 @@ def test_parameter_names_shapes_and_initialisation(kind, gates):
         ("bias_hh", (gates * 6,))]
 
 
+@pytest.mark.parametrize("make", [lambda: nn.GRU(10, 100), lambda: nn.LSTMCell(10, 100)])
+def test_initialisation_is_pytorchs_uniform(make):
+    """Every parameter from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)) (std bound/sqrt 3);
+    ``reset_parameters`` draws again."""
+    tg.manual_seed(3)
+    m = make()
+    w = val(m.weight_hh).copy() if hasattr(m, "weight_hh") else val(m.weight_hh_l0).copy()
+    for p in m.parameters():
+        v = val(p)
+        assert np.abs(v).max() <= 0.1 and v.max() > 0.09 and v.min() < -0.09
+    assert np.std(w) == pytest.approx(0.1 / math.sqrt(3), rel=0.02)
+    assert abs(np.mean(w)) < 0.002
+    m.reset_parameters()
+    assert not np.array_equal(w, val(next(p for n, p in m.named_parameters() if "hh" in n)))
+
+
 def test_output_and_state_shapes():
     x = tg.tensor(X)
     out, (h, c) = nn.LSTM(H_IN, 6, num_layers=2, bidirectional=True)(x)
@@ -179,6 +195,25 @@ def test_gradients_vs_central_differences(kind):
         return (out * w[0]).sum() + (flat(hn)[0] * w[1]).sum()
 
     _directional_check(f, [x, *states, *m.parameters()])
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_tg_compile_replays_a_frozen_layer(kind):
+    """``tg.compile`` records the layer's array ops on elements and replays them."""
+    m = getattr(nn, kind)(2, 3, bidirectional=True)
+    for p in m.parameters():
+        p.requires_grad_(False)
+
+    def f(x):
+        return (m(x.reshape(3, 1, 2))[0] ** 2).sum()
+
+    compiled = tg.compile(f)
+    for x0 in RNG.normal(size=(2, 6)):
+        value, grad = compiled.value_and_grad(x0)
+        x = tg.tensor(x0, requires_grad=True)
+        f(x).backward()
+        assert value == pytest.approx(f(tg.tensor(x0)).item(), rel=1e-13)
+        np.testing.assert_allclose(grad, val(x.grad), rtol=1e-12, atol=1e-14)
 
 
 def test_pad_sequence_and_unpad():
