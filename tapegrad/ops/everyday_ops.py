@@ -329,3 +329,80 @@ def _trace_back(g, x):
 
 
 trace.defvjp(lambda g, ans, x: (_trace_back(g, x),))
+
+
+# -- linear algebra --------------------------------------------------------------------------
+
+def _mT(x):
+    return call("transpose", x, -2, -1)
+
+
+def _bcast_scalar(v):
+    """A batch of scalars (shape ``s``) as shape ``s + (1, 1)``, to scale a batch of matrices."""
+    return call("unsqueeze", call("unsqueeze", v, -1), -1)
+
+
+class LinAlgError(RuntimeError):
+    """A linear-algebra function met a matrix it cannot handle (``torch.linalg.LinAlgError``)."""
+
+
+def _singular(name):
+    return LinAlgError(f"linalg.{name}: The input matrix is singular, the {name} could not be "
+                       "completed.")
+
+
+@defop("inv", "LinalgInvExBackward0", method=False)
+def inv(a):
+    try:
+        return np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        raise _singular("inv") from None
+
+
+# d inv(A) = -inv(A) dA inv(A): A's gradient is -inv(A)^T g inv(A)^T
+inv.defvjp(lambda g, ans, a: (-call("matmul", call("matmul", _mT(ans), g), _mT(ans)),))
+
+
+@defop("det", "LinalgDetBackward0", method=False)
+def det(a):
+    return np.linalg.det(a)
+
+
+# d det(A) = det(A) tr(inv(A) dA): A's gradient is g det(A) inv(A)^T
+det.defvjp(lambda g, ans, a: (_bcast_scalar(g * ans) * _mT(call("inv", a)),))
+
+
+@defop("slogdet", "LinalgSlogdetBackward0", method=False, outputs=lambda r: (r[1], r[0]))
+def slogdet(a):
+    sign, logabsdet = np.linalg.slogdet(a)
+    return sign, logabsdet
+
+
+# d log|det A| = tr(inv(A) dA): A's gradient is g inv(A)^T (the sign is constant)
+slogdet.defvjp(lambda g, ans, a: (_bcast_scalar(g) * _mT(call("inv", a)),))
+
+
+@defop("solve", "LinalgSolveExBackward0", method=False)
+def solve(a, b):
+    try:
+        if np.ndim(b) == 1:
+            return np.linalg.solve(a, b[..., None])[..., 0]
+        return np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        raise _singular("solve") from None
+
+
+def _solve_grads(g, ans, a, b):
+    # X = inv(A) B: B's gradient is inv(A)^T g, A's is -(that) X^T
+    def gb():
+        return call("solve", _mT(a), g)
+
+    def ga():
+        db = gb()
+        if len(_shape(b)) == 1:
+            return -call("outer", db, ans)
+        return -call("matmul", db, _mT(ans))
+    return ga, gb
+
+
+solve.defvjp(lambda g, ans, a, b: _solve_grads(g, ans, a, b))

@@ -1531,6 +1531,85 @@ def set_num_threads(n: int) -> None:
     _threads[0] = int(n)
 
 
+# -- linear algebra ----------------------------------------------------------------------------
+
+SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
+
+
+def _check_square(A, name):
+    if A.ndim < 2:
+        raise RuntimeError(f"linalg.{name}: The input tensor A must have at least 2 dimensions.")
+    if A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(f"linalg.{name}: A must be batches of square matrices, but they are "
+                           f"{A.shape[-2]} by {A.shape[-1]} matrices")
+
+
+def inv(A):
+    """The inverse of a square matrix (or of each in a batch)."""
+    _check_square(A, "inv")
+    return call("inv", A)
+
+
+def det(A):
+    """The determinant of a square matrix (or of each in a batch)."""
+    _check_square(A, "det")
+    return call("det", A)
+
+
+def slogdet(A):
+    """``(sign, logabsdet)`` of the determinant; ``logabsdet`` is differentiable."""
+    _check_square(A, "slogdet")
+    logabsdet, sign = call("slogdet", A)
+    return SlogdetResult(sign, logabsdet)
+
+
+def logdet(A):
+    """log(det(A)): NaN for a negative determinant, -inf for a zero one."""
+    sign, logabsdet = slogdet(A)
+    return ELEMENTWISE["where"](sign < 0, np.nan, logabsdet)
+
+
+def solve(A, B, *, left=True):
+    """``X`` with ``A X = B`` (``left=False``: ``X A = B``)."""
+    _check_square(A, "solve")
+    if not left:
+        return transpose(solve(transpose(A, -2, -1), transpose(B, -2, -1)), -2, -1)
+    n = A.shape[-1]
+    k = B.shape[-1] if B.ndim == 1 else B.shape[-2]
+    if k != n:
+        raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation AX = "
+                           f"B ({n}x{n} and {'x'.join(map(str, B.shape))})")
+    return call("solve", A, B)
+
+
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    """The ``ord``-norm of ``x`` flattened, or over ``dim``."""
+    return call("norm", _as(x, dtype), p=ord, dim=_dims(dim, x.ndim), keepdim=keepdim)
+
+
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # noqa: A002
+    """The Frobenius norm of the matrices over ``dim`` (other orders are not supported)."""
+    if ord != "fro":
+        raise NotImplementedError(f"linalg.matrix_norm: ord={ord!r} is not supported "
+                                  "(only 'fro')")
+    return vector_norm(A, 2, tuple(dim), keepdim, dtype=dtype)
+
+
+def linalg_norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    """``vector_norm`` or ``matrix_norm`` as ``torch.linalg.norm`` chooses."""
+    if isinstance(ord, str) or (ord is not None and isinstance(dim, (tuple, list)) and len(dim) == 2):
+        return matrix_norm(A, ord if ord is not None else "fro", dim or (-2, -1), keepdim,
+                           dtype=dtype)
+    if ord is None and dim is None:
+        return vector_norm(A, 2, None, keepdim, dtype=dtype)
+    return vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
+
+
+def vecdot(x, y, *, dim=-1):
+    """The dot products of ``x`` and ``y`` along ``dim``."""
+    return sum(x * y, dim)
+
+
 # -- random fills and draws ----------------------------------------------------------------------
 
 def _fill_random(self, values):
@@ -1789,4 +1868,8 @@ METHODS.update({n: _SPECIAL[n] for n in ("lgamma", "digamma", "erfinv", "erfc", 
                polygamma=lambda self, n: special.polygamma_checked(n, self),
                mvlgamma=special.multigammaln)
 METHODS.update({f"{n}_": _inplace_row(METHODS[n]) for n in ("lgamma", "digamma", "erfinv", "logit")})
-LINALG = {"cross": linalg_cross}
+LINALG = {"cross": linalg_cross, "inv": inv, "det": det, "slogdet": slogdet, "solve": solve,
+          "norm": linalg_norm, "vector_norm": vector_norm, "matrix_norm": matrix_norm,
+          "matmul": matmul, "vecdot": vecdot, "LinAlgError": everyday_ops.LinAlgError}
+METHODS.update(inverse=inv, det=det, logdet=logdet, slogdet=slogdet)
+FUNCTIONS.update(inverse=with_out(inv, "inverse"), det=det, logdet=logdet, slogdet=slogdet)
