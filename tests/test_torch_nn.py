@@ -1,7 +1,7 @@
 """``tapegrad.nn`` / ``tapegrad.optim`` against PyTorch (float64): the same layers, losses and
 optimizers on the same data must give the same values, gradients and parameters.
 
-Skipped without torch; CI runs ``tests/test_torch_*.py`` again with torch installed.
+Skipped without torch; CI runs the whole suite again with torch installed.
 """
 import math
 import types
