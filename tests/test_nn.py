@@ -1,7 +1,7 @@
 """``tapegrad.nn`` and ``tapegrad.optim``: modules, losses, initialisers, optimizers, training.
 
 Gradients are checked against central finite differences in float64.  The comparisons with
-PyTorch are in ``tests/test_torch_nn.py`` (CI runs ``tests/test_torch_*.py`` again with torch
+PyTorch are in ``tests/test_torch_nn.py`` (CI runs the whole suite again with torch
 installed).  The two training runs use the data sets and models of
 ``benchmarks/train_mlp.py`` (loaded from its path).
 """
@@ -671,6 +671,25 @@ NN_CASES.update({
                           [_CX, _CW[:2]], {}),
                          (lambda F, T, x, w, b: F.conv_transpose2d(x, w, b),
                           [_CX, _CW[:2], _W3[:2]], {})],
+    "group_norm": [(lambda F, T, x, w, b: F.group_norm(x, 2, w, b), [_C1X[:, :2].repeat(2, 1),
+                                                                  _W3[:2].repeat(2), _W4[:, 0]],
+                    {"node": False})],
+    "instance_norm": [(lambda F, T, x: F.instance_norm(x), [_CX], {"node": False}),
+                      (lambda F, T, x, w, b: F.instance_norm(x, T(_RM[:2]), T(_RV[:2]), w, b,
+                                                             use_input_stats=False),
+                       [_CX, _W3[:2], _W4[0, :2]], {"node": False})],
+    "interpolate": [(lambda F, T, x: F.interpolate(x, scale_factor=2), [_CX], {"node": False}),
+                    (lambda F, T, x: F.interpolate(x, size=(7, 3)), [_CX], {"node": False}),
+                    (lambda F, T, x: F.interpolate(x, scale_factor=1.7, mode="bilinear"),
+                     [_CX], {"node": False}),
+                    (lambda F, T, x: F.interpolate(x, size=(3, 6), mode="bilinear",
+                                                   align_corners=True), [_CX], {"node": False}),
+                    (lambda F, T, x: F.interpolate(x, size=10, mode="linear"), [_C1X],
+                     {"node": False})],
+    "pixel_shuffle": [(lambda F, T, x: F.pixel_shuffle(x, 2), [_CX.reshape(2, 4, 5, 2)],
+                       {"node": False})],
+    "pixel_unshuffle": [(lambda F, T, x: F.pixel_unshuffle(x, 2),
+                         [_CX.reshape(1, 2, 4, 10)[..., :4].copy()], {"node": False})],
     "triplet_margin_loss": [(lambda F, T, a, p, n: F.triplet_margin_loss(a, p, n, swap=True),
                              [_N4, _N4[::-1].copy(), _N4[:, ::-1].copy()], {"node": False})],
     "avg_pool2d": [(lambda F, T, x: F.avg_pool2d(x, 2, padding=1, count_include_pad=False),

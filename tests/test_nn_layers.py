@@ -806,3 +806,36 @@ def test_conv_transpose_output_size_and_init_match_torch():
     assert abs(val(g.weight).max() / t.weight.max().item() - 1) < 0.05
     bound = 1 / math.sqrt(8 * 16)                     # the fan-in of the weight's layout
     assert np.abs(val(g.bias)).max() <= bound and np.abs(val(t.bias)).max() <= bound
+
+
+
+@needs_torch
+@pytest.mark.parametrize("make,shape", [
+    (lambda m: m.GroupNorm(2, 6), (3, 6, 4)),
+    (lambda m: m.GroupNorm(3, 6, affine=False, eps=1e-3), (2, 6, 2, 3)),
+    (lambda m: m.InstanceNorm2d(3), (2, 3, 4, 5)),
+    (lambda m: m.InstanceNorm1d(3, affine=True, track_running_stats=True), (4, 3, 6)),
+    (lambda m: m.InstanceNorm2d(3, momentum=None, track_running_stats=True), (3, 4, 5)),
+    (lambda m: m.Upsample(scale_factor=2), (2, 3, 4, 5)),
+    (lambda m: m.Upsample(size=(5, 7), mode="bilinear"), (2, 3, 4, 5)),
+    (lambda m: m.UpsamplingBilinear2d(scale_factor=1.5), (2, 3, 4, 5)),
+    (lambda m: m.UpsamplingNearest2d(size=3), (2, 3, 4, 5)),
+    (lambda m: m.PixelShuffle(2), (2, 8, 3, 2)),
+    (lambda m: m.PixelUnshuffle(2), (2, 2, 4, 6)),
+], ids=["group", "group-no-affine", "instance", "instance-1d-running", "instance-unbatched",
+        "nearest", "bilinear", "bilinear-corners", "nearest-size", "pixel-shuffle",
+        "pixel-unshuffle"])
+def test_group_instance_norm_and_resampling_match_torch(make, shape):
+    ours, theirs = same_weights(make(nn), make(torch.nn))
+    assert repr(ours) == repr(theirs)
+    with torch.no_grad():
+        for p in theirs.parameters():
+            p.normal_()
+    ours.load_state_dict(theirs.state_dict())
+    for _ in range(2):
+        run_both(ours, theirs, RNG.normal(size=shape) * 2, node=False)
+        for (n, a), b in zip(ours.state_dict().items(), theirs.state_dict().values()):
+            np.testing.assert_allclose(val(a), val(b), rtol=1e-12, atol=1e-14, err_msg=n)
+    ours.eval()
+    theirs.eval()
+    run_both(ours, theirs, RNG.normal(size=shape), node=False)

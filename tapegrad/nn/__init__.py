@@ -26,7 +26,9 @@ from .modules import (CELU, GLU, SELU, CosineEmbeddingLoss, CosineSimilarity, Ga
                       KLDivLoss, LogSigmoid, MarginRankingLoss, Mish, PairwiseDistance,
                       PoissonNLLLoss, PReLU, ReLU6, Softmin, SoftMarginLoss, Softshrink,
                       Softsign, Tanhshrink, Threshold, TripletMarginLoss)
-from .modules import ConvTranspose1d, ConvTranspose2d
+from .modules import (ConvTranspose1d, ConvTranspose2d, GroupNorm, InstanceNorm1d,
+                      InstanceNorm2d, PixelShuffle, PixelUnshuffle, Upsample,
+                      UpsamplingBilinear2d, UpsamplingNearest2d)
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 
 __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleList",
@@ -42,4 +44,6 @@ __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleLis
            "CELU", "Softmin", "Softshrink", "Hardshrink", "Threshold", "GLU", "PReLU",
            "CosineSimilarity", "PairwiseDistance", "KLDivLoss", "SoftMarginLoss",
            "MarginRankingLoss", "HingeEmbeddingLoss", "CosineEmbeddingLoss", "PoissonNLLLoss",
-           "GaussianNLLLoss", "TripletMarginLoss", "ConvTranspose1d", "ConvTranspose2d"]
+           "GaussianNLLLoss", "TripletMarginLoss", "ConvTranspose1d", "ConvTranspose2d",
+           "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "Upsample", "UpsamplingNearest2d",
+           "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle"]

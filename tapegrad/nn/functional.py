@@ -31,7 +31,8 @@ __all__ = ["relu", "tanh", "sigmoid", "leaky_relu", "softplus", "gelu", "silu", 
            "pairwise_distance", "one_hot", "kl_div", "soft_margin_loss", "margin_ranking_loss",
            "poisson_nll_loss", "gaussian_nll_loss", "hinge_embedding_loss",
            "cosine_embedding_loss", "triplet_margin_loss", "conv_transpose1d",
-           "conv_transpose2d"]
+           "conv_transpose2d", "group_norm", "instance_norm", "interpolate", "pixel_shuffle",
+           "pixel_unshuffle"]
 
 
 # -- activations -----------------------------------------------------------------------
@@ -748,3 +749,136 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6,
     if swap:
         dn = _ELEMENTWISE["minimum"](dn, pairwise_distance(positive, negative, p, eps))
     return _reduced((dp - dn + margin).relu(), reduction)
+
+
+
+# -- group and instance normalisation, resampling --------------------------------------------
+def _affine_channels(y, weight, bias):
+    nd = _val(y).ndim
+    shape = (1, -1) + (1,) * (nd - 2)
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    return y
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Normalise each group of ``C / num_groups`` channels of each sample (biased variance),
+    then ``* weight + bias`` per channel (``layer_norm`` over the groups: PyTorch's node is
+    ``NativeGroupNormBackward0``)."""
+    shape = tuple(_val(input).shape)
+    if len(shape) < 2 or shape[1] % num_groups:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, "
+                           f"but got input of shape {list(shape)} and num_groups={num_groups}")
+    g = input.reshape(shape[0], num_groups, -1)
+    y = layer_norm(g, (int(np.prod(shape[1:])) // num_groups,), eps=eps).reshape(shape)
+    return _affine_channels(y, weight, bias)
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    """Normalise each channel of each sample over its positions (PyTorch's: ``batch_norm`` of
+    the input seen as one sample of N * C channels; running statistics, when given, move by
+    the mean over the samples)."""
+    shape = tuple(_val(input).shape)
+    n, c = shape[0], shape[1]
+    flat = input.reshape((1, n * c) + shape[2:])
+    rm = None if running_mean is None else wrap(np.tile(_val(running_mean), n))
+    rv = None if running_var is None else wrap(np.tile(_val(running_var), n))
+    y = batch_norm(flat, rm, rv, None, None, use_input_stats, momentum, eps).reshape(shape)
+    if use_input_stats:
+        if running_mean is not None:
+            set_value(running_mean, _val(rm).reshape(n, c).mean(0))
+        if running_var is not None:
+            set_value(running_var, _val(rv).reshape(n, c).mean(0))
+    return _affine_channels(y, weight, bias)
+
+
+def _source_positions(n_in, n_out, scale, align_corners, linear):
+    """PyTorch's source coordinate of each output position along one dimension."""
+    dst = np.arange(n_out, dtype=np.float64)
+    if not linear:   # nearest
+        step = (1.0 / scale) if scale else n_in / n_out
+        return np.minimum(np.floor(dst * step).astype(np.int64), n_in - 1)
+    if align_corners:
+        step = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+        return dst * step
+    step = (1.0 / scale) if scale else n_in / n_out
+    return np.maximum(step * (dst + 0.5) - 0.5, 0.0)
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """Resample the spatial dims: ``nearest`` (each output takes the input at
+    ``floor(i * in / out)``), ``linear``/``bilinear`` (``align_corners`` as PyTorch), of a
+    (N, C, L) or (N, C, H, W) input.  Built from ``index_select`` and weighted sums (PyTorch's
+    nodes are ``UpsampleNearest2DBackward0``...)."""
+    x = _val(input)
+    dim = x.ndim - 2
+    if mode not in ("nearest", "linear", "bilinear"):
+        raise NotImplementedError(f"interpolate: mode {mode!r} is not supported")
+    linear = mode != "nearest"
+    if linear and align_corners is None:
+        align_corners = False
+    if not linear and align_corners is not None:
+        raise ValueError("align_corners option can only be set with the interpolating modes: "
+                         "linear | bilinear | bicubic | trilinear")
+    if (mode == "linear" and dim != 1) or (mode == "bilinear" and dim != 2):
+        raise NotImplementedError(f"Got {x.ndim}D input, but {mode} mode needs "
+                                  f"{3 if mode == 'linear' else 4}D input")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("only one of size or scale_factor should be defined" if size is not None
+                         else "either size or scale_factor should be defined")
+    if size is not None:
+        out = tuple(size) if isinstance(size, (list, tuple)) else (int(size),) * dim
+        scales = (None,) * dim
+    else:
+        scales = tuple(scale_factor) if isinstance(scale_factor, (list, tuple)) \
+            else (float(scale_factor),) * dim
+        out = tuple(int(np.floor(n * sc)) for n, sc in zip(x.shape[2:], scales))
+        if recompute_scale_factor:
+            scales = (None,) * dim
+    y = input
+    for k in range(dim):
+        axis = 2 + k
+        n_in, n_out = x.shape[axis], out[k]
+        src = _source_positions(n_in, n_out, scales[k], align_corners, linear)
+        if not linear:
+            y = _api.index_select(y, axis, src)
+            continue
+        i0 = np.floor(src).astype(np.int64)
+        i1 = np.minimum(i0 + 1, n_in - 1)
+        w1 = (src - i0).reshape((-1,) + (1,) * (x.ndim - axis - 1))
+        lo, hi = _api.index_select(y, axis, i0), _api.index_select(y, axis, i1)
+        y = lo * _const_like(input, 1.0 - w1) + hi * _const_like(input, w1)
+    return y
+
+
+def pixel_shuffle(input, upscale_factor):
+    """(*, C r^2, H, W) -> (*, C, H r, W r)."""
+    shape = tuple(_val(input).shape)
+    r = int(upscale_factor)
+    *lead, c, h, w = shape
+    if c % (r * r):
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be "
+                           f"divisible by the square of upscale_factor, but input.size(-3)={c} "
+                           f"is not divisible by {r * r}")
+    y = input.reshape(tuple(lead) + (c // (r * r), r, r, h, w))
+    k = len(lead)
+    y = y.permute(tuple(range(k)) + (k, k + 3, k + 1, k + 4, k + 2))
+    return y.reshape(tuple(lead) + (c // (r * r), h * r, w * r))
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """(*, C, H r, W r) -> (*, C r^2, H, W)."""
+    shape = tuple(_val(input).shape)
+    r = int(downscale_factor)
+    *lead, c, h, w = shape
+    if h % r or w % r:
+        raise RuntimeError("pixel_unshuffle expects height and width to be divisible by "
+                           "downscale_factor")
+    y = input.reshape(tuple(lead) + (c, h // r, r, w // r, r))
+    k = len(lead)
+    y = y.permute(tuple(range(k)) + (k, k + 2, k + 4, k + 1, k + 3))
+    return y.reshape(tuple(lead) + (c * r * r, h // r, w // r))
