@@ -1531,6 +1531,414 @@ def set_num_threads(n: int) -> None:
     _threads[0] = int(n)
 
 
+# -- stacking, picking and statistics (compositions of the rows above) --------------------------
+
+def atleast_1d(*tensors):
+    """Each tensor with at least 1 dim."""
+    out = tuple(reshape(t, (1,)) if t.ndim == 0 else t for t in _tensor_args(tensors))
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_2d(*tensors):
+    """Each tensor with at least 2 dims (a vector becomes a row)."""
+    out = tuple(reshape(t, (1,) * (2 - t.ndim) + tuple(t.shape)) if t.ndim < 2 else t
+                for t in _tensor_args(tensors))
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_3d(*tensors):
+    """Each tensor with at least 3 dims (as NumPy: (n,) -> (1, n, 1), (m, n) -> (m, n, 1))."""
+    def lift(t):
+        if t.ndim == 0:
+            return reshape(t, (1, 1, 1))
+        if t.ndim == 1:
+            return reshape(t, (1, t.shape[0], 1))
+        if t.ndim == 2:
+            return unsqueeze(t, -1)
+        return t
+    out = tuple(lift(t) for t in _tensor_args(tensors))
+    return out[0] if len(out) == 1 else out
+
+
+def _tensor_args(tensors):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        return tuple(tensors[0])
+    return tensors
+
+
+def hstack(tensors):
+    """Concatenate along dim 1 (dim 0 for vectors)."""
+    ts = atleast_1d(*tensors)
+    ts = ts if isinstance(ts, tuple) else (ts,)
+    return cat(ts, 0 if ts[0].ndim == 1 else 1)
+
+
+def vstack(tensors):
+    """Concatenate rows (vectors become rows)."""
+    ts = atleast_2d(*tensors)
+    return cat(ts if isinstance(ts, tuple) else (ts,), 0)
+
+
+def dstack(tensors):
+    """Concatenate along dim 2 (after ``atleast_3d``)."""
+    ts = atleast_3d(*tensors)
+    return cat(ts if isinstance(ts, tuple) else (ts,), 2)
+
+
+def column_stack(tensors):
+    """Vectors as columns, matrices as they are, concatenated along dim 1."""
+    return cat([reshape(t, (t.numel(), 1)) if t.ndim <= 1 else t for t in tensors], 1)
+
+
+def fliplr(input):
+    """Reverse the columns."""
+    return flip(input, 1)
+
+
+def flipud(input):
+    """Reverse the rows."""
+    return flip(input, 0)
+
+
+def rot90(input, k=1, dims=(0, 1)):
+    """Rotate by 90 degrees ``k`` times in the plane of ``dims``."""
+    k %= 4
+    d0, d1 = dims
+    if k == 1:
+        return transpose(flip(input, d1), d0, d1)
+    if k == 2:
+        return flip(input, (d0, d1))
+    if k == 3:
+        return flip(transpose(input, d0, d1), d1)
+    return input
+
+
+def kron(input, other):
+    """The Kronecker product."""
+    a, b = atleast_1d(input), atleast_1d(other)
+    n = builtins.max(a.ndim, b.ndim)
+    a = reshape(a, (1,) * (n - a.ndim) + tuple(a.shape))
+    b = reshape(b, (1,) * (n - b.ndim) + tuple(b.shape))
+    shape_a, shape_b = tuple(a.shape), tuple(b.shape)
+    inter_a = tuple(x for s in shape_a for x in (s, 1))
+    inter_b = tuple(x for s in shape_b for x in (1, s))
+    out = reshape(a, inter_a) * reshape(b, inter_b)
+    return reshape(out, tuple(p * q for p, q in zip(shape_a, shape_b)))
+
+
+def tensordot(a, b, dims=2):
+    """Contract the last ``dims`` dims of ``a`` with the first of ``b`` (or the listed dims)."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    if isinstance(dims, (int, np.integer)):
+        da, db = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    else:
+        da, db = [list(d) if isinstance(d, (list, tuple)) else [d] for d in dims]
+    da = [wrap_dim(d, a.ndim) for d in da]
+    db = [wrap_dim(d, b.ndim) for d in db]
+    sa = list(letters[:a.ndim])
+    sb = list(letters[a.ndim:a.ndim + b.ndim])
+    for i, j in zip(da, db):
+        sb[j] = sa[i]
+    out = [c for k, c in enumerate(sa) if k not in da] + [c for k, c in enumerate(sb) if k not in db]
+    return einsum(f"{''.join(sa)},{''.join(sb)}->{''.join(out)}", a, b)
+
+
+def block_diag(*tensors):
+    """The tensors (matrices, vectors as rows, numbers) on the diagonal of a zero matrix."""
+    mats = [reshape(t, (1, 1)) if t.ndim == 0 else reshape(t, (1, t.shape[0])) if t.ndim == 1
+            else t for t in tensors]
+    cols = builtins.sum(m.shape[1] for m in mats)
+    rows, at = [], 0
+    for m in mats:
+        r, c = m.shape
+        pad = [wrap(np.zeros((r, at), m.dtype.np)), m, wrap(np.zeros((r, cols - at - c), m.dtype.np))]
+        rows.append(cat(pad, 1))
+        at += c
+    return cat(rows, 0)
+
+
+def diag_embed(input, offset=0, dim1=-2, dim2=-1):
+    """The last dim of ``input`` on diagonal ``offset`` of new matrices (the last two dims)."""
+    if (dim1, dim2) not in ((-2, -1), (input.ndim - 1, input.ndim)):
+        raise NotImplementedError("diag_embed: only the last two dims are supported")
+    return _diag_embed_offset(input, offset)
+
+
+def _diag_embed_offset(input, offset):
+    # zeros with the values written on diagonal ``offset``: an index_put (differentiable)
+    m = input.shape[-1]
+    n = m + abs(offset)
+    rows = np.arange(m) + builtins.max(-offset, 0)
+    cols = np.arange(m) + builtins.max(offset, 0)
+    base = wrap(np.zeros(tuple(input.shape[:-1]) + (n, n), input.dtype.np))
+    return call("index_put", base, (Ellipsis, rows, cols), input)
+
+
+def take_along_dim(input, indices, dim=None):
+    """``gather`` with ``indices`` broadcast against ``input`` (flattened when ``dim`` is None)."""
+    if dim is None:
+        return take(input, indices)
+    idx = np.asarray(index_value(indices))
+    dim = wrap_dim(dim, input.ndim)
+    shape = list(np.broadcast_shapes(tuple(d for k, d in enumerate(input.shape) if k != dim),
+                                     tuple(d for k, d in enumerate(idx.shape) if k != dim)))
+    full_idx = np.broadcast_to(idx, tuple(shape[:dim]) + (idx.shape[dim],) + tuple(shape[dim:]))
+    x_shape = tuple(shape[:dim]) + (input.shape[dim],) + tuple(shape[dim:])
+    x = input if tuple(input.shape) == x_shape else expand(input, x_shape)
+    return gather(x, dim, np.ascontiguousarray(full_idx))
+
+
+MinMaxResult = namedtuple("aminmax", ["min", "max"])
+ValuesIndices = namedtuple("values_indices", ["values", "indices"])
+
+
+def aminmax(input, *, dim=None, keepdim=False):
+    """``(min, max)`` (over ``dim``)."""
+    return MinMaxResult(amin(input, dim if dim is not None else (), keepdim),
+                        amax(input, dim if dim is not None else (), keepdim))
+
+
+def _cumulative_extreme(input, dim, better):
+    v = _array(input)
+    dim = wrap_dim(dim, builtins.max(v.ndim, 1))
+    if v.ndim == 0:
+        return ValuesIndices(input * 1.0 if input.dtype.is_floating_point else input,
+                             wrap(np.zeros((), np.int64)))
+    moved = np.moveaxis(v, dim, -1)
+    idx = np.zeros(moved.shape, np.int64)
+    best = moved[..., 0].copy()
+    for k in range(1, moved.shape[-1]):
+        take_new = better(moved[..., k], best) | np.isnan(moved[..., k])
+        take_new &= ~np.isnan(best)
+        best = np.where(take_new, moved[..., k], best)
+        idx[..., k] = np.where(take_new, k, idx[..., k - 1])
+    idx = np.ascontiguousarray(np.moveaxis(idx, -1, dim))
+    return ValuesIndices(gather(input, dim, idx), wrap(idx))
+
+
+def cummax(input, dim):
+    """``(values, indices)`` of the running maximum along ``dim`` (differentiable values)."""
+    return _cumulative_extreme(input, dim, np.greater_equal)
+
+
+def cummin(input, dim):
+    """``(values, indices)`` of the running minimum along ``dim``."""
+    return _cumulative_extreme(input, dim, np.less_equal)
+
+
+def logcumsumexp(input, dim):
+    """log(cumsum(exp(x))) along ``dim``, shifted by the maximum for stability."""
+    m = amax(input, dim, True).detach()
+    m = ELEMENTWISE["where"](ELEMENTWISE["abs"](m) == np.inf, 0.0, m)
+    return ELEMENTWISE["log"](cumsum(ELEMENTWISE["exp"](input - m), dim)) + m
+
+
+def _kth(input, k, dim, keepdim):
+    """Values and indices of the k-th smallest (0-based) along ``dim``."""
+    dim = wrap_dim(dim, builtins.max(input.ndim, 1))
+    order = everyday_ops.sort_indices(_array(input), dim)
+    if input.ndim == 0:
+        return ValuesIndices(input * 1.0, wrap(np.zeros((), np.int64)))
+    idx = np.take(order, [k], axis=dim)
+    vals = gather(input, dim, idx)
+    if not keepdim:
+        vals, idx = squeeze(vals, dim), np.squeeze(idx, dim)
+    return ValuesIndices(vals, wrap(np.asarray(idx, np.int64)))
+
+
+def kthvalue(input, k, dim=-1, keepdim=False):
+    """``(values, indices)`` of the ``k``-th smallest element (1-based) along ``dim``."""
+    n = input.shape[wrap_dim(dim, input.ndim)] if input.ndim else 1
+    if not 1 <= k <= n:
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {dim}")
+    return _kth(input, k - 1, dim, keepdim)
+
+
+def median(input, dim=None, keepdim=False):
+    """The lower median (of all elements, or ``(values, indices)`` along ``dim``); a NaN
+    makes it NaN, as PyTorch."""
+    if dim is None:
+        flat = reshape(input, -1)
+        n = flat.shape[0]
+        if n == 0:
+            return wrap(np.asarray(np.nan, input.dtype.np))
+        v = _array(flat)
+        if v.dtype.kind == "f" and np.isnan(v).any():
+            return getitem(flat, int(np.flatnonzero(np.isnan(v))[0]))
+        return _kth(flat, (n - 1) // 2, 0, False).values
+    v = _array(input)
+    vals, idx = _kth(input, ((input.shape[wrap_dim(dim, input.ndim)] if input.ndim else 1) - 1) // 2,
+                     dim, keepdim)
+    return ValuesIndices(vals, idx)
+
+
+def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
+    """The ``q``-quantiles (a number or a 1-D tensor) with linear interpolation between order
+    statistics (differentiable)."""
+    if interpolation != "linear":
+        raise NotImplementedError("quantile: only interpolation='linear' is supported")
+    x = reshape(input, -1) if dim is None else input
+    d = 0 if dim is None else wrap_dim(dim, input.ndim)
+    qs = _array(q).astype(np.float64)
+    if np.any((qs < 0) | (qs > 1)):
+        raise RuntimeError("quantile() q values must be in the range [0, 1]")
+    srt = sort(x, d).values
+    n = x.shape[d]
+    outs = []
+    for qq in np.atleast_1d(qs):
+        pos = qq * (n - 1)
+        lo, hi = int(np.floor(pos)), int(np.ceil(pos))
+        a = select_along(srt, d, lo)
+        b = select_along(srt, d, hi)
+        r = a + (b - a) * (pos - lo)
+        outs.append(unsqueeze(r, d) if keepdim else r)
+        if keepdim and dim is None:
+            outs[-1] = reshape(r, (1,) * input.ndim)
+    return outs[0] if np.ndim(qs) == 0 else stack(outs, 0)
+
+
+def select_along(x, dim, k):
+    """``x`` at index ``k`` of ``dim`` (that dim removed)."""
+    return getitem(x, (slice(None),) * dim + (k,))
+
+
+def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
+    """``quantile`` ignoring NaNs (all elements only)."""
+    if dim is not None:
+        raise NotImplementedError("nanquantile: only dim=None is supported")
+    v = _array(input).reshape(-1)
+    return quantile(getitem(reshape(input, -1), ~np.isnan(v)), q, interpolation=interpolation)
+
+
+def nansum(input, dim=None, keepdim=False, *, dtype=None):
+    """The sum with NaNs counted as 0."""
+    return sum(ELEMENTWISE["where"](input != input, 0.0, input), dim, keepdim, dtype)
+
+
+def nanmean(input, dim=None, keepdim=False, *, dtype=None):
+    """The mean of the elements that are not NaN."""
+    keep = input == input
+    count = sum(keep, dim, keepdim)
+    return nansum(input, dim, keepdim, dtype=dtype) / count
+
+
+def var_mean(input, dim=None, *, correction=1, keepdim=False, unbiased=None):
+    """``(var, mean)``."""
+    c = correction if unbiased is None else int(bool(unbiased))
+    return (var(input, dim, keepdim=keepdim, correction=c), mean(input, dim, keepdim))
+
+
+def std_mean(input, dim=None, *, correction=1, keepdim=False, unbiased=None):
+    """``(std, mean)``."""
+    c = correction if unbiased is None else int(bool(unbiased))
+    return (std(input, dim, keepdim=keepdim, correction=c), mean(input, dim, keepdim))
+
+
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
+    """The distinct elements (sorted), with the inverse indices and counts if asked."""
+    if dim is not None:
+        raise NotImplementedError("unique(dim=...) is not supported")
+    vals, inverse, counts = np.unique(_array(input), return_inverse=True, return_counts=True)
+    out = [wrap(vals)]
+    if return_inverse:
+        out.append(wrap(inverse.reshape(tuple(input.shape)).astype(np.int64)))
+    if return_counts:
+        out.append(wrap(counts.astype(np.int64)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def bincount(input, weights=None, minlength=0):
+    """Counts of each non-negative integer (weighted sums with ``weights``)."""
+    v = _array(input)
+    if v.ndim != 1 or v.dtype.kind not in "iu":
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if weights is None:
+        return wrap(np.bincount(v, minlength=minlength).astype(np.int64))
+    n = builtins.max(int(v.max()) + 1 if v.size else 0, minlength)
+    return call("ungather", weights, (n,), 0, v) if isinstance(weights, Tensor) and \
+        weights._tape is not None else wrap(np.bincount(v, _array(weights), minlength))
+
+
+def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
+    """Insertion points of ``values`` in ``sorted_sequence`` (along its last dim)."""
+    s, v = _array(sorted_sequence), _array(values)
+    side = side or ("right" if right else "left")
+    if s.ndim == 1:
+        out = np.searchsorted(s, v, side=side)
+    else:
+        out = np.stack([np.searchsorted(r, q, side=side)
+                        for r, q in zip(s.reshape(-1, s.shape[-1]), v.reshape(-1, v.shape[-1]))])
+        out = out.reshape(v.shape)
+    return wrap(np.asarray(out, np.int32 if out_int32 else np.int64))
+
+
+def bucketize(input, boundaries, *, out_int32=False, right=False):
+    """The bucket of each element among the 1-D ``boundaries``."""
+    out = np.searchsorted(_array(boundaries), _array(input), side="right" if right else "left")
+    return wrap(np.asarray(out, np.int32 if out_int32 else np.int64))
+
+
+def histc(input, bins=100, min=0, max=0):  # noqa: A002
+    """A histogram of ``bins`` equal bins between ``min`` and ``max`` (the data's range when
+    both are 0)."""
+    v = _array(input).astype(np.float64).reshape(-1)
+    lo, hi = (float(v.min()), float(v.max())) if min == 0 and max == 0 and v.size else (min, max)
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    counts, _ = np.histogram(v[(v >= lo) & (v <= hi)], bins=bins, range=(lo, hi))
+    return wrap(counts.astype(input.dtype.np if input.dtype.is_floating_point else np.float64))
+
+
+def signbit(input):
+    """True where the sign bit is set (-0. included)."""
+    return wrap(np.signbit(_array(input)))
+
+
+def heaviside(input, values):
+    """0 below zero, 1 above, ``values`` at zero."""
+    return wrap(np.asarray(np.heaviside(_array(input), _array(values))).astype(input.dtype.np))
+
+
+def copysign(input, other):
+    """``|input|`` with ``other``'s sign (differentiable in ``input``)."""
+    s = np.where(np.signbit(np.broadcast_to(_array(other), np.broadcast_shapes(
+        tuple(input.shape), np.shape(_array(other))))), -1.0, 1.0)
+    return ELEMENTWISE["abs"](input) * wrap(s)
+
+
+def trapezoid(y, x=None, *, dx=None, dim=-1):
+    """The trapezoidal rule along ``dim`` (spacing ``dx``, or sample points ``x``)."""
+    dim = wrap_dim(dim, y.ndim)
+    n = y.shape[dim]
+    lo = select_range(y, dim, 0, n - 1)
+    hi = select_range(y, dim, 1, n)
+    if x is None:
+        return sum(lo + hi, dim) * (0.5 * (1.0 if dx is None else dx))
+    xd = diff(x, dim=-1 if x.ndim == 1 else dim)
+    if x.ndim == 1 and y.ndim > 1:
+        xd = reshape(xd, (n - 1,) + (1,) * (y.ndim - 1 - dim))
+    return sum((lo + hi) * xd, dim) * 0.5
+
+
+def select_range(x, dim, start, stop):
+    """``x[start:stop]`` along ``dim``."""
+    return getitem(x, (slice(None),) * dim + (slice(start, stop),))
+
+
+def tensor_split(input, indices_or_sections, dim=0):
+    """Split into ``n`` nearly equal pieces (the first ones one longer), or at indices."""
+    dim = wrap_dim(dim, input.ndim)
+    n = input.shape[dim]
+    if isinstance(indices_or_sections, (int, np.integer)):
+        k = int(indices_or_sections)
+        sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
+        bounds = np.cumsum([0] + sizes)
+    else:
+        bounds = [0] + [builtins.min(int(i), n) for i in index_value(indices_or_sections)] + [n]
+    return tuple(select_range(input, dim, int(a), builtins.max(int(a), int(b)))
+                 for a, b in zip(bounds[:-1], bounds[1:]))
+
+
 # -- linear algebra ----------------------------------------------------------------------------
 
 SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
@@ -1868,6 +2276,25 @@ METHODS.update({n: _SPECIAL[n] for n in ("lgamma", "digamma", "erfinv", "erfc", 
                polygamma=lambda self, n: special.polygamma_checked(n, self),
                mvlgamma=special.multigammaln)
 METHODS.update({f"{n}_": _inplace_row(METHODS[n]) for n in ("lgamma", "digamma", "erfinv", "logit")})
+_EXTRA = {
+    "atleast_1d": atleast_1d, "atleast_2d": atleast_2d, "atleast_3d": atleast_3d,
+    "hstack": hstack, "vstack": vstack, "row_stack": vstack, "dstack": dstack,
+    "column_stack": column_stack, "fliplr": fliplr, "flipud": flipud, "rot90": rot90,
+    "kron": kron, "tensordot": tensordot, "block_diag": block_diag, "diag_embed": diag_embed,
+    "take_along_dim": take_along_dim, "aminmax": aminmax, "cummax": cummax, "cummin": cummin,
+    "logcumsumexp": logcumsumexp, "kthvalue": kthvalue, "median": median, "quantile": quantile,
+    "nanquantile": nanquantile, "nansum": nansum, "nanmean": nanmean, "var_mean": var_mean,
+    "std_mean": std_mean, "unique": unique, "bincount": bincount, "searchsorted": searchsorted,
+    "bucketize": bucketize, "histc": histc, "signbit": signbit, "heaviside": heaviside,
+    "copysign": copysign, "trapezoid": trapezoid, "trapz": trapezoid,
+    "tensor_split": tensor_split,
+}
+FUNCTIONS.update(_EXTRA)
+METHODS.update({n: _EXTRA[n] for n in (
+    "fliplr", "flipud", "rot90", "kron", "diag_embed", "aminmax", "cummax", "cummin",
+    "logcumsumexp", "kthvalue", "median", "quantile", "nanquantile", "nansum", "nanmean",
+    "unique", "bincount", "histc", "signbit", "heaviside", "copysign", "tensor_split")},
+    take_along_dim=take_along_dim)
 LINALG = {"cross": linalg_cross, "inv": inv, "det": det, "slogdet": slogdet, "solve": solve,
           "norm": linalg_norm, "vector_norm": vector_norm, "matrix_norm": matrix_norm,
           "matmul": matmul, "vecdot": vecdot, "LinAlgError": everyday_ops.LinAlgError}
