@@ -24,8 +24,7 @@ runs everywhere).
   clamps x (1 - x) at float32's 1e-12, the target's is -logit(x); with logits,
   ``(sigmoid(x) - y) * grad``), atan2's
   masked reciprocal, div's ``-grad * ((x / y) / y)``, pow's ``where`` with a constant zero,
-  ``x ** 2`` as ``2 * x ** 1``, ``x ** 0.5`` and ``x ** -0.5`` as PyTorch's sqrt and 1 / sqrt
-  kernels (``(-0.) ** 0.5`` is -0.).
+  ``x ** 2`` as ``2 * x ** 1``.
 """
 import math
 
@@ -308,12 +307,6 @@ def mse_loss_backward_target(L, T):   # mse_loss_backward(grad, t, x) for the ta
     return [h.tolist() for h in L.autograd.grad((gx + gy * T([-0.0, 3.0, 1.0], False)).sum(),
                                                  [x, y])]
 
-
-def pow_half_kernels(L, T):   # a number exponent 0.5 or -0.5 is PyTorch's sqrt or 1 / sqrt,
-    x = T([-0.0, -inf, 4.0])    # also in the rule: 0.5 * x ** -0.5
-    g = _grad(L, (x ** 0.5).sum(), x, create_graph=True)
-    return (x ** 0.5).tolist(), (x ** -0.5).tolist(), g.tolist(), _grad(L, g.sum(), x).tolist()
-
 CASES = {   # the case, and PyTorch's result
     round_flows: (0.0, True, 0.0),
     sign_gives_zeros_like: (0.0, False),
@@ -361,8 +354,6 @@ CASES = {   # the case, and PyTorch's result
                             [0.0, -0.0266541670187177, 0.0]),
     div_fresh_quotient: [0.0, 0.0],
     mse_loss_backward_target: [[nan, -4.0, 0.0], [nan, 4.0, 0.0]],
-    pow_half_kernels: ([-0.0, nan, 2.0], [-inf, nan, 0.5], [-inf, nan, 0.25],
-                       [-inf, -0.0, -0.03125]),
 }
 
 

@@ -34,25 +34,6 @@ HEADER = (
 )
 
 
-def _kernel_pow(expr):
-    """``expr`` with ``a ** b`` written ``tpow(a, b)``: in a rule, ``**`` is PyTorch's pow of a
-    tensor by a number (``sqrt`` for 0.5, ``1 / sqrt`` for -0.5: ``(-0.) ** 0.5`` is -0.)."""
-    import ast
-
-    class Pow(ast.NodeTransformer):
-        def visit_BinOp(self, node):
-            self.generic_visit(node)
-            if isinstance(node.op, ast.Pow):
-                return ast.Call(ast.Name("tpow", ast.Load()), [node.left, node.right], [])
-            return node
-    return expr and ast.unparse(Pow().visit(ast.parse(expr, mode="eval")))
-
-
-# the rows as the Numba kernels compute them
-KOPS = tuple(op._replace(dx=_kernel_pow(op.dx), dy=_kernel_pow(op.dy), dz=_kernel_pow(op.dz))
-             for op in OPS)
-
-
 def _subst(expr: str, **names: str) -> str:
     """Rename the variables x, y, z of a table expression."""
     return re.sub(r"\b([xyz])\b", lambda m: names.get(m.group(1), m.group(1)), expr)
@@ -120,17 +101,6 @@ def kernels_source() -> str:
         "",
         "",
         "@jit",
-        "def tpow(x, y):",
-        '    """PyTorch\'s pow of a tensor by a number: its kernels for 0.5 and -0.5 are sqrt and',
-        '    1 / sqrt ((-0.) ** 0.5 is -0., (-inf) ** 0.5 is nan); other exponents C\'s pow."""',
-        "    if y == 0.5:",
-        "        return sqrt(x)",
-        "    if y == -0.5:",
-        "        return 1.0 / sqrt(x)",
-        "    return x ** y",
-        "",
-        "",
-        "@jit",
         "def sign(x):",
         "    if x > 0.0:",
         "        return 1.0",
@@ -143,13 +113,13 @@ def kernels_source() -> str:
         "def forward(o, x, y, z):",
         '    """The value of elementwise op ``o`` at (x, y, z)."""',
     ]
-    for k, op in enumerate(KOPS):
+    for k, op in enumerate(OPS):
         out.append(f"    {'if' if k == 0 else 'elif'} o == {k}:  # {op.name}")
         out.append(f"        return {op.fwd}")
     out += ["    return math.nan", "", "", "@jit", "def terms(o, g, x, y, z, out):",
             '    """The adjoint terms (g d out/dx, g d out/dy, g d out/dz) of elementwise op ``o``',
             '    (a branch of a partial that is 0.0 masks: its term is 0.0 whatever ``g`` is)."""']
-    for k, op in enumerate(KOPS):
+    for k, op in enumerate(OPS):
         parts = ", ".join(_times("g", f or "0.0") for f in (op.dx, op.dy, op.dz))
         out.append(f"    {'if' if k == 0 else 'elif'} o == {k}:  # {op.name}")
         out.append(f"        return {parts}")
@@ -227,7 +197,7 @@ def _replay_kernels(batch: bool) -> List[str]:
     rev = ["", "", "@jit", f"def reverse{sfx}(op, a, b, V, ADJ, start, stop):",
            '    """Reverse sweep matching ``replay' + sfx + '`` (``ADJ`` shaped like ``V``)."""' + head,
            _reverse_head("ADJ[i, :].any()" if batch else "ADJ[i] != 0.0")]
-    for k, op in enumerate(KOPS):
+    for k, op in enumerate(OPS):
         kw = "if" if k == 0 else "elif"
         fwd.append(f"        {kw} o == {k}:  # {op.name}\n{loop}"
                    + _loads(_used(op.fwd), ind, at) + f"{ind}V[{at('i')}] = {op.fwd}")
@@ -263,13 +233,6 @@ class _Tangent:
         terms = [t for t in terms if t is not None]
         return " + ".join(f"({t})" for t in terms) if terms else None
 
-    def _pow(self, left, right):
-        # the log term only where the exponent moves (x ** c at x < 0 stays finite)
-        L, R = f"({self.src(left)})", f"({self.src(right)})"
-        dl, dr = self.d(left), self.d(right)
-        return self._sum([dl and f"{R} * tpow({L}, {R} - 1.0) * ({dl})",
-                          dr and f"(0.0 if ({dr}) == 0.0 else tpow({L}, {R}) * log({L}) * ({dr}))"])
-
     def d(self, node):
         import ast
         s = self.src
@@ -298,9 +261,9 @@ class _Tangent:
             if kind == "Div":
                 return self._sum([dl and f"({dl}) / {R}", dr and f"-{L} * ({dr}) / ({R} * {R})"])
             if kind == "Pow":
-                return self._pow(node.left, node.right)
-        if isinstance(node, ast.Call) and node.func.id == "tpow":
-            return self._pow(*node.args)
+                # the log term only where the exponent moves (x ** c at x < 0 stays finite)
+                return self._sum([dl and f"{R} * {L} ** ({R} - 1.0) * ({dl})",
+                                  dr and f"(0.0 if ({dr}) == 0.0 else {L} ** {R} * log({L}) * ({dr}))"])
         if isinstance(node, ast.Call) and node.func.id == "max":   # max(a, b): a's or b's
             (a, b), (A, B) = node.args, map(s, node.args)
             da, db = self.d(a), self.d(b)
@@ -330,7 +293,7 @@ def hessian_pairs():
     off the tangents of its partials (``tout`` involves every operand).  The Hessian's
     sparsity pattern is the union, over entries, of D(j) x D(k) (``tapegrad.sparsity``)."""
     out = []
-    for op in KOPS:
+    for op in OPS:
         pairs = set()
         for j, f in enumerate((op.dx, op.dy, op.dz)[:op.arity]):
             d = _tangent(f) if f and f != "0.0" else None
@@ -379,7 +342,7 @@ def multi_kernels() -> List[str]:
            '    leaves the Hessian-vector products H v."""' + head,
            _reverse_head("A[i] != 0.0")]
     ind = " " * 12
-    for k, op in enumerate(KOPS):
+    for k, op in enumerate(OPS):
         kw = "if" if k == 0 else "elif"
         parts = [f for f in (op.dx, op.dy, op.dz)[:op.arity]]
         rows = ("ra", "rb", "rc")[:op.arity]
@@ -439,7 +402,7 @@ def hvp_kernels() -> List[str]:
            _reverse_head("A[i] != 0.0")]
     ind = " " * 12
     trow = {"x": "ra", "y": "rb", "z": "rc", "out": "i"}
-    for k, op in enumerate(KOPS):
+    for k, op in enumerate(OPS):
         kw = "if" if k == 0 else "elif"
         parts = [f for f in (op.dx, op.dy, op.dz)[:op.arity]]
         rows = ("ra", "rb", "rc")[:op.arity]
@@ -937,22 +900,11 @@ def _zeros(g):
 '''
 
 
-POW_HELPERS = '''def pow_array(x, y):
-    """``np.power``, with PyTorch's kernels for the exponents 0.5 and -0.5 (sqrt, 1 / sqrt)."""
-    x = np.asarray(x)
-    if x.dtype.kind == "f" and np.ndim(y) == 0 and float(y) in (0.5, -0.5):
-        r = np.sqrt(x)
-        return r if float(y) == 0.5 else 1.0 / r
-    return np.power(x, y)
-
-'''
-
-
 def forward_source() -> str:
     """The forward of every op on Python floats and on NumPy arrays (the generic path)."""
     out = [HEADER, '"""Forward functions of the op table, on floats and on NumPy arrays."""',
            "import math", "", "import numpy as np", "", "",
-           "erf_array = np.vectorize(math.erf, otypes=[np.float64])", "", "", POW_HELPERS]
+           "erf_array = np.vectorize(math.erf, otypes=[np.float64])", "", ""]
     for k, op in enumerate(OPS):
         out.append(f"def _sf_{op.name}(x, y, z):\n    return {op.fwd}\n\n")
         out.append(f"def _vf_{op.name}(x, y=0.0, z=0.0):\n    return {op.vfwd}\n\n")

@@ -475,7 +475,7 @@ def pow_(tx, ty):
                 y = ty._value
                 if y.__class__ is float:
                     try:
-                        v = x * x if y == 2.0 else (math.sqrt(x) if y == 0.5 else (1.0 / math.sqrt(x) if y == -0.5 else math.pow(x, y)))
+                        v = x * x if y == 2.0 else math.pow(x, y)
                     except (ArithmeticError, ValueError):
                         v = _ieee(4, x, y, 0.0)
                     xt = tx._tape
@@ -522,7 +522,7 @@ def pow_(tx, ty):
             elif cy is float or cy is int:
                 y = ty if cy is float else float(ty)
                 try:
-                    v = x * x if y == 2.0 else (math.sqrt(x) if y == 0.5 else (1.0 / math.sqrt(x) if y == -0.5 else math.pow(x, y)))
+                    v = x * x if y == 2.0 else math.pow(x, y)
                 except (ArithmeticError, ValueError):
                     v = _ieee(4, x, y, 0.0)
                 xt = tx._tape
@@ -571,7 +571,7 @@ def rpow_(ty, tx):
         if y.__class__ is float:
             x = tx if cx is float else float(tx)
             try:
-                v = x * x if y == 2.0 else (math.sqrt(x) if y == 0.5 else (1.0 / math.sqrt(x) if y == -0.5 else math.pow(x, y)))
+                v = x * x if y == 2.0 else math.pow(x, y)
             except (ArithmeticError, ValueError):
                 v = _ieee(4, x, y, 0.0)
             yt = ty._tape

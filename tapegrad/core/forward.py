@@ -10,15 +10,6 @@ import numpy as np
 erf_array = np.vectorize(math.erf, otypes=[np.float64])
 
 
-def pow_array(x, y):
-    """``np.power``, with PyTorch's kernels for the exponents 0.5 and -0.5 (sqrt, 1 / sqrt)."""
-    x = np.asarray(x)
-    if x.dtype.kind == "f" and np.ndim(y) == 0 and float(y) in (0.5, -0.5):
-        r = np.sqrt(x)
-        return r if float(y) == 0.5 else 1.0 / r
-    return np.power(x, y)
-
-
 def _sf_add(x, y, z):
     return x + y
 
@@ -52,11 +43,11 @@ def _vf_div(x, y=0.0, z=0.0):
 
 
 def _sf_pow(x, y, z):
-    return x * x if y == 2.0 else (math.sqrt(x) if y == 0.5 else (1.0 / math.sqrt(x) if y == -0.5 else math.pow(x, y)))
+    return x * x if y == 2.0 else math.pow(x, y)
 
 
 def _vf_pow(x, y=0.0, z=0.0):
-    return pow_array(x, y)
+    return np.power(x, y)
 
 
 def _sf_atan2(x, y, z):
@@ -436,4 +427,4 @@ def _vf_smooth_l1_backward(x, y=0.0, z=0.0):
 
 
 SCALAR_FORWARD = (_sf_add, _sf_sub, _sf_mul, _sf_div, _sf_pow, _sf_atan2, _sf_maximum, _sf_minimum, _sf_neg, _sf_abs, _sf_exp, _sf_log, _sf_log1p, _sf_expm1, _sf_sqrt, _sf_sin, _sf_cos, _sf_tan, _sf_asin, _sf_acos, _sf_atan, _sf_sinh, _sf_cosh, _sf_tanh, _sf_sigmoid, _sf_relu, _sf_erf, _sf_sign, _sf_round, _sf_floor, _sf_ceil, _sf_trunc, _sf_lt, _sf_le, _sf_gt, _sf_ge, _sf_eq, _sf_ne, _sf_clamp, _sf_where, _sf_reciprocal, _sf_clone, _sf_sigmoid_backward, _sf_tanh_backward, _sf_threshold_backward, _sf_leaky_relu_backward, _sf_elu_backward, _sf_gelu_backward, _sf_softplus_backward, _sf_mse_loss_backward, _sf_binary_cross_entropy_backward, _sf_smooth_l1_backward,)
-ARRAY_FORWARD = (np.add, np.subtract, np.multiply, np.true_divide, _vf_pow, np.arctan2, _vf_maximum, _vf_minimum, np.negative, np.abs, np.exp, np.log, np.log1p, np.expm1, np.sqrt, np.sin, np.cos, np.tan, np.arcsin, np.arccos, np.arctan, np.sinh, np.cosh, np.tanh, _vf_sigmoid, _vf_relu, _vf_erf, _vf_sign, np.round, np.floor, np.ceil, np.trunc, np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal, _vf_clamp, _vf_where, np.reciprocal, np.copy, _vf_sigmoid_backward, _vf_tanh_backward, _vf_threshold_backward, _vf_leaky_relu_backward, _vf_elu_backward, _vf_gelu_backward, _vf_softplus_backward, _vf_mse_loss_backward, _vf_binary_cross_entropy_backward, _vf_smooth_l1_backward,)
+ARRAY_FORWARD = (np.add, np.subtract, np.multiply, np.true_divide, np.power, np.arctan2, _vf_maximum, _vf_minimum, np.negative, np.abs, np.exp, np.log, np.log1p, np.expm1, np.sqrt, np.sin, np.cos, np.tan, np.arcsin, np.arccos, np.arctan, np.sinh, np.cosh, np.tanh, _vf_sigmoid, _vf_relu, _vf_erf, _vf_sign, np.round, np.floor, np.ceil, np.trunc, np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal, _vf_clamp, _vf_where, np.reciprocal, np.copy, _vf_sigmoid_backward, _vf_tanh_backward, _vf_threshold_backward, _vf_leaky_relu_backward, _vf_elu_backward, _vf_gelu_backward, _vf_softplus_backward, _vf_mse_loss_backward, _vf_binary_cross_entropy_backward, _vf_smooth_l1_backward,)

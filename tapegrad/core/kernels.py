@@ -26,17 +26,6 @@ NO_GRAD = np.array([False, False, False, False, False, False, False, False, Fals
 
 
 @jit
-def tpow(x, y):
-    """PyTorch's pow of a tensor by a number: its kernels for 0.5 and -0.5 are sqrt and
-    1 / sqrt ((-0.) ** 0.5 is -0., (-inf) ** 0.5 is nan); other exponents C's pow."""
-    if y == 0.5:
-        return sqrt(x)
-    if y == -0.5:
-        return 1.0 / sqrt(x)
-    return x ** y
-
-
-@jit
 def sign(x):
     if x > 0.0:
         return 1.0
@@ -57,7 +46,7 @@ def forward(o, x, y, z):
     elif o == 3:  # div
         return x / y
     elif o == 4:  # pow
-        return x * x if y == 2.0 else (math.sqrt(x) if y == 0.5 else (1.0 / math.sqrt(x) if y == -0.5 else math.pow(x, y)))
+        return x * x if y == 2.0 else math.pow(x, y)
     elif o == 5:  # atan2
         return math.atan2(x, y)
     elif o == 6:  # maximum
@@ -168,7 +157,7 @@ def terms(o, g, x, y, z, out):
     elif o == 3:  # div
         return g * (1.0 / y), g * (-out / y), 0.0
     elif o == 4:  # pow
-        return (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * tpow(x, y - 1.0)))), (g * (0.0 * out)) if x == 0.0 and y >= 0.0 else (g * (out * log(x))), 0.0
+        return (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0)))), (g * (0.0 * out)) if x == 0.0 and y >= 0.0 else (g * (out * log(x))), 0.0
     elif o == 5:  # atan2
         return (g * (0.0 * y)) if x * x + y * y == 0.0 else (g * (y / (x * x + y * y))), (g * (-0.0 * x)) if x * x + y * y == 0.0 else (g * (-x / (x * x + y * y))), 0.0
     elif o == 6:  # maximum
@@ -260,7 +249,7 @@ def terms(o, g, x, y, z, out):
     elif o == 49:  # mse_loss_backward
         return g * (2.0 * (y - z)), g * (2.0 * x), g * (-2.0 * x)
     elif o == 50:  # binary_cross_entropy_backward
-        return g * ((y - z) / ((y + 1e-12) * (1.0 - y + 1e-12))), g * ((y * y - 2.0 * y * z + z) / (tpow(y + 1e-12, 2.0) * tpow(1.0 - y + 1e-12, 2.0)) * x), g * (-x / max((1.0 - y) * y, 1e-12))
+        return g * ((y - z) / ((y + 1e-12) * (1.0 - y + 1e-12))), g * ((y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * x), g * (-x / max((1.0 - y) * y, 1e-12))
     elif o == 51:  # smooth_l1_backward
         return (g * (-1.0)) if y <= -z else ((g) if y >= z else (g * (y / z))), g * (x * (1.0 if y < z and -y < z else 0.0) / z), 0.0
     return 0.0, 0.0, 0.0
@@ -411,7 +400,7 @@ def replay_point(op, a, b, V, stop):
         elif o == 4:  # pow
             x = V[ra]
             y = V[rb]
-            V[i] = x * x if y == 2.0 else (math.sqrt(x) if y == 0.5 else (1.0 / math.sqrt(x) if y == -0.5 else math.pow(x, y)))
+            V[i] = x * x if y == 2.0 else math.pow(x, y)
         elif o == 5:  # atan2
             x = V[ra]
             y = V[rb]
@@ -649,7 +638,7 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
             out = V[i]
             g = ADJ[i]
             if va:
-                ADJ[ra] += (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * tpow(x, y - 1.0))))
+                ADJ[ra] += (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0))))
             if vb:
                 ADJ[rb] += (g * (0.0 * out)) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
         elif o == 5:  # atan2
@@ -891,7 +880,7 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
             if va:
                 ADJ[ra] += g * ((y - z) / ((y + 1e-12) * (1.0 - y + 1e-12)))
             if vb:
-                ADJ[rb] += g * ((y * y - 2.0 * y * z + z) / (tpow(y + 1e-12, 2.0) * tpow(1.0 - y + 1e-12, 2.0)) * x)
+                ADJ[rb] += g * ((y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * x)
             if vc:
                 ADJ[rc] += g * (-x / max((1.0 - y) * y, 1e-12))
         elif o == 51:  # smooth_l1_backward
@@ -952,7 +941,7 @@ def replay_batch(op, a, b, V, stop):
             for k in range(nb):
                 x = V[ra, k]
                 y = V[rb, k]
-                V[i, k] = x * x if y == 2.0 else (math.sqrt(x) if y == 0.5 else (1.0 / math.sqrt(x) if y == -0.5 else math.pow(x, y)))
+                V[i, k] = x * x if y == 2.0 else math.pow(x, y)
         elif o == 5:  # atan2
             for k in range(nb):
                 x = V[ra, k]
@@ -1243,7 +1232,7 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                 out = V[i, k]
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * tpow(x, y - 1.0))))
+                    ADJ[ra, k] += (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0))))
                 if vb:
                     ADJ[rb, k] += (g * (0.0 * out)) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
         elif o == 5:  # atan2
@@ -1531,7 +1520,7 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                 if va:
                     ADJ[ra, k] += g * ((y - z) / ((y + 1e-12) * (1.0 - y + 1e-12)))
                 if vb:
-                    ADJ[rb, k] += g * ((y * y - 2.0 * y * z + z) / (tpow(y + 1e-12, 2.0) * tpow(1.0 - y + 1e-12, 2.0)) * x)
+                    ADJ[rb, k] += g * ((y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * x)
                 if vc:
                     ADJ[rc, k] += g * (-x / max((1.0 - y) * y, 1e-12))
         elif o == 51:  # smooth_l1_backward
@@ -1617,9 +1606,9 @@ def tangent_point(op, a, b, V, T, stop):
             x = V[ra]
             y = V[rb]
             out = V[i]
-            pa = 2.0 * x if y == 2.0 else 0.0 if y == 0.0 else y * tpow(x, y - 1.0)
+            pa = 2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))
             ma = ((False) if (y == 2.0) else (((True) if (y == 0.0) else (False))))
-            pb = 0.0 * out if x == 0.0 and y >= 0.0 else out * log(x)
+            pb = 0.0 * out if (x == 0.0 and y >= 0.0) else out * log(x)
             for k in range(nk):
                 s = 0.0
                 if va and not ma:
@@ -1642,9 +1631,9 @@ def tangent_point(op, a, b, V, T, stop):
         elif o == 6:  # maximum
             x = V[ra]
             y = V[rb]
-            pa = 0.0 if x < y else 0.5 if x == y else 1.0
+            pa = 0.0 if x < y else (0.5 if x == y else 1.0)
             ma = ((True) if (x < y) else (False))
-            pb = 0.0 if y < x else 0.5 if x == y else 1.0
+            pb = 0.0 if y < x else (0.5 if x == y else 1.0)
             mb = ((True) if (y < x) else (False))
             for k in range(nk):
                 s = 0.0
@@ -1656,9 +1645,9 @@ def tangent_point(op, a, b, V, T, stop):
         elif o == 7:  # minimum
             x = V[ra]
             y = V[rb]
-            pa = 0.0 if x > y else 0.5 if x == y else 1.0
+            pa = 0.0 if x > y else (0.5 if x == y else 1.0)
             ma = ((True) if (x > y) else (False))
-            pb = 0.0 if y > x else 0.5 if x == y else 1.0
+            pb = 0.0 if y > x else (0.5 if x == y else 1.0)
             mb = ((True) if (y > x) else (False))
             for k in range(nk):
                 s = 0.0
@@ -1856,11 +1845,11 @@ def tangent_point(op, a, b, V, T, stop):
             x = V[ra]
             y = V[rb]
             z = V[rc]
-            pa = 1.0 if x >= y and x <= z else 0.0
+            pa = 1.0 if (x >= y and x <= z) else 0.0
             ma = ((False) if (x >= y and x <= z) else (True))
-            pb = 1.0 if x < y and y < z else 0.0
+            pb = 1.0 if (x < y and y < z) else 0.0
             mb = ((False) if (x < y and y < z) else (True))
-            pc = 1.0 if x > z or z < y else 0.0
+            pc = 1.0 if (x > z or z < y) else 0.0
             mc = ((False) if (x > z or z < y) else (True))
             for k in range(nk):
                 s = 0.0
@@ -2000,7 +1989,7 @@ def tangent_point(op, a, b, V, T, stop):
             y = V[rb]
             z = V[rc]
             pa = (y - z) / ((y + 1e-12) * (1.0 - y + 1e-12))
-            pb = (y * y - 2.0 * y * z + z) / (tpow(y + 1e-12, 2.0) * tpow(1.0 - y + 1e-12, 2.0)) * x
+            pb = (y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * x
             pc = -x / max((1.0 - y) * y, 1e-12)
             for k in range(nk):
                 s = 0.0
@@ -2015,8 +2004,8 @@ def tangent_point(op, a, b, V, T, stop):
             x = V[ra]
             y = V[rb]
             z = V[rc]
-            pa = -1.0 if y <= -z else 1.0 if y >= z else y / z
-            pb = x * (1.0 if y < z and -y < z else 0.0) / z
+            pa = -1.0 if y <= -z else (1.0 if y >= z else y / z)
+            pb = x * (1.0 if (y < z and -y < z) else 0.0) / z
             for k in range(nk):
                 s = 0.0
                 if va:
@@ -2102,9 +2091,9 @@ def reverse_multi(op, a, b, V, A, start, stop):
             x = V[ra]
             y = V[rb]
             out = V[i]
-            pa = 2.0 * x if y == 2.0 else 0.0 if y == 0.0 else y * tpow(x, y - 1.0)
+            pa = 2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))
             ma = ((False) if (y == 2.0) else (((True) if (y == 0.0) else (False))))
-            pb = 0.0 * out if x == 0.0 and y >= 0.0 else out * log(x)
+            pb = 0.0 * out if (x == 0.0 and y >= 0.0) else out * log(x)
             for k in range(nk):
                 g = A[i, k]
                 if va and not ma:
@@ -2125,9 +2114,9 @@ def reverse_multi(op, a, b, V, A, start, stop):
         elif o == 6:  # maximum
             x = V[ra]
             y = V[rb]
-            pa = 0.0 if x < y else 0.5 if x == y else 1.0
+            pa = 0.0 if x < y else (0.5 if x == y else 1.0)
             ma = ((True) if (x < y) else (False))
-            pb = 0.0 if y < x else 0.5 if x == y else 1.0
+            pb = 0.0 if y < x else (0.5 if x == y else 1.0)
             mb = ((True) if (y < x) else (False))
             for k in range(nk):
                 g = A[i, k]
@@ -2138,9 +2127,9 @@ def reverse_multi(op, a, b, V, A, start, stop):
         elif o == 7:  # minimum
             x = V[ra]
             y = V[rb]
-            pa = 0.0 if x > y else 0.5 if x == y else 1.0
+            pa = 0.0 if x > y else (0.5 if x == y else 1.0)
             ma = ((True) if (x > y) else (False))
-            pb = 0.0 if y > x else 0.5 if x == y else 1.0
+            pb = 0.0 if y > x else (0.5 if x == y else 1.0)
             mb = ((True) if (y > x) else (False))
             for k in range(nk):
                 g = A[i, k]
@@ -2307,11 +2296,11 @@ def reverse_multi(op, a, b, V, A, start, stop):
             x = V[ra]
             y = V[rb]
             z = V[rc]
-            pa = 1.0 if x >= y and x <= z else 0.0
+            pa = 1.0 if (x >= y and x <= z) else 0.0
             ma = ((False) if (x >= y and x <= z) else (True))
-            pb = 1.0 if x < y and y < z else 0.0
+            pb = 1.0 if (x < y and y < z) else 0.0
             mb = ((False) if (x < y and y < z) else (True))
-            pc = 1.0 if x > z or z < y else 0.0
+            pc = 1.0 if (x > z or z < y) else 0.0
             mc = ((False) if (x > z or z < y) else (True))
             for k in range(nk):
                 g = A[i, k]
@@ -2439,7 +2428,7 @@ def reverse_multi(op, a, b, V, A, start, stop):
             y = V[rb]
             z = V[rc]
             pa = (y - z) / ((y + 1e-12) * (1.0 - y + 1e-12))
-            pb = (y * y - 2.0 * y * z + z) / (tpow(y + 1e-12, 2.0) * tpow(1.0 - y + 1e-12, 2.0)) * x
+            pb = (y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * x
             pc = -x / max((1.0 - y) * y, 1e-12)
             for k in range(nk):
                 g = A[i, k]
@@ -2453,8 +2442,8 @@ def reverse_multi(op, a, b, V, A, start, stop):
             x = V[ra]
             y = V[rb]
             z = V[rc]
-            pa = -1.0 if y <= -z else 1.0 if y >= z else y / z
-            pb = x * (1.0 if y < z and -y < z else 0.0) / z
+            pa = -1.0 if y <= -z else (1.0 if y >= z else y / z)
+            pb = x * (1.0 if (y < z and -y < z) else 0.0) / z
             for k in range(nk):
                 g = A[i, k]
                 if va:
@@ -2549,9 +2538,9 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
             x = V[ra]
             y = V[rb]
             out = V[i]
-            pa = 2.0 * x if y == 2.0 else 0.0 if y == 0.0 else y * tpow(x, y - 1.0)
+            pa = 2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))
             ma = ((False) if (y == 2.0) else (((True) if (y == 0.0) else (False))))
-            pb = 0.0 * out if x == 0.0 and y >= 0.0 else out * log(x)
+            pb = 0.0 * out if (x == 0.0 and y >= 0.0) else out * log(x)
             g = A[i]
             for k in range(nk):
                 dg = D[i, k]
@@ -2559,7 +2548,7 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                 ty = T[rb, k]
                 tout = T[i, k]
                 if va and not ma:
-                    D[ra, k] += dg * pa + ((g * (2.0 * tx)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (ty * tpow(x, y - 1.0) + y * ((y - 1.0) * tpow(x, y - 1.0 - 1.0) * tx + (0.0 if ty == 0.0 else tpow(x, y - 1.0) * log(x) * ty))))))
+                    D[ra, k] += dg * pa + ((g * (2.0 * tx)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (ty * x ** (y - 1.0) + y * ((y - 1.0) * x ** (y - 1.0 - 1.0) * tx + (0.0 if ty == 0.0 else x ** (y - 1.0) * log(x) * ty))))))
                 if vb:
                     D[rb, k] += dg * pb + ((g * (0.0 * tout)) if x == 0.0 and y >= 0.0 else (g * (tout * log(x) + out * (1.0 / x * tx))))
         elif o == 5:  # atan2
@@ -2579,9 +2568,9 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
         elif o == 6:  # maximum
             x = V[ra]
             y = V[rb]
-            pa = 0.0 if x < y else 0.5 if x == y else 1.0
+            pa = 0.0 if x < y else (0.5 if x == y else 1.0)
             ma = ((True) if (x < y) else (False))
-            pb = 0.0 if y < x else 0.5 if x == y else 1.0
+            pb = 0.0 if y < x else (0.5 if x == y else 1.0)
             mb = ((True) if (y < x) else (False))
             g = A[i]
             for k in range(nk):
@@ -2593,9 +2582,9 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
         elif o == 7:  # minimum
             x = V[ra]
             y = V[rb]
-            pa = 0.0 if x > y else 0.5 if x == y else 1.0
+            pa = 0.0 if x > y else (0.5 if x == y else 1.0)
             ma = ((True) if (x > y) else (False))
-            pb = 0.0 if y > x else 0.5 if x == y else 1.0
+            pb = 0.0 if y > x else (0.5 if x == y else 1.0)
             mb = ((True) if (y > x) else (False))
             g = A[i]
             for k in range(nk):
@@ -2798,11 +2787,11 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
             x = V[ra]
             y = V[rb]
             z = V[rc]
-            pa = 1.0 if x >= y and x <= z else 0.0
+            pa = 1.0 if (x >= y and x <= z) else 0.0
             ma = ((False) if (x >= y and x <= z) else (True))
-            pb = 1.0 if x < y and y < z else 0.0
+            pb = 1.0 if (x < y and y < z) else 0.0
             mb = ((False) if (x < y and y < z) else (True))
-            pc = 1.0 if x > z or z < y else 0.0
+            pc = 1.0 if (x > z or z < y) else 0.0
             mc = ((False) if (x > z or z < y) else (True))
             g = A[i]
             for k in range(nk):
@@ -2958,7 +2947,7 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
             y = V[rb]
             z = V[rc]
             pa = (y - z) / ((y + 1e-12) * (1.0 - y + 1e-12))
-            pb = (y * y - 2.0 * y * z + z) / (tpow(y + 1e-12, 2.0) * tpow(1.0 - y + 1e-12, 2.0)) * x
+            pb = (y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * x
             pc = -x / max((1.0 - y) * y, 1e-12)
             g = A[i]
             for k in range(nk):
@@ -2969,15 +2958,15 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                 if va:
                     D[ra, k] += dg * pa + (g * ((ty + -tz) / ((y + 1e-12) * (1.0 - y + 1e-12)) + -(y - z) * (ty * (1.0 - y + 1e-12) + (y + 1e-12) * -ty) / ((y + 1e-12) * (1.0 - y + 1e-12) * ((y + 1e-12) * (1.0 - y + 1e-12)))))
                 if vb:
-                    D[rb, k] += dg * pb + (g * (((ty * y + y * ty + -(2.0 * ty * z + 2.0 * y * tz) + tz) / (tpow(y + 1e-12, 2.0) * tpow(1.0 - y + 1e-12, 2.0)) + -(y * y - 2.0 * y * z + z) * (2.0 * tpow(y + 1e-12, 2.0 - 1.0) * ty * tpow(1.0 - y + 1e-12, 2.0) + tpow(y + 1e-12, 2.0) * (2.0 * tpow(1.0 - y + 1e-12, 2.0 - 1.0) * -ty)) / (tpow(y + 1e-12, 2.0) * tpow(1.0 - y + 1e-12, 2.0) * (tpow(y + 1e-12, 2.0) * tpow(1.0 - y + 1e-12, 2.0)))) * x + (y * y - 2.0 * y * z + z) / (tpow(y + 1e-12, 2.0) * tpow(1.0 - y + 1e-12, 2.0)) * tx))
+                    D[rb, k] += dg * pb + (g * (((ty * y + y * ty + -(2.0 * ty * z + 2.0 * y * tz) + tz) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) + -(y * y - 2.0 * y * z + z) * (2.0 * (y + 1e-12) ** (2.0 - 1.0) * ty * (1.0 - y + 1e-12) ** 2.0 + (y + 1e-12) ** 2.0 * (2.0 * (1.0 - y + 1e-12) ** (2.0 - 1.0) * -ty)) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0 * ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0))) * x + (y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * tx))
                 if vc:
                     D[rc, k] += dg * pc + (g * (-tx / max((1.0 - y) * y, 1e-12) + --x * (-ty * y + (1.0 - y) * ty if (1.0 - y) * y >= 1e-12 else 0.0) / (max((1.0 - y) * y, 1e-12) * max((1.0 - y) * y, 1e-12))))
         elif o == 51:  # smooth_l1_backward
             x = V[ra]
             y = V[rb]
             z = V[rc]
-            pa = -1.0 if y <= -z else 1.0 if y >= z else y / z
-            pb = x * (1.0 if y < z and -y < z else 0.0) / z
+            pa = -1.0 if y <= -z else (1.0 if y >= z else y / z)
+            pb = x * (1.0 if (y < z and -y < z) else 0.0) / z
             g = A[i]
             for k in range(nk):
                 dg = D[i, k]
@@ -3066,11 +3055,11 @@ def forward_tangent(op, a, b, V, T, stop):
         elif o == 4:  # pow
             x = V[ra]
             y = V[rb]
-            out = x * x if y == 2.0 else (math.sqrt(x) if y == 0.5 else (1.0 / math.sqrt(x) if y == -0.5 else math.pow(x, y)))
+            out = x * x if y == 2.0 else math.pow(x, y)
             V[i] = out
-            pa = 2.0 * x if y == 2.0 else 0.0 if y == 0.0 else y * tpow(x, y - 1.0)
+            pa = 2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))
             ma = ((False) if (y == 2.0) else (((True) if (y == 0.0) else (False))))
-            pb = 0.0 * out if x == 0.0 and y >= 0.0 else out * log(x)
+            pb = 0.0 * out if (x == 0.0 and y >= 0.0) else out * log(x)
             t = 0.0
             if va and not ma:
                 t += pa * T[ra]
@@ -3095,9 +3084,9 @@ def forward_tangent(op, a, b, V, T, stop):
             y = V[rb]
             out = x if (x >= y or x != x) else y
             V[i] = out
-            pa = 0.0 if x < y else 0.5 if x == y else 1.0
+            pa = 0.0 if x < y else (0.5 if x == y else 1.0)
             ma = ((True) if (x < y) else (False))
-            pb = 0.0 if y < x else 0.5 if x == y else 1.0
+            pb = 0.0 if y < x else (0.5 if x == y else 1.0)
             mb = ((True) if (y < x) else (False))
             t = 0.0
             if va and not ma:
@@ -3110,9 +3099,9 @@ def forward_tangent(op, a, b, V, T, stop):
             y = V[rb]
             out = x if (x <= y or x != x) else y
             V[i] = out
-            pa = 0.0 if x > y else 0.5 if x == y else 1.0
+            pa = 0.0 if x > y else (0.5 if x == y else 1.0)
             ma = ((True) if (x > y) else (False))
-            pb = 0.0 if y > x else 0.5 if x == y else 1.0
+            pb = 0.0 if y > x else (0.5 if x == y else 1.0)
             mb = ((True) if (y > x) else (False))
             t = 0.0
             if va and not ma:
@@ -3370,11 +3359,11 @@ def forward_tangent(op, a, b, V, T, stop):
             z = V[rc]
             out = math.nan if (x != x or y != y or z != z) else (z if (y if x < y else x) > z else (y if x < y else x))
             V[i] = out
-            pa = 1.0 if x >= y and x <= z else 0.0
+            pa = 1.0 if (x >= y and x <= z) else 0.0
             ma = ((False) if (x >= y and x <= z) else (True))
-            pb = 1.0 if x < y and y < z else 0.0
+            pb = 1.0 if (x < y and y < z) else 0.0
             mb = ((False) if (x < y and y < z) else (True))
-            pc = 1.0 if x > z or z < y else 0.0
+            pc = 1.0 if (x > z or z < y) else 0.0
             mc = ((False) if (x > z or z < y) else (True))
             t = 0.0
             if va and not ma:
@@ -3531,7 +3520,7 @@ def forward_tangent(op, a, b, V, T, stop):
             out = x * (y - z) / max((1.0 - y) * y, 9.999999960041972e-13)
             V[i] = out
             pa = (y - z) / ((y + 1e-12) * (1.0 - y + 1e-12))
-            pb = (y * y - 2.0 * y * z + z) / (tpow(y + 1e-12, 2.0) * tpow(1.0 - y + 1e-12, 2.0)) * x
+            pb = (y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * x
             pc = -x / max((1.0 - y) * y, 1e-12)
             t = 0.0
             if va:
@@ -3547,8 +3536,8 @@ def forward_tangent(op, a, b, V, T, stop):
             z = V[rc]
             out = -x if y <= -z else (x if y >= z else y * x / z)
             V[i] = out
-            pa = -1.0 if y <= -z else 1.0 if y >= z else y / z
-            pb = x * (1.0 if y < z and -y < z else 0.0) / z
+            pa = -1.0 if y <= -z else (1.0 if y >= z else y / z)
+            pb = x * (1.0 if (y < z and -y < z) else 0.0) / z
             t = 0.0
             if va:
                 t += pa * T[ra]
@@ -3645,9 +3634,9 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             x = V[ra]
             y = V[rb]
             out = V[i]
-            pa = 2.0 * x if y == 2.0 else 0.0 if y == 0.0 else y * tpow(x, y - 1.0)
+            pa = 2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))
             ma = ((False) if (y == 2.0) else (((True) if (y == 0.0) else (False))))
-            pb = 0.0 * out if x == 0.0 and y >= 0.0 else out * log(x)
+            pb = 0.0 * out if (x == 0.0 and y >= 0.0) else out * log(x)
             g = A[i]
             dg = D[i]
             tx = T[ra]
@@ -3655,7 +3644,7 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             tout = T[i]
             if va and not ma:
                 A[ra] += g * pa
-                D[ra] += dg * pa + ((g * (2.0 * tx)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (ty * tpow(x, y - 1.0) + y * ((y - 1.0) * tpow(x, y - 1.0 - 1.0) * tx + (0.0 if ty == 0.0 else tpow(x, y - 1.0) * log(x) * ty))))))
+                D[ra] += dg * pa + ((g * (2.0 * tx)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (ty * x ** (y - 1.0) + y * ((y - 1.0) * x ** (y - 1.0 - 1.0) * tx + (0.0 if ty == 0.0 else x ** (y - 1.0) * log(x) * ty))))))
             if vb:
                 A[rb] += g * pb
                 D[rb] += dg * pb + ((g * (0.0 * tout)) if x == 0.0 and y >= 0.0 else (g * (tout * log(x) + out * (1.0 / x * tx))))
@@ -3677,9 +3666,9 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
         elif o == 6:  # maximum
             x = V[ra]
             y = V[rb]
-            pa = 0.0 if x < y else 0.5 if x == y else 1.0
+            pa = 0.0 if x < y else (0.5 if x == y else 1.0)
             ma = ((True) if (x < y) else (False))
-            pb = 0.0 if y < x else 0.5 if x == y else 1.0
+            pb = 0.0 if y < x else (0.5 if x == y else 1.0)
             mb = ((True) if (y < x) else (False))
             g = A[i]
             dg = D[i]
@@ -3692,9 +3681,9 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
         elif o == 7:  # minimum
             x = V[ra]
             y = V[rb]
-            pa = 0.0 if x > y else 0.5 if x == y else 1.0
+            pa = 0.0 if x > y else (0.5 if x == y else 1.0)
             ma = ((True) if (x > y) else (False))
-            pb = 0.0 if y > x else 0.5 if x == y else 1.0
+            pb = 0.0 if y > x else (0.5 if x == y else 1.0)
             mb = ((True) if (y > x) else (False))
             g = A[i]
             dg = D[i]
@@ -3898,11 +3887,11 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             x = V[ra]
             y = V[rb]
             z = V[rc]
-            pa = 1.0 if x >= y and x <= z else 0.0
+            pa = 1.0 if (x >= y and x <= z) else 0.0
             ma = ((False) if (x >= y and x <= z) else (True))
-            pb = 1.0 if x < y and y < z else 0.0
+            pb = 1.0 if (x < y and y < z) else 0.0
             mb = ((False) if (x < y and y < z) else (True))
-            pc = 1.0 if x > z or z < y else 0.0
+            pc = 1.0 if (x > z or z < y) else 0.0
             mc = ((False) if (x > z or z < y) else (True))
             g = A[i]
             dg = D[i]
@@ -4068,7 +4057,7 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             y = V[rb]
             z = V[rc]
             pa = (y - z) / ((y + 1e-12) * (1.0 - y + 1e-12))
-            pb = (y * y - 2.0 * y * z + z) / (tpow(y + 1e-12, 2.0) * tpow(1.0 - y + 1e-12, 2.0)) * x
+            pb = (y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * x
             pc = -x / max((1.0 - y) * y, 1e-12)
             g = A[i]
             dg = D[i]
@@ -4080,7 +4069,7 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
                 D[ra] += dg * pa + (g * ((ty + -tz) / ((y + 1e-12) * (1.0 - y + 1e-12)) + -(y - z) * (ty * (1.0 - y + 1e-12) + (y + 1e-12) * -ty) / ((y + 1e-12) * (1.0 - y + 1e-12) * ((y + 1e-12) * (1.0 - y + 1e-12)))))
             if vb:
                 A[rb] += g * pb
-                D[rb] += dg * pb + (g * (((ty * y + y * ty + -(2.0 * ty * z + 2.0 * y * tz) + tz) / (tpow(y + 1e-12, 2.0) * tpow(1.0 - y + 1e-12, 2.0)) + -(y * y - 2.0 * y * z + z) * (2.0 * tpow(y + 1e-12, 2.0 - 1.0) * ty * tpow(1.0 - y + 1e-12, 2.0) + tpow(y + 1e-12, 2.0) * (2.0 * tpow(1.0 - y + 1e-12, 2.0 - 1.0) * -ty)) / (tpow(y + 1e-12, 2.0) * tpow(1.0 - y + 1e-12, 2.0) * (tpow(y + 1e-12, 2.0) * tpow(1.0 - y + 1e-12, 2.0)))) * x + (y * y - 2.0 * y * z + z) / (tpow(y + 1e-12, 2.0) * tpow(1.0 - y + 1e-12, 2.0)) * tx))
+                D[rb] += dg * pb + (g * (((ty * y + y * ty + -(2.0 * ty * z + 2.0 * y * tz) + tz) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) + -(y * y - 2.0 * y * z + z) * (2.0 * (y + 1e-12) ** (2.0 - 1.0) * ty * (1.0 - y + 1e-12) ** 2.0 + (y + 1e-12) ** 2.0 * (2.0 * (1.0 - y + 1e-12) ** (2.0 - 1.0) * -ty)) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0 * ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0))) * x + (y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * tx))
             if vc:
                 A[rc] += g * pc
                 D[rc] += dg * pc + (g * (-tx / max((1.0 - y) * y, 1e-12) + --x * (-ty * y + (1.0 - y) * ty if (1.0 - y) * y >= 1e-12 else 0.0) / (max((1.0 - y) * y, 1e-12) * max((1.0 - y) * y, 1e-12))))
@@ -4088,8 +4077,8 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             x = V[ra]
             y = V[rb]
             z = V[rc]
-            pa = -1.0 if y <= -z else 1.0 if y >= z else y / z
-            pb = x * (1.0 if y < z and -y < z else 0.0) / z
+            pa = -1.0 if y <= -z else (1.0 if y >= z else y / z)
+            pb = x * (1.0 if (y < z and -y < z) else 0.0) / z
             g = A[i]
             dg = D[i]
             tx = T[ra]

@@ -94,10 +94,7 @@ OPS: Tuple[Op, ...] = (
     # d/dx x^y = y x^(y-1) (0 where y == 0, as PyTorch) ; d/dy x^y = x^y log x (0 at x == 0, y >= 0:
     # a computed zero, as PyTorch's, so an infinite gradient gives NaN there)
     # (y == 2 is the common case, x**2: a multiply instead of a call to pow)
-    # (a number exponent of 0.5 or -0.5 is PyTorch's sqrt or 1 / sqrt kernel; in a rule ``**``
-    # is the same pow)
-    Op("pow", 2, "x * x if y == 2.0 else (math.sqrt(x) if y == 0.5 else "
-       "(1.0 / math.sqrt(x) if y == -0.5 else math.pow(x, y)))", "pow_array(x, y)",
+    Op("pow", 2, "x * x if y == 2.0 else math.pow(x, y)", "np.power(x, y)",
        "2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))",
        "0.0 * out if (x == 0.0 and y >= 0.0) else out * log(x)",
        # PyTorch's pow_backward_exponent: grad * where(cond, 0, result * log(x)) (the zero is

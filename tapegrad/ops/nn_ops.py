@@ -338,7 +338,11 @@ def cross_entropy(x, t, weight=None, ignore_index=-100, reduction="mean", label_
     B, denom = _cross_entropy_terms(x, t, weight, ignore_index, label_smoothing)
     z = x - np.max(x, axis=dim, keepdims=True)
     ls = z - np.log(np.sum(np.exp(z), axis=dim, keepdims=True))
-    return reduce(-np.sum(B * ls, axis=dim), reduction, denom)
+    # class targets pick their class's term (PyTorch's nll): a -inf logit elsewhere is no
+    # 0 * -inf = NaN; probabilities multiply every class, as PyTorch's do
+    with np.errstate(invalid="ignore"):
+        terms = B * ls if _soft(x, t) else np.where(B != 0.0, B * ls, 0.0)
+    return reduce(-np.sum(terms, axis=dim), reduction, denom)
 
 
 @cross_entropy.defvjp
@@ -380,4 +384,5 @@ def _(g, ans, x, t, weight=None, ignore_index=-100, reduction="mean"):
     gl = _per_element(g, reduction, float(w.sum()))
     if reduction == "none" and xv.ndim > 1:
         gl = call("unsqueeze", gl, dim)
-    return (gl * wrap(onehot * -np.expand_dims(w, dim)), None, None)
+    # PyTorch scatters -w g into zeros: exactly 0. off the targets, whatever g is
+    return (where(wrap(onehot), gl * wrap(-np.expand_dims(w, dim)), 0.0), None, None)
