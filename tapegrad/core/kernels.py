@@ -26,6 +26,19 @@ NO_GRAD = np.array([False, False, False, False, False, False, False, False, Fals
 
 
 @jit
+def tpow(x, y):
+    """PyTorch's pow of a tensor by a Python number: its kernels for 0.5 and -0.5 are
+    sqrt and 1 / sqrt ((-0.) ** 0.5 is -0.).  Not used by the table's rows yet (their
+    forward cannot tell a number exponent from a 0-d tensor one, which takes C's pow);
+    tg.jit, which can, imports it."""
+    if y == 0.5:
+        return sqrt(x)
+    if y == -0.5:
+        return 1.0 / sqrt(x)
+    return x ** y
+
+
+@jit
 def sign(x):
     if x > 0.0:
         return 1.0
