@@ -264,3 +264,53 @@ def test_clip_grad_norm_matches_torch(norm_type, max_norm):
     assert outs[0][0] == pytest.approx(outs[1][0], rel=1e-13)
     for a, b in zip(outs[0][1], outs[1][1]):
         np.testing.assert_allclose(a, b, rtol=1e-13)
+
+
+
+# -- LBFGS ----------------------------------------------------------------------------------
+
+def test_lbfgs_minimises_a_quadratic():
+    a = np.array([[3.0, 1.0], [1.0, 2.0]])
+    b = np.array([1.0, -1.0])
+    x = tg.tensor([0.0, 0.0], requires_grad=True)
+    opt = optim.LBFGS([x], lr=1, max_iter=50, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        loss = 0.5 * (x @ tg.tensor(a) @ x) - (tg.tensor(b) * x).sum()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    np.testing.assert_allclose(val(x), np.linalg.solve(a, b), rtol=1e-6)
+    with pytest.raises(ValueError, match="parameter groups"):
+        optim.LBFGS([{"params": [x]}, {"params": [tg.tensor(1.0, requires_grad=True)]}])
+
+
+def _bounded_loss(ps):
+    return ((ps[0] * 1.5).sin().sum() + (ps[0] * ps[0]).sum() * 0.3
+            + (ps[1] * ps[1]).sum() * 0.5 + (ps[2] * ps[2] * ps[2]).tanh() + ps[2] * ps[2])
+
+
+@needs_torch
+@pytest.mark.parametrize("kw", [dict(lr=0.5, max_iter=5), dict(lr=1, history_size=3),
+                                dict(lr=1, max_iter=10, line_search_fn="strong_wolfe")],
+                         ids=["fixed-step", "short-history", "strong-wolfe"])
+def test_lbfgs_matches_torch(kw):
+    gps, tps = _params(tg), _params(torch)
+    gopt, topt = optim.LBFGS(gps, **kw), torch.optim.LBFGS(tps, **kw)
+    for step in range(3):
+        losses = []
+        for ps, opt in ((gps, gopt), (tps, topt)):
+            def closure(ps=ps, opt=opt):
+                opt.zero_grad()
+                loss = _bounded_loss(ps)
+                loss.backward()
+                return loss
+            losses.append(float(opt.step(closure).detach()))
+        assert losses[0] == pytest.approx(losses[1], rel=1e-10), f"step {step}"
+        for k, (g, t) in enumerate(zip(gps, tps)):
+            np.testing.assert_allclose(val(g), val(t), rtol=1e-9, atol=1e-11,
+                                       err_msg=f"step {step}, parameter {k}")
+    gs, ts = gopt.state[gps[0]], topt.state[tps[0]]
+    assert (gs["n_iter"], gs["func_evals"]) == (ts["n_iter"], ts["func_evals"])

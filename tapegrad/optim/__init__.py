@@ -24,9 +24,11 @@ import numpy as np
 from ..core.numba_jit import jit
 from ..nn.values import mark_written, write
 from . import lr_scheduler
+from .lbfgs import LBFGS
 from .optimizer import Optimizer, required
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "LBFGS",
+           "lr_scheduler"]
 
 
 class SGD(Optimizer):
