@@ -448,7 +448,7 @@ SAME = {
                              m.cummax(_x(m, [1.0, float("nan"), 2.0]), 0),
                              m.logcumsumexp(_x(m, W), 1)),
     "order_statistics": lambda m: (m.kthvalue(_x(m, W), 2), m.median(_x(m, W)), m.median(_x(m, W), 1),
-                                   m.median(_x(m, W[0])), m.median(_x(m, V)),
+                                   m.median(_x(m, W[0])), m.median(_x(m, V)), m.median(_x(m, V), 1),
                                    m.quantile(_x(m, W), 0.3), m.quantile(_x(m, W), m.tensor([0.25, 0.5]), dim=1),
                                    m.quantile(_x(m, W), 0.5, dim=0, keepdim=True),
                                    m.nanquantile(_x(m, [1.0, float("nan"), 3.0]), 0.5),

@@ -158,7 +158,8 @@ def _index_add_source_grad(g, dim, index, source, alpha):
 
 
 index_add.defvjp(lambda g, ans, x, dim, index, source, alpha=1:
-                 (g, None, None, lambda: _index_add_source_grad(g, dim, _value(index), source, alpha)))
+                 (g, None, None,
+                  lambda: _index_add_source_grad(g, dim, _value(index), source, alpha)))
 
 
 @defop("masked_fill", lambda x, mask, value: "MaskedFillBackward1" if _is_tensor_value(value)
@@ -170,7 +171,8 @@ def masked_fill(x, mask, value):
 # x's gradient: g where the mask is off; a 0-d value's: the sum of g where it is on
 masked_fill.defvjp(lambda g, ans, x, mask, value:
                    (lambda: _where(mask, 0.0, g), None,
-                    lambda: call("sum", _where(mask, g, 0.0)) if isinstance(value, Tensor) else None))
+                    lambda: call("sum", _where(mask, g, 0.0))
+                    if isinstance(value, Tensor) else None))
 
 
 # -- products --------------------------------------------------------------------------------
@@ -197,7 +199,8 @@ def parse_einsum(equation, shapes):
         if len(sub) != len(s):
             raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(sub)}) "
                                f"does not match the number of dimensions ({len(s)}) for operand "
-                               f"{len(out_ins)}" + ("" if "..." in lhs else " and no ellipsis was given"))
+                               f"{len(out_ins)}"
+                               + ("" if "..." in lhs else " and no ellipsis was given"))
         out_ins.append(sub)
     if arrow:
         out = rhs.replace("...", ell)
@@ -250,7 +253,8 @@ def _einsum_grad(g, equation, xs, k):
 
 
 einsum.defvjp(lambda g, ans, equation, *xs:
-              (None,) + tuple((lambda k=k: _einsum_grad(g, equation, xs, k)) for k in range(len(xs))))
+              (None,) + tuple((lambda k=k: _einsum_grad(g, equation, xs, k))
+                              for k in range(len(xs))))
 
 
 @defop("cross", "LinalgCrossBackward0", method=False)

@@ -306,7 +306,8 @@ def rand(*size: SizeArg, dtype: DType = None, device=None, requires_grad: bool =
 def randn(*size: SizeArg, dtype: DType = None, device=None, requires_grad: bool = False,
           generator=None, layout=None, pin_memory: bool = False, out=None, **kw) -> Tensor:
     """Standard normal random values (seeded by ``manual_seed``)."""
-    return _make(_gen(generator).standard_normal(factory_shape(size, kw, "randn")).astype(_float(dtype)),
+    shape = factory_shape(size, kw, "randn")
+    return _make(_gen(generator).standard_normal(shape).astype(_float(dtype)),
                  requires_grad, device)
 
 
@@ -354,7 +355,8 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype: DType = None, dev
                             "for mean and std need a size")
         shape = np.broadcast_shapes(np.shape(m), np.shape(s))
     dt = next((t.dtype.np for t in (mean, std) if isinstance(t, Tensor)), None)
-    v = np.asarray(m + s * _gen(generator).standard_normal(shape)).astype(_np_dtype(dtype, dt or _float(None)))
+    v = np.asarray(m + s * _gen(generator).standard_normal(shape))
+    v = v.astype(_np_dtype(dtype, dt or _float(None)))
     return _make(v, requires_grad)
 
 

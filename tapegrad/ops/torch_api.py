@@ -1277,9 +1277,9 @@ def swapaxes(input, axis0, axis1):
 
 def movedim(input, source, destination):
     """Move dims ``source`` to positions ``destination`` (ints or sequences)."""
-    src = [wrap_dim(d, input.ndim) for d in (source if isinstance(source, (list, tuple)) else [source])]
-    dst = [wrap_dim(d, input.ndim) for d in (destination if isinstance(destination, (list, tuple))
-                                             else [destination])]
+    def dims(d):
+        return [wrap_dim(k, input.ndim) for k in (d if isinstance(d, (list, tuple)) else [d])]
+    src, dst = dims(source), dims(destination)
     order = [d for d in range(input.ndim) if d not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
@@ -1639,7 +1639,8 @@ def tensordot(a, b, dims=2):
     sb = list(letters[a.ndim:a.ndim + b.ndim])
     for i, j in zip(da, db):
         sb[j] = sa[i]
-    out = [c for k, c in enumerate(sa) if k not in da] + [c for k, c in enumerate(sb) if k not in db]
+    out = [c for k, c in enumerate(sa) if k not in da] + \
+        [c for k, c in enumerate(sb) if k not in db]
     return einsum(f"{''.join(sa)},{''.join(sb)}->{''.join(out)}", a, b)
 
 
@@ -1651,7 +1652,8 @@ def block_diag(*tensors):
     rows, at = [], 0
     for m in mats:
         r, c = m.shape
-        pad = [wrap(np.zeros((r, at), m.dtype.np)), m, wrap(np.zeros((r, cols - at - c), m.dtype.np))]
+        pad = [wrap(np.zeros((r, at), m.dtype.np)), m,
+               wrap(np.zeros((r, cols - at - c), m.dtype.np))]
         rows.append(cat(pad, 1))
         at += c
     return cat(rows, 0)
@@ -1733,13 +1735,19 @@ def logcumsumexp(input, dim):
     return ELEMENTWISE["log"](cumsum(ELEMENTWISE["exp"](input - m), dim)) + m
 
 
-def _kth(input, k, dim, keepdim):
-    """Values and indices of the k-th smallest (0-based) along ``dim``."""
+def _kth(input, k, dim, keepdim, nan_wins=False):
+    """Values and indices of the k-th smallest (0-based) along ``dim`` (with ``nan_wins``, a
+    row's first NaN instead where it has one, as PyTorch's median)."""
     dim = wrap_dim(dim, builtins.max(input.ndim, 1))
-    order = everyday_ops.sort_indices(_array(input), dim)
+    v = _array(input)
+    order = everyday_ops.sort_indices(v, dim)
     if input.ndim == 0:
         return ValuesIndices(input * 1.0, wrap(np.zeros((), np.int64)))
     idx = np.take(order, [k], axis=dim)
+    if nan_wins and v.dtype.kind == "f":
+        nans = np.isnan(v)
+        idx = np.where(nans.any(axis=dim, keepdims=True),
+                       np.argmax(nans, axis=dim, keepdims=True), idx)
     vals = gather(input, dim, idx)
     if not keepdim:
         vals, idx = squeeze(vals, dim), np.squeeze(idx, dim)
@@ -1766,9 +1774,8 @@ def median(input, dim=None, keepdim=False):
         if v.dtype.kind == "f" and np.isnan(v).any():
             return getitem(flat, int(np.flatnonzero(np.isnan(v))[0]))
         return _kth(flat, (n - 1) // 2, 0, False).values
-    v = _array(input)
-    vals, idx = _kth(input, ((input.shape[wrap_dim(dim, input.ndim)] if input.ndim else 1) - 1) // 2,
-                     dim, keepdim)
+    n = input.shape[wrap_dim(dim, input.ndim)] if input.ndim else 1
+    vals, idx = _kth(input, (n - 1) // 2, dim, keepdim, nan_wins=True)
     return ValuesIndices(vals, idx)
 
 
@@ -2005,7 +2012,8 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # no
 
 def linalg_norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     """``vector_norm`` or ``matrix_norm`` as ``torch.linalg.norm`` chooses."""
-    if isinstance(ord, str) or (ord is not None and isinstance(dim, (tuple, list)) and len(dim) == 2):
+    matrix_dims = isinstance(dim, (tuple, list)) and len(dim) == 2
+    if isinstance(ord, str) or (ord is not None and matrix_dims):
         return matrix_norm(A, ord if ord is not None else "fro", dim or (-2, -1), keepdim,
                            dtype=dtype)
     if ord is None and dim is None:
@@ -2275,7 +2283,8 @@ METHODS.update({n: _SPECIAL[n] for n in ("lgamma", "digamma", "erfinv", "erfc", 
                                          "xlogy", "sinc", "exp2")},
                polygamma=lambda self, n: special.polygamma_checked(n, self),
                mvlgamma=special.multigammaln)
-METHODS.update({f"{n}_": _inplace_row(METHODS[n]) for n in ("lgamma", "digamma", "erfinv", "logit")})
+METHODS.update({f"{n}_": _inplace_row(METHODS[n])
+                for n in ("lgamma", "digamma", "erfinv", "logit")})
 _EXTRA = {
     "atleast_1d": atleast_1d, "atleast_2d": atleast_2d, "atleast_3d": atleast_3d,
     "hstack": hstack, "vstack": vstack, "row_stack": vstack, "dstack": dstack,
