@@ -1095,3 +1095,36 @@ def test_detect_anomaly_names_the_node_that_returned_nan():
                        "Function 'SqrtBackward0' returned nan values in its 0th output.",
                        "Function 'SqrtBackward0' returned nan values in its 0th output."]
     assert np.allclose(out[3], 2 * np.array([1.0, 2.0]) * np.exp([1.0, 4.0])) and out[4]
+
+
+def node_call_program(L):
+    out = []
+    a, b = leaf(L, 2.0), leaf(L, 3.0)
+    e = (a + b) * b
+    for fn, g in ((e.grad_fn, L.tensor(1.0, dtype=L.float64)),
+                  (a.sin().grad_fn, L.tensor(1.0, dtype=L.float64)),
+                  ((a * 2).grad_fn, L.tensor(1.0, dtype=L.float64))):
+        r = fn(g)
+        out.append([val(t) for t in r] if isinstance(r, tuple) else val(r))
+    x = leaf(L, [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
+    out.append(val(x.sum().grad_fn(L.tensor(1.0, dtype=L.float64))))
+    out.append([val(t) for t in (x @ L.ones(3, 2, dtype=L.float64)).grad_fn(
+        L.ones(2, 2, dtype=L.float64))])
+    out.append(list(e.grad_fn.next_functions[1][0](L.tensor(1.0, dtype=L.float64))))
+    w = leaf(L, [1.0, -1.0, 2.0])
+    y = w * L.tensor([[1.0], [2.0]], dtype=L.float64)      # not reduced to w's shape
+    out.append([val(t) for t in y.grad_fn(L.ones(2, 3, dtype=L.float64))])
+    out.append([val(t) for t in L.where(w > 0, w, w * 2).grad_fn(L.ones(3, dtype=L.float64))])
+    out.append(val(w.clamp(0, 1).grad_fn(L.ones(3, dtype=L.float64))))
+    r = e.grad_fn(L.tensor(1.0, dtype=L.float64))
+    out.append([t.requires_grad for t in r])              # recorded under grad mode
+    with L.no_grad():
+        out.append([t.requires_grad for t in e.grad_fn(L.tensor(1.0, dtype=L.float64))])
+    return out
+
+
+def test_calling_a_node_runs_its_backward():
+    out = compare(node_call_program)
+    assert out[0] == [3.0, 5.0] and out[2] == [2.0, None]
+    assert out[5] == [] and out[6][1] is None and out[7] == [[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]
+    assert out[9:] == [[True, True], [False, False]]

@@ -394,6 +394,41 @@ def _broadcast_source(T, r):
     return None
 
 
+class _NodeCall(GraphAdjoints):
+    """Adjoints of a direct call of a node (``grad_fn(grad)``): saved values as tensors that
+    record under grad mode, as a create_graph walk's, but no walk."""
+
+    create_graph = False
+
+
+def call_node(node, *grads):
+    """``grad_fn(*grad_outputs)``: the gradients the node passes to its operands (None for
+    one without grad; a tensor alone for a node with one operand), recorded when grad mode
+    is on, as PyTorch's (where a node called directly runs its backward formula)."""
+    T, i = node._tape, node._entry
+    if T is None:                     # AccumulateGrad
+        return ()
+    A = TapeArrays(T)
+    adj = _NodeCall(A)
+    grads = [g if isinstance(g, Tensor) or g is None else wrap(g) for g in grads]
+    if A.op[i] < N_ELEMENTWISE:       # (broadcast operands' gradients are not reduced:
+        refs = T._inputs(i)           # PyTorch reduces them when they flow on)
+        out = entry_grads(adj, i, grads[0])
+        slots = node_input_slots(T, i)          # one per edge (next_functions)
+        refs, out = [refs[k] for k in slots], [out[k] for k in slots]
+    else:
+        py = T._py[i]
+        if A.freed[i] and pyop_saves(py):
+            raise RuntimeError(SECOND_BACKWARD)
+        grads = [adj.tensor(i + 1 + k) if g is None else g for k, g in enumerate(grads)]
+        out = pyop_backward(py, grads, adj.saved, [adj.saved(i + 1 + k) for k in range(py.nout)])
+        refs = py.inputs
+    out = [p if r >= 0 and T._entry(r)[0] != CONST and not
+           (T._entry(r)[0] < N_ELEMENTWISE and K.NO_GRAD[T._entry(r)[0]]) else None
+           for r, p in zip(refs, out)]     # constants and comparisons get None
+    return out[0] if len(out) == 1 else tuple(out)
+
+
 def run_node(adj, s, state, changed):
     """Elementwise entry ``s`` in Python (not in the Numba sweep): for its node's hooks
     (``grad_fn.register_prehook``/``register_hook``, which see and may replace the gradients

@@ -8,7 +8,8 @@ import numpy as np
 
 from ..core.tape import Tape
 from ..core.tensor import Tensor, extend, wrap
-from .engine import accumulate, grad_value, hooked, run_backward
+from ..core.graph import Node
+from .engine import accumulate, call_node, grad_value, hooked, run_backward
 from .graph import run_callbacks
 
 
@@ -150,4 +151,5 @@ def _tape_gradient(self, y, sources, gradient=None, retain_graph: Optional[bool]
 
 
 extend(Tensor, {"backward": _tensor_backward})
+extend(Node, {"__call__": call_node})      # grad_fn(grad): one node's backward, as PyTorch
 extend(Tape, {"backward": _tape_backward, "gradient": _tape_gradient})
