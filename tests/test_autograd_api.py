@@ -196,7 +196,8 @@ def saved_values(L):
     x = leaf(L, [1.0, 2.0])
     c = L.tensor([3.0, 4.0])
     out = []
-    for y in (x * c, c * x, x ** 2, x ** c, x.exp(), x.sin(), x.tanh(), L.atan2(x, c),
+    for y in (x * c, c * x, x / c, c / x, x ** 2, x ** c, x.exp(), x.sin(), x.tanh(),
+              L.atan2(x, c),
               x.sqrt(), x.sigmoid(), x.clamp(0.0, 1.5), L.where(x > 1, x, c)):
         fn = y.grad_fn
         for name in ("_saved_self", "_saved_other", "_saved_result", "_saved_exponent",

@@ -51,6 +51,9 @@ _local = _Local()
 _SLOT_NAMES = {"pow": ("self", "exponent"), "clamp": ("self", "min", "max"),
                "where": ("condition", "self", "other")}
 _NUMBER_PARAMS = {"pow", "clamp"}   # a Python number there is saved as a number
+# where a row's rule reads other values than PyTorch's formula (div's uses its result where
+# PyTorch's uses self), the values PyTorch saves, so that the names and packs match
+_PYTORCH_SAVES = {"div": ("x", "y")}
 
 
 def _mentions(expr, var):
@@ -71,7 +74,9 @@ def saved_slots(T, i):
     op = optable.OPS[code]
     refs = T._inputs(i)
     names = _SLOT_NAMES.get(op.name, ("self", "other", "third"))
-    flags = (SAVES_X[code], SAVES_Y[code], SAVES_Z[code])
+    saves = _PYTORCH_SAVES.get(op.name)
+    flags = (SAVES_X[code], SAVES_Y[code], SAVES_Z[code]) if saves is None else \
+        tuple(v in saves for v in "xyz")
     partials = (op.dx, op.dy, op.dz)
     grads = [r >= 0 and T._entry(r)[0] != CONST for r in refs]   # operands that need grad
     slots = []
@@ -82,7 +87,8 @@ def saved_slots(T, i):
             slots.append((names[k], r if needed else None))
     slots.sort(key=lambda slot: slot[0])   # PyTorch's order: inputs by name, then the result
     tensors = [r >= 0 or r in T._tensor_consts for r in refs]   # not Python numbers
-    if SAVES_OUT[code] and any(t and _mentions(p, "out") for t, p in zip(tensors, partials)):
+    if (SAVES_OUT[code] if saves is None else "out" in saves) and \
+            any(t and _mentions(p, "out") for t, p in zip(tensors, partials)):
         slots.append(("result", "out"))
     return slots
 
