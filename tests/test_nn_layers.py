@@ -625,11 +625,15 @@ def test_parameter_dict_and_adaptive_pool_match_torch():
     assert list(ours.keys()) == list(theirs.keys()) == ["a", "b"]      # a dict: sorted
     assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
     assert "a" in ours and len(ours) == 2
-    for size, shape in (((1, 1), (2, 3, 4, 6)), (2, (3, 4, 6)), ((None, 3), (1, 2, 4, 6))):
-        run_both(nn.AdaptiveAvgPool2d(size), torch.nn.AdaptiveAvgPool2d(size),
-                 RNG.normal(size=shape), node=False)
-    with pytest.raises(NotImplementedError):
-        nn.AdaptiveAvgPool2d(4)(tg.ones(1, 1, 5, 5))
+    for size, shape in (((1, 1), (2, 3, 4, 6)), (2, (3, 4, 6)), ((None, 3), (1, 2, 4, 6)),
+                        (4, (1, 2, 5, 7)), ((3, 2), (2, 2, 7, 5))):
+        for cls in ("AdaptiveAvgPool2d", "AdaptiveMaxPool2d"):
+            ours, theirs = getattr(nn, cls)(size), getattr(torch.nn, cls)(size)
+            assert repr(ours) == repr(theirs)
+            run_both(ours, theirs, RNG.normal(size=shape), node=False)
+    for cls in ("AdaptiveAvgPool1d", "AdaptiveMaxPool1d"):
+        run_both(getattr(nn, cls)(3), getattr(torch.nn, cls)(3), RNG.normal(size=(2, 3, 7)),
+                 node=False)
 
 
 def types_ns(nn_mod, lib):

@@ -29,6 +29,7 @@ from .modules import (CELU, GLU, SELU, CosineEmbeddingLoss, CosineSimilarity, Ga
 from .modules import (ConvTranspose1d, ConvTranspose2d, GroupNorm, InstanceNorm1d,
                       InstanceNorm2d, PixelShuffle, PixelUnshuffle, Upsample,
                       UpsamplingBilinear2d, UpsamplingNearest2d)
+from .modules import AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 
 __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleList",
@@ -46,4 +47,5 @@ __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleLis
            "MarginRankingLoss", "HingeEmbeddingLoss", "CosineEmbeddingLoss", "PoissonNLLLoss",
            "GaussianNLLLoss", "TripletMarginLoss", "ConvTranspose1d", "ConvTranspose2d",
            "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "Upsample", "UpsamplingNearest2d",
-           "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle"]
+           "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle", "AdaptiveAvgPool1d",
+           "AdaptiveMaxPool1d", "AdaptiveMaxPool2d"]

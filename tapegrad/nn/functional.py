@@ -32,7 +32,8 @@ __all__ = ["relu", "tanh", "sigmoid", "leaky_relu", "softplus", "gelu", "silu", 
            "poisson_nll_loss", "gaussian_nll_loss", "hinge_embedding_loss",
            "cosine_embedding_loss", "triplet_margin_loss", "conv_transpose1d",
            "conv_transpose2d", "group_norm", "instance_norm", "interpolate", "pixel_shuffle",
-           "pixel_unshuffle"]
+           "pixel_unshuffle", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+           "adaptive_max_pool1d", "adaptive_max_pool2d"]
 
 
 # -- activations -----------------------------------------------------------------------
@@ -882,3 +883,56 @@ def pixel_unshuffle(input, downscale_factor):
     k = len(lead)
     y = y.permute(tuple(range(k)) + (k, k + 2, k + 4, k + 1, k + 3))
     return y.reshape(tuple(lead) + (c * r * r, h // r, w // r))
+
+
+
+# -- adaptive pooling -----------------------------------------------------------------------
+def _adaptive(input, output_size, nd, reduce_name):
+    """PyTorch's adaptive windows, ``[floor(i n / o), ceil((i + 1) n / o))`` per dimension,
+    reduced one dimension at a time (means and maxima are separable over a box).  Sizes that
+    divide the input use ``avg_pool2d`` / ``max_pool2d`` (``AvgPool2DBackward0``...)."""
+    shape = tuple(_val(input).shape)
+    if len(shape) not in (nd + 1, nd + 2):
+        raise ValueError(f"adaptive_{reduce_name}_pool{nd}d(): Expected {nd + 1}D or {nd + 2}D "
+                         f"tensor, but got {list(shape)}")
+    spatial = shape[-nd:]
+    out = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * nd
+    out = tuple(n if o is None else int(o) for o, n in zip(out, spatial))
+    if nd == 2 and all(n % o == 0 for n, o in zip(spatial, out)):
+        k = tuple(n // o for n, o in zip(spatial, out))
+        return (avg_pool2d if reduce_name == "avg" else max_pool2d)(input, k, k)
+    y = input
+    for k, (n, o) in enumerate(zip(spatial, out)):
+        axis = len(shape) - nd + k
+        parts = []
+        for i in range(o):
+            lo, hi = (i * n) // o, -((-(i + 1) * n) // o)
+            piece = _api.index_select(y, axis, np.arange(lo, hi))
+            parts.append(piece.mean(axis, keepdim=True) if reduce_name == "avg"
+                         else piece.amax(axis, keepdim=True))
+        y = _api.cat(parts, axis)
+    return y
+
+
+def adaptive_avg_pool1d(input, output_size):
+    """The mean of each of ``output_size`` adaptive windows along the last dim."""
+    return _adaptive(input, output_size, 1, "avg")
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """The mean of each window of an ``output_size`` grid of adaptive windows."""
+    return _adaptive(input, output_size, 2, "avg")
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    """The maximum of each of ``output_size`` adaptive windows along the last dim."""
+    if return_indices:
+        raise NotImplementedError("adaptive_max_pool1d: return_indices is not supported")
+    return _adaptive(input, output_size, 1, "max")
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """The maximum of each window of an ``output_size`` grid of adaptive windows."""
+    if return_indices:
+        raise NotImplementedError("adaptive_max_pool2d: return_indices is not supported")
+    return _adaptive(input, output_size, 2, "max")

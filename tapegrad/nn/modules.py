@@ -1579,28 +1579,40 @@ class AvgPool2d(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class AdaptiveAvgPool2d(Module):
-    """Mean over an ``output_size`` grid of windows: PyTorch's windows, for output sizes that
-    divide the input's (the windows are then equal: ``avg_pool2d`` with kernel and stride
-    ``input // output``, node ``AvgPool2DBackward0``; PyTorch's is
-    ``AdaptiveAvgPool2DBackward0``); other sizes raise ``NotImplementedError``."""
+class _AdaptivePool(Module):
+    _fn = None
 
-    def __init__(self, output_size):
+    def __init__(self, output_size, return_indices=False):
         super().__init__()
         self.output_size = output_size
+        if return_indices:
+            self.return_indices = return_indices
 
     def forward(self, input):
-        hw = tuple(input.shape[-2:])
-        out = _ntuple(self.output_size, 2)
-        out = tuple(n if o is None else o for o, n in zip(out, hw))
-        if any(n % o for n, o in zip(hw, out)):
-            raise NotImplementedError(f"AdaptiveAvgPool2d: output size {out} does not divide "
-                                      f"the input size {hw}")
-        k = tuple(n // o for n, o in zip(hw, out))
-        return F.avg_pool2d(input, k, k)
+        return type(self)._fn(input, self.output_size)
 
     def extra_repr(self):
         return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(_AdaptivePool):
+    """Means over ``output_size`` adaptive windows (PyTorch's windows)."""
+    _fn = staticmethod(F.adaptive_avg_pool1d)
+
+
+class AdaptiveAvgPool2d(_AdaptivePool):
+    """Means over an ``output_size`` grid of adaptive windows (PyTorch's windows)."""
+    _fn = staticmethod(F.adaptive_avg_pool2d)
+
+
+class AdaptiveMaxPool1d(_AdaptivePool):
+    """Maxima over ``output_size`` adaptive windows."""
+    _fn = staticmethod(F.adaptive_max_pool1d)
+
+
+class AdaptiveMaxPool2d(_AdaptivePool):
+    """Maxima over an ``output_size`` grid of adaptive windows."""
+    _fn = staticmethod(F.adaptive_max_pool2d)
 
 
 class _DropoutNd(Dropout):
