@@ -804,19 +804,21 @@ def variable_program(L):
     t = L.tensor([1.0, 1.0])
     u = V(t)
     u.add_(1)                      # shares t's memory
-    try:
-        V([1.0])
-        err = None
-    except TypeError as e:
-        err = str(e)
+    errors = []
+    for args, kwargs in ((([1.0],), {}), ((L.tensor([1, 2]),), {"requires_grad": True})):
+        try:
+            V(*args, **kwargs)
+        except (TypeError, RuntimeError) as e:
+            errors.append(str(e))
     return [v.is_leaf, v.requires_grad, v is y, isinstance(w, V), isinstance(3, V),
-            w.requires_grad, val(w.grad), val(t), err]
+            w.requires_grad, val(w.grad), val(t), errors, list(V().shape)]
 
 
 def test_variable():
     assert compare(variable_program) == [
         True, False, False, True, False, True, [2.0, 4.0], [2.0, 2.0],
-        "Variable data has to be a tensor, but got list"]
+        ["Variable data has to be a tensor, but got list",
+         "Only Tensors of floating point and complex dtype can require gradients"], [0]]
 
 
 def hook_order_program(L):

@@ -33,4 +33,7 @@ class Variable(metaclass=_VariableMeta):
         if not isinstance(data, Tensor):
             raise TypeError("Variable data has to be a tensor, but got "
                             f"{type(data).__name__}")
+        if requires_grad and not data.dtype.is_floating_point:
+            raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                               "gradients")
         return wrap(data._value, requires_grad=bool(requires_grad))
