@@ -1138,3 +1138,32 @@ def test_calling_a_node_runs_its_backward():
     assert out[0] == [3.0, 5.0] and out[2] == [2.0, None]
     assert out[5] == [] and out[6][1] is None and out[7] == [[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]
     assert out[9:] == [[True, True], [False, False]]
+
+
+def optimizer_in_backward_program(L):
+    # PyTorch's tutorial "fuse the optimizer step into the backward pass"
+    model = L.nn.Sequential(L.nn.Linear(4, 8), L.nn.ReLU(), L.nn.Linear(8, 1))
+    with L.no_grad():
+        for k, p in enumerate(model.parameters()):
+            p.copy_(L.linspace(-1, 1, p.numel()).reshape(p.shape) * (k + 1) / 3)
+    optimizer_dict = {p: L.optim.Adam([p], lr=0.01) for p in model.parameters()}
+
+    def optimizer_hook(parameter):
+        optimizer_dict[parameter].step()
+        optimizer_dict[parameter].zero_grad()
+
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(optimizer_hook)
+    x = L.linspace(-2, 2, 12).reshape(3, 4)
+    out = []
+    for _ in range(3):
+        loss = model(x).pow(2).sum()
+        loss.backward()
+        out.append([round(loss.item(), 4), all(p.grad is None for p in model.parameters())])
+    out.append([round(v, 4) for v in model[0].weight.flatten().tolist()[:4]])
+    return out
+
+
+def test_optimizer_step_in_a_post_accumulate_grad_hook():
+    out = compare(optimizer_in_backward_program)
+    assert [o[1] for o in out[:3]] == [True] * 3 and out[0][0] > out[1][0] > out[2][0]
