@@ -58,6 +58,8 @@ def test_no_pickle_anywhere(tmp_path):
         assert sorted(z.namelist()) == ["__tapegrad_save__.npy", "a0.npy"]
     with pytest.raises(TypeError, match="cannot save"):
         tg.save({"f": lambda x: x}, tmp_path / "bad.pt")
+    with pytest.raises(TypeError, match=r"save its state_dict\(\)"):
+        tg.save(nn.Linear(2, 2), tmp_path / "model.pt")
     with pytest.raises(TypeError, match="dtype object"):
         tg.save(np.array([object()]), tmp_path / "bad.pt")
     # an object array in a file is refused (NumPy's allow_pickle=False), not unpickled

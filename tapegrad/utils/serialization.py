@@ -50,8 +50,13 @@ def _encode(obj, arrays):
         kind = ("ordered" if isinstance(obj, OrderedDict) else
                 "counter" if isinstance(obj, Counter) else "dict")
         return {"t": kind, "v": [[_encode(k, arrays), _encode(v, arrays)] for k, v in obj.items()]}
+    hint = ""
+    if hasattr(obj, "state_dict") and callable(obj.state_dict):   # a Module or an optimizer
+        hint = (f"; save its state_dict() and load that into a new {type(obj).__name__} "
+                "(tg.save keeps no code, so a whole object cannot be rebuilt from the file)")
     raise TypeError(f"tg.save: cannot save an object of type {type(obj).__name__} (tensors, "
-                    "NumPy arrays, numbers, strings, None, and lists, tuples and dicts of them)")
+                    "NumPy arrays, numbers, strings, None, and lists, tuples and dicts of them)"
+                    + hint)
 
 
 def _decode(node, arrays):
