@@ -702,6 +702,16 @@ NN_CASES.update({
                              {"node": False}),
                             (lambda F, T, x: F.adaptive_max_pool2d(x, 1), [_CX],
                              {"node": False})],
+    "scaled_dot_product_attention": [
+        (lambda F, T, q, k, v: F.scaled_dot_product_attention(q, k, v), [_X3, _X3[::-1].copy(),
+                                                                         _X3 * 0.5],
+         {"node": False}),
+        (lambda F, T, q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                              scale=0.3),
+         [_X3, _X3[:, ::-1].copy(), _X3 * 0.5], {"node": False}),
+        (lambda F, T, q, k, v: F.scaled_dot_product_attention(
+            q, k, v, attn_mask=T(np.array([[True, False, True]] * 3))),
+         [_X3[..., :3], _X3[..., :3] * 2, _X3[..., 1:]], {"node": False})],
     "triplet_margin_loss": [(lambda F, T, a, p, n: F.triplet_margin_loss(a, p, n, swap=True),
                              [_N4, _N4[::-1].copy(), _N4[:, ::-1].copy()], {"node": False})],
     "avg_pool2d": [(lambda F, T, x: F.avg_pool2d(x, 2, padding=1, count_include_pad=False),

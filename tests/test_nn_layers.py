@@ -843,3 +843,77 @@ def test_group_instance_norm_and_resampling_match_torch(make, shape):
     ours.eval()
     theirs.eval()
     run_both(ours, theirs, RNG.normal(size=shape), node=False)
+
+
+# -- attention ------------------------------------------------------------------------------
+
+def _attention_run(ours, theirs, arrays, masks, **kw):
+    gs = [tg.tensor(a, requires_grad=True) for a in arrays]
+    ts = [torch.tensor(a, requires_grad=True) for a in arrays]
+    a = ours(*gs, **{k: tg.tensor(v) for k, v in masks.items()}, **kw)
+    b = theirs(*ts, **{k: torch.tensor(v) for k, v in masks.items()}, **kw)
+    a, b = (a if isinstance(a, tuple) else (a,)), (b if isinstance(b, tuple) else (b,))
+    weights = []
+    for u, v in zip(a, b):
+        if v is None:
+            assert u is None
+            continue
+        np.testing.assert_allclose(val(u), val(v), rtol=1e-11, atol=1e-13)
+        weights.append(np.cos(np.arange(v.numel())).reshape(tuple(v.shape)))
+    sum((u * tg.tensor(w)).sum() for u, w in zip([x for x in a if x is not None], weights)) \
+        .backward()
+    sum((v * torch.tensor(w)).sum() for v, w in zip([x for x in b if x is not None], weights)) \
+        .backward()
+    for g, t in zip(gs, ts):
+        np.testing.assert_allclose(val(g.grad), val(t.grad), rtol=1e-10, atol=1e-12)
+    for (n, p), q in zip(ours.named_parameters(), theirs.parameters()):
+        np.testing.assert_allclose(val(p.grad), val(q.grad), rtol=1e-10, atol=1e-12, err_msg=n)
+
+
+@needs_torch
+@pytest.mark.parametrize("kw,masks,batch_first", [
+    ({}, {}, False),
+    ({"average_attn_weights": False}, {"key_padding_mask": np.array([[False, False, True, False],
+                                                                     [False, True, False, False]])},
+     True),
+    ({"need_weights": False}, {"attn_mask": np.triu(np.ones((3, 4), bool), 1)}, False),
+    ({}, {"attn_mask": RNG.normal(size=(3, 4))}, False),
+], ids=["plain", "padding-mask", "bool-mask", "float-mask"])
+def test_multihead_attention_matches_torch(kw, masks, batch_first):
+    ours, theirs = nn.MultiheadAttention(6, 2, batch_first=batch_first), \
+        torch.nn.MultiheadAttention(6, 2, batch_first=batch_first)
+    same_weights(ours, theirs)
+    assert repr(ours) == repr(theirs)
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+    q = RNG.normal(size=(2, 3, 6) if batch_first else (3, 2, 6))
+    k = RNG.normal(size=(2, 4, 6) if batch_first else (4, 2, 6))
+    v = RNG.normal(size=k.shape)
+    _attention_run(ours, theirs, [q, k, v], masks, **kw)
+
+
+@needs_torch
+@pytest.mark.parametrize("kw", [{}, {"norm_first": True, "activation": "gelu",
+                                     "batch_first": True}])
+def test_transformer_encoder_matches_torch(kw):
+    def build(m):
+        layer = m.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, **kw)
+        return m.TransformerEncoder(layer, 2, norm=m.LayerNorm(8), enable_nested_tensor=False)
+
+    ours, theirs = same_weights(build(nn), build(torch.nn))
+    assert repr(ours) == repr(theirs)
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+    src = RNG.normal(size=(3, 5, 8))
+    # batch_first: 3 sequences of 5 steps, the last two steps of each padded
+    masks = {"src_key_padding_mask": np.array([[False] * 3 + [True] * 2] * 3)} if kw else {}
+    _attention_run(ours, theirs, [src], masks)
+    ours.eval()
+    theirs.eval()
+    with torch.no_grad():
+        np.testing.assert_allclose(val(ours(tg.tensor(src))), val(theirs(torch.tensor(src))),
+                                   rtol=1e-11, atol=1e-12)
+
+
+def test_module_list_repr_collapses_repeats():
+    m = nn.ModuleList([nn.Linear(2, 2) for _ in range(3)] + [nn.ReLU(), nn.ReLU()])
+    assert repr(m) == ("ModuleList(\n  (0-2): 3 x Linear(in_features=2, out_features=2, "
+                       "bias=True)\n  (3-4): 2 x ReLU()\n)")

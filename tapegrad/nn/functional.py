@@ -33,7 +33,7 @@ __all__ = ["relu", "tanh", "sigmoid", "leaky_relu", "softplus", "gelu", "silu", 
            "cosine_embedding_loss", "triplet_margin_loss", "conv_transpose1d",
            "conv_transpose2d", "group_norm", "instance_norm", "interpolate", "pixel_shuffle",
            "pixel_unshuffle", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
-           "adaptive_max_pool1d", "adaptive_max_pool2d"]
+           "adaptive_max_pool1d", "adaptive_max_pool2d", "scaled_dot_product_attention"]
 
 
 # -- activations -----------------------------------------------------------------------
@@ -936,3 +936,30 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     if return_indices:
         raise NotImplementedError("adaptive_max_pool2d: return_indices is not supported")
     return _adaptive(input, output_size, 2, "max")
+
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    """``softmax(q k^T * scale + mask) v`` over the last two dims (``scale`` defaults to
+    ``1 / sqrt(d)``); a boolean ``attn_mask`` marks the pairs that take part (True), a float
+    one is added; ``is_causal`` keeps the lower triangle."""
+    q, k = _val(query), _val(key)
+    L, S = q.shape[-2], k.shape[-2]
+    sc = 1.0 / np.sqrt(q.shape[-1]) if scale is None else float(scale)
+    scores = (query @ key.transpose(-2, -1)) * sc
+    if is_causal:
+        if attn_mask is not None:
+            raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be "
+                               "set when is_causal=True")
+        attn_mask = np.tril(np.ones((L, S), bool))
+    if attn_mask is not None:
+        m = _val(attn_mask)
+        if m.dtype == np.bool_:
+            scores = scores + wrap(np.where(m, 0.0, -np.inf).astype(q.dtype))
+        else:
+            scores = scores + attn_mask
+    weights = softmax(scores, -1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p)
+    return weights @ value

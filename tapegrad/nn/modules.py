@@ -712,6 +712,21 @@ class ModuleList(_NumberedModules):
         if modules is not None:
             self.extend(modules)
 
+    def __repr__(self):
+        """PyTorch's: runs of equal modules print once, as ``(0-2): 3 x Linear(...)``."""
+        reprs = [repr(m) for m in self]
+        if not reprs:
+            return self._get_name() + "()"
+        blocks = []                                 # [start, end, repr]
+        for i, r in enumerate(reprs):
+            if blocks and blocks[-1][2] == r:
+                blocks[-1][1] = i
+            else:
+                blocks.append([i, i, r])
+        lines = [_addindent(f"({a}): {r}" if a == b else f"({a}-{b}): {b - a + 1} x {r}", 2)
+                 for a, b, r in blocks]
+        return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
+
     def __getitem__(self, idx):
         mods = list(self._modules.values())
         if isinstance(idx, slice):

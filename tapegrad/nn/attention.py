@@ -1,0 +1,190 @@
+"""Attention layers (PyTorch's ``nn.MultiheadAttention``, ``nn.TransformerEncoderLayer``,
+``nn.TransformerEncoder``), composed of recorded ops (``linear``, ``matmul``, ``softmax``),
+with PyTorch's parameter names, order, initialisation and equations
+(``torch.nn.functional.multi_head_attention_forward``)."""
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+
+from ..core.tensor import Tensor, wrap
+from . import functional as F
+from . import init
+from .modules import Dropout, LayerNorm, Linear, Module, ModuleList, Parameter
+
+__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
+           "NonDynamicallyQuantizableLinear"]
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """A ``Linear`` (PyTorch's name for the output projection of attention)."""
+
+
+def _additive_mask(mask, like):
+    """A boolean mask (True: not allowed) as 0 / -inf; a float mask as it is."""
+    m = np.asarray(mask._value if isinstance(mask, Tensor) else mask)
+    if m.dtype == np.bool_:
+        return wrap(np.where(m, -np.inf, 0.0).astype(np.asarray(like._value).dtype))
+    return mask if isinstance(mask, Tensor) else wrap(m)
+
+
+class MultiheadAttention(Module):
+    """Attention over ``num_heads`` heads of ``embed_dim / num_heads``: the inputs projected
+    by ``in_proj_weight`` (3 E, E) and ``in_proj_bias``, ``softmax(q k^T / sqrt(d)) v`` per
+    head, then ``out_proj``.  Returns the output and (``need_weights``) the attention weights,
+    averaged over the heads unless ``average_attn_weights=False``."""
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
+                 add_zero_attn=False, kdim=None, vdim=None, batch_first=False, device=None,
+                 dtype=None):
+        super().__init__()
+        if embed_dim <= 0 or num_heads <= 0:
+            raise ValueError(f"embed_dim and num_heads must be greater than 0, got "
+                             f"embed_dim={embed_dim} and num_heads={num_heads} instead")
+        if add_bias_kv or add_zero_attn or (kdim not in (None, embed_dim)) \
+                or (vdim not in (None, embed_dim)):
+            raise NotImplementedError("MultiheadAttention: add_bias_kv, add_zero_attn and "
+                                      "kdim/vdim other than embed_dim are not supported")
+        self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
+        self.batch_first, self.head_dim = batch_first, embed_dim // num_heads
+        self.kdim = self.vdim = embed_dim
+        self._qkv_same_embed_dim = True
+        if self.head_dim * num_heads != embed_dim:
+            raise AssertionError("embed_dim must be divisible by num_heads")
+        dt = np.float64 if dtype is None else getattr(dtype, "np", dtype)
+        self.in_proj_weight = Parameter(np.empty((3 * embed_dim, embed_dim), dt))
+        self.register_parameter("q_proj_weight", None)
+        self.register_parameter("k_proj_weight", None)
+        self.register_parameter("v_proj_weight", None)
+        if bias:
+            self.in_proj_bias = Parameter(np.empty(3 * embed_dim, dt))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias,
+                                                         dtype=dtype)
+        self.bias_k = self.bias_v = None
+        self.add_zero_attn = False
+        self._reset_parameters()
+
+    def _reset_parameters(self):
+        init.xavier_uniform_(self.in_proj_weight)
+        if self.in_proj_bias is not None:
+            init.constant_(self.in_proj_bias, 0.0)
+            init.constant_(self.out_proj.bias, 0.0)
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
+                attn_mask=None, average_attn_weights=True, is_causal=False):
+        batched = len(query.shape) == 3
+        if self.batch_first and batched:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        if not batched:
+            query, key, value = (t.unsqueeze(1) for t in (query, key, value))
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask.unsqueeze(0)
+        L, N, E = query.shape
+        S = key.shape[0]
+        H, hd = self.num_heads, self.head_dim
+        w, b = self.in_proj_weight, self.in_proj_bias
+        wq, wk, wv = w[:E], w[E:2 * E], w[2 * E:]
+        bq, bk, bv = (None, None, None) if b is None else (b[:E], b[E:2 * E], b[2 * E:])
+        q = F.linear(query, wq, bq).reshape(L, N * H, hd).transpose(0, 1)
+        k = F.linear(key, wk, bk).reshape(S, N * H, hd).transpose(0, 1)
+        v = F.linear(value, wv, bv).reshape(S, N * H, hd).transpose(0, 1)
+        mask = None
+        if is_causal and attn_mask is None:
+            attn_mask = np.triu(np.ones((L, S), bool), 1)
+        if attn_mask is not None:
+            mask = _additive_mask(attn_mask, q)
+            if len(mask.shape) == 2:
+                mask = mask.unsqueeze(0)
+        if key_padding_mask is not None:
+            kp = _additive_mask(key_padding_mask, q).reshape(N, 1, 1, S).expand(N, H, 1, S) \
+                .reshape(N * H, 1, S)
+            mask = kp if mask is None else mask + kp
+        scores = (q * math.sqrt(1.0 / hd)) @ k.transpose(-2, -1)
+        if mask is not None:
+            scores = scores + mask
+        weights = F.softmax(scores, -1)
+        if self.dropout > 0.0 and self.training:
+            weights = F.dropout(weights, self.dropout)
+        out = (weights @ v).transpose(0, 1).reshape(L * N, E)
+        out = F.linear(out, self.out_proj.weight, self.out_proj.bias).reshape(L, N, E)
+        if self.batch_first and batched:
+            out = out.transpose(0, 1)
+        if not batched:
+            out = out.squeeze(1)
+        if not need_weights:
+            return out, None
+        weights = weights.reshape(N, H, L, S)
+        if average_attn_weights:
+            weights = weights.mean(1)
+        if not batched:
+            weights = weights.squeeze(0)
+        return out, weights
+
+
+def _activation(activation):
+    if callable(activation):
+        return activation
+    if activation == "relu":
+        return F.relu
+    if activation == "gelu":
+        return F.gelu
+    raise RuntimeError(f"activation should be relu/gelu, not {activation}")
+
+
+class TransformerEncoderLayer(Module):
+    """Self-attention and a feed-forward block, each with a residual connection and
+    ``LayerNorm`` (after, or before with ``norm_first``), as PyTorch's."""
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
+                 layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True,
+                 device=None, dtype=None):
+        super().__init__()
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                            batch_first=batch_first, dtype=dtype)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dtype)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, dtype=dtype)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        self.activation = _activation(activation)
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                           need_weights=False, is_causal=is_causal)[0]
+        return self.dropout1(x)
+
+    def _ff_block(self, x):
+        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
+        x = src
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            return x + self._ff_block(self.norm2(x))
+        x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
+        return self.norm2(x + self._ff_block(x))
+
+
+class TransformerEncoder(Module):
+    """``num_layers`` copies of ``encoder_layer`` applied in turn, then ``norm``."""
+
+    def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True,
+                 mask_check=True):
+        super().__init__()
+        self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        out = src
+        for layer in self.layers:
+            out = layer(out, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
+                        is_causal=bool(is_causal))
+        return out if self.norm is None else self.norm(out)
