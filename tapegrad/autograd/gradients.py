@@ -74,6 +74,10 @@ def _seeds(tensors, grads):
     if grads is None:
         return [None] * len(tensors)
     if len(grads) != len(tensors):
+        for g in grads[:len(tensors)]:      # PyTorch checks their types first
+            if g is not None and not isinstance(g, Tensor):
+                raise TypeError("gradients can be either Tensors or None, but got "
+                                f"{type(g).__name__}")
         raise RuntimeError(f"got {len(tensors)} tensors and {len(grads)} gradients")
     return grads
 
