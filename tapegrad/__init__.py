@@ -38,15 +38,18 @@ from .ops.factories import (arange, as_tensor, full, linspace, manual_seed, ones
                             randn, tensor, zeros, zeros_like)
 from .ops.factories import FUNCTIONS as _FACTORIES
 from .ops.torch_api import FUNCTIONS as _ARRAY_FUNCTIONS
-from .ops.namespaces import NAMESPACES as _NAMESPACES
+from .ops.namespaces import DETERMINISM as _DETERMINISM, NAMESPACES as _NAMESPACES
+from .ops.namespaces import SUBMODULES as _SUBMODULES
 
 globals().update(_DTYPE_ALIASES)   # tg.float (float32), tg.double, tg.long, tg.int, tg.bool...
 globals().update(_FORMATS)         # tg.contiguous_format, tg.strided, ...
 globals().update(_FACTORIES)       # tg.eye, tg.empty, tg.randint, tg.LongTensor, ...
-globals().update(_NAMESPACES)      # tg.cuda, tg.special, tg.linalg (also importable)
-_sys.modules.update({m.__name__: m for m in _NAMESPACES.values()})
+globals().update(_NAMESPACES)      # tg.cuda, tg.special, tg.linalg, tg.testing, tg.backends
+_sys.modules.update({m.__name__: m for m in [*_NAMESPACES.values(), *_SUBMODULES]})
+globals().update(_DETERMINISM)     # tg.use_deterministic_algorithms (accepted)
 
-globals().update(_ELEMENTWISE)       # tg.add, tg.sin, ... (the op table's rows)
+# tg.add, tg.sin, ... (the op table's rows; PyTorch's fused backward ops stay internal)
+globals().update({op.name: _ELEMENTWISE[op.name] for op in _optable.OPS if not op.backward_of})
 globals().update(_ARRAY_FUNCTIONS)   # tg.sum, tg.matmul, tg.cat, ...
 negative = _ELEMENTWISE["neg"]   # (divide, multiply, subtract: in _ARRAY_FUNCTIONS, with out=)
 clip = _ELEMENTWISE["clamp"]
@@ -56,4 +59,5 @@ __all__ = ["Tensor", "Tape", "tensor", "zeros", "ones", "full", "arange", "linsp
            "randn", "manual_seed", "zeros_like", "ones_like", "no_grad", "enable_grad",
            "set_grad_enabled", "is_grad_enabled", "autograd", "Function", "float32", "float64",
            "Size", "dtype", "current_tape", "nn", "optim", "viz", "CompiledTape",
-           "RetraceRequired", "compile", "load", "save", "utils", "jit", "JitFunction"] + [op.name for op in _optable.OPS]
+           "RetraceRequired", "compile", "load", "save", "utils", "jit", "JitFunction"] + [op.name for op in _optable.OPS
+                                                   if not op.backward_of]

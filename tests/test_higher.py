@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
+from tapegrad.core.elementwise import FUNCTIONS
 from tapegrad.core.optable import OPS
 
 
@@ -37,7 +38,7 @@ def test_second_derivatives_of_every_elementwise_op(name):
     op = OPS[[o.name for o in OPS].index(name)]
     rng = np.random.default_rng(3)
     x0 = [float(rng.uniform(lo, hi)) for lo, hi in op.domain]
-    fn = getattr(tg, name)
+    fn = FUNCTIONS[name]   # (the fused backward rows are not in tg's namespace)
 
     def f_tg(xs):
         y = fn(*xs) if op.arity == 2 else fn(xs[0])
@@ -124,6 +125,6 @@ def test_a_create_graph_tape_that_branched_on_values_refuses_to_replay():
     x = tg.tensor(0.5, requires_grad=True)
     with tg.Tape() as tape:
         x = tg.tensor(0.5, requires_grad=True)
-        (g,) = tg.autograd.grad(tg.relu(x) * x, x, create_graph=True)
-    with pytest.raises(tg.RetraceRequired, match="create_graph=True backward through relu"):
+        (g,) = tg.autograd.grad(tg.maximum(x, x * 0.5) * x, x, create_graph=True)
+    with pytest.raises(tg.RetraceRequired, match="create_graph=True backward through maximum"):
         tape.compile([x], g)

@@ -738,11 +738,12 @@ DEVIATIONS: Tuple[Deviation, ...] = (
             and any(k in ("weight", "pos_weight") for s in p.steps for k, _ in s.kw)),
     ),
     Deviation(
-        "README: 'Gradients computed with `create_graph=True` are recorded from the rules in "
-        "forward ops, so their `grad_fn` and `next_functions` name forward nodes "
-        "(`MulBackward0`, `WhereBackward0`) where PyTorch shows backward nodes "
-        "(`ThresholdBackwardBackward0`); their values, `requires_grad` and higher derivatives "
-        "follow PyTorch.'",
+        "README: 'Gradients computed with `create_graph=True` are recorded from each op's "
+        "backward formula as PyTorch writes it, with PyTorch's fused backward ops where it has "
+        "them (`SigmoidBackwardBackward0`, `ThresholdBackwardBackward0`), but the other parts "
+        "of a formula are forward ops, so some `grad_fn` and `next_functions` name forward "
+        "nodes (`MulBackward0`, `WhereBackward0`) where PyTorch shows its own; their values, "
+        "`requires_grad` and higher derivatives follow PyTorch.'",
         lambda p, o, m: m.kind in ("grad_fn", "next_functions") and _after_create_graph(p, m),
     ),
     Deviation(
@@ -1241,7 +1242,8 @@ def source(program: Program, mismatch: Optional[Mismatch] = None) -> str:
 
 SPECIAL = (0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, 3.0, 1e300, -1e300, 1e-300)
 RARE = (math.inf, -math.inf, math.nan)
-ELEMENTWISE = tuple(op for op in OPS if not op.compare and op.name not in ("clamp", "where"))
+ELEMENTWISE = tuple(op for op in OPS if not op.compare and not op.backward_of
+                    and op.name not in ("clamp", "where"))
 UNARY = tuple(op for op in ELEMENTWISE if op.arity == 1)
 BINARY = tuple(op for op in ELEMENTWISE if op.arity == 2)
 COMPARES = tuple(op for op in OPS if op.compare)
