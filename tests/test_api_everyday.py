@@ -938,3 +938,32 @@ def test_random_draws_shapes_dtypes_and_errors_as_pytorch(torch64):
     finally:
         tg.set_default_tensor_type("torch.DoubleTensor")
     assert tg.get_default_dtype() is tg.float64
+
+
+@needs_torch
+def test_testing_assert_close_and_backends_as_pytorch(torch64):
+    import tapegrad.backends.cudnn as cudnn   # importable, as torch.backends.cudnn
+    cases = [lambda m: m.testing.assert_close(m.tensor([1.0, 2.0]), m.tensor([1.0, 2.0 + 1e-9])),
+             lambda m: m.testing.assert_close(m.tensor([1.0, 2.0]), m.tensor([1.0, 2.1])),
+             lambda m: m.testing.assert_close(m.tensor([1.0, 2.0]), m.tensor([1.0, 2.0], dtype=m.float32)),
+             lambda m: m.testing.assert_close(m.tensor([1.0, 2.0]), m.tensor([1.0, 2.0, 3.0])),
+             lambda m: m.testing.assert_close(m.tensor([1.0, math.nan]), m.tensor([1.0, math.nan]),
+                                              equal_nan=True),
+             lambda m: m.testing.assert_close(m.tensor([1.0, math.nan]), m.tensor([1.0, math.nan])),
+             lambda m: m.testing.assert_close(m.tensor([1, 2]), m.tensor([1, 3])),
+             lambda m: m.testing.assert_close(m.tensor([1.0, 2.0]), m.tensor([1.0, 2.1]), atol=0.2, rtol=0)]
+    for fn in cases:
+        outcome = []
+        for m in (tg, torch64):
+            try:
+                fn(m)
+                outcome.append(None)
+            except AssertionError as e:
+                outcome.append(str(e).splitlines()[0].replace("torch.", ""))
+        assert outcome[0] == outcome[1]
+    assert cudnn is tg.backends.cudnn and not tg.backends.cudnn.is_available()
+    assert tg.backends.cudnn.deterministic == torch.backends.cudnn.deterministic
+    assert not tg.backends.mps.is_available() and not tg.backends.cuda.matmul.allow_tf32
+    tg.use_deterministic_algorithms(True)
+    assert tg.are_deterministic_algorithms_enabled()
+    tg.use_deterministic_algorithms(False)
