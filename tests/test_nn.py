@@ -712,6 +712,11 @@ NN_CASES.update({
         (lambda F, T, q, k, v: F.scaled_dot_product_attention(
             q, k, v, attn_mask=T(np.array([[True, False, True]] * 3))),
          [_X3[..., :3], _X3[..., :3] * 2, _X3[..., 1:]], {"node": False})],
+    "unfold": [(lambda F, T, x: F.unfold(x, (2, 3), padding=1, stride=2), [_CX], {}),
+               (lambda F, T, x: F.unfold(x, 2, dilation=(2, 1)), [_CX[0]], {})],
+    "fold": [(lambda F, T, c: F.fold(c, (5, 4), (2, 3), padding=1, stride=2),
+              [_R.normal(size=(2, 12, 6))], {}),
+             (lambda F, T, c: F.fold(c, (3, 4), 2), [_R.normal(size=(8, 6))], {})],
     "triplet_margin_loss": [(lambda F, T, a, p, n: F.triplet_margin_loss(a, p, n, swap=True),
                              [_N4, _N4[::-1].copy(), _N4[:, ::-1].copy()], {"node": False})],
     "avg_pool2d": [(lambda F, T, x: F.avg_pool2d(x, 2, padding=1, count_include_pad=False),

@@ -667,7 +667,7 @@ ROW_FUNCTIONALS = {"conv": "conv2d", "conv_transpose": "conv_transpose2d", "conv
                    "max_pool2d": "max_pool2d", "avg_pool2d": "avg_pool2d",
                    "layer_norm": "layer_norm", "batch_norm": "batch_norm",
                    "embedding": "embedding", "huber_loss": "huber_loss", "constant_pad": "pad",
-                   "index_pad": "pad"}
+                   "index_pad": "pad", "unfold": "unfold", "fold": "fold"}
 
 
 def test_every_layer_row_has_a_functional_with_cases():
@@ -917,3 +917,14 @@ def test_module_list_repr_collapses_repeats():
     m = nn.ModuleList([nn.Linear(2, 2) for _ in range(3)] + [nn.ReLU(), nn.ReLU()])
     assert repr(m) == ("ModuleList(\n  (0-2): 3 x Linear(in_features=2, out_features=2, "
                        "bias=True)\n  (3-4): 2 x ReLU()\n)")
+
+
+
+@needs_torch
+def test_unfold_fold_modules_match_torch():
+    for ours, theirs, shape in ((nn.Unfold((2, 3), padding=1), torch.nn.Unfold((2, 3), padding=1),
+                                 (2, 3, 5, 6)),
+                                (nn.Fold((5, 6), 2, stride=(1, 2)),
+                                 torch.nn.Fold((5, 6), 2, stride=(1, 2)), (2, 12, 12))):
+        assert repr(ours) == repr(theirs)
+        run_both(ours, theirs, RNG.normal(size=shape))

@@ -29,7 +29,7 @@ from .modules import (CELU, GLU, SELU, CosineEmbeddingLoss, CosineSimilarity, Ga
 from .modules import (ConvTranspose1d, ConvTranspose2d, GroupNorm, InstanceNorm1d,
                       InstanceNorm2d, PixelShuffle, PixelUnshuffle, Upsample,
                       UpsamplingBilinear2d, UpsamplingNearest2d)
-from .modules import AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d
+from .modules import AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, Fold, Unfold
 from .attention import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 
@@ -50,4 +50,4 @@ __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleLis
            "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "Upsample", "UpsamplingNearest2d",
            "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle", "AdaptiveAvgPool1d",
            "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "MultiheadAttention",
-           "TransformerEncoderLayer", "TransformerEncoder"]
+           "TransformerEncoderLayer", "TransformerEncoder", "Unfold", "Fold"]

@@ -33,7 +33,8 @@ __all__ = ["relu", "tanh", "sigmoid", "leaky_relu", "softplus", "gelu", "silu", 
            "cosine_embedding_loss", "triplet_margin_loss", "conv_transpose1d",
            "conv_transpose2d", "group_norm", "instance_norm", "interpolate", "pixel_shuffle",
            "pixel_unshuffle", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
-           "adaptive_max_pool1d", "adaptive_max_pool2d", "scaled_dot_product_attention"]
+           "adaptive_max_pool1d", "adaptive_max_pool2d", "scaled_dot_product_attention",
+           "unfold", "fold"]
 
 
 # -- activations -----------------------------------------------------------------------
@@ -963,3 +964,24 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)
     return weights @ value
+
+
+
+def _block_args(kernel_size, dilation, padding, stride):
+    return dict(kernel_size=_tuple(kernel_size, 2, "kernel_size"),
+                dilation=_tuple(dilation, 2, "dilation"),
+                padding=tuple((p, p) for p in _tuple(padding, 2, "padding")),
+                stride=_tuple(stride, 2, "stride"))
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """The sliding blocks of (N, C, H, W) [or (C, H, W)] as columns (N, C kH kW, L)
+    (``Im2ColBackward0``)."""
+    return call("unfold", input, **_block_args(kernel_size, dilation, padding, stride))
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """Blocks (N, C kH kW, L) [or (C kH kW, L)] summed back into (N, C, *output_size): the
+    adjoint of ``unfold`` (``Col2ImBackward0``)."""
+    return call("fold", input, output_size=_tuple(output_size, 2, "output_size"),
+                **_block_args(kernel_size, dilation, padding, stride))

@@ -194,6 +194,55 @@ def _(h, ans, x, g, weight_shape=(), stride=(1,), padding=((0, 0),), dilation=(1
             lambda: call("conv", x, h, **p))
 
 
+# -- unfold / fold ----------------------------------------------------------------------------
+
+@defop("unfold", "Im2ColBackward0", method=False, saves=False)
+def unfold(x, kernel_size=(1, 1), dilation=(1, 1), padding=((0, 0), (0, 0)), stride=(1, 1)):
+    """The sliding blocks of ``x`` (N, C, H, W) [or (C, H, W)] as columns:
+    (N, C * kH * kW, L)."""
+    if x.ndim == 3:
+        return unfold(x[None], kernel_size, dilation, padding, stride)[0]
+    out = _geometry(x.shape[2:], kernel_size, stride, padding, dilation)
+    cols = im2col(_padded(x, padding), kernel_size, stride, dilation, out)
+    return cols.reshape(x.shape[0], -1, int(np.prod(out)))
+
+
+# the adjoint of taking the blocks is adding them back (fold), and the reverse
+unfold.defvjp(lambda g, ans, x, kernel_size=(1, 1), dilation=(1, 1), padding=((0, 0), (0, 0)),
+              stride=(1, 1): (call("fold", g, output_size=tuple(_shape(x)[-2:]),
+                                   kernel_size=kernel_size, dilation=dilation, padding=padding,
+                                   stride=stride),))
+
+
+@defop("fold", "Col2ImBackward0", method=False, saves=False)
+def fold(cols, output_size=(1, 1), kernel_size=(1, 1), dilation=(1, 1),
+         padding=((0, 0), (0, 0)), stride=(1, 1)):
+    """The blocks (N, C * kH * kW, L) [or (C * kH * kW, L)] added back into an
+    (N, C, *output_size) array."""
+    if cols.ndim == 2:
+        return fold(cols[None], output_size, kernel_size, dilation, padding, stride)[0]
+    N, ck = cols.shape[0], cols.shape[1]
+    kk = int(np.prod(kernel_size))
+    out = _geometry(output_size, kernel_size, stride, padding, dilation)
+    if ck % kk or int(np.prod(out)) != cols.shape[2]:
+        raise RuntimeError(f"Given output_size={list(output_size)}, kernel_size="
+                           f"{list(kernel_size)}, dilation={list(dilation)}, padding="
+                           f"{[p for p, _ in padding]}, stride={list(stride)}, expected size of "
+                           f"input's dimension 2 to match the calculated number of sliding "
+                           f"blocks {' * '.join(map(str, out))} = {int(np.prod(out))}, but got "
+                           f"input.size(2)={cols.shape[2]}.")
+    C = ck // kk
+    padded = (N, C) + tuple(n + lo + hi for n, (lo, hi) in zip(output_size, padding))
+    blocks = cols.reshape((N, C) + tuple(kernel_size) + tuple(out))
+    return _crop(col2im(blocks, padded, kernel_size, stride, dilation, out), padding)
+
+
+fold.defvjp(lambda h, ans, cols, output_size=(1, 1), kernel_size=(1, 1), dilation=(1, 1),
+            padding=((0, 0), (0, 0)), stride=(1, 1):
+            (call("unfold", h, kernel_size=kernel_size, dilation=dilation, padding=padding,
+                  stride=stride),))
+
+
 # -- pooling ------------------------------------------------------------------------------
 
 def pool_padding(spatial, kernel, stride, padding, dilation, ceil_mode):
@@ -495,4 +544,4 @@ def _(g, ans, x, y, reduction="mean", delta=1.0):
 __all__ = ["conv", "conv_transpose", "conv_weight", "max_pool2d", "avg_pool2d", "layer_norm",
            "batch_norm", "embedding", "huber_loss", "out_size", "pool_padding", "pool_divisor",
            "window_max", "im2col", "col2im", "constant_pad", "index_pad", "pad_pairs",
-           "pad_index"]
+           "pad_index", "unfold", "fold"]
