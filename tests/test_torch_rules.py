@@ -247,6 +247,30 @@ def where_condition_is_not_an_edge(L):
     return float(len(calls)), float(w.grad is None)
 
 
+
+def inplace_on_a_result_only_a_constant_partial_reads(L):
+    """pow's exponent partial reads its result, but the exponent 2 takes no gradient: the
+    result is not saved, so changing it in place is no error (PyTorch saves self only)."""
+    x = L.tensor([1.0, 2.0], requires_grad=True)
+    y = x ** 2
+    y += 1
+    z = x / 2
+    z += 1
+    (y.sum() + z.sum()).backward()
+    return x.grad
+
+
+def inplace_on_a_tensor_no_needed_partial_reads(L):
+    """x * c saves c (for x's gradient) but not x (c takes no gradient)."""
+    x = L.tensor([1.0, 2.0], requires_grad=True)
+    u = x * 1.0
+    c = L.tensor([3.0, 4.0])
+    y = u * c
+    u.add_(1)
+    y.sum().backward()
+    return x.grad
+
+
 CASES = {
     "an output's hook runs though inputs= prunes it": (hook_of_an_output_pruned_by_inputs,
                                                        [1.0]),
@@ -287,6 +311,10 @@ CASES = {
                                                     [1.0, 1.0]),
     "where's condition is not a gradient edge for inputs=": (where_condition_is_not_an_edge,
                                                             [0.0, 1.0]),
+    "in-place on a result that only a constant's partial reads": (
+        inplace_on_a_result_only_a_constant_partial_reads, [[2.5, 4.5]]),
+    "in-place on an operand no needed partial reads": (
+        inplace_on_a_tensor_no_needed_partial_reads, [[3.0, 4.0]]),
     "cumsum starts from 0., never -0.": (cumsum_never_gives_minus_zero,
                                          [[[np.inf, np.inf, 1.0, np.inf],
                                            [-2.0, np.inf, np.inf, np.inf]]]),

@@ -348,15 +348,13 @@ def entry_grads(adj, i, g, changed=None):
     'out': tensor}).  Freed-graph and in-place checks first, as the Numba sweep's."""
     A, T = adj.arrays, adj.tape
     code = int(A.op[i])
-    if A.freed[i] and K.SAVES[code]:
-        _check(T, 1, i)
     refs = T._inputs(i)
     dirty = A.dirty
-    if len(dirty) and (any(r >= 0 and dirty[r] > i and saves
-                           for r, saves in zip(refs, (K.SAVES_X[code], K.SAVES_Y[code],
-                                                      K.SAVES_Z[code])))
-                       or (K.SAVES_OUT[code] and dirty[i] > i)):
-        _check(T, 2, i)
+    if K.SAVES[code] and (A.freed[i] or len(dirty)):
+        r3 = list(refs) + [-1] * (3 - len(refs))
+        status = K.saved_state(code, i, r3[0], r3[1], r3[2], A.op, A.freed, dirty, len(dirty) > 0)
+        if status:
+            _check(T, status, i)
     if g is None:
         return [None] * len(refs)
     changed = changed or {}

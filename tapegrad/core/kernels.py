@@ -22,6 +22,7 @@ SAVES_Y = np.array([False, False, True, True, True, True, True, True, False, Fal
 SAVES_Z = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, True, True, False, True, True, True, True, False, False, False, False, False, False], dtype=np.bool_)
 SAVES_OUT = np.array([False, False, False, True, True, False, False, False, False, False, True, False, False, True, True, False, False, True, False, False, False, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
 SAVES = SAVES_X | SAVES_Y | SAVES_Z | SAVES_OUT
+READS = np.array([[[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, False, False, False], [False, False, False, False]], [[False, True, False, False], [False, True, False, True], [False, False, False, False]], [[True, True, False, False], [True, True, False, True], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, True, True, False], [True, True, True, False], [True, True, True, False]], [[False, False, False, False], [True, False, False, False], [True, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, True, False], [False, False, False, False], [False, False, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, True, True, False], [True, False, False, False], [True, False, False, False]], [[False, True, True, False], [True, True, True, False], [True, True, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]]], dtype=np.bool_)
 NO_GRAD = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
 
 
@@ -270,6 +271,32 @@ def terms(o, g, x, y, z, out):
 HESSIAN_PAIRS = ((), (), ((0, 1),), ((0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), (), (), (), (), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), (), ((0, 0),), (), (), (), (), (), (), (), (), (), (), (), (), (), ((0, 0),), (), ((0, 1), (1, 1)), ((0, 1), (1, 1)), (), ((0, 2),), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (1, 1)), ((0, 1), (1, 1)), ((0, 1), (0, 2)), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (0, 2), (1, 2)))
 
 @jit
+def saved_state(o, i, ra, rb, rc, op, freed, dirty, has_dirty):
+    """0, or 1 when entry ``i`` (op ``o``, operands ``ra``/``rb``/``rc``) needs a value an
+    earlier backward freed, or 2 when a value it needs was changed in place after it was
+    recorded.  A value is needed when the partial of an input that takes a gradient (an
+    entry, not a constant) reads it."""
+    refs = np.empty(4, np.int64)
+    refs[0] = ra
+    refs[1] = rb
+    refs[2] = rc
+    refs[3] = i
+    for k in range(4):
+        r = refs[k]
+        need = False
+        for j in range(3):
+            rj = refs[j]
+            if rj >= 0 and op[rj] != CONST and READS[o, j, k]:
+                need = True
+        if need:
+            if freed[i] != 0:
+                return 1     # (a Python number too: PyTorch saves it as a wrapped tensor)
+            if has_dirty and r >= 0 and dirty[r] > i:
+                return 2
+    return 0
+
+
+@jit
 def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, aadj, start, stop,
             pending):
     """Walk entries ``start`` down to ``stop + 1``, accumulating adjoints of reached entries.
@@ -301,18 +328,16 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
             continue
         if NO_GRAD[o]:
             continue
-        if freed[i] != 0 and SAVES[o]:
-            return 1, i
         ra = a[i]
         rb = b[i]
         rc = -1
         if ARITY[o] == 3:
             rc = b[rb]
             rb = a[rb]
-        if has_dirty:
-            if ((SAVES_X[o] and ra >= 0 and dirty[ra] > i) or (SAVES_Y[o] and rb >= 0 and dirty[rb] > i)
-                    or (SAVES_Z[o] and rc >= 0 and dirty[rc] > i) or (SAVES_OUT[o] and dirty[i] > i)):
-                return 2, i
+        if SAVES[o] and (freed[i] != 0 or has_dirty):
+            status = saved_state(o, i, ra, rb, rc, op, freed, dirty, has_dirty)
+            if status != 0:
+                return status, i
         if has_arr and off[i] >= 0:
             # array entry: elementwise over its elements; an operand that is a scalar
             # entry or a constant broadcasts (its adjoint sums over the elements)
