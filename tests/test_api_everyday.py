@@ -427,6 +427,30 @@ SAME = {
     "logspace": lambda m: m.logspace(0, 2, 3),
     "cdist": lambda m: m.cdist(_x(m, W), _x(m, W[:2])),
     "out": lambda m: _outs(m),
+    "legacy_types": lambda m: (m.ByteTensor([1, 2]), m.CharTensor([1, -2]), m.HalfTensor([1.5]),
+                               m.IntTensor([3]), m.ShortTensor([4]), _x(m, [1.7]).byte(),
+                               _x(m, [-1.7]).char(), m.zeros(2).is_cpu),
+    "predicates_more": lambda m: (m.isposinf(_x(m, [1.0, math.inf, -math.inf])),
+                                  m.isneginf(_x(m, [1.0, math.inf, -math.inf])),
+                                  m.is_nonzero(m.tensor([2])),
+                                  m.bitwise_and(m.tensor([6]), m.tensor([3])),
+                                  m.bitwise_or(m.tensor([6]), 1), m.bitwise_xor(m.tensor([6]), m.tensor([3])),
+                                  m.bitwise_not(m.tensor([True])), m.tensor([6]) | m.tensor([1]),
+                                  m.tensor([6]) ^ 3),
+    "aliases": lambda m: (m.moveaxis(m.zeros(2, 3, 4), 0, -1).shape, m.zeros(2, 3).swapdims(0, 1).shape,
+                          m.row_stack([_x(m, [1.0]), _x(m, [2.0])]), m.trapz(_x(m, [1.0, 2.0, 4.0])),
+                          m.arcsinh(_x(m, [0.5])), m.arccosh(_x(m, [1.5])), m.arctanh(_x(m, [0.5])),
+                          m.multiply(_x(m, [2.0]), 3), m.mvlgamma(_x(m, [2.5]), 2),
+                          _x(m, W).reshape_as(m.zeros(6, 2)), m.zeros(2).new_empty(3).shape,
+                          str(m.randint_like(m.zeros(4, dtype=m.int32), 5).dtype).split(".")[-1],
+                          m.baddbmm(m.ones(1, 2, 2), _x(m, [[[1.0, 2.0], [3.0, 4.0]]]), m.ones(1, 2, 2),
+                                    beta=0.5, alpha=2.0)),
+    "inplace_extras": lambda m: (_x(m, W).lerp_(_x(m, W) * 2, 0.25), m.ones(2).addcmul_(_x(m, [1.0, 2.0]), _x(m, [3.0, 4.0])),
+                                 m.ones(2).addcdiv_(_x(m, [1.0, 2.0]), _x(m, [3.0, 4.0]), value=2),
+                                 _x(m, W).clamp_min_(1.0), _x(m, W).clamp_max_(1.0), _x(m, W).square_(),
+                                 _x(m, [math.nan, 1.0]).nan_to_num_(), _x(m, W).tril_(), _x(m, W).triu_(1),
+                                 _x(m, [0.5, 3.0]).lgamma_(), _x(m, [0.5, 3.0]).digamma_(),
+                                 _x(m, [0.5, -0.3]).erfinv_(), _x(m, [0.2, 0.7]).logit_()),
     "stacking": lambda m: (m.hstack([_x(m, [1.0, 2.0]), _x(m, [3.0])]), m.vstack([_x(m, [1.0, 2.0]), _x(m, [3.0, 4.0])]),
                            m.column_stack([_x(m, [1.0, 2.0]), _x(m, [3.0, 4.0])]),
                            m.dstack([_x(m, [1.0, 2.0]), _x(m, [3.0, 4.0])]), m.atleast_2d(_x(m, 1.0)),
@@ -967,3 +991,34 @@ def test_testing_assert_close_and_backends_as_pytorch(torch64):
     tg.use_deterministic_algorithms(True)
     assert tg.are_deterministic_algorithms_enabled()
     tg.use_deterministic_algorithms(False)
+
+
+INPLACE_UNARY = sorted(f"{op.name}_" for op in tg.core.optable.OPS
+                       if op.arity == 1 and hasattr(tg.Tensor, f"{op.name}_"))
+
+
+@needs_torch
+@pytest.mark.parametrize("name", INPLACE_UNARY)
+def test_inplace_unary_op_as_pytorch(name, torch64):
+    """Every in-place unary method generated from the op table, against PyTorch's: the value
+    written in place, the node it records, the gradient through it."""
+    xs = np.array([0.3, -0.7, 0.55])
+    got = []
+    for m in (tg, torch64):
+        x = m.tensor(xs, requires_grad=True)
+        y = x * 1.0
+        r = getattr(y, name)()
+        r.sum().backward()
+        got.append((r is y, y.detach().numpy().copy(), y.grad_fn.name(), x.grad.numpy().copy()))
+    assert got[0][0] and got[1][0] and got[0][2] == got[1][2]
+    np.testing.assert_allclose(got[0][1], got[1][1], rtol=1e-14, equal_nan=True)
+    np.testing.assert_allclose(got[0][3], got[1][3], rtol=1e-12, equal_nan=True)
+
+
+def test_threads_and_seed():
+    tg.set_num_threads(2)
+    assert tg.get_num_threads() == 2
+    tg.set_num_threads(1)
+    s = tg.seed()
+    assert tg.initial_seed() == s
+    tg.manual_seed(0)
