@@ -1022,3 +1022,24 @@ def test_threads_and_seed():
     s = tg.seed()
     assert tg.initial_seed() == s
     tg.manual_seed(0)
+
+
+def test_replays_refuse_values_read_into_numpy():
+    """argmax, isnan, masks...: their values come from the recorded inputs, so a replay of the
+    tape (which could not follow them) is refused instead of silently reusing them."""
+    x = np.array([0.5, -1.0, 2.0])
+    xt = tg.tensor(x, requires_grad=True)
+    T = tg.Tape()
+    with T:
+        y = xt[xt.argmax()] * 2.0
+    with pytest.raises(tg.RetraceRequired):
+        T.compile([xt], [y])
+    for fn in (lambda v: v[~v.isnan()].sum(), lambda v: v.masked_fill(v > 0, 0.0).sum(),
+               lambda v: (v * v.any()).sum()):
+        with pytest.raises(TypeError, match="read the values"):
+            tg.compile(fn)(x)
+    # compositions that only compute with tensors replay (logaddexp's shift is not detached)
+    f = tg.compile(lambda v: (tg.logaddexp(v, 2.0 * v) + tg.logcumsumexp(v, 0) + v.clamp_min(0.0)).sum())
+    expected = (tg.logaddexp(tg.tensor(x), 2.0 * tg.tensor(x)) + tg.logcumsumexp(tg.tensor(x), 0)
+                + tg.tensor(x).clamp_min(0.0)).sum().item()
+    assert f(x) == pytest.approx(expected, rel=1e-12)

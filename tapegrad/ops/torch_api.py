@@ -17,7 +17,7 @@ from ..core.elementwise import FUNCTIONS as ELEMENTWISE
 from ..core import optable
 from ..core.dtypes import (CPU, as_device, as_dtype, bool_, device as _device, float16, float32,
                            float64, get_default_dtype, int8, int16, int32, int64, uint8)
-from ..core.tape import recording
+from ..core.tape import Tape, recording
 from ..core.tensor import Tensor, check_float, note_comparison_use, wrap
 from . import everyday_ops, special
 from .factories import (LEGACY_CONSTRUCTORS, factory_shape, legacy_new, random_source,
@@ -735,8 +735,22 @@ def _numpy_names(fn):
 
 
 def _array(x):
-    v = x._value if isinstance(x, Tensor) else x
-    return np.asarray(v)
+    """``x``'s values as a NumPy array, read into Python (an index, a mask, a count): for a
+    recorded value (or a comparison of recorded values) the read is noted, so that a replay
+    of the tape, which could not follow it, is refused (``RetraceRequired``); tg.compile's
+    elements refuse to be read."""
+    if not isinstance(x, Tensor):
+        return np.asarray(x)
+    if x.__class__ is not Tensor:
+        return np.asarray(x)
+    T = x._tape
+    g = (T, x._entry) if T.__class__ is Tape else getattr(x, "_comparison", None)
+    if T is not None and g is None:   # a leaf not on a tape yet: before everything
+        R = recording()
+        g = (R, -1) if R is not None else None
+    if g is not None and g[0] is recording():
+        note_comparison_use(g[0], g, "values read into NumPy (a mask, an index, a count)")
+    return np.asarray(x._value)
 
 
 def _reduce_dims(fn, input, dim, keepdim):
@@ -1361,8 +1375,10 @@ def hypot(input, other):
 
 def logaddexp(input, other):
     """``log(exp(x) + exp(y))``, computed stably."""
+    # the shift's own gradient cancels (the result does not depend on it): no detach, so
+    # tg.compile can record it
     m = _E["maximum"](input, other)
-    m = _E["where"](_E["abs"](m) == np.inf, 0.0, m.detach() if isinstance(m, Tensor) else m)
+    m = _E["where"](_E["abs"](m) == np.inf, 0.0, m)
     return m + _E["log"](_E["exp"](input - m) + _E["exp"](other - m))
 
 
@@ -1730,7 +1746,7 @@ def cummin(input, dim):
 
 def logcumsumexp(input, dim):
     """log(cumsum(exp(x))) along ``dim``, shifted by the maximum for stability."""
-    m = amax(input, dim, True).detach()
+    m = amax(input, dim, True)   # (its gradient cancels, as logaddexp's shift)
     m = ELEMENTWISE["where"](ELEMENTWISE["abs"](m) == np.inf, 0.0, m)
     return ELEMENTWISE["log"](cumsum(ELEMENTWISE["exp"](input - m), dim)) + m
 
