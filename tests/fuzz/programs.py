@@ -787,11 +787,16 @@ DEVIATIONS: Tuple[Deviation, ...] = (
         and _rounding_tie(p, m),
     ),
     Deviation(
-        "README: 'The sign of a zero that `maximum`/`minimum`/`amax`/`amin`/`max`/`min` pick "
-        "between `0.` and `-0.` (equal values) can differ from PyTorch's, whose own choice "
-        "depends on the tensor's size (its vectorised kernel picks the other operand).'",
-        lambda p, o, m: m.kind == "signed-zero" and any(
-            (s.name or "").split(".")[-1] in _PICKS_ZERO for s in p.steps),
+        "README: 'Where PyTorch's own result depends on the tensor's size (its vectorised "
+        "kernels against its scalar ones), tapegrad gives one answer for every size: the sign "
+        "of a zero that `maximum`/`minimum`/`amax`/`amin`/`max`/`min` pick between `0.` and "
+        "`-0.` (equal values), and `elu`'s gradient at a NaN input (1, as PyTorch's scalar "
+        "kernel; its vectorised one gives NaN).'",
+        lambda p, o, m: (m.kind == "signed-zero" and any(
+            (s.name or "").split(".")[-1] in _PICKS_ZERO for s in p.steps))
+        or (m.kind == "grad-nan" and _uses(p, "nn.functional.elu") and any(
+            s.kind == "leaf" and np.isnan(np.asarray(s.args[0], dtype=float)).any()
+            for s in p.steps)),
     ),
     Deviation(
         "README: 'Since a transposed, permuted or expanded tensor is already a copy laid out in "
