@@ -16,6 +16,7 @@ import pytest
 
 import tapegrad as tg
 from tapegrad.core import kernels as K
+from tapegrad.core.elementwise import FUNCTIONS
 from tapegrad.core.optable import OPS
 from tapegrad.jit import overloads
 
@@ -142,12 +143,14 @@ def _eager(op, kind, fn, expr, who, p):
     if op.arity == 3:
         num["1"] = tg.tensor(0.5)
     args = [xs["xyz".index(c)] if c in "xyz" else num[c] for c in who]
+    if op.name == "where":   # (eager where wants a bool condition, as PyTorch's)
+        args[0] = args[0] != 0.0
     if kind == "reduce":
         out = args[0]
         for a in args[1:]:
-            out = getattr(tg, op.name)(out, a)
+            out = FUNCTIONS[op.name](out, a)
     else:
-        out = getattr(tg, op.name)(*args)
+        out = FUNCTIONS[op.name](*args)
     leaves = [t for t in xs if t.requires_grad]
     grads = dict(zip(map(id, leaves), tg.autograd.grad(out, leaves, allow_unused=True)))
     return float(out), np.array([0.0 if grads.get(id(t)) is None else float(grads[id(t)])

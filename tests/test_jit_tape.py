@@ -161,3 +161,20 @@ def test_sparse_hessian():
     H[rows, cols] = vals
     np.testing.assert_allclose(H, _rosen.hessian(x), rtol=1e-12, atol=1e-12)
     assert len(vals) == 30 + 2 * 29          # tridiagonal
+
+
+@tg.jit
+def _with_where(p):
+    s = 0.0
+    for i in range(len(p)):
+        s += tg.jit.where(p[i] > 0.0, p[i] * p[i], -p[i]) + tg.jit.clamp(p[i], -0.5, 0.5)
+    return s
+
+
+def test_record_of_ternary_rows():
+    p = np.array([0.3, -0.7, 1.2])
+    rec = _with_where.record(p)
+    v, g = _with_where.value_and_grad(p)
+    assert rec.value == v
+    ge = tg.autograd.grad(rec.outputs[0], rec.inputs)
+    np.testing.assert_allclose([float(t) for t in ge], g, rtol=1e-14)

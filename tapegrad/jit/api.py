@@ -475,9 +475,10 @@ def _replay_into_eager(op, a, b, consts, inputs, nleaves):
             xs = [operand(int(a[i])), operand(int(a[j])), operand(int(b[j]))]
         else:
             xs = [operand(int(a[i])), operand(int(b[i]))][:row.arity]
+        if row.name == "where":   # the condition as a bool tensor, as the eager where takes it
+            c = xs[0] if isinstance(xs[0], Tensor) else wrap(float(xs[0]))
+            xs[0] = c != 0.0
         if not any(isinstance(t, Tensor) for t in xs):
-            xs[0] = wrap(float(xs[0]))
-        if row.name == "where" and not isinstance(xs[0], Tensor):
             xs[0] = wrap(float(xs[0]))
         r = FUNCTIONS[row.name](*xs)
         if row.compare:
