@@ -178,3 +178,17 @@ def test_record_of_ternary_rows():
     assert rec.value == v
     ge = tg.autograd.grad(rec.outputs[0], rec.inputs)
     np.testing.assert_allclose([float(t) for t in ge], g, rtol=1e-14)
+
+
+@tg.jit
+def _reads_a_value(p):
+    k = math.floor(p[0] * 3.0)          # an int from a recorded value: not recorded
+    return p[1] * k + p[0] * tg.jit.value(p[1])
+
+
+def test_record_marks_values_read_out_of_the_tape():
+    p = np.array([0.7, 1.3])
+    rec = _reads_a_value.record(p)
+    assert rec.value == _reads_a_value.value_and_grad(p)[0]
+    with pytest.raises(tg.RetraceRequired):
+        rec.tape.compile(rec.inputs, rec.outputs)

@@ -34,7 +34,7 @@ from ..core.tape import ARG, LEAF
 
 N_SLOTS = 64          # recording cells: slot 0 for the calling thread, the rest for pools
 HEADER_WORDS = 16 + 2 * 256   # n, cap, op*, a*, b*, val*, nconst, capconst, consts*, ..., cache
-_N, _CAP, _OP, _A, _B, _VAL, _NC, _CAPC, _CONSTS, _FAILED, _COMPARES = range(11)
+_N, _CAP, _OP, _A, _B, _VAL, _NC, _CAPC, _CONSTS, _FAILED, _COMPARES, _READS, _READ_REF = range(13)
 _CACHE_SIZE = 256      # constant dedup: a direct-mapped cache of recent constants
 _CACHE_BITS, _CACHE_REF = 16, 16 + _CACHE_SIZE
 MAX_ENTRIES = (1 << 31) - 1   # references are int32
@@ -119,6 +119,7 @@ class SlotTape:
         self.b[:k] = -1
         self.val[:k] = leaves
         h[_N] = k
+        h[_READS] = 0
         self.consts[0] = 0.0     # consts[0] = 0.0: the unused operand of unary ops
         h[_NC] = 1
         h[_CACHE_REF:_CACHE_REF + _CACHE_SIZE] = 0
@@ -138,6 +139,12 @@ class SlotTape:
         """While on, comparisons are recorded too (value 1/0), as the eager engine records
         them: a tape for replay needs them as guards."""
         self.header[_COMPARES] = int(on)
+
+    @property
+    def reads(self):
+        """(how many, the reference of the last): values read out of actives while
+        comparisons were recorded (``value(x)``, ``math.floor(x)``)."""
+        return int(self.header[_READS]), int(self.header[_READ_REF])
 
     @property
     def n(self):
@@ -422,6 +429,17 @@ def emit_compare(builder, slot, code, ra, rb, value):
     on = builder.icmp_signed("!=", builder.load(_word(builder, g, _COMPARES)), _I64(0))
     with builder.if_then(on, likely=False):
         emit_append(builder, slot, code, ra(), rb(), value)
+
+
+def emit_read(builder, slot, ref):
+    """Note that the value of reference ``ref`` left the tape (``value(x)``), when the cell
+    records comparisons (a replay of such a recording is right only at its own point)."""
+    g = _header(builder, slot)
+    on = builder.icmp_signed("!=", builder.load(_word(builder, g, _COMPARES)), _I64(0))
+    with builder.if_then(on, likely=False):
+        p = _word(builder, g, _READS)
+        builder.store(builder.add(builder.load(p), _I64(1)), p)
+        builder.store(ref, _word(builder, g, _READ_REF))
 
 
 def emit_constant(builder, slot, value):

@@ -445,11 +445,16 @@ class JitFunction:
         with _Slot() as slot:
             call = self._record(args, nums, slot, comparisons=True)
             op, a, b, val, consts = (np.array(z) for z in call.arrays())
+            reads, read_ref = call.tape.reads
         leaf_values = val[:call.nleaves]
         with Tape() as tape:
             inputs = [wrap(float(v), requires_grad=True) for v in leaf_values]
             ents = _replay_into_eager(op, a, b, consts, inputs, call.nleaves)
         outputs = [ents[r] if r >= 0 else wrap(float(v)) for r, v in zip(call.refs, call.values)]
+        if reads and read_ref >= 0:
+            # the function read a recorded value out of the tape (value(x), math.floor(x)):
+            # the eager engine's mark for that, so that a replay refuses this tape
+            float(ents[read_ref])
         return Recording(tape, inputs, outputs, call.value())
 
 

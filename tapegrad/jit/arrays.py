@@ -13,7 +13,7 @@ from numba.core.typing.templates import AbstractTemplate, infer_global, signatur
 from numba.extending import intrinsic, overload, overload_attribute, overload_method
 
 from ..core import optable
-from .active import Active, ActiveArray, ActiveArrayIter, emit_constant, make_active
+from .active import Active, ActiveArray, ActiveArrayIter, emit_constant, emit_read, make_active
 
 
 def _slot(t):
@@ -170,12 +170,32 @@ def value(x):
     return x
 
 
+@intrinsic
+def note_read(typingctx, like, ref):
+    """Mark that a value left the tape (see ``active.emit_read``)."""
+    slot = _slot(like)
+    if slot is None:
+        return None
+
+    def codegen(context, builder, sig, args):
+        emit_read(builder, slot, args[1])
+        return context.get_dummy_value()
+    return signature(types.none, like, types.int64), codegen
+
+
 @overload(value)
 def _value(x):
     if isinstance(x, Active):
-        return lambda x: x.value
+        def scalar(x):
+            note_read(x, x.ref)
+            return x.value
+        return scalar
     if isinstance(x, ActiveArray):
-        return lambda x: x.vals.copy()
+        def array(x):
+            if x.refs.size:
+                note_read(x, x.refs.reshape(x.refs.size)[0])
+            return x.vals.copy()
+        return array
     return lambda x: x
 
 

@@ -18,7 +18,7 @@ from numba.core.imputils import lower_builtin
 from numba.core.typing.templates import AbstractTemplate, infer_global, signature
 
 from .active import (ARG_CODE, Active, ActiveArray, active_parts, emit_append, emit_compare,
-                     emit_constant, make_active)
+                     emit_constant, emit_read, make_active)
 
 _NUMBER = (types.Float, types.Integer, types.Boolean)
 _F64 = types.float64
@@ -127,7 +127,8 @@ def _lower(code, arity, fwd, kind):
         return builder.fcmp_ordered("!=", r, ir.Constant(ir.DoubleType(), 0.0))
 
     def to_int(context, builder, sig, args):
-        v = active_parts(context, builder, sig.args[0], args[0])[0]
+        v, r = active_parts(context, builder, sig.args[0], args[0])
+        emit_read(builder, sig.args[0].slot, r)
         return _call(context, builder, fwd, signature(types.intp, _F64), [v])
 
     return {"compare": compare, "int": to_int}.get(kind, op)
