@@ -427,6 +427,10 @@ SAME = {
     "logspace": lambda m: m.logspace(0, 2, 3),
     "cdist": lambda m: m.cdist(_x(m, W), _x(m, W[:2])),
     "out": lambda m: _outs(m),
+    "where_forms": lambda m: (m.where(m.tensor([True, False])), m.where(_x(m, W) > 1),
+                              m.where(_x(m, W) > 1, _x(m, W), 0.0), m.clamp(_x(m, W), min=0.5),
+                              m.clamp(_x(m, W), max=m.tensor(0.5)), m.maximum(_x(m, W), _x(m, W[::-1])),
+                              m.minimum(_x(m, W), m.tensor(1.0))),
     "legacy_types": lambda m: (m.ByteTensor([1, 2]), m.CharTensor([1, -2]), m.HalfTensor([1.5]),
                                m.IntTensor([3]), m.ShortTensor([4]), _x(m, [1.7]).byte(),
                                _x(m, [-1.7]).char(), m.zeros(2).is_cpu),
@@ -789,11 +793,15 @@ ERRORS = {
     "det_vector": lambda m: m.det(m.zeros(3)),
     "inv_singular": lambda m: m.linalg.inv(m.zeros(2, 2)),   # (torch._C._LinAlgError)
     "solve_shapes": lambda m: m.linalg.solve(m.eye(2), m.ones(3, 1)),
+    "where_number_condition": lambda m: m.where(True, m.ones(2), m.zeros(2)),
+    "maximum_number": lambda m: m.maximum(m.ones(2), 0.5),
+    "minimum_number_first": lambda m: m.minimum(0.5, m.ones(2)),
+    "clamp_no_bounds": lambda m: m.clamp(m.ones(2)),
     "out_requires_grad": lambda m: m.add(m.ones(2, requires_grad=True), 1.0, out=m.zeros(2)),
     "out_dtype": lambda m: m.mul(m.ones(2), 2.0, out=m.zeros(2, dtype=m.int64)),
     "div_rounding_mode": lambda m: m.div(m.ones(2), 2, rounding_mode="round"),
 }
-LOOSE_MESSAGE = {"Tensor_float", "tril_vector", "inv_singular", "solve_shapes", "cuda_method", "to_cuda", "factory_cuda",
+LOOSE_MESSAGE = {"Tensor_float", "where_number_condition", "tril_vector", "inv_singular", "solve_shapes", "cuda_method", "to_cuda", "factory_cuda",
                  "zeros_size_twice", "scatter_index_range", "dim_out_of_range",
                  "masked_fill_value_dims", "index_add_range", "Tensor_ragged"}
 

@@ -2199,11 +2199,48 @@ def divide(input, other, *, rounding_mode=None, out=None):
     return r if out is None else write_out(r, out, "div")
 
 
+def where(condition, input=None, other=None, *, out=None):
+    """``where(condition, input, other)``: ``input`` where ``condition`` holds, else
+    ``other`` (recorded, differentiable); ``where(condition)``: ``nonzero(as_tuple=True)``."""
+    if input is None and other is None:
+        return nonzero(condition, as_tuple=True)
+    if not isinstance(condition, Tensor):
+        raise TypeError(f"where() received an invalid combination of arguments - got "
+                        f"({type(condition).__name__}, {type(input).__name__}, "
+                        f"{type(other).__name__}), but expected (Tensor condition, Tensor input, "
+                        "Tensor other)")
+    r = ELEMENTWISE["where"](condition, input, other)
+    return r if out is None else write_out(r, out, "where")
+
+
+def _two_tensors(fn, name):
+    def binary(input, other, *, out=None):
+        for pos, (arg, v) in enumerate((("input", input), ("other", other)), 1):
+            if not isinstance(v, Tensor):
+                raise TypeError(f"{name}(): argument '{arg}' (position {pos}) must be Tensor, "
+                                f"not {type(v).__name__}")
+        r = fn(input, other)
+        return r if out is None else write_out(r, out, name)
+    binary.__name__ = name
+    binary.__doc__ = f"Elementwise ``{name}`` of two tensors (PyTorch refuses a number here)."
+    return binary
+
+
+def clamp(input, min=None, max=None, *, out=None):  # noqa: A002
+    """``input`` limited to ``[min, max]`` (numbers or tensors; one of them may be None)."""
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    r = ELEMENTWISE["clamp"](input, min, max)
+    return r if out is None else write_out(r, out, "clamp")
+
+
 ARITHMETIC = {"add": _scaled(ELEMENTWISE["add"], "add"), "sub": _scaled(ELEMENTWISE["sub"], "sub"),
               "subtract": _scaled(ELEMENTWISE["sub"], "sub"),
               "mul": with_out(ELEMENTWISE["mul"], "mul"),
               "multiply": with_out(ELEMENTWISE["mul"], "mul"), "div": divide, "divide": divide,
-              "true_divide": divide}
+              "true_divide": divide, "where": where, "clamp": clamp,
+              "maximum": _two_tensors(ELEMENTWISE["maximum"], "maximum"),
+              "minimum": _two_tensors(ELEMENTWISE["minimum"], "minimum")}
 
 
 # Tensor methods (name -> function); PyTorch's method signatures take ``self`` first.
