@@ -168,6 +168,7 @@ def _with_where(p):
     s = 0.0
     for i in range(len(p)):
         s += tg.jit.where(p[i] > 0.0, p[i] * p[i], -p[i]) + tg.jit.clamp(p[i], -0.5, 0.5)
+        s += max(p[i], 0.5) * np.minimum(0.3, p[i]) + np.clip(p[i], 0.0, 1.0)
     return s
 
 
