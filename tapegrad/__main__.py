@@ -1,4 +1,4 @@
-"""``python -m tapegrad``: the seeds' example, then a timed 100k-op scalar workload."""
+"""``python -m tapegrad``: a backward graph read as PyTorch prints it, then a timed 100k-op scalar workload."""
 from __future__ import annotations
 
 import time
@@ -6,7 +6,7 @@ import time
 import tapegrad as tg
 
 
-def seed_example():
+def graph_example():
     a = tg.tensor(2.0, requires_grad=True)
     b = tg.tensor(3.0, requires_grad=True)
     c = a + b
@@ -56,5 +56,5 @@ def scalar_workload(n=12_500):
 
 
 if __name__ == "__main__":
-    seed_example()
+    graph_example()
     scalar_workload()

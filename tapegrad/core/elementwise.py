@@ -10,6 +10,9 @@ from .tape import CHUNK as _CHUNK, boot as _boot, rec_get as _rec_get
 from .tensor import Tensor, compare as _compare, elementwise_fallback as _generic
 from .tensor import ieee_value as _ieee, wrap
 
+# results are made without calling Tensor(): that is tg.Tensor(data)'s __init__
+_new = object.__new__
+
 
 def add_(tx, ty):
     """add: elementwise, differentiable (node ``AddBackward0``)."""
@@ -27,7 +30,7 @@ def add_(tx, ty):
                     xt = tx._tape
                     yt = ty._tape
                     if xt is None and yt is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -36,7 +39,7 @@ def add_(tx, ty):
                     except LookupError:
                         T = _boot()
                     if T is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -60,7 +63,7 @@ def add_(tx, ty):
                     T._rec_a.append(rx)
                     T._rec_b.append(ry)
                     vs.append(v)
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = T
                     r._entry = T._base + n
@@ -73,7 +76,7 @@ def add_(tx, ty):
                     v = _ieee(0, x, y, 0.0)
                 xt = tx._tape
                 if xt is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -82,7 +85,7 @@ def add_(tx, ty):
                 except LookupError:
                     T = _boot()
                 if T is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -103,7 +106,7 @@ def add_(tx, ty):
                 T._rec_a.append(rx)
                 T._rec_b.append(ry)
                 vs.append(v)
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = T
                 r._entry = T._base + n
@@ -127,7 +130,7 @@ def sub_(tx, ty):
                     xt = tx._tape
                     yt = ty._tape
                     if xt is None and yt is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -136,7 +139,7 @@ def sub_(tx, ty):
                     except LookupError:
                         T = _boot()
                     if T is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -160,7 +163,7 @@ def sub_(tx, ty):
                     T._rec_a.append(rx)
                     T._rec_b.append(ry)
                     vs.append(v)
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = T
                     r._entry = T._base + n
@@ -173,7 +176,7 @@ def sub_(tx, ty):
                     v = _ieee(1, x, y, 0.0)
                 xt = tx._tape
                 if xt is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -182,7 +185,7 @@ def sub_(tx, ty):
                 except LookupError:
                     T = _boot()
                 if T is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -203,7 +206,7 @@ def sub_(tx, ty):
                 T._rec_a.append(rx)
                 T._rec_b.append(ry)
                 vs.append(v)
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = T
                 r._entry = T._base + n
@@ -224,7 +227,7 @@ def rsub_(ty, tx):
                 v = _ieee(1, x, y, 0.0)
             yt = ty._tape
             if yt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -233,7 +236,7 @@ def rsub_(ty, tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -254,7 +257,7 @@ def rsub_(ty, tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -278,7 +281,7 @@ def mul_(tx, ty):
                     xt = tx._tape
                     yt = ty._tape
                     if xt is None and yt is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -287,7 +290,7 @@ def mul_(tx, ty):
                     except LookupError:
                         T = _boot()
                     if T is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -311,7 +314,7 @@ def mul_(tx, ty):
                     T._rec_a.append(rx)
                     T._rec_b.append(ry)
                     vs.append(v)
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = T
                     r._entry = T._base + n
@@ -324,7 +327,7 @@ def mul_(tx, ty):
                     v = _ieee(2, x, y, 0.0)
                 xt = tx._tape
                 if xt is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -333,7 +336,7 @@ def mul_(tx, ty):
                 except LookupError:
                     T = _boot()
                 if T is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -354,7 +357,7 @@ def mul_(tx, ty):
                 T._rec_a.append(rx)
                 T._rec_b.append(ry)
                 vs.append(v)
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = T
                 r._entry = T._base + n
@@ -378,7 +381,7 @@ def div_(tx, ty):
                     xt = tx._tape
                     yt = ty._tape
                     if xt is None and yt is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -387,7 +390,7 @@ def div_(tx, ty):
                     except LookupError:
                         T = _boot()
                     if T is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -411,7 +414,7 @@ def div_(tx, ty):
                     T._rec_a.append(rx)
                     T._rec_b.append(ry)
                     vs.append(v)
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = T
                     r._entry = T._base + n
@@ -424,7 +427,7 @@ def div_(tx, ty):
                     v = _ieee(3, x, y, 0.0)
                 xt = tx._tape
                 if xt is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -433,7 +436,7 @@ def div_(tx, ty):
                 except LookupError:
                     T = _boot()
                 if T is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -454,7 +457,7 @@ def div_(tx, ty):
                 T._rec_a.append(rx)
                 T._rec_b.append(ry)
                 vs.append(v)
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = T
                 r._entry = T._base + n
@@ -481,7 +484,7 @@ def pow_(tx, ty):
                     xt = tx._tape
                     yt = ty._tape
                     if xt is None and yt is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -490,7 +493,7 @@ def pow_(tx, ty):
                     except LookupError:
                         T = _boot()
                     if T is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -514,7 +517,7 @@ def pow_(tx, ty):
                     T._rec_a.append(rx)
                     T._rec_b.append(ry)
                     vs.append(v)
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = T
                     r._entry = T._base + n
@@ -527,7 +530,7 @@ def pow_(tx, ty):
                     v = _ieee(4, x, y, 0.0)
                 xt = tx._tape
                 if xt is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -536,7 +539,7 @@ def pow_(tx, ty):
                 except LookupError:
                     T = _boot()
                 if T is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -557,7 +560,7 @@ def pow_(tx, ty):
                 T._rec_a.append(rx)
                 T._rec_b.append(ry)
                 vs.append(v)
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = T
                 r._entry = T._base + n
@@ -576,7 +579,7 @@ def rpow_(ty, tx):
                 v = _ieee(4, x, y, 0.0)
             yt = ty._tape
             if yt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -585,7 +588,7 @@ def rpow_(ty, tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -606,7 +609,7 @@ def rpow_(ty, tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -630,7 +633,7 @@ def atan2_(tx, ty):
                     xt = tx._tape
                     yt = ty._tape
                     if xt is None and yt is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -639,7 +642,7 @@ def atan2_(tx, ty):
                     except LookupError:
                         T = _boot()
                     if T is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -663,7 +666,7 @@ def atan2_(tx, ty):
                     T._rec_a.append(rx)
                     T._rec_b.append(ry)
                     vs.append(v)
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = T
                     r._entry = T._base + n
@@ -676,7 +679,7 @@ def atan2_(tx, ty):
                     v = _ieee(5, x, y, 0.0)
                 xt = tx._tape
                 if xt is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -685,7 +688,7 @@ def atan2_(tx, ty):
                 except LookupError:
                     T = _boot()
                 if T is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -706,7 +709,7 @@ def atan2_(tx, ty):
                 T._rec_a.append(rx)
                 T._rec_b.append(ry)
                 vs.append(v)
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = T
                 r._entry = T._base + n
@@ -730,7 +733,7 @@ def maximum_(tx, ty):
                     xt = tx._tape
                     yt = ty._tape
                     if xt is None and yt is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -739,7 +742,7 @@ def maximum_(tx, ty):
                     except LookupError:
                         T = _boot()
                     if T is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -763,7 +766,7 @@ def maximum_(tx, ty):
                     T._rec_a.append(rx)
                     T._rec_b.append(ry)
                     vs.append(v)
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = T
                     r._entry = T._base + n
@@ -776,7 +779,7 @@ def maximum_(tx, ty):
                     v = _ieee(6, x, y, 0.0)
                 xt = tx._tape
                 if xt is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -785,7 +788,7 @@ def maximum_(tx, ty):
                 except LookupError:
                     T = _boot()
                 if T is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -806,7 +809,7 @@ def maximum_(tx, ty):
                 T._rec_a.append(rx)
                 T._rec_b.append(ry)
                 vs.append(v)
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = T
                 r._entry = T._base + n
@@ -830,7 +833,7 @@ def minimum_(tx, ty):
                     xt = tx._tape
                     yt = ty._tape
                     if xt is None and yt is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -839,7 +842,7 @@ def minimum_(tx, ty):
                     except LookupError:
                         T = _boot()
                     if T is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -863,7 +866,7 @@ def minimum_(tx, ty):
                     T._rec_a.append(rx)
                     T._rec_b.append(ry)
                     vs.append(v)
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = T
                     r._entry = T._base + n
@@ -876,7 +879,7 @@ def minimum_(tx, ty):
                     v = _ieee(7, x, y, 0.0)
                 xt = tx._tape
                 if xt is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -885,7 +888,7 @@ def minimum_(tx, ty):
                 except LookupError:
                     T = _boot()
                 if T is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -906,7 +909,7 @@ def minimum_(tx, ty):
                 T._rec_a.append(rx)
                 T._rec_b.append(ry)
                 vs.append(v)
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = T
                 r._entry = T._base + n
@@ -925,7 +928,7 @@ def neg_(tx):
                 v = _ieee(8, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -934,7 +937,7 @@ def neg_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -953,7 +956,7 @@ def neg_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -972,7 +975,7 @@ def abs_(tx):
                 v = _ieee(9, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -981,7 +984,7 @@ def abs_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1000,7 +1003,7 @@ def abs_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -1019,7 +1022,7 @@ def exp_(tx):
                 v = _ieee(10, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1028,7 +1031,7 @@ def exp_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1047,7 +1050,7 @@ def exp_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -1066,7 +1069,7 @@ def log_(tx):
                 v = _ieee(11, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1075,7 +1078,7 @@ def log_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1094,7 +1097,7 @@ def log_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -1113,7 +1116,7 @@ def log1p_(tx):
                 v = _ieee(12, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1122,7 +1125,7 @@ def log1p_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1141,7 +1144,7 @@ def log1p_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -1160,7 +1163,7 @@ def expm1_(tx):
                 v = _ieee(13, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1169,7 +1172,7 @@ def expm1_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1188,7 +1191,7 @@ def expm1_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -1207,7 +1210,7 @@ def sqrt_(tx):
                 v = _ieee(14, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1216,7 +1219,7 @@ def sqrt_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1235,7 +1238,7 @@ def sqrt_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -1254,7 +1257,7 @@ def sin_(tx):
                 v = _ieee(15, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1263,7 +1266,7 @@ def sin_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1282,7 +1285,7 @@ def sin_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -1301,7 +1304,7 @@ def cos_(tx):
                 v = _ieee(16, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1310,7 +1313,7 @@ def cos_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1329,7 +1332,7 @@ def cos_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -1348,7 +1351,7 @@ def tan_(tx):
                 v = _ieee(17, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1357,7 +1360,7 @@ def tan_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1376,7 +1379,7 @@ def tan_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -1395,7 +1398,7 @@ def asin_(tx):
                 v = _ieee(18, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1404,7 +1407,7 @@ def asin_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1423,7 +1426,7 @@ def asin_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -1442,7 +1445,7 @@ def acos_(tx):
                 v = _ieee(19, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1451,7 +1454,7 @@ def acos_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1470,7 +1473,7 @@ def acos_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -1489,7 +1492,7 @@ def atan_(tx):
                 v = _ieee(20, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1498,7 +1501,7 @@ def atan_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1517,7 +1520,7 @@ def atan_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -1536,7 +1539,7 @@ def sinh_(tx):
                 v = _ieee(21, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1545,7 +1548,7 @@ def sinh_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1564,7 +1567,7 @@ def sinh_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -1583,7 +1586,7 @@ def cosh_(tx):
                 v = _ieee(22, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1592,7 +1595,7 @@ def cosh_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1611,7 +1614,7 @@ def cosh_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -1630,7 +1633,7 @@ def tanh_(tx):
                 v = _ieee(23, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1639,7 +1642,7 @@ def tanh_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1658,7 +1661,7 @@ def tanh_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -1677,7 +1680,7 @@ def sigmoid_(tx):
                 v = _ieee(24, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1686,7 +1689,7 @@ def sigmoid_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1705,7 +1708,7 @@ def sigmoid_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -1724,7 +1727,7 @@ def relu_(tx):
                 v = _ieee(25, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1733,7 +1736,7 @@ def relu_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1752,7 +1755,7 @@ def relu_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -1771,7 +1774,7 @@ def erf_(tx):
                 v = _ieee(26, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1780,7 +1783,7 @@ def erf_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1799,7 +1802,7 @@ def erf_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -1818,7 +1821,7 @@ def sign_(tx):
                 v = _ieee(27, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1827,7 +1830,7 @@ def sign_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1846,7 +1849,7 @@ def sign_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -1865,7 +1868,7 @@ def round_(tx):
                 v = _ieee(28, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1874,7 +1877,7 @@ def round_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1893,7 +1896,7 @@ def round_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -1912,7 +1915,7 @@ def floor_(tx):
                 v = _ieee(29, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1921,7 +1924,7 @@ def floor_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1940,7 +1943,7 @@ def floor_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -1959,7 +1962,7 @@ def ceil_(tx):
                 v = _ieee(30, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1968,7 +1971,7 @@ def ceil_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -1987,7 +1990,7 @@ def ceil_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -2006,7 +2009,7 @@ def trunc_(tx):
                 v = _ieee(31, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -2015,7 +2018,7 @@ def trunc_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -2034,7 +2037,7 @@ def trunc_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -2093,7 +2096,7 @@ def reciprocal_(tx):
                 v = _ieee(40, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -2102,7 +2105,7 @@ def reciprocal_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -2121,7 +2124,7 @@ def reciprocal_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -2140,7 +2143,7 @@ def clone_(tx):
                 v = _ieee(41, x, 0.0, 0.0)
             xt = tx._tape
             if xt is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -2149,7 +2152,7 @@ def clone_(tx):
             except LookupError:
                 T = _boot()
             if T is None:
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = None
                 return r
@@ -2168,7 +2171,7 @@ def clone_(tx):
             T._rec_a.append(rx)
             T._rec_b.append(ry)
             vs.append(v)
-            r = Tensor()
+            r = _new(Tensor)
             r._value = v
             r._tape = T
             r._entry = T._base + n
@@ -2192,7 +2195,7 @@ def sigmoid_backward_(tx, ty):
                     xt = tx._tape
                     yt = ty._tape
                     if xt is None and yt is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -2201,7 +2204,7 @@ def sigmoid_backward_(tx, ty):
                     except LookupError:
                         T = _boot()
                     if T is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -2225,7 +2228,7 @@ def sigmoid_backward_(tx, ty):
                     T._rec_a.append(rx)
                     T._rec_b.append(ry)
                     vs.append(v)
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = T
                     r._entry = T._base + n
@@ -2238,7 +2241,7 @@ def sigmoid_backward_(tx, ty):
                     v = _ieee(42, x, y, 0.0)
                 xt = tx._tape
                 if xt is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -2247,7 +2250,7 @@ def sigmoid_backward_(tx, ty):
                 except LookupError:
                     T = _boot()
                 if T is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -2268,7 +2271,7 @@ def sigmoid_backward_(tx, ty):
                 T._rec_a.append(rx)
                 T._rec_b.append(ry)
                 vs.append(v)
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = T
                 r._entry = T._base + n
@@ -2292,7 +2295,7 @@ def tanh_backward_(tx, ty):
                     xt = tx._tape
                     yt = ty._tape
                     if xt is None and yt is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -2301,7 +2304,7 @@ def tanh_backward_(tx, ty):
                     except LookupError:
                         T = _boot()
                     if T is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -2325,7 +2328,7 @@ def tanh_backward_(tx, ty):
                     T._rec_a.append(rx)
                     T._rec_b.append(ry)
                     vs.append(v)
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = T
                     r._entry = T._base + n
@@ -2338,7 +2341,7 @@ def tanh_backward_(tx, ty):
                     v = _ieee(43, x, y, 0.0)
                 xt = tx._tape
                 if xt is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -2347,7 +2350,7 @@ def tanh_backward_(tx, ty):
                 except LookupError:
                     T = _boot()
                 if T is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -2368,7 +2371,7 @@ def tanh_backward_(tx, ty):
                 T._rec_a.append(rx)
                 T._rec_b.append(ry)
                 vs.append(v)
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = T
                 r._entry = T._base + n
@@ -2392,7 +2395,7 @@ def threshold_backward_(tx, ty):
                     xt = tx._tape
                     yt = ty._tape
                     if xt is None and yt is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -2401,7 +2404,7 @@ def threshold_backward_(tx, ty):
                     except LookupError:
                         T = _boot()
                     if T is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -2425,7 +2428,7 @@ def threshold_backward_(tx, ty):
                     T._rec_a.append(rx)
                     T._rec_b.append(ry)
                     vs.append(v)
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = T
                     r._entry = T._base + n
@@ -2438,7 +2441,7 @@ def threshold_backward_(tx, ty):
                     v = _ieee(44, x, y, 0.0)
                 xt = tx._tape
                 if xt is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -2447,7 +2450,7 @@ def threshold_backward_(tx, ty):
                 except LookupError:
                     T = _boot()
                 if T is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -2468,7 +2471,7 @@ def threshold_backward_(tx, ty):
                 T._rec_a.append(rx)
                 T._rec_b.append(ry)
                 vs.append(v)
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = T
                 r._entry = T._base + n
@@ -2502,7 +2505,7 @@ def gelu_backward_(tx, ty):
                     xt = tx._tape
                     yt = ty._tape
                     if xt is None and yt is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -2511,7 +2514,7 @@ def gelu_backward_(tx, ty):
                     except LookupError:
                         T = _boot()
                     if T is None:
-                        r = Tensor()
+                        r = _new(Tensor)
                         r._value = v
                         r._tape = None
                         return r
@@ -2535,7 +2538,7 @@ def gelu_backward_(tx, ty):
                     T._rec_a.append(rx)
                     T._rec_b.append(ry)
                     vs.append(v)
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = T
                     r._entry = T._base + n
@@ -2548,7 +2551,7 @@ def gelu_backward_(tx, ty):
                     v = _ieee(47, x, y, 0.0)
                 xt = tx._tape
                 if xt is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -2557,7 +2560,7 @@ def gelu_backward_(tx, ty):
                 except LookupError:
                     T = _boot()
                 if T is None:
-                    r = Tensor()
+                    r = _new(Tensor)
                     r._value = v
                     r._tape = None
                     return r
@@ -2578,7 +2581,7 @@ def gelu_backward_(tx, ty):
                 T._rec_a.append(rx)
                 T._rec_b.append(ry)
                 vs.append(v)
-                r = Tensor()
+                r = _new(Tensor)
                 r._value = v
                 r._tape = T
                 r._entry = T._base + n

@@ -510,11 +510,9 @@ def tensor_init(self, data=_NO_DATA, *sizes, device=None):
     """``tg.Tensor(data)`` / ``tg.Tensor(2, 3)`` / ``tg.Tensor()``: a tensor of the default
     float dtype, as PyTorch's legacy constructor (``tg.Tensor(t)`` is ``t``'s value).
 
-    Not installed as ``Tensor.__init__`` yet: the generated recording code makes its bare
-    tensors with ``Tensor()``, and a Python ``__init__`` would run for each of them (about
-    0.13 us, 15-25% of a recorded scalar op).  Once ``tools/codegen.py`` emits
-    ``object.__new__(Tensor)`` for them (as ``core/tensor.py`` does), add
-    ``__init__=tensor_init`` to ``torch_api.METHODS``."""
+    Installed as ``Tensor.__init__`` (``torch_api.METHODS``).  Every tensor tapegrad makes
+    itself is made with ``object.__new__(Tensor)``, which skips it (a Python ``__init__``
+    per recorded op would cost 15-25% of a scalar op)."""
     if data is _NO_DATA:
         self._value = _EMPTY
         self._tape = None

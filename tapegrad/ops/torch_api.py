@@ -21,7 +21,7 @@ from ..core.tape import Tape, recording
 from ..core.tensor import Tensor, check_float, note_comparison_use, wrap
 from . import everyday_ops, special
 from .factories import (LEGACY_CONSTRUCTORS, factory_shape, legacy_new, random_source,
-                        tensor as _new_tensor)
+                        tensor as _new_tensor, tensor_init)
 from .array_ops import (call, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
                         without_leading_ones, wrap_dim)
 
@@ -2245,6 +2245,7 @@ ARITHMETIC = {"add": _scaled(ELEMENTWISE["add"], "add"), "sub": _scaled(ELEMENTW
 
 # Tensor methods (name -> function); PyTorch's method signatures take ``self`` first.
 METHODS = {
+    "__init__": tensor_init,   # tg.Tensor(data), PyTorch's legacy constructor
     "sum": sum, "mean": mean, "prod": prod, "max": max, "min": min, "amax": amax,
     "amin": amin, "var": var, "std": std, "norm": norm, "logsumexp": logsumexp,
     "softmax": softmax, "log_softmax": log_softmax, "matmul": matmul, "mm": mm, "mv": mv,

@@ -137,7 +137,7 @@ def _wrap_elems(objs):
     if objs.ndim == 0:
         e = objs[()]
         return e if isinstance(e, Tensor) else wrap(_const(e))
-    r = Elements()
+    r = object.__new__(Elements)   # (Tensor() runs tg.Tensor(data)'s __init__)
     r._elems, r._tape, r._value = objs, None, _values(objs)
     return r
 
