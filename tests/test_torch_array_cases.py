@@ -499,6 +499,9 @@ CORNERS = {
                                               [[[0.0, 0.0], [3.0, 4.0]]]),
     "norm of a 0-d tensor that underflows": (lambda m, x: x.norm(), [-1e-300]),
     # a dim of size 1 with zeros elsewhere: the gradient is g put back in x's shape
+    "narrow": (lambda m, x: x.narrow(1, 1, 2) * 2.0, [[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]]),
+    "narrow with a negative start": (lambda m, x: m.narrow(x, -1, -2, 2), [[[1.0, 2.0, 3.0]]]),
+    "select": (lambda m, x: x.select(1, -1) * 3.0, [[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]]),
     "prod over a dim of size 1, with zeros": (lambda m, x: x.prod(-3),
                                               [[[[[1.0, 0.0, 2.0]]], [[[0.0, 3.0, 1.0]]]]]),
 }

@@ -893,6 +893,10 @@ class Linear(Module):
 
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
+        if min(in_features, out_features) < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension "
+                               f"{min(out_features, in_features) if out_features < 0 else in_features}: "
+                               f"[{out_features}, {in_features}]")
         self.in_features = in_features
         self.out_features = out_features
         np_dtype = np.float64 if dtype is None else getattr(dtype, "np", dtype)

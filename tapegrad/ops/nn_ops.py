@@ -334,6 +334,9 @@ def _cross_entropy_terms(x, t, weight, ignore_index, label_smoothing):
        edges=lambda x, t, *args, **params: 2 if _soft(x, t) else 1)   # class targets: no edge
 def cross_entropy(x, t, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
     """log-softmax and NLL fused (log-sum-exp forward)."""
+    if x.ndim >= 2 and t.ndim >= 1 and x.shape[0] != t.shape[0]:
+        raise ValueError(f"Expected input batch_size ({x.shape[0]}) to match target "
+                         f"batch_size ({t.shape[0]}).")
     dim = _class_dim(x)
     B, denom = _cross_entropy_terms(x, t, weight, ignore_index, label_smoothing)
     z = x - np.max(x, axis=dim, keepdims=True)

@@ -22,7 +22,7 @@ from ..core.tensor import Tensor, check_float, note_comparison_use, wrap
 from . import everyday_ops, special
 from .factories import (LEGACY_CONSTRUCTORS, factory_shape, legacy_new, random_source,
                         tensor as _new_tensor, tensor_init)
-from .array_ops import (call, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
+from .array_ops import (call, scalar_type_name, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
                         without_leading_ones, wrap_dim)
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
@@ -263,6 +263,10 @@ def _matmul_decomposed(a, b):
 
 def linear(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
     """``input @ weight.T + bias`` as one fused op (``tg.nn.functional.linear``)."""
+    if input.dtype.np.kind not in "fc" and weight.dtype.np.kind in "fc":
+        raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got "
+                           f"{scalar_type_name(input.dtype.np)} and "
+                           f"{scalar_type_name(weight.dtype.np)}")
     if input.shape[-1] != weight.shape[-1]:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied "
                            f"({input.numel() // input.shape[-1]}x{input.shape[-1]} and "
@@ -1251,6 +1255,32 @@ def unbind(input, dim=0):
     """The slices along ``dim``, as a tuple."""
     dim = wrap_dim(dim, input.ndim)
     return tuple(getitem(input, (slice(None),) * dim + (k,)) for k in range(input.shape[dim]))
+
+
+def narrow(input, dim, start, length):
+    """Elements ``start`` to ``start + length`` along ``dim`` (a copy: views are copies)."""
+    dim = wrap_dim(dim, input.ndim)
+    size = input.shape[dim]
+    start = int(start)
+    if not -size <= start <= size:
+        raise IndexError(f"start out of range (expected to be in range of [{-size}, {size}], "
+                         f"but got {start})")
+    start %= builtins.max(size, 1) if start < 0 else size + 1
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
+    if start + length > size:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
+    return getitem(input, (slice(None),) * dim + (slice(start, start + length),))
+
+
+def select(input, dim, index):
+    """The slice at ``index`` along ``dim`` (``x.select(0, i)`` is ``x[i]``)."""
+    dim = wrap_dim(dim, input.ndim)
+    size = input.shape[dim]
+    if not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size "
+                         f"{list(input.shape)} at dimension {dim}")
+    return getitem(input, (slice(None),) * dim + (index,))
 
 
 def masked_select(input, mask):
@@ -2264,7 +2294,8 @@ METHODS = {
     "topk": topk, "scatter": scatter, "scatter_add": scatter_add, "index_add": index_add,
     "masked_fill": masked_fill, "repeat_interleave": repeat_interleave, "cross": cross,
     "repeat": repeat, "tile": tile, "tril": tril, "triu": triu, "diag": diag, "trace": trace,
-    "bmm": bmm, "addmm": addmm, "baddbmm": baddbmm, "unbind": unbind,
+    "bmm": bmm, "addmm": addmm, "baddbmm": baddbmm, "unbind": unbind, "narrow": narrow,
+    "select": select,
     "masked_select": masked_select, "broadcast_to": broadcast_to, "view_as": view_as,
     "reshape_as": reshape_as, "swapaxes": swapaxes, "swapdims": swapaxes, "movedim": movedim,
     "moveaxis": movedim, "square": square, "rsqrt": rsqrt, "log2": log2, "log10": log10,
