@@ -4,8 +4,9 @@
     python benchmarks/report.py            # writes benchmarks/results/report.png
 
 Left: the scalar workload (Rosenbrock, ns per scalar op, log scale) for plain Python floats,
-tapegrad and PyTorch.  Right: the tensor workloads as time relative to PyTorch (lower is
-faster).  Every figure comes from the JSON the benchmark scripts wrote in one run each.
+tapegrad and PyTorch.  Middle: the tensor workloads as time relative to PyTorch (lower is
+faster).  Right: ``tg.jit``'s value + gradient against plain Python's value alone, and
+tapegrad eager and PyTorch eager on the same code (``benchmarks/jit.py``, log scale).  Every figure comes from the JSON the benchmark scripts wrote in one run each.
 """
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ def main(out=RESULTS / "report.png"):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    scalar, tensor = load("scalar"), load("tensor")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    scalar, tensor, jit = load("scalar"), load("tensor"), load("jit")
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.4))
     ax = axes[0]
     if scalar:
         b = scalar["backends"]
@@ -60,6 +61,28 @@ def main(out=RESULTS / "report.png"):
                      fontsize=10)
         ax.legend(loc="lower right", fontsize=8)
         ax.invert_yaxis()
+    ax = axes[2]
+    if jit:
+        names = {"rosenbrock": "Rosenbrock\nn = 20,000", "lotka_volterra": "adaptive DOPRI5\nODE",
+                 "kalman": "Kalman filter\n2,000 steps"}
+        series = [("plain Python, value only", "plain_python_value_s", "#9ca3af"),
+                  ("tg.jit value + gradient", None, "#2563eb"),
+                  ("tapegrad eager", "tapegrad_eager_s", "#93c5fd"),
+                  ("PyTorch eager", "torch_eager_s", "#f97316")]
+        work = [w for w in names if w in jit["workloads"]]
+        width = 0.2
+        for k, (label, key, colour) in enumerate(series):
+            vals = [jit["workloads"][w]["tg_jit"]["record_backward_s"] if key is None
+                    else jit["workloads"][w].get(key, float("nan")) for w in work]
+            ax.bar([i + (k - 1.5) * width for i in range(len(work))], [v * 1e3 for v in vals],
+                   width, label=label, color=colour)
+        ax.set_xticks(range(len(work)))
+        ax.set_xticklabels([names[w] for w in work], fontsize=9)
+        ax.set_yscale("log")
+        ax.set_ylabel("ms per call (log scale)")
+        ax.set_title(f"tg.jit: gradients of scalar code ({jit['date'][:10]})", fontsize=10)
+        ax.set_ylim(top=ax.get_ylim()[1] * 30)
+        ax.legend(fontsize=8, ncol=2, loc="upper center")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     print(f"wrote {out}")
