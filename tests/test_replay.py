@@ -535,3 +535,16 @@ def test_reprs_say_what_a_compiled_object_is_and_does():
     f(np.array([1.0, 2.0]))
     assert "1 recording(s)" in repr(f) and "hessian" in repr(f)
     assert "guards" in tg.compile.__doc__ and "tg.jit" in tg.compile.__doc__
+
+
+def test_replay_of_amax_at_a_tie_splits_as_its_chain_of_maximum_does():
+    """A documented deviation: eager (and PyTorch) split evenly among tied maxima; the
+    replay's chain of maximum halves at each tie."""
+    x = [1.0, 2.0, 2.0, 2.0]
+    with tg.Tape() as tape:
+        v = tg.tensor(x, requires_grad=True)
+        y = v.amax(0)
+    assert tape.compile([v], [y]).value_and_grad([x])[1].tolist() == [0.0, 0.25, 0.25, 0.5]
+    v = tg.tensor(x, requires_grad=True)
+    v.amax(0).backward()
+    np.testing.assert_allclose(v.grad.numpy(), [0.0, 1 / 3, 1 / 3, 1 / 3])
