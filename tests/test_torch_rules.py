@@ -341,3 +341,11 @@ def test_written_out_expectation_is_pytorchs(name):
     fn, want = CASES[name]
     got = outcome(fn, torch)
     assert _same(got, want), f"{name}: torch gives {got}, the test says {want}"
+
+
+def test_pow_by_a_half_is_cs_pow_a_documented_deviation():
+    """PyTorch computes x ** 0.5 as sqrt(x) and x ** -0.5 as 1 / sqrt(x); tapegrad's pow
+    follows C (README, "Differences from PyTorch")."""
+    assert (tg.tensor(-0.0) ** 0.5).item() == 0.0 and str((tg.tensor(-0.0) ** 0.5).item()) == "0.0"
+    assert (tg.tensor(-0.0) ** -0.5).item() == float("inf")
+    assert (tg.tensor(float("-inf")) ** -0.5).item() == 0.0

@@ -358,14 +358,19 @@ def _(g, ans, x, t, weight=None, ignore_index=-100, reduction="mean", label_smoo
     dim = _class_dim(xv)
     B, denom = _cross_entropy_terms(xv, tv, wv, ignore_index, label_smoothing)
     wc = 1.0 if wv is None else wrap(_along(wv, dim, xv.ndim))
-    if _soft(xv, tv):   # B as recorded ops of t: mixed second derivatives stay exact
+    soft = _soft(xv, tv)
+    if soft:   # B as recorded ops of t: mixed second derivatives stay exact
         B = (t * (1.0 - label_smoothing) + label_smoothing / xv.shape[dim]) * wc
     else:
         B = wrap(B)
     gl = _per_element(g, reduction, denom)
     if reduction == "none" and xv.ndim > 1:
         gl = call("unsqueeze", gl, dim)
-    return (lambda: gl * (_softmax(x, dim) * call("sum", B, dim=dim, keepdim=True) - B),
+    # as PyTorch composes it: the gradient u of log_softmax (nll's scatter of -g B into zeros
+    # for class targets, a product for probabilities), then log_softmax's u - softmax sum(u)
+    # (an infinite g meets its own terms there: inf - inf is NaN, as in PyTorch)
+    u = -gl * B if soft or label_smoothing else where(B != 0.0, -gl * B, 0.0)
+    return (lambda: u - _softmax(x, dim) * call("sum", u, dim=dim, keepdim=True),
             lambda: gl * _log_softmax(x, dim) * wc * -(1.0 - label_smoothing),
             None)
 
