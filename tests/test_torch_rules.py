@@ -271,6 +271,16 @@ def inplace_on_a_tensor_no_needed_partial_reads(L):
     return x.grad
 
 
+
+def quotient_by_itself_rounds_as_pytorch(L):
+    """The float sweep computes div's terms as PyTorch writes them (grad / other and
+    -grad * ((self / other) / other)), so x / x at 1e-300 leaves PyTorch's rounding residue."""
+    a = L.tensor([1e-300, 0.1, 3.0], requires_grad=True)
+    y = (a * 1.0) / a
+    (y * L.tensor([1.92, -1.0, 0.7])).sum().backward()
+    return a.grad
+
+
 CASES = {
     "an output's hook runs though inputs= prunes it": (hook_of_an_output_pruned_by_inputs,
                                                        [1.0]),
@@ -315,6 +325,8 @@ CASES = {
         inplace_on_a_result_only_a_constant_partial_reads, [[2.5, 4.5]]),
     "in-place on an operand no needed partial reads": (
         inplace_on_a_tensor_no_needed_partial_reads, [[3.0, 4.0]]),
+    "x / x rounds as PyTorch's rule": (quotient_by_itself_rounds_as_pytorch,
+                                        [[2.974033816955566e+284, 0.0, 0.0]]),
     "cumsum starts from 0., never -0.": (cumsum_never_gives_minus_zero,
                                          [[[np.inf, np.inf, 1.0, np.inf],
                                            [-2.0, np.inf, np.inf, np.inf]]]),

@@ -264,6 +264,9 @@ def sweep_source() -> str:
     first = True
     for k, op in enumerate(OPS):
         parts = [f for f in (op.dx, op.dy, op.dz)[:op.arity]]
+        # the terms as the engine's sweep computes them (a row's plain g-form, or g times
+        # the partial with its masks)
+        terms = [CODEGEN.adjoint_term(op, v) for v in "xyz"[:op.arity]]
         if op.compare:
             continue          # no gradient edge (NO_GRAD in the engine's sweep)
         # (a piecewise constant, sign or floor, still reaches its operand with a zero
@@ -279,13 +282,14 @@ def sweep_source() -> str:
                     for n in ("x", "y", "z", "out") if n in names]
         # an operand's inputs are loaded where its term is computed: a constant operand
         # (``2.0 * x``) costs no load of what only its own term would read
-        shared = set.intersection(*[CODEGEN._used(f) for f in parts if f != "0.0"]) \
+        shared = set.intersection(*[CODEGEN._used(t) for f, t in zip(parts, terms)
+                                    if f != "0.0"]) \
             if sum(f != "0.0" for f in parts) > 1 else set()
         lines += loads(shared, ind)
-        for r, f in zip(("ra", "rb", "rc"), parts):
+        for r, f, t in zip(("ra", "rb", "rc"), parts, terms):
             if f != "0.0":
-                lines += ([f"{ind}if {r} >= 0:"] + loads(CODEGEN._used(f) - shared, ind + "    ")
-                          + [f"{ind}    adj[{r}] += {CODEGEN._times('g', f)}",
+                lines += ([f"{ind}if {r} >= 0:"] + loads(CODEGEN._used(t) - shared, ind + "    ")
+                          + [f"{ind}    adj[{r}] += {t}",
                              f"{ind}    reached[{r}] = 1"])
             else:
                 lines += [f"{ind}if {r} >= 0:", f"{ind}    reached[{r}] = 1"]

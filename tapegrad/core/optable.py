@@ -320,17 +320,6 @@ STRUCTURAL = (
 
 
 
-def partial_reads(op: Op) -> Tuple[Tuple[bool, bool, bool, bool], ...]:
-    """For each input's partial (dx, dy, dz): which of (x, y, z, out) it reads.  A value is
-    saved for backward only when the gradient of an input whose partial reads it is needed
-    (as PyTorch saves ``self`` of ``x * c`` only when ``c`` requires grad): an in-place
-    change of a value that no needed partial reads is no error."""
-    import re
-
-    return tuple(tuple(bool(re.search(r"\b%s\b" % n, f or "")) for n in ("x", "y", "z", "out"))
-                 for f in (op.dx, op.dy, op.dz))
-
-
 def saved_inputs(op: Op) -> Tuple[bool, bool, bool, bool]:
     """Which of (x, y, z, out) the op's backward reads: derived from its partials.  (A
     ``g*`` rule may read others, as div's ``x``: the tape keeps every entry's value, and the

@@ -36,7 +36,7 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
                 adj[ra] += g
                 reached[ra] = 1
             if rb >= 0:
-                adj[rb] += g * (-1.0)
+                adj[rb] += (-g)
                 reached[rb] = 1
         elif o == 2:  # mul
             if ra >= 0:
@@ -50,11 +50,11 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
         elif o == 3:  # div
             y = val[rb] if rb >= 0 else consts[-rb - 1]
             if ra >= 0:
-                adj[ra] += g * (1.0 / y)
+                adj[ra] += (g / y)
                 reached[ra] = 1
             if rb >= 0:
-                out = val[i]
-                adj[rb] += g * (-out / y)
+                x = val[ra] if ra >= 0 else consts[-ra - 1]
+                adj[rb] += (-g * ((x / y) / y))
                 reached[rb] = 1
         elif o == 4:  # pow
             x = val[ra] if ra >= 0 else consts[-ra - 1]
@@ -95,7 +95,7 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
                 reached[rb] = 1
         elif o == 8:  # neg
             if ra >= 0:
-                adj[ra] += g * (-1.0)
+                adj[ra] += (-g)
                 reached[ra] = 1
         elif o == 9:  # abs
             if ra >= 0:
@@ -110,12 +110,12 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
         elif o == 11:  # log
             if ra >= 0:
                 x = val[ra] if ra >= 0 else consts[-ra - 1]
-                adj[ra] += g * (1.0 / x)
+                adj[ra] += (g / x)
                 reached[ra] = 1
         elif o == 12:  # log1p
             if ra >= 0:
                 x = val[ra] if ra >= 0 else consts[-ra - 1]
-                adj[ra] += g * (1.0 / (1.0 + x))
+                adj[ra] += (g / (x + 1.0))
                 reached[ra] = 1
         elif o == 13:  # expm1
             if ra >= 0:
@@ -125,7 +125,7 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
         elif o == 14:  # sqrt
             if ra >= 0:
                 out = val[i]
-                adj[ra] += g * (0.5 / out)
+                adj[ra] += (g / (2.0 * out))
                 reached[ra] = 1
         elif o == 15:  # sin
             if ra >= 0:
@@ -140,7 +140,7 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
         elif o == 17:  # tan
             if ra >= 0:
                 out = val[i]
-                adj[ra] += g * (1.0 + out * out)
+                adj[ra] += (g * (1.0 + out ** 2.0))
                 reached[ra] = 1
         elif o == 18:  # asin
             if ra >= 0:
@@ -155,7 +155,7 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
         elif o == 20:  # atan
             if ra >= 0:
                 x = val[ra] if ra >= 0 else consts[-ra - 1]
-                adj[ra] += g * (1.0 / (1.0 + x * x))
+                adj[ra] += (g / (x * x + 1.0))
                 reached[ra] = 1
         elif o == 21:  # sinh
             if ra >= 0:
@@ -185,7 +185,7 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
         elif o == 26:  # erf
             if ra >= 0:
                 x = val[ra] if ra >= 0 else consts[-ra - 1]
-                adj[ra] += g * (1.1283791670955126 * exp(-x * x))
+                adj[ra] += (1.1283791670955126 * exp(-(x ** 2.0)) * g)
                 reached[ra] = 1
         elif o == 27:  # sign
             if ra >= 0:
@@ -232,7 +232,7 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
         elif o == 40:  # reciprocal
             if ra >= 0:
                 out = val[i]
-                adj[ra] += g * (-out * out)
+                adj[ra] += (-g * (out * out))
                 reached[ra] = 1
         elif o == 41:  # clone
             if ra >= 0:
