@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+from . import interrupts
 from .tape import thread_state
 
 
@@ -18,6 +19,23 @@ def _set(mode):
     st.grad_enabled = bool(mode)
     st.refresh()
     return prev
+
+
+def _enter(mode):
+    """Set grad mode, returning the previous one; an interrupt as it returns (``_set`` defers
+    one to its end) puts the previous mode back, so a ``with`` that never starts its body
+    does not leave grad mode changed."""
+    prev = thread_state.grad_enabled
+    try:
+        return _set(mode)
+    except BaseException:
+        _set(prev)
+        raise
+
+
+# the mode and the recording state it caches change together: a Ctrl-C between the two
+# left ops not recording while grad mode said they did (found by the interrupt storm)
+interrupts.protect(_set)
 
 
 class _Mode:
@@ -35,7 +53,7 @@ class _Mode:
         return self(orig_func)   # @no_grad without parentheses
 
     def __enter__(self):
-        self._prev = _set(self._mode)
+        self._prev = _enter(self._mode)
         return None
 
     def __exit__(self, *exc):
@@ -78,7 +96,7 @@ class inference_mode(_Mode):
         self._enabled = bool(mode)
 
     def __enter__(self):
-        self._prev = _set(False) if self._enabled else None
+        self._prev = _enter(False) if self._enabled else None
         return None
 
     def __exit__(self, *exc):
@@ -112,7 +130,7 @@ class set_grad_enabled(_Mode):
             raise TypeError(f"set_grad_enabled(): argument 'enabled' (position 1) must be bool, "
                             f"not {type(mode).__name__}")
         self._mode = bool(mode)
-        self._prev = _set(self._mode)
+        self._prev = _enter(self._mode)
 
     def __enter__(self):
         return None
