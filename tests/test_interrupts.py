@@ -19,7 +19,10 @@ STORM = textwrap.dedent("""
     random.seed(0)
     stop = False
 
+    go = threading.Event()
+
     def send_interrupts():       # SIGINT every 0.5-3 ms, as a user hammering Ctrl-C
+        go.wait()                # (not while Thread.start() waits for this thread to run)
         while not stop:
             time.sleep(random.uniform(0.0005, 0.003))
             os.kill(os.getpid(), signal.SIGINT)
@@ -61,6 +64,7 @@ STORM = textwrap.dedent("""
     t0 = time.time()
     while not stop:     # (an interrupt between two statements of this test's own loop
         try:            # lands here: the storm goes on)
+            go.set()
             storm(t0)
             stop = True
             time.sleep(0.05)

@@ -25,10 +25,10 @@ from ..core import kernels as K
 from ..core import optable
 from ..core.elementwise import FUNCTIONS as ELEMENTWISE
 from ..core.elementwise import GRAPH_CONDITIONS, GRAPH_PARTIALS
-from ..core.grad_mode import set_grad_enabled
+from ..core.grad_mode import grad_mode
 from ..core.numba_jit import jit
 from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC, PYOUT,
-                         SECOND_BACKWARD, Tape, thread_state)
+                         SECOND_BACKWARD, Tape, fresh_default_tape, thread_state)
 from ..core.dtypes import Size
 from ..core.graph import LEAF_STATE, node_input_slots, node_name, node_state
 from ..core.tensor import Tensor, tensor_of_entry, wrap
@@ -651,7 +651,7 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
                 targets.append((pos, x._tape, x._entry))
 
     walked = []
-    with set_grad_enabled(create_graph):
+    with grad_mode(create_graph):
         while work:
             _, (T, seeds) = work.popitem()
             # a non-leaf input whose node runs on (another input lies beyond it) is captured
@@ -686,10 +686,7 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
             n = len(adj.reached)
             np.maximum(T._freed[:n], adj.reached, out=T._freed[:n])
             release_saved(T, adj.reached)   # what hooks packed and Functions saved goes too
-            st = thread_state
-            if st.implicit is T:  # start a fresh default tape: memory stays bounded in loops
-                st.implicit = Tape()
-                st.refresh()
+            fresh_default_tape(T)
     if inputs is not None:
         for pos, x in enumerate(inputs):
             if _is_leaf(x):
@@ -715,10 +712,10 @@ def accumulate(acc, only=None, create_graph=False):
     (only for tensors whose id is in ``only``, when given).  Under ``create_graph`` the
     gradients are recorded tensors and ``.grad`` accumulates out of place, recorded too."""
     if create_graph:
-        with set_grad_enabled(True):
+        with grad_mode(True):
             _accumulate_recorded(acc, only)
         return
-    with set_grad_enabled(False):   # hooks run with grad mode off, as in PyTorch
+    with grad_mode(False):   # hooks run with grad mode off, as in PyTorch
         _accumulate_values(acc, only)
 
 
@@ -727,7 +724,7 @@ def hooked(t, g, create_graph):
     hooks = getattr(t, "_hooks", None)
     if not hooks:
         return g
-    with set_grad_enabled(create_graph):
+    with grad_mode(create_graph):
         g = g if isinstance(g, Tensor) else wrap(grad_value(t, g))
         for hook in list(hooks):
             g = run_hook(hook, g)

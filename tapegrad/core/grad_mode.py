@@ -114,6 +114,13 @@ class inference_mode(_Mode):
         return wrapper
 
 
+def grad_mode(enabled: bool):
+    """A context manager that sets grad mode when the ``with`` starts (``set_grad_enabled``
+    sets it when called, as PyTorch's, so a Ctrl-C between the call and the ``with`` would
+    leave the mode changed): what tapegrad's own code uses."""
+    return enable_grad() if enabled else no_grad()
+
+
 def is_inference_mode_enabled() -> bool:
     """False: tapegrad has no inference tensors (``inference_mode`` is ``no_grad``)."""
     return False

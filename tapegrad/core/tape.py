@@ -341,6 +341,17 @@ def current_tape() -> Optional["Tape"]:
     return recording()
 
 
+def fresh_default_tape(T):
+    """If ``T`` is this thread's default tape, start a fresh one (after a backward freed it:
+    memory stays bounded in a training loop)."""
+    st = thread_state
+    if st.implicit is T:
+        st.implicit = Tape()
+        st.refresh()
+
+
+# (the default tape and the recording state that caches it change together)
+interrupts.protect(fresh_default_tape, Tape.__enter__, Tape.__exit__)
 # Ctrl-C inside one of these is delivered when it returns: a tape is never half-written.
 interrupts.protect(Tape._push, Tape._flush, Tape._push_leaf, Tape._push_const, Tape._ref,
                    Tape._const, Tape._const_t)
