@@ -237,3 +237,18 @@ class Size(tuple):
     def numel(self):
         """The number of elements."""
         return int(np.prod(self, dtype=np.int64))
+
+
+# PyTorch's names of the scalar types (``Long`` for int64), as its messages and legacy
+# constructors (``LongTensor``) spell them
+SCALAR_TYPE_NAMES = {np.dtype(np.float64): "Double", np.dtype(np.float32): "Float",
+                     np.dtype(np.float16): "Half", np.dtype(np.int64): "Long",
+                     np.dtype(np.int32): "Int", np.dtype(np.int16): "Short",
+                     np.dtype(np.int8): "Char", np.dtype(np.uint8): "Byte",
+                     np.dtype(np.bool_): "Bool"}
+
+
+def scalar_type_name(np_dtype) -> str:
+    """PyTorch's name of a NumPy dtype's scalar type (``Long`` for int64)."""
+    d = np.dtype(np_dtype)
+    return SCALAR_TYPE_NAMES.get(d, d.name)

@@ -27,7 +27,7 @@ import numpy as np
 from . import interrupts, optable
 from .forward import ARRAY_FORWARD, SCALAR_FORWARD
 from .dtypes import (Size, bool_, dtype, dtype_of, float16, float32, float64, int8, int16,
-                     int32, int64, uint8)
+                     int32, int64, scalar_type_name, uint8)
 from .graph import node_for
 from .printing import format_value
 from .shapes import broadcast_error, wrap_dim
@@ -234,9 +234,6 @@ def elementwise_fallback(code, args):
     return _generic_slow(code, args)
 
 
-_SCALAR_NAMES = {"float64": "Double", "float32": "Float", "int64": "Long", "int32": "Int"}
-
-
 def _generic_slow(code, args):
     for a in args:
         if a.__class__ is not Tensor:
@@ -254,7 +251,7 @@ def _generic_slow(code, args):
             raise RuntimeError("where(): the condition cannot require grad")
     if first and isinstance(args[0], Tensor) and np.asarray(vals[0]).dtype.kind != "b":
         raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor "
-                           f"with dtype {_SCALAR_NAMES.get(np.asarray(vals[0]).dtype.name, 'Double')}")
+                           f"with dtype {scalar_type_name(np.asarray(vals[0]).dtype)}")
     if all(v.__class__ is float or isinstance(v, (_b.int, _b.float)) for v in vals):
         xs = [_b.float(v) for v in vals] + [0.0] * (3 - len(vals))
         try:

@@ -21,6 +21,7 @@ from typing import Callable, NamedTuple, Optional, Union
 import numpy as np
 
 from ..core.elementwise import FUNCTIONS as ELEMENTWISE
+from ..core.dtypes import scalar_type_name
 from ..core.shapes import wrap_dim, wrap_dims
 from ..core.pyop import Arg, record
 from ..core.grad_mode import is_grad_enabled
@@ -248,17 +249,6 @@ def _ties(g, ans, x, dim=None, keepdim=False):
     # d max / dx = the gradient split evenly among the elements equal to the max (as PyTorch)
     mask = _where(x == _spread(ans, x, dim, keepdim), 1.0, 0.0)
     return (_spread(g / call("sum", mask, dim=dim, keepdim=keepdim), x, dim, keepdim) * mask,)
-
-
-# PyTorch's names of scalar types, as its messages print them
-_SCALAR_TYPES = {"float64": "Double", "float32": "Float", "float16": "Half", "int64": "Long",
-                 "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
-                 "bool": "Bool"}
-
-
-def scalar_type_name(dtype) -> str:
-    """PyTorch's name of a NumPy dtype's scalar type (``Long`` for int64)."""
-    return _SCALAR_TYPES.get(np.dtype(dtype).name, np.dtype(dtype).name)
 
 
 def _nonempty(name, x, dim):

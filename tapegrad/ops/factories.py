@@ -15,7 +15,7 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from ..core.dtypes import (as_device, as_dtype, dtype as _dtype, dtype_of, float64,
+from ..core.dtypes import (SCALAR_TYPE_NAMES, as_device, as_dtype, dtype as _dtype, dtype_of, float64,
                            get_default_dtype, set_default_dtype)
 from ..core.tensor import Tensor, check_float, wrap
 
@@ -452,11 +452,7 @@ def randint_like(input: Tensor, low: int = 0, high: Optional[int] = None, dtype:
 
 # -- PyTorch's legacy constructors ---------------------------------------------------------
 
-_LEGACY_NAMES = {np.dtype(np.float64): "Double", np.dtype(np.float32): "Float",
-                 np.dtype(np.float16): "Half", np.dtype(np.int64): "Long",
-                 np.dtype(np.int32): "Int", np.dtype(np.int16): "Short",
-                 np.dtype(np.int8): "Char", np.dtype(np.uint8): "Byte",
-                 np.dtype(np.bool_): "Bool"}
+_LEGACY_NAMES = SCALAR_TYPE_NAMES
 
 
 def legacy_new(np_dtype, *args, device=None):

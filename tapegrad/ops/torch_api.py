@@ -15,14 +15,14 @@ import numpy as np
 
 from ..core.elementwise import FUNCTIONS as ELEMENTWISE
 from ..core import optable
-from ..core.dtypes import (CPU, as_device, as_dtype, bool_, device as _device, float16, float32,
+from ..core.dtypes import (CPU, scalar_type_name, as_device, as_dtype, bool_, device as _device, float16, float32,
                            float64, get_default_dtype, int8, int16, int32, int64, uint8)
 from ..core.tape import Tape, recording
 from ..core.tensor import Tensor, check_float, note_comparison_use, wrap
 from . import everyday_ops, special
 from .factories import (LEGACY_CONSTRUCTORS, factory_shape, legacy_new, random_source,
                         tensor as _new_tensor, tensor_init)
-from .array_ops import (call, scalar_type_name, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
+from .array_ops import (call, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
                         without_leading_ones, wrap_dim)
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
