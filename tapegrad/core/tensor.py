@@ -732,9 +732,10 @@ def compare(code, x, y):
                 return handler(code, (x, y))
     xv = x._value if isinstance(x, Tensor) else x
     yv = y._value if isinstance(y, Tensor) else y
-    mismatch = broadcast_error([np.shape(xv), np.shape(yv)])
-    if mismatch is not None:
-        raise mismatch
+    if xv.__class__ is np.ndarray and yv.__class__ is np.ndarray and xv.shape != yv.shape:
+        mismatch = broadcast_error([xv.shape, yv.shape])   # (only arrays can clash)
+        if mismatch is not None:
+            raise mismatch
     v = np.asarray(_VF[code](np.asarray(xv), np.asarray(yv)))
     r = wrap(v)
     T = recording()
