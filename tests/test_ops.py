@@ -45,6 +45,7 @@ REFERENCE = {
     "relu": lambda x: max(x, 0.0),
     "erf": math.erf,
     "sign": lambda x: math.copysign(1.0, x) if x else 0.0,
+    "sgn": lambda x: math.copysign(1.0, x) if x else 0.0,
     "round": lambda x: float(round(x)),
     "floor": lambda x: float(math.floor(x)),
     "ceil": lambda x: float(math.ceil(x)),

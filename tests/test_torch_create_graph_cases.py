@@ -307,6 +307,50 @@ def mse_loss_backward_target(L, T):   # mse_loss_backward(grad, t, x) for the ta
     return [h.tolist() for h in L.autograd.grad((gx + gy * T([-0.0, 3.0, 1.0], False)).sum(),
                                                  [x, y])]
 
+def norm_at_zero_second(L, T):   # (x / |x|).masked_fill(|x| == 0, 0): 0/0 at second order
+    x = T([[-0.0, 3.0], [0.0, 4.0]])
+    g = _grad(L, x.norm(dim=0).sum(), x, create_graph=True)
+    return g.tolist(), _grad(L, g.sum(), x).tolist()
+
+
+def var_without_dof(L, T):   # g * where(x == mean, nan, inf): constants, no graph
+    x = T([0.5])
+    g = _grad(L, x.var(), x, create_graph=True)
+    return g.tolist(), g.requires_grad
+
+
+def cumsum_dim_of_one_sign(L, T):   # cumsum_backward passes g as it is: -0. stays -0.
+    x = T([[-0.965, 3.0]])
+    g = _grad(L, (L.cumsum(x, 0) * L.tensor([[-0.0, 2.0]], dtype=L.float64)).sum(), x,
+              create_graph=True)
+    return g.tolist()
+
+
+def cumprod_underflow_sign(L, T):   # a product that underflows to -0. beside a zero input
+    x = T([[-1.649, 2.0, 1e-300, 1e-300], [1.0, 0.0, 2.0, 3.0]])
+    L.cumprod(x, 1).sum().backward()
+    return x.grad.tolist()
+
+
+def clamp_number_overload(L, T):   # a 0-d tensor bound beside a number: ClampBackward1
+    x = T([0.5, -1.0])
+    y = x.clamp(min=L.tensor(0.0, dtype=L.float64), max=inf)
+    return y.grad_fn.name(), len(y.grad_fn.next_functions)
+
+
+def test_clamp_tensor_bound_beside_a_number():
+    """A deviation (README): a bound that requires grad beside a number is a tensor bound,
+    where PyTorch raises TypeError."""
+    x, hi = tg.tensor([0.5, -1.0], requires_grad=True), tg.tensor(0.2, requires_grad=True)
+    y = tg.clamp(x, -0.7, hi)
+    y.sum().backward()
+    assert y.tolist() == [0.2, -0.7] and y.grad_fn.name() == "ClampBackward0"
+    assert x.grad.tolist() == [0.0, 0.0] and hi.grad.item() == 1.0
+    if torch is not None:
+        with pytest.raises(TypeError):
+            torch.clamp(torch.tensor([0.5]), -0.7, torch.tensor(0.2, requires_grad=True))
+
+
 CASES = {   # the case, and PyTorch's result
     round_flows: (0.0, True, 0.0),
     sign_gives_zeros_like: (0.0, False),
@@ -354,6 +398,11 @@ CASES = {   # the case, and PyTorch's result
                             [0.0, -0.0266541670187177, 0.0]),
     div_fresh_quotient: [0.0, 0.0],
     mse_loss_backward_target: [[nan, -4.0, 0.0], [nan, 4.0, 0.0]],
+    norm_at_zero_second: ([[0.0, 0.6], [0.0, 0.8]], [[nan, 0.032], [nan, -0.02400000000000002]]),
+    var_without_dof: ([nan], False),
+    cumsum_dim_of_one_sign: [[-0.0, 2.0]],
+    cumprod_underflow_sign: [[3.0, -1.649, -3.298, 0.0], [1.0, 9.0, 0.0, 0.0]],
+    clamp_number_overload: ("ClampBackward1", 1),
 }
 
 

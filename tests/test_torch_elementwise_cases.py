@@ -421,3 +421,42 @@ def test_number_over_tensor_values_and_gradients():
     assert y.tolist() == [1.5, math.inf, -math.inf]
     (3.0 / x[:1]).sum().backward()
     assert x.grad.tolist() == [-0.75, 0.0, 0.0]
+
+
+# -- 16. PyTorch's efficient zero tensor: abs's derivative is g * sgn(x), and sgn's is a
+# zero tensor, which stays +0 through g * ... and g / ... below it (a plain zero would
+# turn -0. there) and becomes a plain -0. through -g (sub's other, div's divisor)
+
+def _through_abs(lib, xv):
+    x = lib.tensor([xv, 2.0], requires_grad=True)
+    t = lib.tensor([-0.706, 0.1], requires_grad=True)
+    d = x.log1p() - t
+    w = lib.tensor([1.0, -2.0])
+    g = lib.autograd.grad((d.abs() * w).sum(), [x, t], create_graph=True)
+    h = lib.autograd.grad((g[0] * -0.807).sum() + (g[1] * 1.5).sum(), [x, t],
+                          create_graph=True)     # (the recorded walk)
+    k = lib.autograd.grad((g[0] * -0.807).sum() + (g[1] * 1.5).sum(), [x, t])  # (the sweep)
+    return [v for a in h + k for v in a.tolist()] + [float(h[0].requires_grad),
+                                                      float(h[1].requires_grad)]
+
+
+ZERO_TENSOR = {   # x: PyTorch's second derivatives (recorded, then swept), requires_grad
+    -1.085: [0.0, -0.17933333333333334, -0.0, -0.0] * 2 + [1.0, 0.0],
+    0.3: [0.47751479289940824, -0.17933333333333334, -0.0, -0.0] * 2 + [1.0, 0.0],
+}
+
+
+@pytest.mark.filterwarnings("ignore:invalid value")
+@pytest.mark.parametrize("xv", sorted(ZERO_TENSOR))
+def test_zero_tensor_through_abs(xv):
+    assert _same(_through_abs(tg, xv), ZERO_TENSOR[xv])
+
+
+@needs_torch
+@pytest.mark.parametrize("xv", sorted(ZERO_TENSOR))
+def test_zero_tensor_through_abs_as_pytorch(xv):
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert _same(_through_abs(torch, xv), ZERO_TENSOR[xv])
+    finally:
+        torch.set_default_dtype(torch.float32)

@@ -59,6 +59,50 @@ def _masks(expr: str):
 _FLOAT_CALLS = {"sqrt", "exp", "log", "sin", "cos", "sinh", "cosh", "erf"}
 
 
+def negates_gradient(op, v: str) -> bool:
+    """Whether the row's adjoint term of input ``v`` as PyTorch writes it starts from ``-g``
+    (``sub``'s ``-g``, ``div``'s ``-g * ((x / y) / y)``).  PyTorch's efficient zero tensor has
+    no ``neg`` kernel: there it becomes a plain -0.0, where ``g * ...`` and ``g / ...`` pass
+    it on as a zero tensor."""
+    import ast
+    form = (op.gx, op.gy, op.gz)["xyz".index(v)]
+    if not form:
+        return False
+    node = ast.parse(form, mode="eval").body
+    while isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)):
+        node = node.left
+    return (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
+            and isinstance(node.operand, ast.Name) and node.operand.id == "g")
+
+
+def zero_tensor_mode(op, v: str) -> int:
+    """What PyTorch's rule for input ``v`` makes of an efficient zero tensor (sgn's gradient):
+    0: passes it on as one (a product or quotient of ``g``: mul, div and add have zero-tensor
+    kernels); 1: a plain +0. (a rule that masks with ``where``/``masked_fill``, branches, or
+    calls a fused backward op computes on real zeros); 2: a plain -0. (``-g``)."""
+    import ast
+    if op.efficient_zero:
+        return 0
+    if negates_gradient(op, v):
+        return 2
+    k = "xyz".index(v)
+    form = (op.gx, op.gy, op.gz)[k]
+    partial = (op.dx, op.dy, op.dz)[k] or "0.0"
+    if _masks(partial) is not None:
+        return 1
+    if not form:
+        return int(any(isinstance(n, ast.IfExp) for n in ast.walk(ast.parse(partial, mode="eval"))))
+
+    def factors(node):   # the factors of a product, the dividend of a quotient
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            return factors(node.left) + factors(node.right)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            return factors(node.left)
+        return [node]
+    return int(not any(isinstance(f, ast.Name) and f.id == "g"
+                       for f in factors(ast.parse(form, mode="eval").body)))
+
+
 def adjoint_term(op, v: str) -> str:
     """The float term g * d out / d v of ``op`` as the sweeps compute it: the row's g-form
     (``gx``: the rule as PyTorch writes it, ``g / y`` for div) when it is plain arithmetic
@@ -127,6 +171,13 @@ def kernels_source() -> str:
     # results are not in its graph), so a value used only in one is not reached
     out.append(f"NO_GRAD = np.array({[op.compare for op in OPS] + [False] * len(STRUCTURAL)}, "
                "dtype=np.bool_)")
+    # ops whose derivative is PyTorch's efficient zero tensor (see optable.Op.efficient_zero)
+    out.append(f"ZERO_TENSOR = np.array({[op.efficient_zero for op in OPS] + [False] * len(STRUCTURAL)}, "
+               "dtype=np.bool_)")
+    # ZERO_MODE[o, j]: what a zero tensor reaching op o gives input j (zero_tensor_mode):
+    # 0 a zero tensor, 1 a plain +0.0, 2 a plain -0.0
+    modes = [[zero_tensor_mode(op, v) for v in "xyz"] for op in OPS] + [[0] * 3] * len(STRUCTURAL)
+    out.append(f"ZERO_MODE = np.array({modes}, dtype=np.int8)")
     out += [
         "",
         "",
@@ -504,6 +555,27 @@ def saved_state(o, i, ra, rb, rc, op, freed, dirty, has_dirty):
 
 
 @jit
+def zero_terms(dx, dy, dz, zx, zy, zz):
+    """The terms of an entry reached by a zero tensor: +0.0 for an input it passes a zero
+    tensor on to (added to an adjoint, it turns -0.0 into +0.0, as PyTorch's sum with one)."""
+    return 0.0 if zx else dx, 0.0 if zy else dy, 0.0 if zz else dz
+
+
+@jit
+def reach(r, by_zero_tensor, reached, stop):
+    """Marks operand ``r`` reached: 1 by a gradient, 2 by zero tensors only so far.
+    Returns 1 where ``r`` is newly reached in the range."""
+    if r < 0:
+        return 0
+    new = 1 if reached[r] == 0 and r > stop else 0
+    if not by_zero_tensor:
+        reached[r] = 1
+    elif reached[r] == 0:
+        reached[r] = 2
+    return new
+
+
+@jit
 def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, aadj, start, stop,
             pending):
     """Walk entries ``start`` down to ``stop + 1``, accumulating adjoints of reached entries.
@@ -545,6 +617,13 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
             status = saved_state(o, i, ra, rb, rc, op, freed, dirty, has_dirty)
             if status != 0:
                 return status, i
+        # PyTorch's efficient zero tensor (sgn's gradient, or all that reached entry i,
+        # reached[i] == 2): the rule runs on g = +0.0, and an input whose rule passes a zero
+        # tensor on (ZERO_MODE 0) gets +0.0 instead of its term, reached by a zero tensor
+        zero = reached[i] == 2 or ZERO_TENSOR[o]
+        zx = zero and ZERO_MODE[o, 0] == 0
+        zy = zero and ZERO_MODE[o, 1] == 0
+        zz = zero and ZERO_MODE[o, 2] == 0
         if has_arr and off[i] >= 0:
             # array entry: elementwise over its elements; an operand that is a scalar
             # entry or a constant broadcasts (its adjoint sums over the elements)
@@ -562,8 +641,10 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
                     y = aval[ya + k]
                 if za >= 0:
                     z = aval[za + k]
-                g = aadj[oi + k]
+                g = 0.0 if zero else aadj[oi + k]
                 dx, dy, dz = terms(o, g, x, y, z, aval[oi + k])
+                if zero:
+                    dx, dy, dz = zero_terms(dx, dy, dz, zx, zy, zz)
                 if xa >= 0:
                     aadj[xa + k] += dx
                 elif ra >= 0:
@@ -580,26 +661,19 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
             x = val[ra] if ra >= 0 else consts[-ra - 1]
             y = val[rb] if rb >= 0 else consts[-rb - 1]
             z = val[rc] if rc >= 0 else consts[-rc - 1]
-            g = adj[i]
+            g = 0.0 if zero else adj[i]
             dx, dy, dz = terms(o, g, x, y, z, val[i])
+            if zero:
+                dx, dy, dz = zero_terms(dx, dy, dz, zx, zy, zz)
             if ra >= 0:
                 adj[ra] += dx
             if rb >= 0:
                 adj[rb] += dy
             if rc >= 0:
                 adj[rc] += dz
-        if ra >= 0:
-            if reached[ra] == 0 and ra > stop:
-                pending += 1
-            reached[ra] = 1
-        if rb >= 0:
-            if reached[rb] == 0 and rb > stop:
-                pending += 1
-            reached[rb] = 1
-        if rc >= 0:
-            if reached[rc] == 0 and rc > stop:
-                pending += 1
-            reached[rc] = 1
+        pending += reach(ra, zx, reached, stop)
+        pending += reach(rb, zy, reached, stop)
+        pending += reach(rc, zz, reached, stop)
     return 0, -1
 '''
 
@@ -889,7 +963,9 @@ def graph_rules_source() -> List[str]:
             body = ast.parse(f, mode="eval").body
             # a partial that is 0 everywhere is PyTorch's zeros_like(grad): a zero gradient
             # that flows on but does not require grad (a masked branch keeps g's graph)
-            if isinstance(body, ast.Constant) and body.value == 0.0:
+            if op.efficient_zero:
+                t = "EFFICIENT_ZERO"
+            elif isinstance(body, ast.Constant) and body.value == 0.0:
                 t = "_zeros(g)"
             elif gf:
                 t = rule.graph(ast.parse(gf, mode="eval").body)
@@ -956,6 +1032,25 @@ def _sel(cond, a, b):
     if a is None and b is None:
         return None
     return where_(wrap(np.asarray(cond)), 0.0 if a is None else a, 0.0 if b is None else b)
+
+
+class EfficientZero:
+    """PyTorch's efficient zero tensor as a create_graph adjoint (what ``sgn`` passes back):
+    a zero that the ops below pass on as +0 where PyTorch's rule is a product or quotient
+    of ``g`` (ZERO_MODE), and that adds as +0.0 where it meets a real gradient
+    (``-0.0 + zero = +0.0``).  ``graph``: None, or a recorded tensor of +0s that carries the
+    graph the zero was computed through (PyTorch's zero tensors require grad then)."""
+
+    __slots__ = ("graph",)
+
+    def __init__(self, graph=None):
+        self.graph = graph
+
+    def __repr__(self):
+        return "EfficientZero()" if self.graph is None else f"EfficientZero({self.graph!r})"
+
+
+EFFICIENT_ZERO = EfficientZero()
 
 
 def _zeros(g):

@@ -78,6 +78,7 @@ JIT_FORMS = {
     "relu": "relu:stub",
     "erf": "math.erf erf:stub",
     "sign": "np.sign sign:stub",
+    "sgn": "sgn:stub",
     "round": "np.rint builtins.round:int",
     "floor": "np.floor math.floor:int",
     "ceil": "np.ceil math.ceil:int",

@@ -24,7 +24,7 @@ import numpy as np
 from ..core import kernels as K
 from ..core import optable
 from ..core.elementwise import FUNCTIONS as ELEMENTWISE
-from ..core.elementwise import GRAPH_CONDITIONS, GRAPH_PARTIALS
+from ..core.elementwise import GRAPH_CONDITIONS, GRAPH_PARTIALS, EfficientZero
 from ..core.grad_mode import grad_mode
 from ..core.numba_jit import jit
 from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC, PYOUT,
@@ -289,7 +289,9 @@ class GraphAdjoints:
 
     def get(self, i):
         g = self.adj.get(i)
-        if g is None:
+        if g.__class__ is EfficientZero and g.graph is not None:
+            return g.graph
+        if g is None or g.__class__ is EfficientZero:
             arr = self.tape._arr.get(i)
             return 0.0 if arr is None else wrap(np.zeros(arr.shape))
         return g
@@ -306,7 +308,19 @@ class GraphAdjoints:
         if i not in T._arr and isinstance(g, Tensor) and g.ndim:
             g = g.sum()      # a 0-d operand broadcast over an array entry
         cur = self.adj.get(i)
-        self.adj[i] = g if cur is None else cur + g
+        if cur is None:
+            self.adj[i] = g
+            return
+        zc, zg = cur.__class__ is EfficientZero, g.__class__ is EfficientZero
+        if zc and zg:
+            graphs = [z.graph for z in (cur, g) if z.graph is not None]
+            self.adj[i] = EfficientZero(graphs[0] + graphs[1] if len(graphs) == 2 else
+                                        graphs[0] if graphs else None)
+        elif zc or zg:   # PyTorch's sum with a zero tensor: -0.0 becomes +0.0
+            real, z = (g, cur) if zc else (cur, g)
+            self.adj[i] = real + (0.0 if z.graph is None else z.graph)
+        else:
+            self.adj[i] = cur + g
 
     def segment(self, start, stop):
         """Walk entries ``start`` down to ``stop + 1``, recording each adjoint."""
@@ -324,6 +338,22 @@ class GraphAdjoints:
                 continue
             g = self.adj.get(i)
             refs = T._inputs(i)
+            if g.__class__ is EfficientZero:
+                # a zero tensor's backward: the rule on +0s, where an input gets a zero
+                # tensor as PyTorch's rule passes it on (ZERO_MODE 0), its graph kept
+                gm = self.get(i)
+                parts = entry_grads(self, i, gm if isinstance(gm, Tensor) else wrap(gm))
+                for k in node_input_slots(T, i):
+                    r, p = refs[k], parts[k]
+                    if r < 0:
+                        continue
+                    if K.ZERO_MODE[code, k] == 0 and p.__class__ is not EfficientZero:
+                        # +0s recorded so that their own gradient is a zero tensor again
+                        p = EfficientZero(ELEMENTWISE["sgn"](p * 0.0) if isinstance(p, Tensor)
+                                          and p._tape is not None else None)
+                    self.add(r, p)
+                    reached[r] = 1
+                continue
             for r, p in zip(refs, entry_grads(self, i, g)):
                 if r >= 0:
                     if p is not None:
@@ -380,7 +410,8 @@ def entry_grads(adj, i, g, changed=None):
     # and flow on (an op below multiplies them as usual)
     grads = [None if r < 0 else (_masked(g) if p is None else p) for r, p in zip(refs, parts)]
     if is_anomaly_enabled():    # detect_anomaly: name the node that returned NaN
-        check_nan(node_name(T, i), [grads[k] for k in node_input_slots(T, i)])
+        check_nan(node_name(T, i), [grads[k] for k in node_input_slots(T, i)
+                                    if grads[k].__class__ is not EfficientZero])
     return grads
 
 
@@ -411,7 +442,8 @@ def call_node(node, *grads):
     grads = [g if isinstance(g, Tensor) or g is None else wrap(g) for g in grads]
     if A.op[i] < N_ELEMENTWISE:       # (broadcast operands' gradients are not reduced:
         refs = T._inputs(i)           # PyTorch reduces them when they flow on)
-        out = entry_grads(adj, i, grads[0])
+        out = [adj.tensor(r) if p.__class__ is EfficientZero else p   # (zeros shaped like the operand)
+               for r, p in zip(T._inputs(i), entry_grads(adj, i, grads[0]))]
         slots = node_input_slots(T, i)          # one per edge (next_functions)
         refs, out = [refs[k] for k in slots], [out[k] for k in slots]
     else:
@@ -439,7 +471,7 @@ def run_node(adj, s, state, changed):
     refs = list(T._inputs(s))
     grads = entry_grads(adj, s, g, changed)
     for k, (r, p) in enumerate(zip(refs, grads)):
-        src = None if r < 0 or p is None else _broadcast_source(T, r)
+        src = None if r < 0 or p is None or p.__class__ is EfficientZero else _broadcast_source(T, r)
         if src is not None:
             refs[k], grads[k] = src, sum_to(p, np.shape(T._value(src)))
     if state is not None and state.post:

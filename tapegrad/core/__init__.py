@@ -24,7 +24,7 @@ def _elementwise_methods():
     methods["__radd__"] = elementwise.REFLECTED["add"]
     # PyTorch's aliases
     methods.update(true_divide=methods["div"], divide=methods["div"], multiply=methods["mul"],
-                   subtract=methods["sub"], clip=methods["clamp"])
+                   subtract=methods["sub"])
     return methods
 
 

@@ -2609,7 +2609,54 @@ def smooth_l1_backward_(grad_output, difference, beta):
     return _generic(51, (grad_output, difference, beta,))
 
 
-FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'sign': sign_, 'round': round_, 'floor': floor_, 'ceil': ceil_, 'trunc': trunc_, 'lt': lt_, 'le': le_, 'gt': gt_, 'ge': ge_, 'eq': eq_, 'ne': ne_, 'clamp': clamp_, 'where': where_, 'reciprocal': reciprocal_, 'clone': clone_, 'sigmoid_backward': sigmoid_backward_, 'tanh_backward': tanh_backward_, 'threshold_backward': threshold_backward_, 'leaky_relu_backward': leaky_relu_backward_, 'elu_backward': elu_backward_, 'gelu_backward': gelu_backward_, 'softplus_backward': softplus_backward_, 'mse_loss_backward': mse_loss_backward_, 'binary_cross_entropy_backward': binary_cross_entropy_backward_, 'smooth_l1_backward': smooth_l1_backward_}
+def sgn_(tx):
+    """sgn: elementwise, differentiable (node ``SgnBackward0``)."""
+    if tx.__class__ is Tensor:
+        x = tx._value
+        if x.__class__ is float:
+            try:
+                v = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
+            except (ArithmeticError, ValueError):
+                v = _ieee(52, x, 0.0, 0.0)
+            xt = tx._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = tx._entry
+            elif xt is None:
+                rx = T._const_t(x)
+            else:
+                rx = T._ref(tx)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            T._rec_op.append(52)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(v)
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
+            return r
+    return _generic(52, (tx,))
+
+
+FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'sign': sign_, 'round': round_, 'floor': floor_, 'ceil': ceil_, 'trunc': trunc_, 'lt': lt_, 'le': le_, 'gt': gt_, 'ge': ge_, 'eq': eq_, 'ne': ne_, 'clamp': clamp_, 'where': where_, 'reciprocal': reciprocal_, 'clone': clone_, 'sigmoid_backward': sigmoid_backward_, 'tanh_backward': tanh_backward_, 'threshold_backward': threshold_backward_, 'leaky_relu_backward': leaky_relu_backward_, 'elu_backward': elu_backward_, 'gelu_backward': gelu_backward_, 'softplus_backward': softplus_backward_, 'mse_loss_backward': mse_loss_backward_, 'binary_cross_entropy_backward': binary_cross_entropy_backward_, 'smooth_l1_backward': smooth_l1_backward_, 'sgn': sgn_}
 
 
 
@@ -2646,6 +2693,25 @@ def _sel(cond, a, b):
     if a is None and b is None:
         return None
     return where_(wrap(np.asarray(cond)), 0.0 if a is None else a, 0.0 if b is None else b)
+
+
+class EfficientZero:
+    """PyTorch's efficient zero tensor as a create_graph adjoint (what ``sgn`` passes back):
+    a zero that the ops below pass on as +0 where PyTorch's rule is a product or quotient
+    of ``g`` (ZERO_MODE), and that adds as +0.0 where it meets a real gradient
+    (``-0.0 + zero = +0.0``).  ``graph``: None, or a recorded tensor of +0s that carries the
+    graph the zero was computed through (PyTorch's zero tensors require grad then)."""
+
+    __slots__ = ("graph",)
+
+    def __init__(self, graph=None):
+        self.graph = graph
+
+    def __repr__(self):
+        return "EfficientZero()" if self.graph is None else f"EfficientZero({self.graph!r})"
+
+
+EFFICIENT_ZERO = EfficientZero()
 
 
 def _zeros(g):
@@ -2693,7 +2759,7 @@ def _gp_neg(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
 
 
 def _gp_abs(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((g * _f_sign(x)) if nx else None,)
+    return ((g * sgn_(x)) if nx else None,)
 
 
 def _gp_exp(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
@@ -2866,10 +2932,14 @@ def _gp_smooth_l1_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty
     return (smooth_l1_backward_(g, y, z) if nx else None, (((g * x) * _sel(np.logical_and((yv < zv), ((-yv) < zv)), 1.0, 0.0)) / z) if ny else None, _zeros(g) if nz else None,)
 
 
-GRAPH_PARTIALS = (_gp_add, _gp_sub, _gp_mul, _gp_div, _gp_pow, _gp_atan2, _gp_maximum, _gp_minimum, _gp_neg, _gp_abs, _gp_exp, _gp_log, _gp_log1p, _gp_expm1, _gp_sqrt, _gp_sin, _gp_cos, _gp_tan, _gp_asin, _gp_acos, _gp_atan, _gp_sinh, _gp_cosh, _gp_tanh, _gp_sigmoid, _gp_relu, _gp_erf, _gp_sign, _gp_round, _gp_floor, _gp_ceil, _gp_trunc, _gp_lt, _gp_le, _gp_gt, _gp_ge, _gp_eq, _gp_ne, _gp_clamp, _gp_where, _gp_reciprocal, _gp_clone, _gp_sigmoid_backward, _gp_tanh_backward, _gp_threshold_backward, _gp_leaky_relu_backward, _gp_elu_backward, _gp_gelu_backward, _gp_softplus_backward, _gp_mse_loss_backward, _gp_binary_cross_entropy_backward, _gp_smooth_l1_backward,)
+def _gp_sgn(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (EFFICIENT_ZERO if nx else None,)
 
 
-GRAPH_CONDITIONS = (((), ()), ((), ()), ((), ()), ((), ()), (('y',), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), (('x', 'y', 'z'), ('x', 'y', 'z'), ('x', 'y', 'z')), ((), ('x',), ('x',)), ((),), ((),), ((), ()), ((), ()), ((), ()), ((), (), ()), ((), ('y',), ()), ((), ()), ((), ('y', 'z'), ()), ((), (), ()), ((), (), ()), ((), ('y', 'z'), ()))
+GRAPH_PARTIALS = (_gp_add, _gp_sub, _gp_mul, _gp_div, _gp_pow, _gp_atan2, _gp_maximum, _gp_minimum, _gp_neg, _gp_abs, _gp_exp, _gp_log, _gp_log1p, _gp_expm1, _gp_sqrt, _gp_sin, _gp_cos, _gp_tan, _gp_asin, _gp_acos, _gp_atan, _gp_sinh, _gp_cosh, _gp_tanh, _gp_sigmoid, _gp_relu, _gp_erf, _gp_sign, _gp_round, _gp_floor, _gp_ceil, _gp_trunc, _gp_lt, _gp_le, _gp_gt, _gp_ge, _gp_eq, _gp_ne, _gp_clamp, _gp_where, _gp_reciprocal, _gp_clone, _gp_sigmoid_backward, _gp_tanh_backward, _gp_threshold_backward, _gp_leaky_relu_backward, _gp_elu_backward, _gp_gelu_backward, _gp_softplus_backward, _gp_mse_loss_backward, _gp_binary_cross_entropy_backward, _gp_smooth_l1_backward, _gp_sgn,)
+
+
+GRAPH_CONDITIONS = (((), ()), ((), ()), ((), ()), ((), ()), (('y',), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), (('x', 'y', 'z'), ('x', 'y', 'z'), ('x', 'y', 'z')), ((), ('x',), ('x',)), ((),), ((),), ((), ()), ((), ()), ((), ()), ((), (), ()), ((), ('y',), ()), ((), ()), ((), ('y', 'z'), ()), ((), (), ()), ((), (), ()), ((), ('y', 'z'), ()), ((),))
 REFLECTED = {'add': add_, 'sub': rsub_, 'mul': mul_, 'div': rdiv_, 'pow': rpow_}
 for _name, _fn in list(FUNCTIONS.items()) + [('r' + k, f) for k, f in REFLECTED.items()
                                            if f is not FUNCTIONS[k]]:

@@ -9,21 +9,23 @@ import numpy as np
 
 from .numba_jit import jit
 
-N_ELEMENTWISE = 52
-LEAF = 52
-LINK = 53
-CONST = 54
-ARG = 55
-PYFUNC = 56
-PYOUT = 57
-ARITY = np.array([2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 1, 1, 2, 2, 2, 3, 3, 2, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0], dtype=np.int8)
-SAVES_X = np.array([False, False, True, False, True, True, True, True, False, True, False, True, True, False, False, True, True, False, True, True, True, True, True, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, True, True, False, False, True, True, False, False, True, True, True, True, True, True, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_Y = np.array([False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, True, True, True, True, True, True, True, True, True, True, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_Z = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, True, True, False, True, True, True, True, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_OUT = np.array([False, False, False, True, True, False, False, False, False, False, True, False, False, True, True, False, False, True, False, False, False, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+N_ELEMENTWISE = 53
+LEAF = 53
+LINK = 54
+CONST = 55
+ARG = 56
+PYFUNC = 57
+PYOUT = 58
+ARITY = np.array([2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 1, 1, 2, 2, 2, 3, 3, 2, 3, 3, 3, 3, 1, 0, 0, 0, 0, 0, 0], dtype=np.int8)
+SAVES_X = np.array([False, False, True, False, True, True, True, True, False, True, False, True, True, False, False, True, True, False, True, True, True, True, True, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, True, True, False, False, True, True, False, False, True, True, True, True, True, True, False, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_Y = np.array([False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, True, True, True, True, True, True, True, True, True, True, False, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_Z = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, True, True, False, True, True, True, True, False, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_OUT = np.array([False, False, False, True, True, False, False, False, False, False, True, False, False, True, True, False, False, True, False, False, False, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
 SAVES = SAVES_X | SAVES_Y | SAVES_Z | SAVES_OUT
-READS = np.array([[[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, True], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, True, True, False], [True, True, True, False], [True, True, True, False]], [[False, False, False, False], [True, False, False, False], [True, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, True, False], [False, False, False, False], [False, False, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, True, True, False], [True, False, False, False], [True, False, False, False]], [[False, True, True, False], [True, True, True, False], [True, True, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]]], dtype=np.bool_)
-NO_GRAD = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+READS = np.array([[[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, True], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, True, True, False], [True, True, True, False], [True, True, True, False]], [[False, False, False, False], [True, False, False, False], [True, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, True, False], [False, False, False, False], [False, False, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, True, True, False], [True, False, False, False], [True, False, False, False]], [[False, True, True, False], [True, True, True, False], [True, True, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]]], dtype=np.bool_)
+NO_GRAD = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+ZERO_TENSOR = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False], dtype=np.bool_)
+ZERO_MODE = np.array([[0, 0, 1], [0, 2, 1], [0, 0, 1], [0, 2, 1], [1, 0, 1], [0, 0, 1], [1, 1, 1], [1, 1, 1], [2, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [0, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [2, 1, 1], [0, 1, 1], [1, 0, 1], [1, 0, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 0, 1], [1, 1, 1], [1, 0, 1], [0, 0, 2], [1, 0, 1], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0]], dtype=np.int8)
 
 
 @jit
@@ -155,6 +157,8 @@ def forward(o, x, y, z):
         return x * (y - z) / max((1.0 - y) * y, 9.999999960041972e-13)
     elif o == 51:  # smooth_l1_backward
         return -x if y <= -z else (x if y >= z else y * x / z)
+    elif o == 52:  # sgn
+        return 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
     return math.nan
 
 
@@ -266,9 +270,11 @@ def terms(o, g, x, y, z, out):
         return g * ((y - z) / ((y + 1e-12) * (1.0 - y + 1e-12))), g * ((y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * x), g * (-x / max((1.0 - y) * y, 1e-12))
     elif o == 51:  # smooth_l1_backward
         return (g * (-1.0)) if y <= -z else ((g) if y >= z else (g * (y / z))), g * (x * (1.0 if y < z and -y < z else 0.0) / z), 0.0
+    elif o == 52:  # sgn
+        return 0.0, 0.0, 0.0
     return 0.0, 0.0, 0.0
 
-HESSIAN_PAIRS = ((), (), ((0, 1),), ((0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), (), (), (), (), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), (), ((0, 0),), (), (), (), (), (), (), (), (), (), (), (), (), (), ((0, 0),), (), ((0, 1), (1, 1)), ((0, 1), (1, 1)), (), ((0, 2),), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (1, 1)), ((0, 1), (1, 1)), ((0, 1), (0, 2)), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (0, 2), (1, 2)))
+HESSIAN_PAIRS = ((), (), ((0, 1),), ((0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), (), (), (), (), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), (), ((0, 0),), (), (), (), (), (), (), (), (), (), (), (), (), (), ((0, 0),), (), ((0, 1), (1, 1)), ((0, 1), (1, 1)), (), ((0, 2),), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (1, 1)), ((0, 1), (1, 1)), ((0, 1), (0, 2)), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (0, 2), (1, 2)), ())
 
 @jit
 def saved_state(o, i, ra, rb, rc, op, freed, dirty, has_dirty):
@@ -294,6 +300,27 @@ def saved_state(o, i, ra, rb, rc, op, freed, dirty, has_dirty):
             if has_dirty and r >= 0 and dirty[r] > i:
                 return 2
     return 0
+
+
+@jit
+def zero_terms(dx, dy, dz, zx, zy, zz):
+    """The terms of an entry reached by a zero tensor: +0.0 for an input it passes a zero
+    tensor on to (added to an adjoint, it turns -0.0 into +0.0, as PyTorch's sum with one)."""
+    return 0.0 if zx else dx, 0.0 if zy else dy, 0.0 if zz else dz
+
+
+@jit
+def reach(r, by_zero_tensor, reached, stop):
+    """Marks operand ``r`` reached: 1 by a gradient, 2 by zero tensors only so far.
+    Returns 1 where ``r`` is newly reached in the range."""
+    if r < 0:
+        return 0
+    new = 1 if reached[r] == 0 and r > stop else 0
+    if not by_zero_tensor:
+        reached[r] = 1
+    elif reached[r] == 0:
+        reached[r] = 2
+    return new
 
 
 @jit
@@ -338,6 +365,13 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
             status = saved_state(o, i, ra, rb, rc, op, freed, dirty, has_dirty)
             if status != 0:
                 return status, i
+        # PyTorch's efficient zero tensor (sgn's gradient, or all that reached entry i,
+        # reached[i] == 2): the rule runs on g = +0.0, and an input whose rule passes a zero
+        # tensor on (ZERO_MODE 0) gets +0.0 instead of its term, reached by a zero tensor
+        zero = reached[i] == 2 or ZERO_TENSOR[o]
+        zx = zero and ZERO_MODE[o, 0] == 0
+        zy = zero and ZERO_MODE[o, 1] == 0
+        zz = zero and ZERO_MODE[o, 2] == 0
         if has_arr and off[i] >= 0:
             # array entry: elementwise over its elements; an operand that is a scalar
             # entry or a constant broadcasts (its adjoint sums over the elements)
@@ -355,8 +389,10 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
                     y = aval[ya + k]
                 if za >= 0:
                     z = aval[za + k]
-                g = aadj[oi + k]
+                g = 0.0 if zero else aadj[oi + k]
                 dx, dy, dz = terms(o, g, x, y, z, aval[oi + k])
+                if zero:
+                    dx, dy, dz = zero_terms(dx, dy, dz, zx, zy, zz)
                 if xa >= 0:
                     aadj[xa + k] += dx
                 elif ra >= 0:
@@ -373,26 +409,19 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
             x = val[ra] if ra >= 0 else consts[-ra - 1]
             y = val[rb] if rb >= 0 else consts[-rb - 1]
             z = val[rc] if rc >= 0 else consts[-rc - 1]
-            g = adj[i]
+            g = 0.0 if zero else adj[i]
             dx, dy, dz = terms(o, g, x, y, z, val[i])
+            if zero:
+                dx, dy, dz = zero_terms(dx, dy, dz, zx, zy, zz)
             if ra >= 0:
                 adj[ra] += dx
             if rb >= 0:
                 adj[rb] += dy
             if rc >= 0:
                 adj[rc] += dz
-        if ra >= 0:
-            if reached[ra] == 0 and ra > stop:
-                pending += 1
-            reached[ra] = 1
-        if rb >= 0:
-            if reached[rb] == 0 and rb > stop:
-                pending += 1
-            reached[rb] = 1
-        if rc >= 0:
-            if reached[rc] == 0 and rc > stop:
-                pending += 1
-            reached[rc] = 1
+        pending += reach(ra, zx, reached, stop)
+        pending += reach(rb, zy, reached, stop)
+        pending += reach(rc, zz, reached, stop)
     return 0, -1
 
 
@@ -609,6 +638,9 @@ def replay_point(op, a, b, V, stop):
             y = V[rb]
             z = V[rc]
             V[i] = -x if y <= -z else (x if y >= z else y * x / z)
+        elif o == 52:  # sgn
+            x = V[ra]
+            V[i] = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
 
 
 @jit
@@ -930,6 +962,8 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
                 ADJ[ra] += (g * (-1.0)) if y <= -z else ((g) if y >= z else (g * (y / z)))
             if vb:
                 ADJ[rb] += g * (x * (1.0 if y < z and -y < z else 0.0) / z)
+        elif o == 52:  # sgn
+            g = ADJ[i]
 
 
 @jit
@@ -1197,6 +1231,10 @@ def replay_batch(op, a, b, V, stop):
                 y = V[rb, k]
                 z = V[rc, k]
                 V[i, k] = -x if y <= -z else (x if y >= z else y * x / z)
+        elif o == 52:  # sgn
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
 
 
 @jit
@@ -1571,6 +1609,9 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                     ADJ[ra, k] += (g * (-1.0)) if y <= -z else ((g) if y >= z else (g * (y / z)))
                 if vb:
                     ADJ[rb, k] += g * (x * (1.0 if y < z and -y < z else 0.0) / z)
+        elif o == 52:  # sgn
+            for k in range(nb):
+                g = ADJ[i, k]
 
 
 @jit
@@ -2051,6 +2092,9 @@ def tangent_point(op, a, b, V, T, stop):
                 if vb:
                     s += pb * T[rb, k]
                 T[i, k] = s
+        elif o == 52:  # sgn
+            for k in range(nk):
+                T[i, k] = 0.0
 
 
 @jit
@@ -2488,6 +2532,8 @@ def reverse_multi(op, a, b, V, A, start, stop):
                     A[ra, k] += g * pa
                 if vb:
                     A[rb, k] += g * pb
+        elif o == 52:  # sgn
+            pass
 
 
 @jit
@@ -3015,6 +3061,8 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                     D[ra, k] += dg * pa + ((0.0) if y <= -z else ((0.0) if y >= z else (g * (ty / z + -y * tz / (z * z)))))
                 if vb:
                     D[rb, k] += dg * pb + (g * (tx * (1.0 if y < z and -y < z else 0.0) / z + -(x * (1.0 if y < z and -y < z else 0.0)) * tz / (z * z)))
+        elif o == 52:  # sgn
+            pass
 
 
 @jit
@@ -3582,6 +3630,12 @@ def forward_tangent(op, a, b, V, T, stop):
             if vb:
                 t += pb * T[rb]
             T[i] = t
+        elif o == 52:  # sgn
+            x = V[ra]
+            out = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
+            V[i] = out
+            t = 0.0
+            T[i] = t
 
 
 @jit
@@ -4128,3 +4182,5 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             if vb:
                 A[rb] += g * pb
                 D[rb] += dg * pb + (g * (tx * (1.0 if y < z and -y < z else 0.0) / z + -(x * (1.0 if y < z and -y < z else 0.0)) * tz / (z * z)))
+        elif o == 52:  # sgn
+            pass

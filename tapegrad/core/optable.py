@@ -68,6 +68,9 @@ class Op(NamedTuple):
     gz: Optional[str] = None
     backward_of: Optional[str] = None  # an internal row: PyTorch's fused backward of that op
     compare: bool = False         # a comparison: a bool tensor without grad (a guard source)
+    # its derivative is PyTorch's efficient zero tensor (``sgn`` of a real tensor): a zero that
+    # create_graph passes on as +0 through every op below it, without sign flips or NaN
+    efficient_zero: bool = False
     sig: Optional[str] = None  # Python signature of a ternary op ...
     call: Optional[str] = None  # ... and how it maps onto (x, y, z)
 
@@ -128,8 +131,8 @@ OPS: Tuple[Op, ...] = (
     # unary ---------------------------------------------------------------------------
     Op("neg", 1, "-x", "np.negative(x)", "-1.0", gx="-g", node="NegBackward0", dunder="neg",
        int_result=True),
-    Op("abs", 1, "abs(x)", "np.abs(x)", "sign(x)", node="AbsBackward0", dunder="abs",
-       int_result=True),  # abs'(0) = 0
+    Op("abs", 1, "abs(x)", "np.abs(x)", "sign(x)", gx="g * sgn(x)", node="AbsBackward0",
+       dunder="abs", int_result=True),  # abs'(0) = 0
     Op("exp", 1, "math.exp(x)", "np.exp(x)", "out", node="ExpBackward0"),
     Op("log", 1, "math.log(x)", "np.log(x)", "1.0 / x", gx="g / x", node="LogBackward0",
        domain=POS),
@@ -204,7 +207,7 @@ OPS: Tuple[Op, ...] = (
        "1.0 if (x >= y and x <= z) else 0.0",
        "1.0 if (x < y and y < z) else 0.0",
        "1.0 if (x > z or z < y) else 0.0",
-       node="ClampBackward1", int_result=True,
+       node="ClampBackward1", int_result=True, method=False,   # (the method: PyTorch's overloads)
        sig="input, min=None, max=None",
        call="input, -math.inf if min is None else min, math.inf if max is None else max", domain=((-2.0, 2.0), (-1.0, -1.0), (1.0, 1.0))),
     # where(cond, a, b): cond is not differentiable
@@ -306,6 +309,10 @@ OPS: Tuple[Op, ...] = (
        node="SmoothL1LossBackwardBackward0", backward_of="smooth_l1_loss", method=False,
        sig="grad_output, difference, beta", call="grad_output, difference, beta",
        domain=((-2.0, 2.0), (-2.0, 2.0), (0.5, 0.5))),
+    # sgn: sign, whose derivative is PyTorch's efficient zero tensor (abs's rule uses it)
+    Op("sgn", 1, "1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)",
+       "(x > 0.0) * 1.0 - (x < 0.0) * 1.0", "0.0", node="SgnBackward0", int_result=True,
+       efficient_zero=True),
 )
 
 # Structural opcodes follow the elementwise ones; the sweep treats them specially.

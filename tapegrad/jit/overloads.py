@@ -375,6 +375,18 @@ def clone(x):
     return fwd_clone(float(x), 0.0, 0.0)
 
 
+def fwd_sgn(x, y, z):
+    return 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
+
+
+fwd_sgn.expression = '1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)'
+
+
+def sgn(x):
+    """``sgn`` of the op table: recorded on actives in a tg.jit function; on floats, its value."""
+    return fwd_sgn(float(x), 0.0, 0.0)
+
+
 FORMS = {   # row -> ((callable, kind), ...), in opcode order
     'add': ((operator.add, 'op'), (operator.iadd, 'op'), (np.add, 'op'),),
     'sub': ((operator.sub, 'op'), (operator.isub, 'op'), (np.subtract, 'op'),),
@@ -418,6 +430,7 @@ FORMS = {   # row -> ((callable, kind), ...), in opcode order
     'where': ((where, 'stub'),),
     'reciprocal': ((np.reciprocal, 'op'), (reciprocal, 'stub'),),
     'clone': ((clone, 'stub'),),
+    'sgn': ((sgn, 'stub'),),
 }
 
 register(0, 'add', 2, fwd_add, FORMS['add'])
@@ -462,5 +475,6 @@ register(38, 'clamp', 3, fwd_clamp, FORMS['clamp'])
 register(39, 'where', 3, fwd_where, FORMS['where'])
 register(40, 'reciprocal', 1, fwd_reciprocal, FORMS['reciprocal'])
 register(41, 'clone', 1, fwd_clone, FORMS['clone'])
+register(52, 'sgn', 1, fwd_sgn, FORMS['sgn'])
 
-STUBS = {f.__name__: f for f in (maximum, minimum, sigmoid, relu, erf, sign, clamp, where, reciprocal, clone)}
+STUBS = {f.__name__: f for f in (maximum, minimum, sigmoid, relu, erf, sign, clamp, where, reciprocal, clone, sgn)}

@@ -359,6 +359,9 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
                 reached[rb] = 1
             if rc >= 0:
                 reached[rc] = 1
+        elif o == 52:  # sgn
+            if ra >= 0:
+                reached[ra] = 1
 
 
 @jit

@@ -264,6 +264,8 @@ def _nonempty(name, x, dim):
 
 
 def _reverse_cumsum(g, dim):
+    if _numel(g) <= 1 or _shape(g)[dim] == 1:   # PyTorch's cumsum_backward: g as it is
+        return g
     return call("flip", call("cumsum", call("flip", g, (dim,)), dim), (dim,))
 
 
@@ -445,6 +447,10 @@ def var(x, dim=None, unbiased=True, keepdim=False, correction=None):
 def _(g, ans, x, dim=None, unbiased=True, keepdim=False, correction=None):
     # d var / dx = 2 (x - mean) / (N - ddof)  (inf or negative past N, as PyTorch)
     dof = _reduced_count(x, dim) - _ddof(unbiased, correction)
+    if dof <= 0 and (dim is None or x.ndim == 0):
+        # PyTorch's var_backward: no degree of freedom left, g times nan (x at its mean,
+        # inf * 0) or inf, constants that do not depend on x's graph
+        return (_spread(g, x, dim, keepdim) * _where(x == call("mean", x), math.nan, math.inf),)
     scale = float(np.float64(2.0) / dof) if dof else math.inf
     return (_spread(g * scale, x, dim, keepdim) * (x - call("mean", x, dim=dim, keepdim=True)),)
 
@@ -482,8 +488,9 @@ def norm(x, p=2, dim=None, keepdim=False):
 def _(g, ans, x, p=2, dim=None, keepdim=False):
     safe = _where(ans == 0.0, 1.0, ans)   # x is 0 where the norm is: the gradient is 0 (as PyTorch)
     if p == 2:   # d |x| = x / |x|, masked to 0 where |x| = 0 (PyTorch's norm_backward)
+        # masked after the division, as PyTorch: its second derivative at |x| = 0 is 0/0 = nan
         n = _spread(ans, x, dim, keepdim)
-        return (_spread(g, x, dim, keepdim) * _where(n == 0.0, 0.0, x / _where(n == 0.0, 1.0, n)),)
+        return (_spread(g, x, dim, keepdim) * _where(n == 0.0, 0.0, x / n),)
     if p == 1:   # d sum |x| = sign x
         return (_spread(g, x, dim, keepdim) * x.sign(),)
     if p in (np.inf, "inf"):   # d max |x| = sign x at the ties of the max
@@ -590,7 +597,8 @@ def _cumprod_zeros_grad(x, g, out):
     prev = np.where(first == 0, 1.0, prev)
     with np.errstate(all="ignore"):   # inf and nan follow IEEE, as PyTorch's
         w = np.where(before, out * g, 0.0)
-        gx = np.where(before, np.flip(np.cumsum(np.flip(w, -1), -1), -1) / x, 0.0)
+        # (+ 0.: PyTorch's running sum starts from 0., so it is never -0.)
+        gx = np.where(before, np.flip(np.cumsum(np.flip(w, -1) + 0.0, -1), -1) / x, 0.0)
         val = np.sum(np.cumprod(np.where(between, x, 1.0), axis=-1) * np.where(zeros == 1, g, 0.0),
                      axis=-1, keepdims=True) * prev
     return np.where(at_first, val, gx)

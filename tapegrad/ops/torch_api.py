@@ -2260,6 +2260,16 @@ def clamp(input, min=None, max=None, *, out=None):  # noqa: A002
     """``input`` limited to ``[min, max]`` (numbers or tensors; one of them may be None)."""
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if isinstance(min, Tensor) != isinstance(max, Tensor) and min is not None and max is not None:
+        # PyTorch has a Tensor and a Number overload: a bound of each kind takes the Number
+        # one, which a 0-d tensor without grad passes as its number (ClampBackward1).  Other
+        # tensor bounds beside a number PyTorch refuses; tapegrad takes them as tensors.
+        bound = min if isinstance(min, Tensor) else max
+        if not (bound.ndim or bound.requires_grad):
+            if bound is min:
+                min = bound.item()
+            else:
+                max = bound.item()
     r = ELEMENTWISE["clamp"](input, min, max)
     return r if out is None else write_out(r, out, "clamp")
 
@@ -2295,7 +2305,7 @@ METHODS = {
     "masked_fill": masked_fill, "repeat_interleave": repeat_interleave, "cross": cross,
     "repeat": repeat, "tile": tile, "tril": tril, "triu": triu, "diag": diag, "trace": trace,
     "bmm": bmm, "addmm": addmm, "baddbmm": baddbmm, "unbind": unbind, "narrow": narrow,
-    "select": select,
+    "select": select, "clamp": clamp, "clip": clamp,
     "masked_select": masked_select, "broadcast_to": broadcast_to, "view_as": view_as,
     "reshape_as": reshape_as, "swapaxes": swapaxes, "swapdims": swapaxes, "movedim": movedim,
     "moveaxis": movedim, "square": square, "rsqrt": rsqrt, "log2": log2, "log10": log10,
