@@ -57,7 +57,8 @@ the table, and the script carries on.
 set before NumPy loads; the libraries are called in turn within each repeat, in one process,
 and the medians are reported with the ratio tapegrad / PyTorch (above 1: tapegrad slower).
 JAX (``jax.numpy`` through a small adapter) joins for lse, gmm and kmeans when it is
-installed, with ``jit`` and the first call (the compile) left out of the timing.
+installed (``pip install jax``), with ``jit``; the first call (the compile) is left out of the
+timing and JAX's calls are timed back to back after the others (see ``run_problem``).
 
 Results: a table on stdout, ``benchmarks/results/adbench.md`` and ``adbench.json``.
 
@@ -443,8 +444,13 @@ def compare(got, want, rtol=RTOL):
 
 
 # ============================== JAX (optional) ==================================================
-def jax_backend():
-    """``jax.numpy`` dressed as much of ``torch`` as lse, gmm and kmeans use, or None."""
+def jax_backend(threads):
+    """``jax.numpy`` dressed as much of ``torch`` as lse, gmm and kmeans use, and a maker of
+    their jitted derivatives (problem, input -> callable); None without JAX."""
+    # XLA's CPU thread pool, pinned like BLAS and PyTorch (read when the backend starts)
+    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen="
+                          f"{'false' if threads == 1 else 'true'} "
+                          f"intra_op_parallelism_threads={threads}")
     try:
         import jax
         import jax.numpy as jnp
@@ -474,36 +480,35 @@ def jax_backend():
             return jsp.logsumexp(x, axis=dim)
 
     T = TorchShapedJax
-    gmm = jax.jit(jax.value_and_grad(
-        lambda a, mu, q, x: gmm_objective(T, a, mu, q, x, 1.0, 0), argnums=(0, 1, 2)))
-    lse = jax.jit(jax.value_and_grad(lambda x: lse_objective(T, x)))
-    lse_fused = jax.jit(jax.value_and_grad(lambda x: lse_fused_objective(T, x)))
 
     def kmeans_direction(points, c):
         grad = jax.grad(lambda c: kmeans_cost(T, points, c))
-        J, H = jax.jvp(grad, (c,), (jnp.ones_like(c),))
+        J, H = jax.jvp(grad, (c,), (jnp.ones_like(c),))     # H @ ones: the diagonal
         return J / H
 
-    kmeans = jax.jit(kmeans_direction)
-    runners = {
-        "gmm": lambda d: (lambda: _block(gmm(*(jnp.asarray(d[k]) for k in
-                                                ("alphas", "means", "icf", "x")))),
-                          ("value", "alphas", "means", "icf")),
-        "lse": lambda d: (lambda: _block(lse(jnp.asarray(d["x"]))), ("value", "x")),
-        "lse (fused logsumexp)": lambda d: (lambda: _block(lse_fused(jnp.asarray(d["x"]))),
-                                            ("value", "x")),
-        "kmeans": lambda d: (lambda: _block(kmeans(jnp.asarray(d["points"]),
-                                                   jnp.asarray(d["centroids"]))), ("dir",)),
-    }
-    return jax.__version__, runners
+    def derivative(problem, data):
+        if problem == "gmm":
+            fn = jax.value_and_grad(lambda a, mu, q, x: gmm_objective(
+                T, a, mu, q, x, data["gamma"], data["m"]), argnums=(0, 1, 2))
+            keys = ("alphas", "means", "icf", "x")
+        elif problem == "lse":
+            fn, keys = jax.grad(lambda x: lse_objective(T, x)), ("x",)
+        elif problem == "lse (fused logsumexp)":
+            fn, keys = jax.grad(lambda x: lse_fused_objective(T, x)), ("x",)
+        elif problem == "kmeans":
+            fn, keys = kmeans_direction, ("points", "centroids")
+        else:
+            return None
+        fn, args = jax.jit(fn), [jnp.asarray(data[k]) for k in keys]
+        return lambda: flatten_jax(fn(*args))
+
+    return jax.__version__, derivative
 
 
-def _block(out):
-    """Flatten JAX's (value, grads) into a list of NumPy arrays (waiting for the result)."""
-    if isinstance(out, tuple):
-        value, grads = out
-        return [np.asarray(value)] + [np.asarray(g) for g in
-                                      (grads if isinstance(grads, tuple) else (grads,))]
+def flatten_jax(out):
+    """JAX's nested (value, (grads...)) as a flat list of NumPy arrays (waiting for them)."""
+    if isinstance(out, (tuple, list)):
+        return [a for part in out for a in flatten_jax(part)]
     return [np.asarray(out)]
 
 
@@ -528,7 +533,7 @@ def interleaved(fns, budget_s, min_repeats=3, max_repeats=200):
     return times
 
 
-def run_problem(problem, label, args, budget_s, jax_runners):
+def run_problem(problem, label, args, budget_s, jax_derivative):
     make_input, prepare, value, derivative, deriv_label, _ = PROBLEMS[problem]
     data = make_input(*args)
     row = {"problem": problem, "size": label, "derivative": deriv_label, "failures": []}
@@ -557,8 +562,8 @@ def run_problem(problem, label, args, budget_s, jax_runners):
                            f"{err:.3g} > {RTOL:g}")
                     row["failures"].append(msg)
                     print(f"\n!!! MISMATCH {problem} [{label}] {msg}")
-        if jax_runners and problem in jax_runners and which == "derivative":
-            jfn, _ = jax_runners[problem](data)
+        jfn = jax_derivative(problem, data) if jax_derivative and which == "derivative" else None
+        if jfn is not None:
             jout = jfn()                       # compiles
             if pytorch is not None:
                 err, ok = compare(jout, th_out)
@@ -568,10 +573,15 @@ def run_problem(problem, label, args, budget_s, jax_runners):
                     print(f"\n!!! MISMATCH {problem} [{label}] JAX: max relative error {err:.3g}")
             fns[("jax", which)] = jfn
     for which in ("value", "derivative"):
-        group = {lib: fn for (lib, w), fn in fns.items() if w == which}
+        group = {lib: fn for (lib, w), fn in fns.items() if w == which and lib != "jax"}
         if not group:
             continue
         times = interleaved(group, budget_s)
+        if ("jax", which) in fns:
+            # back to back, not interleaved: a jitted call runs on XLA's worker thread, and
+            # waking it after Python has been busy took 0.3-1.7 ms on a loaded 2-core machine
+            # against 46 us in a tight loop
+            times.update(interleaved({"jax": fns[("jax", which)]}, budget_s))
         for lib, ts in times.items():
             row[f"{lib}_{which}_s"] = statistics.median(ts)
             row[f"{lib}_{which}_repeats"] = len(ts)
@@ -632,6 +642,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true",
                     help="about 0.3 s of repeats per call, and not the largest sizes")
+    ap.add_argument("--tiny", action="store_true",
+                    help="the tests' tiny sizes and a few repeats: a smoke run of the script")
     ap.add_argument("--threads", type=int, default=1,
                     help="BLAS/OpenMP/torch threads (set before NumPy loads; default 1)")
     ap.add_argument("--only", nargs="*", choices=sorted(PROBLEMS), help="these problems only")
@@ -643,13 +655,14 @@ def main(argv=None):
         pytorch.set_num_threads(args.threads)
     else:
         print("PyTorch is not installed: tapegrad runs alone and nothing is checked")
-    jax = None if args.no_jax else jax_backend()
-    budget = 0.3 if args.quick else 2.0
+    jax = None if args.no_jax else jax_backend(args.threads)
+    budget = 0.0 if args.tiny else 0.3 if args.quick else 2.0
     rows = []
     for problem, spec in PROBLEMS.items():
         if args.only and problem not in args.only:
             continue
-        for label, size in spec[5].items():
+        sizes = {"tiny": TINY[problem]} if args.tiny else spec[5]
+        for label, size in sizes.items():
             if args.quick and (problem, label) in LARGEST:
                 continue
             row = run_problem(problem, label, size, budget, jax[1] if jax else None)
@@ -664,7 +677,7 @@ def main(argv=None):
     meta = {"date": _dt.datetime.now().isoformat(timespec="seconds"),
             "python": platform.python_version(), "numpy": np.__version__,
             "torch": getattr(pytorch, "__version__", None), "jax": jax[0] if jax else None,
-            "threads": args.threads, "quick": args.quick, "rtol": RTOL,
+            "threads": args.threads, "quick": args.quick, "tiny": args.tiny, "rtol": RTOL,
             "env": {k: os.environ.get(k) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
                                                      "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")},
             "machine": platform.machine(), "processor": platform.processor(),
