@@ -584,6 +584,9 @@ def run_problem(problem, label, args, budget_s, jax_derivative):
             times.update(interleaved({"jax": fns[("jax", which)]}, budget_s))
         for lib, ts in times.items():
             row[f"{lib}_{which}_s"] = statistics.median(ts)
+            if len(ts) >= 4:      # the spread, to tell a noisy machine from a difference
+                q1, _, q3 = statistics.quantiles(ts, n=4)
+                row[f"{lib}_{which}_quartiles_s"] = [q1, q3]
             row[f"{lib}_{which}_repeats"] = len(ts)
         if f"tapegrad_{which}_s" in row and f"torch_{which}_s" in row:
             row[f"{which}_ratio"] = row[f"tapegrad_{which}_s"] / row[f"torch_{which}_s"]
