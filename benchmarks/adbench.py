@@ -104,6 +104,9 @@ except ImportError:      # only tapegrad runs; nothing is checked
 
 DEFAULT_OUT = HERE / "results" / "adbench.json"
 perf = time.perf_counter
+# CPU time of the whole process: unlike the wall clock, it leaves out the time spent waiting
+# for a core, which on a busy 2-core machine stalled one call in four by 10-20 ms
+cpu_time = time.process_time
 RTOL = 1e-8
 
 
@@ -513,24 +516,26 @@ def flatten_jax(out):
 
 
 # ============================== timing ==========================================================
-def interleaved(fns, budget_s, min_repeats=3, max_repeats=200):
-    """Call each of ``fns`` (name -> callable) once to warm up and to measure, then in turn
-    until about ``budget_s`` per function has passed; per-call times per name."""
-    first = {}
-    for name, fn in fns.items():
+def interleaved(fns, budget_s, min_repeats=5, max_repeats=200):
+    """Call each of ``fns`` (name -> callable) twice (a warm-up, then one call to size the
+    run), then in turn until about ``budget_s`` per function has passed; per name, the
+    per-call wall-clock times and the process CPU times (seconds)."""
+    slowest = 0.0
+    for fn in fns.values():
+        fn()
         t0 = perf()
         fn()
-        first[name] = perf() - t0
-    slowest = max(first.values())
+        slowest = max(slowest, perf() - t0)
     repeats = int(min(max_repeats, max(min_repeats, budget_s / max(slowest, 1e-9))))
-    times = {k: [] for k in fns}
+    wall, cpu = {k: [] for k in fns}, {k: [] for k in fns}
     gc.collect()
     for _ in range(repeats):
         for name, fn in fns.items():
-            t0 = perf()
+            t0, c0 = perf(), cpu_time()
             fn()
-            times[name].append(perf() - t0)
-    return times
+            wall[name].append(perf() - t0)
+            cpu[name].append(cpu_time() - c0)
+    return wall, cpu
 
 
 def run_problem(problem, label, args, budget_s, jax_derivative):
@@ -576,23 +581,23 @@ def run_problem(problem, label, args, budget_s, jax_derivative):
         group = {lib: fn for (lib, w), fn in fns.items() if w == which and lib != "jax"}
         if not group:
             continue
-        times = interleaved(group, budget_s)
+        wall, cpu = interleaved(group, budget_s)
         if ("jax", which) in fns:
             # back to back, not interleaved: a jitted call runs on XLA's worker thread, and
             # waking it after Python has been busy took 0.3-1.7 ms on a loaded 2-core machine
             # against 46 us in a tight loop
-            times.update(interleaved({"jax": fns[("jax", which)]}, budget_s))
-        for lib, ts in times.items():
-            row[f"{lib}_{which}_s"] = statistics.median(ts)
-            row[f"{lib}_{which}_min_s"] = min(ts)
-            if len(ts) >= 4:      # the spread, to tell a noisy machine from a difference
-                q1, _, q3 = statistics.quantiles(ts, n=4)
-                row[f"{lib}_{which}_quartiles_s"] = [q1, q3]
-            row[f"{lib}_{which}_repeats"] = len(ts)
+            jax_wall, jax_cpu = interleaved({"jax": fns[("jax", which)]}, budget_s)
+            wall.update(jax_wall)
+            cpu.update(jax_cpu)
+        for lib in wall:
+            row[f"{lib}_{which}_s"] = statistics.median(wall[lib])
+            row[f"{lib}_{which}_quartiles_s"] = statistics.quantiles(wall[lib], n=4)[::2]
+            row[f"{lib}_{which}_cpu_s"] = statistics.median(cpu[lib])
+            row[f"{lib}_{which}_repeats"] = len(wall[lib])
         if f"tapegrad_{which}_s" in row and f"torch_{which}_s" in row:
             row[f"{which}_ratio"] = row[f"tapegrad_{which}_s"] / row[f"torch_{which}_s"]
-            row[f"{which}_ratio_of_minima"] = (row[f"tapegrad_{which}_min_s"]
-                                               / row[f"torch_{which}_min_s"])
+            row[f"{which}_cpu_ratio"] = (row[f"tapegrad_{which}_cpu_s"]
+                                         / row[f"torch_{which}_cpu_s"])
     row["ok"] = not row["failures"]
     return row
 
@@ -606,16 +611,16 @@ def fmt_t(s):
     return f"{s * 1e3:,.1f} ms" if s < 1.0 else f"{s:,.2f} s"
 
 
-def fmt_ratio(r, of_minima=None):
+def fmt_ratio(r, cpu=None):
     if r is None:
         return "-"
-    return f"{r:.2f}x" + ("" if of_minima is None else f" ({of_minima:.2f}x)")
+    return f"{r:.2f}x" + ("" if cpu is None else f" ({cpu:.2f}x)")
 
 
 def markdown_table(rows, meta):
     has_jax = any("jax_derivative_s" in r for r in rows)
-    head = ["problem", "size", "objective: tapegrad", "PyTorch", "ratio (of minima)",
-            "derivative", "tapegrad", "PyTorch", "ratio (of minima)"]
+    head = ["problem", "size", "objective: tapegrad", "PyTorch", "ratio (CPU)",
+            "derivative", "tapegrad", "PyTorch", "ratio (CPU)"]
     if has_jax:
         head.append("JAX (jit)")
     head.append("check vs PyTorch (max rel. error)")
@@ -631,10 +636,10 @@ def markdown_table(rows, meta):
             check = "**FAILED**: " + "; ".join(r["failures"]).replace("|", "\\|")
         cells = [r["problem"], r["size"], fmt_t(r.get("tapegrad_value_s")),
                  fmt_t(r.get("torch_value_s")),
-                 fmt_ratio(r.get("value_ratio"), r.get("value_ratio_of_minima")),
+                 fmt_ratio(r.get("value_ratio"), r.get("value_cpu_ratio")),
                  r["derivative"], fmt_t(r.get("tapegrad_derivative_s")),
                  fmt_t(r.get("torch_derivative_s")),
-                 fmt_ratio(r.get("derivative_ratio"), r.get("derivative_ratio_of_minima"))]
+                 fmt_ratio(r.get("derivative_ratio"), r.get("derivative_cpu_ratio"))]
         if has_jax:
             cells.append(fmt_t(r.get("jax_derivative_s")))
         cells.append(check)
@@ -643,9 +648,9 @@ def markdown_table(rows, meta):
             f"({meta['date'][:10]}, Python {meta['python']}, NumPy {meta['numpy']}, "
             f"PyTorch {meta['torch']}" + (f", JAX {meta['jax']}" if meta.get("jax") else "")
             + f", {meta['cpus']} CPUs). Ratio = tapegrad's median time / PyTorch's (below 1: "
-            "tapegrad faster); in parentheses the ratio of the fastest calls, which a busy "
-            "machine's pre-emptions (~20 ms stalls) touch least. The derivative's time "
-            "includes the objective's.")
+            "tapegrad faster); in parentheses the ratio of the median process CPU times, "
+            "which leave out the time a busy machine kept the process waiting for a core. "
+            "The derivative's time includes the objective's.")
     return (f"# ADBench / GradBench problems: tapegrad vs PyTorch\n\n"
             f"Written by `benchmarks/adbench.py`; {note}\n\n" + "\n".join(lines) + "\n")
 
