@@ -55,7 +55,9 @@ the table, and the script carries on.
 
 **Timing.**  One BLAS/OpenMP/Numba thread and ``torch.set_num_threads(1)`` (``--threads``),
 set before NumPy loads; the libraries are called in turn within each repeat, in one process,
-and the medians are reported with the ratio tapegrad / PyTorch (above 1: tapegrad slower).
+and the medians are reported with the ratio tapegrad / PyTorch (above 1: tapegrad slower),
+both of wall-clock time and of process CPU time (``time.process_time``): on a busy machine
+the wall clock also counts the time the process waited for a core.
 JAX (``jax.numpy`` through a small adapter) joins for lse, gmm and kmeans when it is
 installed (``pip install jax``), with ``jit``; the first call (the compile) is left out of the
 timing and JAX's calls are timed back to back after the others (see ``run_problem``).
@@ -64,7 +66,7 @@ Results: a table on stdout, ``benchmarks/results/adbench.md`` and ``adbench.json
 
 Usage::
 
-    python benchmarks/adbench.py            # full run (a few minutes)
+    python benchmarks/adbench.py            # full run (~10 minutes, most of it the largest LSTM)
     python benchmarks/adbench.py --quick    # fewer repeats, no largest sizes
     python benchmarks/adbench.py --only gmm lse
 """
