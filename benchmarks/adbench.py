@@ -435,17 +435,20 @@ def evaluate(lib, problem, args, which):
 def compare(got, want, rtol=RTOL):
     """Largest relative error of ``got`` against ``want`` (error over the largest magnitude of
     each output, so that entries near zero in a large output do not dominate), and whether
-    every output is within ``rtol``."""
+    every output is within ``rtol``.  A NaN or inf where the other has none is an infinite
+    error (a plain ``max`` would skip a NaN)."""
+    if len(got) != len(want):
+        return math.inf, False
     worst = 0.0
     for g, w in zip(got, want):
-        if g.shape != w.shape:
+        finite = np.isfinite(w)
+        if g.shape != w.shape or not np.array_equal(np.isfinite(g), finite) or not \
+                np.array_equal(g[~finite], w[~finite], equal_nan=True):
             return math.inf, False
-        scale = max(float(np.max(np.abs(w))) if w.size else 0.0, 1e-300)
-        err = float(np.max(np.abs(g - w))) / scale if w.size else 0.0
-        if not np.isfinite(g).all() and not np.array_equal(np.isfinite(g), np.isfinite(w)):
-            err = math.inf
-        worst = max(worst, err)
-    return worst, worst <= rtol and len(got) == len(want)
+        if finite.any():
+            scale = max(float(np.max(np.abs(w[finite]))), 1e-300)
+            worst = max(worst, float(np.max(np.abs(g[finite] - w[finite]))) / scale)
+    return worst, worst <= rtol
 
 
 # ============================== JAX (optional) ==================================================

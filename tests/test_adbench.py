@@ -129,3 +129,13 @@ def test_the_script_records_a_failure_and_carries_on(monkeypatch, tmp_path):
     if adbench.pytorch is not None:
         assert any("value differs from PyTorch" in f for f in failures)
     assert "**FAILED**" in out.with_suffix(".md").read_text()
+
+
+def test_compare_flags_a_nan_a_shape_and_an_error_above_rtol():
+    ok = np.array([1.0, -2.0])
+    assert adbench.compare([ok], [ok.copy()]) == (0.0, True)
+    assert not adbench.compare([np.array([1.0, np.nan])], [ok])[1]
+    assert not adbench.compare([ok[:1]], [ok])[1]
+    assert not adbench.compare([ok * (1 + 1e-6)], [ok])[1]
+    assert adbench.compare([ok * (1 + 1e-10)], [ok])[1]
+    assert not adbench.compare([ok], [ok, ok])[1]
