@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Plot the benchmark results (``benchmarks/results/*.json``) into one PNG for the README.
 
-    python benchmarks/report.py            # writes benchmarks/results/report.png
+    python benchmarks/report.py            # writes benchmarks/results/report.png and adbench.png
 
 Left: the scalar workload (Rosenbrock, ns per scalar op, log scale) for plain Python floats,
 tapegrad and PyTorch.  Middle: the tensor workloads as time relative to PyTorch (lower is
 faster).  Right: ``tg.jit``'s value + gradient against plain Python's value alone, and
 tapegrad eager and PyTorch eager on the same code (``benchmarks/jit.py``, log scale).  Every figure comes from the JSON the benchmark scripts wrote in one run each.
+
+``adbench.png``: the ADBench/GradBench problems (``benchmarks/adbench.py``), tapegrad's time
+over PyTorch's for the objective and for its derivative, per problem and size (log scale):
+median process CPU time as bars, median wall-clock time as dots.
 """
 from __future__ import annotations
 
@@ -83,6 +87,52 @@ def main(out=RESULTS / "report.png"):
         ax.set_title(f"tg.jit: gradients of scalar code ({jit['date'][:10]})", fontsize=10)
         ax.set_ylim(top=ax.get_ylim()[1] * 30)
         ax.legend(fontsize=8, ncol=2, loc="upper center")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    print(f"wrote {out}")
+    adbench = load("adbench")
+    if adbench:
+        adbench_figure(plt, adbench, out.with_name("adbench.png"))
+
+
+def adbench_figure(plt, adbench, out):
+    rows = adbench["rows"]
+    labels = [f"{r['problem']}  {r['size']}" for r in rows]
+    fig, ax = plt.subplots(figsize=(9, 0.36 * len(rows) + 1.4))
+    height = 0.38
+    # bars: CPU time, which the machine's load moves least; dots: wall-clock time
+    series = [("objective", "value", "#93c5fd"),
+              ("derivative (gradient, Jacobian, J / H)", "derivative", "#2563eb")]
+    for k, (label, which, colour) in enumerate(series):
+        ys = [i + (k - 0.5) * height for i in range(len(rows))]
+        cpu = [r.get(f"{which}_cpu_ratio", float("nan")) for r in rows]
+        wall = [r.get(f"{which}_ratio", float("nan")) for r in rows]
+        ax.barh(ys, cpu, height, color=colour, label=f"{label}, CPU time")
+        ax.plot(wall, ys, "o", ms=3, color="#111827",
+                label="the same, wall-clock time" if k else None)
+        for y, v, w in zip(ys, cpu, wall):
+            if v == v:
+                ax.text(max(v, w if w == w else v) * 1.06, y, f"{v:.2f}x", va="center",
+                        fontsize=7)
+    for i, r in enumerate(rows):
+        if not r["ok"]:
+            ax.text(1.0, i, "  FAILED: see adbench.md", va="center", color="#dc2626", fontsize=8)
+    ax.axvline(1.0, color="#f97316", lw=2, label="PyTorch = 1")
+    ax.set_xscale("log")
+    ticks = [0.125, 0.25, 0.5, 1, 2, 4, 8, 16, 32]
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks], minor=False)
+    ax.xaxis.set_minor_locator(plt.NullLocator())
+    top = max([r.get(k, 1.0) for r in rows for k in ("value_ratio", "derivative_ratio",
+                                                      "value_cpu_ratio", "derivative_cpu_ratio")])
+    ax.set_xlim(0.1, max(4.0, 1.6 * top))
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("tapegrad time / PyTorch time, medians (log scale; lower is faster)")
+    meta = adbench["meta"]
+    ax.set_title(f"ADBench / GradBench problems, float64, {meta['threads']} thread(s) "
+                 f"({meta['date'][:10]})", fontsize=10)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=2)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     print(f"wrote {out}")
