@@ -488,7 +488,7 @@ class CompiledTape:
             fixed = self._fixed = np.setdiff1d(leaves, self.in_entries)
         return fixed
 
-    def _forward_batch(self, X, V=None, first_point=0):
+    def _forward_batch(self, X, V=None, first_point=0, check_guards=True):
         n, nb = len(self.val0), X.shape[0]
         if V is None:
             V = np.empty((n + len(self.consts), nb))
@@ -499,9 +499,30 @@ class CompiledTape:
             V[fixed] = self.val0[fixed, None]
         V[self.in_entries] = X[:, self.in_pos].T
         K.replay_batch(self.op, self.a, self.b, V, n)
-        if len(self.guards):
+        if len(self.guards) and check_guards:
             self._check_guards(V[self.guard_entries], first_point)
         return V
+
+    def batch_outputs(self, X):
+        """The outputs at every point of the batch ``X`` ((B, n) -> (B, m)) and a (B,) bool
+        array: True where every recorded branch goes the recorded way.  The other points'
+        rows are not valid (they need a recording of their own); instead of raising
+        ``RetraceRequired`` at the first of them, this says which they are, so a caller can
+        record once per branch pattern (``tg.func.vmap``)."""
+        X = self._x(X)
+        if X.ndim != 2:
+            raise ValueError(f"batch_outputs() takes a batch of shape (B, {self.n_inputs}), "
+                             f"got {X.shape}")
+        out, ok = np.empty((len(self.out), X.shape[0])), np.ones(X.shape[0], dtype=bool)
+
+        def work(s, e, bufs):
+            V = self._forward_batch(X[s:e], bufs[0], check_guards=False)
+            out[:, s:e] = V[self.out]
+            if len(self.guards):
+                ok[s:e] = np.all(V[self.guard_entries] == self.guard_values[:, None], axis=0)
+
+        self._blocks(X.shape[0], work, 1)
+        return out.T, ok
 
     def _blocks(self, nb, work, nbuf):
         """Run ``work(start, stop, bufs)`` over blocks of points.  With several cores the

@@ -1,0 +1,334 @@
+"""``vmap``: a function of one sample run over a batch -- recorded once, replayed in Numba.
+
+The fast path (``Vmapped.last_path == "replay"``): the function, with every transform
+inside it (``jacrev(f)``, ``hessian(f)``, ``grad(f)``...), runs once at the first sample
+with its tensor arguments as leaves; the derivatives the inner transforms take are recorded
+tensors (``create_graph``), so the recording computes the whole transformed function.
+``tape.compile`` turns it into scalar entries, and ``CompiledTape.batch_outputs`` replays it
+at every sample at once, the batch innermost.  A branch on a recorded comparison
+(``relu``, ``max``, ``if x > 0``) is a guard: samples whose branches go another way are
+recorded again at one of them and replayed with that recording (one per branch pattern);
+``tg.where`` replays both ways without a guard.  The recording is kept, keyed by the
+function and the arguments' shapes, for later calls.
+
+The eager path (``last_path`` starts with ``"eager"``): the function runs once per sample
+and the results are stacked.  It runs when replay cannot follow the function (an op with
+no elementwise form, a value read into Python, in-place changes to an input, an output
+that is not a recorded float tensor, a result that disagrees with a fresh run at a second
+sample), inside another transform or when an argument requires grad (the results must
+stay differentiable), and for arguments other than float64 tensors and hashable constants.
+
+Tensors the function reads from outside its arguments (closures, globals, module
+parameters) are recorded as constants, as in ``tg.compile``: pass a tensor that changes
+between calls as an argument (``in_dims=None``), or call ``clear_cache()``.
+"""
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+
+import numpy as np
+
+from ..core.dtypes import float64
+from ..core.grad_mode import enable_grad, no_grad
+from ..core.tape import Tape
+from ..core.tensor import Tensor
+from ..ops.factories import tensor as as_tensor
+from ..ops.torch_api import FUNCTIONS as TORCH_FUNCTIONS
+from ..replay import compile_tape
+from .pytree import broadcast_prefix, tree_flatten, tree_unflatten
+from .transforms import LEVELS, inside_transform, is_nested
+
+_stack = TORCH_FUNCTIONS["stack"]
+
+# Calls served by each path, and recordings made: tests pin the path a function takes.
+PATHS = Counter()
+
+MAX_RECORDINGS = 16     # branch patterns per cache entry before the rest runs eagerly
+CACHE_SIZE = 64
+_CACHE = OrderedDict()
+
+
+def clear_cache():
+    """Forget every recording ``vmap`` kept (the next call records again)."""
+    _CACHE.clear()
+
+
+class Entry:
+    """What one cache key holds: compiled recordings (one per branch pattern) and the
+    outputs' layout, or why this function runs eagerly."""
+
+    def __init__(self):
+        self.tapes, self.eager, self.layout, self.out_spec, self.verified = [], None, None, \
+            None, False
+
+
+def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
+    """``torch.func.vmap``: ``func`` of one sample, run over a batch.  ``in_dims`` (an int,
+    None for an argument shared by every sample, or a structure matching the arguments)
+    says which dimension of each argument is the batch; ``out_dims`` where the batch goes
+    in each output.  Recorded once and replayed in Numba where it can, else run per sample
+    (see the module's notes; ``.last_path`` says which ran)."""
+    return Vmapped(func, in_dims, out_dims)
+
+
+class Vmapped:
+    def __init__(self, func, in_dims, out_dims):
+        self.func, self.in_dims, self.out_dims = func, in_dims, out_dims
+        self.last_path = None
+        self.__name__ = getattr(func, "__name__", "function")
+        self.__doc__ = getattr(func, "__doc__", None)
+
+    def __repr__(self):
+        return f"<tg.func.vmap({self.__name__!r}), last path: {self.last_path}>"
+
+    def __eq__(self, other):
+        return isinstance(other, Vmapped) and (self.func, self.in_dims, self.out_dims) == \
+            (other.func, other.in_dims, other.out_dims)
+
+    def __hash__(self):
+        return hash((self.func, freeze(self.in_dims), freeze(self.out_dims)))
+
+    def where(self):
+        return f"vmap({self.__name__}, in_dims={self.in_dims!r}, ...)(<inputs>)"
+
+    def __call__(self, *args, **kwargs):
+        flat, spec = tree_flatten(args)
+        dims = self.batch_dims(args, flat)
+        size = self.batch_size(flat, dims)
+        reason = self.replay_refused(flat, kwargs)
+        if reason is None:
+            key = (self, spec, tuple(dims), freeze(kwargs),
+                   tuple(signature(x, d) for x, d in zip(flat, dims)))
+            entry = _CACHE.pop(key, None) or Entry()
+            _CACHE[key] = entry
+            while len(_CACHE) > CACHE_SIZE:
+                _CACHE.popitem(last=False)
+            if entry.eager is None:
+                out = self.replay(entry, flat, dims, spec, size, kwargs)
+                if out is not None:
+                    self.last_path = "replay"
+                    PATHS["replay"] += 1
+                    return out
+            reason = entry.eager
+        self.last_path = f"eager: {reason}"
+        PATHS["eager"] += 1
+        return self.eager(flat, dims, spec, size, kwargs)
+
+    # -- arguments ----------------------------------------------------------------------
+    def batch_dims(self, args, flat):
+        in_dims = self.in_dims
+        if not isinstance(in_dims, (int, tuple)) or isinstance(in_dims, bool):
+            raise ValueError(f"{self.where()}: expected `in_dims` to be int or a (potentially "
+                             f"nested) tuple matching the structure of inputs, got: "
+                             f"{type(in_dims)}.")
+        if isinstance(in_dims, tuple) and len(in_dims) != len(args):
+            raise ValueError(f"{self.where()}: in_dims is not compatible with the structure of "
+                             f"`inputs`. in_dims has structure {tree_flatten(in_dims)[1]} but "
+                             f"inputs has structure {tree_flatten(args)[1]}.")
+        dims = broadcast_prefix(in_dims, args, f"{self.where()}: in_dims")
+        for k, (x, d) in enumerate(zip(flat, dims)):
+            if d is None:
+                continue
+            if not isinstance(d, int):
+                raise ValueError(f"{self.where()}: in_dims must be int, None or tuples of them,"
+                                 f" got {type(d)}")
+            if not isinstance(x, Tensor):
+                raise ValueError(f"{self.where()}: Got in_dim={d} for an input but the input "
+                                 f"is of type {type(x)}. We cannot vmap over non-Tensor "
+                                 "arguments, please use None as the respective in_dim")
+            if not -x.dim() <= d < x.dim():
+                raise ValueError(f"{self.where()}: Got in_dim={d} for some input, but that "
+                                 f"input is a Tensor of dimensionality {x.dim()} so expected "
+                                 f"in_dim to satisfy -{x.dim()} <= in_dim < {x.dim()}.")
+            dims[k] = d % x.dim()
+        return dims
+
+    def batch_size(self, flat, dims):
+        sizes = [x.shape[d] for x, d in zip(flat, dims) if d is not None]
+        if not sizes:
+            raise ValueError(f"{self.where()}: Expected at least one Tensor to vmap over")
+        if len(set(sizes)) > 1:
+            raise ValueError("vmap: Expected all tensors to have the same size in the mapped "
+                             f"dimension, got sizes {sizes} for the mapped dimension")
+        return sizes[0]
+
+    @staticmethod
+    def replay_refused(flat, kwargs):
+        if is_nested(flat, kwargs):
+            return "inside another transform, or an argument requires grad"
+        for x in flat:
+            if isinstance(x, Tensor) and x.dtype is not float64:
+                return f"a {x.dtype} argument (replay runs float64)"
+            if not isinstance(x, Tensor) and freeze(x) is None:
+                return f"an argument of type {type(x).__name__} that is not a hashable constant"
+        if freeze(kwargs) is None:
+            return "a keyword argument that is not a hashable constant"
+        return None
+
+    @staticmethod
+    def sample(flat, dims, p):
+        return [x.select(d, p) if d is not None else x for x, d in zip(flat, dims)]
+
+    # -- the eager path -----------------------------------------------------------------
+    def outputs_at(self, flat, dims, spec, p, kwargs):
+        out = self.func(*tree_unflatten(self.sample(flat, dims, p), spec), **kwargs)
+        outs, out_spec = tree_flatten(out)
+        return outs, out_spec
+
+    def eager(self, flat, dims, spec, size, kwargs):
+        per_sample = [self.outputs_at(flat, dims, spec, p, kwargs) for p in range(size)]
+        outs, out_spec = per_sample[0]
+        out_dims = broadcast_prefix(self.out_dims, tree_unflatten(outs, out_spec),
+                                    f"{self.where()}: out_dims")
+        result = []
+        for k, (o, d) in enumerate(zip(outs, out_dims)):
+            if d is None:
+                result.append(o)
+                continue
+            if not isinstance(o, Tensor):
+                raise ValueError(f"vmap({self.__name__}, ...): `{self.__name__}` must only "
+                                 f"return Tensors, got type {type(o)}. Did you mean to set "
+                                 "out_dims= to None for output?")
+            result.append(_stack([s[0][k] for s in per_sample], d))
+        return tree_unflatten(result, out_spec)
+
+    # -- the replay path ----------------------------------------------------------------
+    def record(self, entry, flat, dims, spec, p, kwargs):
+        """Record the function at sample ``p`` and compile it (None when replay cannot
+        follow it: ``entry.eager`` then says why)."""
+        previous = LEVELS.recording
+        try:
+            with Tape() as tape:
+                LEVELS.recording = tape
+                leaves = [x.detach().requires_grad_() if isinstance(x, Tensor) else x
+                          for x in self.sample(flat, dims, p)]
+                with enable_grad(), inside_transform():
+                    out = self.func(*tree_unflatten(leaves, spec), **kwargs)
+            outs, out_spec = tree_flatten(out)
+            for o in outs:
+                if not (isinstance(o, Tensor) and o.requires_grad):
+                    raise TypeError("an output that is not a recorded float tensor (it does "
+                                    "not depend on the inputs, or not differentiably)")
+            compiled = compile_tape(tape, [x for x in leaves if isinstance(x, Tensor)], outs)
+        except Exception as e:   # replay cannot follow it; the eager path gives the answer
+            entry.eager = f"recording failed: {type(e).__name__}: {e}"
+            return None
+        finally:
+            LEVELS.recording = previous
+        PATHS["recordings"] += 1
+        layout = [tuple(o.shape) for o in outs]
+        if entry.layout is None:
+            entry.layout, entry.out_spec = layout, out_spec
+        elif (entry.layout, entry.out_spec) != (layout, out_spec):
+            entry.eager = "another branch returns results of other shapes"
+            return None
+        entry.tapes.append(compiled)
+        return compiled
+
+    def replay(self, entry, flat, dims, spec, size, kwargs):
+        """The outputs at every sample from the recordings (recording at a sample whose
+        branches none of them follows); None when the eager path must run."""
+        X = np.concatenate([inputs_matrix(x, d, size) for x, d in zip(flat, dims)
+                            if isinstance(x, Tensor)], axis=1)
+        if not entry.tapes and self.record(entry, flat, dims, spec, 0, kwargs) is None:
+            return None
+        Y = np.empty((size, sum(int(np.prod(s, dtype=np.int64)) for s in entry.layout)))
+        pending, tried = np.arange(size), 0
+        while len(pending):
+            fresh = tried == len(entry.tapes)
+            if not fresh:
+                compiled = entry.tapes[tried]
+            elif len(entry.tapes) < MAX_RECORDINGS:
+                compiled = self.record(entry, flat, dims, spec, int(pending[0]), kwargs)
+                if compiled is None:
+                    return None
+            else:   # too many branch patterns: the rest one sample at a time, eagerly
+                for p in pending:
+                    Y[p] = self.flat_values(flat, dims, spec, int(p), kwargs)
+                PATHS["eager_samples"] += len(pending)
+                break
+            values, ok = compiled.batch_outputs(X[pending])
+            if fresh and not ok[0]:   # refuses its own sample (a NaN compared): eagerly there
+                values[0] = self.flat_values(flat, dims, spec, int(pending[0]), kwargs)
+                ok[0] = True
+            Y[pending[ok]] = values[ok]
+            pending, tried = pending[~ok], tried + 1
+        if not entry.verified and not self.verify(entry, flat, dims, spec, size, kwargs, Y):
+            return None
+        return self.assemble(entry, Y, size)
+
+    def flat_values(self, flat, dims, spec, p, kwargs):
+        with no_grad():
+            outs, _ = self.outputs_at(flat, dims, spec, p, kwargs)
+        return np.concatenate([np.asarray(o.detach().numpy(), dtype=np.float64).reshape(-1)
+                               for o in outs])
+
+    def verify(self, entry, flat, dims, spec, size, kwargs, Y):
+        """Once per entry: the replay at the last sample must equal a fresh run there.  A
+        recording that took a value as a constant which is not one (``x.detach()``, a
+        computation under ``no_grad``, a closure read through NumPy) fails this."""
+        entry.verified = True
+        if size < 2:
+            entry.verified = False   # nothing but the recorded sample yet: check next call
+            return True
+        expected = self.flat_values(flat, dims, spec, size - 1, kwargs)
+        scale = max(1.0, float(np.nanmax(np.abs(expected), initial=0.0)))
+        if not np.allclose(Y[size - 1], expected, rtol=1e-9, atol=1e-12 * scale,
+                           equal_nan=True):
+            entry.eager = ("the replay disagreed with a fresh run at another sample (the "
+                           "function uses a value the recording holds as a constant: detach, "
+                           "no_grad, a read into NumPy)")
+            entry.tapes.clear()
+            return False
+        return True
+
+    def assemble(self, entry, Y, size):
+        out_dims = broadcast_prefix(self.out_dims,
+                                    tree_unflatten(list(range(len(entry.layout))),
+                                                   entry.out_spec),
+                                    f"{self.where()}: out_dims")
+        result, at = [], 0
+        for shape, d in zip(entry.layout, out_dims):
+            n = int(np.prod(shape, dtype=np.int64))
+            block = Y[:, at:at + n].reshape((size,) + shape)
+            at += n
+            if d is None:
+                result.append(as_tensor(block[0].copy()))
+                continue
+            result.append(as_tensor(np.ascontiguousarray(np.moveaxis(block, 0, d))))
+        return tree_unflatten(result, entry.out_spec)
+
+
+def inputs_matrix(x, d, size):
+    """An argument's elements per sample: (size, numel of one sample)."""
+    v = np.asarray(x.detach().numpy(), dtype=np.float64)
+    if d is None:
+        return np.broadcast_to(v.reshape(1, -1), (size, v.size))
+    return np.moveaxis(v, d, 0).reshape(size, -1)
+
+
+def signature(x, d):
+    if isinstance(x, Tensor):
+        shape = tuple(x.shape)
+        return ("tensor", shape[:d] + shape[d + 1:] if d is not None else shape, d)
+    return ("constant", freeze(x))
+
+
+def freeze(x):
+    """A hashable stand-in for a constant argument (None when it has none: a tensor in a
+    keyword argument would otherwise be recorded as a constant and cached by identity)."""
+    if isinstance(x, Tensor):
+        return None
+    if isinstance(x, dict):
+        items = [(k, freeze(v)) for k, v in x.items()]
+        return None if any(v is None and x[k] is not None for k, v in items) else \
+            ("dict", tuple(items))
+    if isinstance(x, (tuple, list)):
+        items = tuple(freeze(v) for v in x)
+        return None if any(f is None and v is not None for f, v in zip(items, x)) else \
+            (type(x).__name__, items)
+    try:
+        hash(x)
+    except TypeError:
+        return None
+    return ("value", type(x).__name__, x)
