@@ -36,7 +36,7 @@ from ..ops.factories import tensor as as_tensor
 from ..ops.torch_api import FUNCTIONS as TORCH_FUNCTIONS
 from ..replay import compile_tape
 from .pytree import broadcast_prefix, tree_flatten, tree_unflatten
-from .transforms import LEVELS, inside_transform, is_nested
+from .transforms import LEVELS, Transformed, argnums_tuple, inside_transform, is_nested
 
 _stack = TORCH_FUNCTIONS["stack"]
 
@@ -58,8 +58,26 @@ class Entry:
     outputs' layout, or why this function runs eagerly."""
 
     def __init__(self):
-        self.tapes, self.eager, self.layout, self.out_spec, self.verified = [], None, None, \
-            None, False
+        self.tapes, self.eager, self.verified = [], None, False
+        self.layout = self.out_spec = self.plan = None
+        self.mode = None   # "sweeps": the function's recording and reverse sweeps; "outputs"
+
+
+class Piece:
+    """One result of a derivative transform computed by sweeps: a block of the Jacobian
+    (``output`` by input ``leaf``) or the value of ``output``; ``shape`` is the result's."""
+
+    def __init__(self, kind, output, leaf, shape):
+        self.kind, self.output, self.leaf, self.shape = kind, output, leaf, shape
+        self.rows = self.columns = None
+
+
+def sweepable(func):
+    """A first-order derivative (without aux) of a plain function: the replay computes it
+    from the function's own recording by reverse sweeps."""
+    return isinstance(func, Transformed) and \
+        func.kind in ("jacrev", "jacfwd", "grad", "grad_and_value") and \
+        not func.options[1] and not isinstance(func.func, (Transformed, Vmapped))
 
 
 def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
@@ -194,21 +212,36 @@ class Vmapped:
 
     # -- the replay path ----------------------------------------------------------------
     def record(self, entry, flat, dims, spec, p, kwargs):
-        """Record the function at sample ``p`` and compile it (None when replay cannot
-        follow it: ``entry.eager`` then says why)."""
+        """Record at sample ``p`` and compile (None when replay cannot follow the function:
+        ``entry.eager`` then says why).  A first-order derivative of a plain function is
+        recorded as the function itself, differentiated by the replay's reverse sweeps;
+        should that fail, the transformed function is recorded whole."""
+        if entry.mode == "sweeps":
+            compiled = self.record_with(entry, flat, dims, spec, p, kwargs, sweeps=True)
+            if compiled is not None or entry.tapes:
+                return compiled
+            entry.mode, entry.eager, entry.layout = "outputs", None, None
+        return self.record_with(entry, flat, dims, spec, p, kwargs, sweeps=False)
+
+    def record_with(self, entry, flat, dims, spec, p, kwargs, sweeps):
         previous = LEVELS.recording
+        func = self.func.func if sweeps else self.func
         try:
             with Tape() as tape:
                 LEVELS.recording = tape
                 leaves = [x.detach().requires_grad_() if isinstance(x, Tensor) else x
                           for x in self.sample(flat, dims, p)]
                 with enable_grad(), inside_transform():
-                    out = self.func(*tree_unflatten(leaves, spec), **kwargs)
+                    out = func(*tree_unflatten(leaves, spec), **kwargs)
             outs, out_spec = tree_flatten(out)
             for o in outs:
                 if not (isinstance(o, Tensor) and o.requires_grad):
                     raise TypeError("an output that is not a recorded float tensor (it does "
                                     "not depend on the inputs, or not differentiably)")
+            plan = self.sweep_plan(leaves, spec, outs, out_spec) if sweeps else \
+                [Piece("value", k, None, tuple(o.shape)) for k, o in enumerate(outs)]
+            if sweeps:
+                plan, out_spec = plan
             compiled = compile_tape(tape, [x for x in leaves if isinstance(x, Tensor)], outs)
         except Exception as e:   # replay cannot follow it; the eager path gives the answer
             entry.eager = f"recording failed: {type(e).__name__}: {e}"
@@ -216,20 +249,74 @@ class Vmapped:
         finally:
             LEVELS.recording = previous
         PATHS["recordings"] += 1
-        layout = [tuple(o.shape) for o in outs]
+        layout = [piece.shape for piece in plan]
         if entry.layout is None:
-            entry.layout, entry.out_spec = layout, out_spec
+            entry.layout, entry.out_spec, entry.plan = layout, out_spec, plan
         elif (entry.layout, entry.out_spec) != (layout, out_spec):
             entry.eager = "another branch returns results of other shapes"
             return None
         entry.tapes.append(compiled)
         return compiled
 
+    def sweep_plan(self, flat, spec, outs, out_spec):
+        """Where each result of ``jacrev``/``jacfwd``/``grad``/``grad_and_value`` comes
+        from: a block of the Jacobian (an output, an input leaf) or an output's value, in
+        the order of the transform's result; and that result's structure."""
+        kind, (argnums, _) = self.func.kind, self.func.options
+        if kind in ("grad", "grad_and_value") and not (len(outs) == 1 and outs[0].dim() == 0):
+            raise TypeError("grad of a function that does not return one scalar tensor")
+        columns, at = {}, 0          # flat leaf index -> its columns of the input vector
+        for k, x in enumerate(flat):
+            if isinstance(x, Tensor):
+                columns[k] = slice(at, at + x.numel())
+                at += x.numel()
+        rows, at = [], 0
+        for o in outs:
+            rows.append(slice(at, at + o.numel()))
+            at += o.numel()
+        firsts = np.cumsum([0] + [c.num_leaves for c in spec.children])
+        nums = argnums_tuple(argnums, len(spec.children))
+        for k in nums:
+            for leaf in range(firsts[k], firsts[k + 1]):
+                if not isinstance(flat[leaf], Tensor):
+                    raise TypeError("a differentiated argument that is not a tensor")
+
+        def blocks(i):
+            per_arg = [tree_unflatten([Piece("jacobian", i, leaf, tuple(outs[i].shape)
+                                             + tuple(flat[leaf].shape))
+                                       for leaf in range(firsts[k], firsts[k + 1])],
+                                      spec.children[k]) for k in nums]
+            return per_arg[0] if isinstance(argnums, int) else tuple(per_arg)
+
+        if kind in ("jacrev", "jacfwd"):
+            result = tree_unflatten([blocks(i) for i in range(len(outs))], out_spec)
+        elif kind == "grad":
+            result = blocks(0)
+        else:
+            result = (blocks(0), Piece("value", 0, None, tuple(outs[0].shape)))
+        pieces, result_spec = tree_flatten(result)
+        for piece in pieces:
+            piece.rows = rows[piece.output]
+            piece.columns = columns.get(piece.leaf)
+        return pieces, result_spec
+
+    def rows(self, entry, compiled, X):
+        """The results at the points ``X`` laid out as ``entry.layout`` says, flat per
+        point, and the mask of points that took every recorded branch."""
+        if entry.mode == "outputs":
+            return compiled.batch_outputs(X)
+        values, J, ok = compiled.batch_jacobian(X)
+        parts = [values[:, piece.rows] if piece.kind == "value" else
+                 J[:, piece.rows, piece.columns].reshape(len(X), -1) for piece in entry.plan]
+        return np.concatenate(parts, axis=1), ok
+
     def replay(self, entry, flat, dims, spec, size, kwargs):
         """The outputs at every sample from the recordings (recording at a sample whose
         branches none of them follows); None when the eager path must run."""
         X = np.concatenate([inputs_matrix(x, d, size) for x, d in zip(flat, dims)
                             if isinstance(x, Tensor)], axis=1)
+        if entry.mode is None:
+            entry.mode = "sweeps" if sweepable(self.func) else "outputs"
         if not entry.tapes and self.record(entry, flat, dims, spec, 0, kwargs) is None:
             return None
         Y = np.empty((size, sum(int(np.prod(s, dtype=np.int64)) for s in entry.layout)))
@@ -239,7 +326,8 @@ class Vmapped:
             if not fresh:
                 compiled = entry.tapes[tried]
             elif len(entry.tapes) < MAX_RECORDINGS:
-                compiled = self.record(entry, flat, dims, spec, int(pending[0]), kwargs)
+                compiled = self.record_with(entry, flat, dims, spec, int(pending[0]), kwargs,
+                                            entry.mode == "sweeps")
                 if compiled is None:
                     return None
             else:   # too many branch patterns: the rest one sample at a time, eagerly
@@ -247,7 +335,7 @@ class Vmapped:
                     Y[p] = self.flat_values(flat, dims, spec, int(p), kwargs)
                 PATHS["eager_samples"] += len(pending)
                 break
-            values, ok = compiled.batch_outputs(X[pending])
+            values, ok = self.rows(entry, compiled, X[pending])
             if fresh and not ok[0]:   # refuses its own sample (a NaN compared): eagerly there
                 values[0] = self.flat_values(flat, dims, spec, int(pending[0]), kwargs)
                 ok[0] = True

@@ -91,7 +91,7 @@ def derivative(t, nested):
     while ``vmap`` records, it becomes a leaf of the recording, which replays it as the
     constant it is; ``vmap`` treats any other unrecorded output as one replay cannot follow."""
     if nested and LEVELS.recording is not None and not t.requires_grad:
-        return t.detach().requires_grad_()
+        return t.detach().requires_grad_().clone()   # (an op records the leaf on the tape)
     return t
 
 

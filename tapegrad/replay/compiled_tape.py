@@ -524,6 +524,34 @@ class CompiledTape:
         self._blocks(X.shape[0], work, 1)
         return out.T, ok
 
+    def batch_jacobian(self, X):
+        """The outputs and their Jacobian at every point of the batch ``X``: (B, m) values,
+        (B, m, n) Jacobians, and the (B,) mask of points that took every recorded branch
+        (as ``batch_outputs``).  Per block of points: one forward replay, then one reverse
+        sweep per output, the batch innermost."""
+        X = self._x(X)
+        if X.ndim != 2:
+            raise ValueError(f"batch_jacobian() takes a batch of shape (B, {self.n_inputs}), "
+                             f"got {X.shape}")
+        nb, n = X.shape[0], len(self.val0)
+        values, ok = np.empty((len(self.out), nb)), np.ones(nb, dtype=bool)
+        J = np.empty((len(self.out), self.n_inputs, nb))
+
+        def work(s, e, bufs):
+            V, A = bufs
+            self._forward_batch(X[s:e], V, check_guards=False)
+            values[:, s:e] = V[self.out]
+            if len(self.guards):
+                ok[s:e] = np.all(V[self.guard_entries] == self.guard_values[:, None], axis=0)
+            for k, o in enumerate(self.out):
+                A.fill(-0.0)
+                A[o] = 1.0
+                K.reverse_batch(self.op, self.a, self.b, V, A, int(o), n)
+                self._on_inputs(A, J[k, :, s:e])
+
+        self._blocks(nb, work, 2)
+        return values.T, np.moveaxis(J, 2, 0), ok
+
     def _blocks(self, nb, work, nbuf):
         """Run ``work(start, stop, bufs)`` over blocks of points.  With several cores the
         blocks are dealt out to threads (the kernels release the GIL: plain Python threads
