@@ -328,3 +328,28 @@ def test_misuse_raises_torchs_errors():
         with pytest.raises(want.type) as got:
             case(tg, x)
         assert str(got.value).replace("tapegrad", "torch") == str(want.value)
+
+
+@needs_torch
+def test_per_sample_gradients_of_a_parameter_dict_match_torch():
+    """torch.func's own recipe: vmap(grad(loss), in_dims=(None, 0, 0))(params, x, y)."""
+    rng = np.random.default_rng(11)
+    params = {"W": rng.normal(size=(4, 3)), "b": rng.normal(size=4), "v": rng.normal(size=4)}
+    X, Y = rng.normal(size=(8, 3)), rng.normal(size=8)
+
+    def make(m):
+        def loss(p, x, y):
+            return ((m.tanh(p["W"] @ x + p["b"]) * p["v"]).sum() - y) ** 2
+        return loss
+
+    batched = tg.func.vmap(tg.func.grad(make(tg)), in_dims=(None, 0, 0))
+    got = batched({k: _t(tg, v) for k, v in params.items()}, _t(tg, X), _t(tg, Y))
+    want = torch.func.vmap(torch.func.grad(make(torch)), in_dims=(None, 0, 0))(
+        {k: _t(torch, v) for k, v in params.items()}, _t(torch, X), _t(torch, Y))
+    assert batched.last_path == "replay" and list(got) == list(want)
+    for k in want:
+        _close(got[k], want[k])
+    nested = tg.func.vmap(tg.func.vmap(lambda z: z.sin() * z[0]))
+    Z = rng.normal(size=(3, 4, 2))
+    _close(nested(_t(tg, Z)), _t(tg, np.sin(Z) * Z[..., :1]))
+    assert nested.last_path == "replay"

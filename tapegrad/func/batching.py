@@ -5,18 +5,24 @@ inside it (``jacrev(f)``, ``hessian(f)``, ``grad(f)``...), runs once at the firs
 with its tensor arguments as leaves; the derivatives the inner transforms take are recorded
 tensors (``create_graph``), so the recording computes the whole transformed function.
 ``tape.compile`` turns it into scalar entries, and ``CompiledTape.batch_outputs`` replays it
-at every sample at once, the batch innermost.  A branch on a recorded comparison
-(``relu``, ``max``, ``if x > 0``) is a guard: samples whose branches go another way are
-recorded again at one of them and replayed with that recording (one per branch pattern);
-``tg.where`` replays both ways without a guard.  The recording is kept, keyed by the
-function and the arguments' shapes, for later calls.
+at every sample at once, the batch innermost.  When that recording cannot replay because a
+recorded derivative branches on values (``where``, ``maximum``, ``clamp``: the engine reads
+them in Python), a first-order derivative of a plain function (``jacrev``, ``jacfwd``,
+``grad``, ``grad_and_value``) is recorded as the function alone and differentiated at replay
+(``CompiledTape.batch_jacobian``: one reverse sweep per output over the batch).
+
+A branch on a recorded comparison (``relu``, ``max``, ``if x > 0``) is a guard: samples
+whose branches go another way are recorded again at one of them and replayed with that
+recording (one per branch pattern); ``tg.where`` replays both ways without a guard.  The
+recordings are kept, keyed by the function and the arguments' shapes, for later calls, and
+checked once against a fresh run at a second sample.
 
 The eager path (``last_path`` starts with ``"eager"``): the function runs once per sample
 and the results are stacked.  It runs when replay cannot follow the function (an op with
 no elementwise form, a value read into Python, in-place changes to an input, an output
-that is not a recorded float tensor, a result that disagrees with a fresh run at a second
-sample), inside another transform or when an argument requires grad (the results must
-stay differentiable), and for arguments other than float64 tensors and hashable constants.
+that is not a recorded float tensor, a result that disagrees with the fresh run), inside
+another transform or when an argument requires grad (the results must stay
+differentiable), and for arguments other than float64 tensors and hashable constants.
 
 Tensors the function reads from outside its arguments (closures, globals, module
 parameters) are recorded as constants, as in ``tg.compile``: pass a tensor that changes
@@ -60,7 +66,9 @@ class Entry:
     def __init__(self):
         self.tapes, self.eager, self.verified = [], None, False
         self.layout = self.out_spec = self.plan = None
-        self.mode = None   # "sweeps": the function's recording and reverse sweeps; "outputs"
+        # "outputs": the transformed function's recording replayed; "sweeps": the function's
+        # recording and one reverse sweep per output (see Vmapped.record)
+        self.mode = "outputs"
 
 
 class Piece:
@@ -213,15 +221,17 @@ class Vmapped:
     # -- the replay path ----------------------------------------------------------------
     def record(self, entry, flat, dims, spec, p, kwargs):
         """Record at sample ``p`` and compile (None when replay cannot follow the function:
-        ``entry.eager`` then says why).  A first-order derivative of a plain function is
-        recorded as the function itself, differentiated by the replay's reverse sweeps;
-        should that fail, the transformed function is recorded whole."""
-        if entry.mode == "sweeps":
+        ``entry.eager`` then says why).  The transformed function is recorded whole (its
+        derivatives as recorded ops, which replay fastest); a first-order derivative of a
+        plain function whose recorded derivative cannot replay (it branches on values:
+        ``where``, ``maximum``) is recorded as the function itself instead, differentiated
+        at replay by reverse sweeps over the batch."""
+        compiled = self.record_with(entry, flat, dims, spec, p, kwargs, entry.mode == "sweeps")
+        if compiled is None and not entry.tapes and entry.mode == "outputs" and \
+                sweepable(self.func):
+            entry.mode, entry.eager = "sweeps", None
             compiled = self.record_with(entry, flat, dims, spec, p, kwargs, sweeps=True)
-            if compiled is not None or entry.tapes:
-                return compiled
-            entry.mode, entry.eager, entry.layout = "outputs", None, None
-        return self.record_with(entry, flat, dims, spec, p, kwargs, sweeps=False)
+        return compiled
 
     def record_with(self, entry, flat, dims, spec, p, kwargs, sweeps):
         previous = LEVELS.recording
@@ -315,8 +325,6 @@ class Vmapped:
         branches none of them follows); None when the eager path must run."""
         X = np.concatenate([inputs_matrix(x, d, size) for x, d in zip(flat, dims)
                             if isinstance(x, Tensor)], axis=1)
-        if entry.mode is None:
-            entry.mode = "sweeps" if sweepable(self.func) else "outputs"
         if not entry.tapes and self.record(entry, flat, dims, spec, 0, kwargs) is None:
             return None
         Y = np.empty((size, sum(int(np.prod(s, dtype=np.int64)) for s in entry.layout)))
