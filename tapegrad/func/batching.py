@@ -38,7 +38,7 @@ from ..core.dtypes import float64
 from ..core.grad_mode import enable_grad, no_grad
 from ..core.tape import Tape
 from ..core.tensor import Tensor
-from ..ops.factories import tensor as as_tensor
+from ..ops.factories import as_tensor
 from ..ops.torch_api import FUNCTIONS as TORCH_FUNCTIONS
 from ..replay import compile_tape
 from .pytree import broadcast_prefix, tree_flatten, tree_unflatten
@@ -125,8 +125,11 @@ class Vmapped:
         if reason is None:
             key = (self, spec, tuple(dims), freeze(kwargs),
                    tuple(signature(x, d) for x, d in zip(flat, dims)))
-            entry = _CACHE.pop(key, None) or Entry()
-            _CACHE[key] = entry
+            try:
+                entry = _CACHE.pop(key, None) or Entry()
+                _CACHE[key] = entry
+            except TypeError:   # an unhashable function: recorded at every call
+                entry = Entry()
             while len(_CACHE) > CACHE_SIZE:
                 _CACHE.popitem(last=False)
             if entry.eager is None:
@@ -311,7 +314,7 @@ class Vmapped:
         return pieces, result_spec
 
     def rows(self, entry, compiled, X):
-        """The results at the points ``X`` laid out as ``entry.layout`` says, flat per
+        """The results at the points ``X`` laid out as ``entry.layout`` says, a row per
         point, and the mask of points that took every recorded branch."""
         if entry.mode == "outputs":
             return compiled.batch_outputs(X)
@@ -327,7 +330,7 @@ class Vmapped:
                             if isinstance(x, Tensor)], axis=1)
         if not entry.tapes and self.record(entry, flat, dims, spec, 0, kwargs) is None:
             return None
-        Y = np.empty((size, sum(int(np.prod(s, dtype=np.int64)) for s in entry.layout)))
+        Y = None     # (samples, results)
         pending, tried = np.arange(size), 0
         while len(pending):
             fresh = tried == len(entry.tapes)
@@ -343,11 +346,16 @@ class Vmapped:
                     Y[p] = self.flat_values(flat, dims, spec, int(p), kwargs)
                 PATHS["eager_samples"] += len(pending)
                 break
-            values, ok = self.rows(entry, compiled, X[pending])
+            values, ok = self.rows(entry, compiled, X if Y is None else X[pending])
             if fresh and not ok[0]:   # refuses its own sample (a NaN compared): eagerly there
                 values[0] = self.flat_values(flat, dims, spec, int(pending[0]), kwargs)
                 ok[0] = True
-            Y[pending[ok]] = values[ok]
+            if Y is None and ok.all():
+                Y = values      # every sample took the first recording's branches
+            else:
+                if Y is None:
+                    Y = np.empty((size, values.shape[1]))
+                Y[pending[ok]] = values[ok]
             pending, tried = pending[~ok], tried + 1
         if not entry.verified and not self.verify(entry, flat, dims, spec, size, kwargs, Y):
             return None
