@@ -353,3 +353,22 @@ def test_per_sample_gradients_of_a_parameter_dict_match_torch():
     Z = rng.normal(size=(3, 4, 2))
     _close(nested(_t(tg, Z)), _t(tg, np.sin(Z) * Z[..., :1]))
     assert nested.last_path == "replay"
+
+
+def test_batch_replay_methods_equal_one_point_at_a_time_and_mark_other_branches():
+    """CompiledTape.batch_outputs / batch_jacobian (what vmap replays with): the rows of the
+    points that took the recorded branches equal the one-point methods, the others are
+    marked; an input no output reads gets zero gradients."""
+    with tg.Tape() as tape:
+        x = tg.tensor([0.5, 1.0, -2.0, 3.0]).requires_grad_()
+        y = tg.stack([x[0] * x[1].sin(), x[1] / (1.0 + x[0] ** 2)]) * (x[2] if x[0] > 0 else 1.0)
+    compiled = tape.compile([x], [y])
+    X = np.random.default_rng(12).normal(size=(300, 4))
+    values, ok = compiled.batch_outputs(X)
+    values2, J, ok2 = compiled.batch_jacobian(X)
+    assert np.array_equal(ok, X[:, 0] > 0) and np.array_equal(ok, ok2)
+    np.testing.assert_array_equal(values[ok], values2[ok])
+    for p in np.nonzero(ok)[0][:20]:
+        np.testing.assert_allclose(values[p], compiled(X[p]), rtol=1e-14)
+        np.testing.assert_allclose(J[p], compiled.jacobian(X[p]), rtol=1e-14)
+    assert np.all(J[ok][:, :, 3] == 0.0)
