@@ -372,3 +372,34 @@ def test_batch_replay_methods_equal_one_point_at_a_time_and_mark_other_branches(
         np.testing.assert_allclose(values[p], compiled(X[p]), rtol=1e-14)
         np.testing.assert_allclose(J[p], compiled.jacobian(X[p]), rtol=1e-14)
     assert np.all(J[ok][:, :, 3] == 0.0)
+
+
+@needs_torch
+def test_tensors_the_function_reads_besides_its_arguments():
+    """A closure's tensor changed in place between calls is seen (recorded again), and a
+    module's parameters that require grad keep their graph through vmap, as in PyTorch."""
+    W = tg.tensor([[1.0, 2.0], [3.0, 4.0]])
+    X = _t(tg, np.ones((3, 2)))
+
+    def f(x):
+        return W @ x
+
+    first = tg.func.vmap(tg.func.jacrev(f))(X)
+    W.mul_(2.0)
+    batched = tg.func.vmap(tg.func.jacrev(f))
+    second = batched(X)
+    assert batched.last_path == "replay"
+    np.testing.assert_array_equal(_np(second), 2 * _np(first))
+    tg.manual_seed(0)
+    lin = tg.nn.Linear(2, 3)
+    lin_t = torch.nn.Linear(2, 3).double()
+    with torch.no_grad():
+        lin_t.weight.copy_(torch.tensor(_np(lin.weight)))
+        lin_t.bias.copy_(torch.tensor(_np(lin.bias)))
+    Xn = np.random.default_rng(13).normal(size=(4, 2))
+    batched = tg.func.vmap(lambda x: lin(x).tanh())
+    (batched(_t(tg, Xn)) ** 2).sum().backward()
+    (torch.func.vmap(lambda x: lin_t(x).tanh())(_t(torch, Xn)) ** 2).sum().backward()
+    assert batched.last_path.startswith("eager")
+    _close(lin.weight.grad, lin_t.weight.grad)
+    _close(lin.bias.grad, lin_t.bias.grad)

@@ -24,18 +24,24 @@ that is not a recorded float tensor, a result that disagrees with the fresh run)
 another transform or when an argument requires grad (the results must stay
 differentiable), and for arguments other than float64 tensors and hashable constants.
 
-Tensors the function reads from outside its arguments (closures, globals, module
-parameters) are recorded as constants, as in ``tg.compile``: pass a tensor that changes
+Tensors the function reads from outside its arguments are recorded as constants, as in
+``tg.compile``.  Those Python shows -- closure cells, defaults, globals the function's code
+names (and its own helper functions'), a module's parameters -- are part of the key the
+recordings are kept under, by value: change one and the next call records again.  A tensor
+reached otherwise (an attribute of an object) is not seen: pass a tensor that changes
 between calls as an argument (``in_dims=None``), or call ``clear_cache()``.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
+import types
 from collections import Counter, OrderedDict
 
 import numpy as np
 
 from ..core.dtypes import float64
-from ..core.grad_mode import enable_grad, no_grad
+from ..core.grad_mode import enable_grad, is_grad_enabled, no_grad
 from ..core.tape import Tape
 from ..core.tensor import Tensor
 from ..ops.factories import as_tensor
@@ -122,9 +128,13 @@ class Vmapped:
         dims = self.batch_dims(args, flat)
         size = self.batch_size(flat, dims)
         reason = self.replay_refused(flat, kwargs)
+        captured = captured_tensors(self.func) if reason is None else []
+        if reason is None and is_grad_enabled() and any(t.requires_grad for t in captured):
+            reason = "a tensor the function reads requires grad (the results keep its graph)"
         if reason is None:
             key = (self, spec, tuple(dims), freeze(kwargs),
-                   tuple(signature(x, d) for x, d in zip(flat, dims)))
+                   tuple(signature(x, d) for x, d in zip(flat, dims)),
+                   tuple(fingerprint(t) for t in captured))
             try:
                 entry = _CACHE.pop(key, None) or Entry()
                 _CACHE[key] = entry
@@ -401,6 +411,55 @@ class Vmapped:
                 continue
             result.append(as_tensor(np.ascontiguousarray(np.moveaxis(block, 0, d))))
         return tree_unflatten(result, entry.out_spec)
+
+
+def captured_tensors(func, limit=256):
+    """The tensors ``func`` reads besides its arguments, as far as Python shows them: the
+    closure cells, defaults and globals its code names, the parameters and buffers of a
+    module (anything with ``parameters()``), and the same for the functions of the caller's
+    own code it names, through tg.func's wrappers and ``functools.partial``.  A recording
+    holds them as constants, so ``vmap`` keys its recordings on their values."""
+    found, seen, todo = [], set(), [func]
+    while todo and len(seen) < limit:
+        f = todo.pop()
+        if id(f) in seen:
+            continue
+        seen.add(id(f))
+        if isinstance(f, Tensor):
+            found.append(f)
+        elif isinstance(f, (Transformed, Vmapped, functools.partial)):
+            todo.append(f.func)
+            todo += list(getattr(f, "args", ())) + list(getattr(f, "keywords", {}).values())
+        elif isinstance(f, (tuple, list)):
+            todo += list(f)
+        elif isinstance(f, dict):
+            todo += list(f.values())
+        elif isinstance(f, types.FunctionType):
+            if f.__module__ and f.__module__.split(".")[0] in LIBRARIES:
+                continue    # library code: its own constants are not the caller's
+            cells = [c.cell_contents for c in f.__closure__ or () if not _empty(c)]
+            names = [f.__globals__[n] for n in f.__code__.co_names if n in f.__globals__]
+            todo += cells + list(f.__defaults__ or ()) + names
+        elif callable(getattr(f, "parameters", None)) and not isinstance(f, type):
+            todo += list(f.parameters()) + list(getattr(f, "buffers", list)())
+    return found
+
+
+LIBRARIES = {"tapegrad", "numpy", "torch", "scipy", "builtins", "functools", "math"}
+
+
+def _empty(cell):
+    try:
+        cell.cell_contents
+    except ValueError:
+        return True
+    return False
+
+
+def fingerprint(t):
+    """A captured tensor's identity and current value."""
+    v = np.ascontiguousarray(t.detach().numpy())
+    return id(t), tuple(t.shape), str(t.dtype), hashlib.blake2b(v.reshape(-1).view(np.uint8)).digest()
 
 
 def inputs_matrix(x, d, size):
