@@ -440,7 +440,7 @@ def captured_tensors(func, limit=256):
             cells = [c.cell_contents for c in f.__closure__ or () if not _empty(c)]
             names = [f.__globals__[n] for n in f.__code__.co_names if n in f.__globals__]
             todo += cells + list(f.__defaults__ or ()) + names
-        elif callable(getattr(f, "parameters", None)) and not isinstance(f, type):
+        elif callable(getattr(type(f), "parameters", None)) and not isinstance(f, type):
             todo += list(f.parameters()) + list(getattr(f, "buffers", list)())
     return found
 
