@@ -197,12 +197,24 @@ def test_vmap_over_samples_whose_branches_differ_is_right():
             _close(got, torch.stack([per_sample(x) for x in _t(torch, X)]))
     # the Python `if` is a guard: several branch patterns, one recording each
     assert tg.func.PATHS["recordings"] - before > 6
-    # second order: replayed where the recorded derivatives allow (relu, the `if`), else
-    # one sample at a time (a create_graph derivative of where/maximum branches on values)
+    # second order: the recorded Hessian replays where its derivatives allow (relu, the
+    # `if`); through where/maximum (a create_graph derivative branching on values) the
+    # replay's own Hessian runs at each sample; a composition neither covers runs eagerly
     for make in (BRANCHY, WITH_MAX):
-        got = tg.func.vmap(tg.func.hessian(lambda x: make(tg)(x).sum()))(_t(tg, X))
-        per_sample = torch.func.hessian(lambda x: make(torch)(x).sum())
-        _close(got, torch.stack([per_sample(x) for x in _t(torch, X)]))
+        def total(x, make=make):
+            return make(tg)(x).sum()
+
+        def total_t(x, make=make):
+            return make(torch)(x).sum()
+
+        per_sample = torch.func.hessian(total_t)
+        want = torch.stack([per_sample(x) for x in _t(torch, X)])
+        batched = tg.func.vmap(tg.func.hessian(total))
+        _close(batched(_t(tg, X)), want)
+        assert batched.last_path == "replay"
+        batched = tg.func.vmap(tg.func.jacrev(tg.func.grad(total)))
+        _close(batched(_t(tg, X)), want)
+        assert batched.last_path.startswith("eager")   # (both hold a where)
 
 
 def test_vmap_jacobians_match_central_differences():
@@ -403,3 +415,18 @@ def test_tensors_the_function_reads_besides_its_arguments():
     assert batched.last_path.startswith("eager")
     _close(lin.weight.grad, lin_t.weight.grad)
     _close(lin.bias.grad, lin_t.bias.grad)
+
+
+@needs_torch
+@pytest.mark.parametrize("argnums", [0, 1, (0, 1), (1, 0)])
+def test_vmap_hessian_through_maximum_replays_with_torchs_structure(argnums):
+    def make(m):
+        return lambda x, y, c: (x[:2].sin() * m.maximum(y, x[1:])).sum() * c
+
+    X, Y = _inputs([(6, 3), (6, 2)], 14)
+    batched = tg.func.vmap(tg.func.hessian(make(tg), argnums=argnums), in_dims=(0, 0, None))
+    got = batched(_t(tg, X), _t(tg, Y), 2.0)
+    want = torch.func.vmap(torch.func.hessian(make(torch), argnums=argnums),
+                           in_dims=(0, 0, None))(_t(torch, X), _t(torch, Y), 2.0)
+    assert batched.last_path == "replay"
+    _close(got, want)

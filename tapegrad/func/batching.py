@@ -8,8 +8,9 @@ tensors (``create_graph``), so the recording computes the whole transformed func
 at every sample at once, the batch innermost.  When that recording cannot replay because a
 recorded derivative branches on values (``where``, ``maximum``, ``clamp``: the engine reads
 them in Python), a first-order derivative of a plain function (``jacrev``, ``jacfwd``,
-``grad``, ``grad_and_value``) is recorded as the function alone and differentiated at replay
-(``CompiledTape.batch_jacobian``: one reverse sweep per output over the batch).
+``grad``, ``grad_and_value``) or its ``hessian`` is recorded as the function alone and
+differentiated at replay (``CompiledTape.batch_jacobian``: one reverse sweep per output
+over the batch; ``CompiledTape.hessian`` at each sample).
 
 A branch on a recorded comparison (``relu``, ``max``, ``if x > 0``) is a guard: samples
 whose branches go another way are recorded again at one of them and replayed with that
@@ -79,19 +80,37 @@ class Entry:
 
 class Piece:
     """One result of a derivative transform computed by sweeps: a block of the Jacobian
-    (``output`` by input ``leaf``) or the value of ``output``; ``shape`` is the result's."""
+    (``output`` by input ``leaf``), of the Hessian (input ``leaf`` by input ``second``) or
+    the value of ``output``; ``shape`` is the result's."""
 
-    def __init__(self, kind, output, leaf, shape):
+    def __init__(self, kind, output, leaf, shape, second=None):
         self.kind, self.output, self.leaf, self.shape = kind, output, leaf, shape
+        self.second = second
         self.rows = self.columns = None
 
 
+def plain(func):
+    return not isinstance(func, (Transformed, Vmapped))
+
+
+def is_hessian(func):
+    """``hessian(f)``: a Jacobian of a Jacobian of a plain function, one ``argnums``."""
+    inner = getattr(func, "func", None)
+    return isinstance(func, Transformed) and isinstance(inner, Transformed) and \
+        func.kind in ("jacrev", "jacfwd") and inner.kind in ("jacrev", "jacfwd") and \
+        func.options == inner.options and not func.options[1] and plain(inner.func)
+
+
 def sweepable(func):
-    """A first-order derivative (without aux) of a plain function: the replay computes it
-    from the function's own recording by reverse sweeps."""
-    return isinstance(func, Transformed) and \
-        func.kind in ("jacrev", "jacfwd", "grad", "grad_and_value") and \
-        not func.options[1] and not isinstance(func.func, (Transformed, Vmapped))
+    """A first-order derivative (without aux) or the Hessian of a plain function: the
+    replay computes it from the function's own recording, by reverse sweeps over the batch
+    (by the replay's Hessian at each sample)."""
+    return is_hessian(func) or isinstance(func, Transformed) and plain(func.func) and \
+        func.kind in ("jacrev", "jacfwd", "grad", "grad_and_value") and not func.options[1]
+
+
+def swept_function(func):
+    return func.func.func if is_hessian(func) else func.func
 
 
 def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
@@ -248,7 +267,7 @@ class Vmapped:
 
     def record_with(self, entry, flat, dims, spec, p, kwargs, sweeps):
         previous = LEVELS.recording
-        func = self.func.func if sweeps else self.func
+        func = swept_function(self.func) if sweeps else self.func
         try:
             with Tape() as tape:
                 LEVELS.recording = tape
@@ -286,8 +305,11 @@ class Vmapped:
         from: a block of the Jacobian (an output, an input leaf) or an output's value, in
         the order of the transform's result; and that result's structure."""
         kind, (argnums, _) = self.func.kind, self.func.options
-        if kind in ("grad", "grad_and_value") and not (len(outs) == 1 and outs[0].dim() == 0):
-            raise TypeError("grad of a function that does not return one scalar tensor")
+        hessian = is_hessian(self.func)
+        if (hessian or kind in ("grad", "grad_and_value")) and \
+                not (len(outs) == 1 and outs[0].dim() == 0):
+            raise TypeError("a gradient or Hessian of a function that does not return one "
+                            "scalar tensor")
         columns, at = {}, 0          # flat leaf index -> its columns of the input vector
         for k, x in enumerate(flat):
             if isinstance(x, Tensor):
@@ -304,14 +326,25 @@ class Vmapped:
                 if not isinstance(flat[leaf], Tensor):
                     raise TypeError("a differentiated argument that is not a tensor")
 
-        def blocks(i):
-            per_arg = [tree_unflatten([Piece("jacobian", i, leaf, tuple(outs[i].shape)
-                                             + tuple(flat[leaf].shape))
-                                       for leaf in range(firsts[k], firsts[k + 1])],
+        def per_argnum(make):
+            """The structure of the arguments ``argnums`` with ``make(flat leaf index)`` at
+            each leaf."""
+            per_arg = [tree_unflatten([make(leaf) for leaf in range(firsts[k], firsts[k + 1])],
                                       spec.children[k]) for k in nums]
             return per_arg[0] if isinstance(argnums, int) else tuple(per_arg)
 
-        if kind in ("jacrev", "jacfwd"):
+        def blocks(i):
+            return per_argnum(lambda leaf: Piece("jacobian", i, leaf, tuple(outs[i].shape)
+                                                 + tuple(flat[leaf].shape)))
+
+        def hessian_blocks(a):
+            return per_argnum(lambda b: Piece("hessian", 0, a, tuple(flat[a].shape)
+                                              + tuple(flat[b].shape), second=b))
+
+        if hessian:    # the Jacobian (by leaf b) of each leaf a of the gradient's structure
+            firsts_a, inner_spec = tree_flatten(per_argnum(lambda a: a))
+            result = tree_unflatten([hessian_blocks(a) for a in firsts_a], inner_spec)
+        elif kind in ("jacrev", "jacfwd"):
             result = tree_unflatten([blocks(i) for i in range(len(outs))], out_spec)
         elif kind == "grad":
             result = blocks(0)
@@ -319,8 +352,10 @@ class Vmapped:
             result = (blocks(0), Piece("value", 0, None, tuple(outs[0].shape)))
         pieces, result_spec = tree_flatten(result)
         for piece in pieces:
-            piece.rows = rows[piece.output]
-            piece.columns = columns.get(piece.leaf)
+            if piece.kind == "hessian":
+                piece.rows, piece.columns = columns[piece.leaf], columns[piece.second]
+            else:
+                piece.rows, piece.columns = rows[piece.output], columns.get(piece.leaf)
         return pieces, result_spec
 
     def rows(self, entry, compiled, X):
@@ -328,6 +363,13 @@ class Vmapped:
         point, and the mask of points that took every recorded branch."""
         if entry.mode == "outputs":
             return compiled.batch_outputs(X)
+        if entry.plan[0].kind == "hessian":   # the replay's Hessian, one sample at a time
+            _, ok = compiled.batch_outputs(X)
+            H = np.zeros((len(X), compiled.n_inputs, compiled.n_inputs))
+            for p in np.nonzero(ok)[0]:
+                H[p] = compiled.hessian(X[p])
+            return np.concatenate([H[:, piece.rows, piece.columns].reshape(len(X), -1)
+                                   for piece in entry.plan], axis=1), ok
         values, J, ok = compiled.batch_jacobian(X)
         parts = [values[:, piece.rows] if piece.kind == "value" else
                  J[:, piece.rows, piece.columns].reshape(len(X), -1) for piece in entry.plan]
