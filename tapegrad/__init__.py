@@ -22,6 +22,7 @@ from .replay import CompiledTape, RetraceRequired, compile  # noqa: A004
 from . import utils
 from .utils.serialization import load, save   # tensors and state dicts; compiled tapes too
 from . import jit  # the module is the decorator: @tg.jit, tg.jit.sigmoid, ...
+from . import func  # tg.func.vmap, grad, jacrev, ... (torch.func)
 from .jit import JitFunction
 from .core import optable as _optable
 from .core.elementwise import FUNCTIONS as _ELEMENTWISE
@@ -59,5 +60,5 @@ __all__ = ["Tensor", "Tape", "tensor", "zeros", "ones", "full", "arange", "linsp
            "randn", "manual_seed", "zeros_like", "ones_like", "no_grad", "enable_grad",
            "set_grad_enabled", "is_grad_enabled", "autograd", "Function", "float32", "float64",
            "Size", "dtype", "current_tape", "nn", "optim", "viz", "CompiledTape",
-           "RetraceRequired", "compile", "load", "save", "utils", "jit", "JitFunction"] + [op.name for op in _optable.OPS
+           "RetraceRequired", "compile", "load", "save", "utils", "jit", "JitFunction", "func"] + [op.name for op in _optable.OPS
                                                    if not op.backward_of]

@@ -488,7 +488,7 @@ class CompiledTape:
             fixed = self._fixed = np.setdiff1d(leaves, self.in_entries)
         return fixed
 
-    def _forward_batch(self, X, V=None, first_point=0):
+    def _forward_batch(self, X, V=None, first_point=0, check_guards=True):
         n, nb = len(self.val0), X.shape[0]
         if V is None:
             V = np.empty((n + len(self.consts), nb))
@@ -499,9 +499,62 @@ class CompiledTape:
             V[fixed] = self.val0[fixed, None]
         V[self.in_entries] = X[:, self.in_pos].T
         K.replay_batch(self.op, self.a, self.b, V, n)
-        if len(self.guards):
+        if len(self.guards) and check_guards:
             self._check_guards(V[self.guard_entries], first_point)
         return V
+
+    def batch_outputs(self, X):
+        """The outputs at every point of the batch ``X`` ((B, n) -> (B, m)) and a (B,) bool
+        array: True where every recorded branch goes the recorded way.  The other points'
+        rows are not valid (they need a recording of their own); instead of raising
+        ``RetraceRequired`` at the first of them, this says which they are, so a caller can
+        record once per branch pattern (``tg.func.vmap``)."""
+        X = self._batch(X, "batch_outputs")
+        out, ok = np.empty((X.shape[0], len(self.out))), np.ones(X.shape[0], dtype=bool)
+
+        def work(s, e, bufs):
+            V = self._forward_batch(X[s:e], bufs[0], check_guards=False)
+            out[s:e] = V[self.out].T     # transposed a block at a time, while in cache
+            self._guards_taken(V, ok[s:e])
+
+        self._blocks(X.shape[0], work, 1)
+        return out, ok
+
+    def batch_jacobian(self, X):
+        """The outputs and their Jacobian at every point of the batch ``X``: (B, m) values,
+        (B, m, n) Jacobians, and the (B,) mask of points that took every recorded branch
+        (as ``batch_outputs``).  Per block of points: one forward replay, then one reverse
+        sweep per output, the batch innermost."""
+        X = self._batch(X, "batch_jacobian")
+        nb, n = X.shape[0], len(self.val0)
+        values, ok = np.empty((nb, len(self.out))), np.ones(nb, dtype=bool)
+        J = np.empty((nb, len(self.out), self.n_inputs))
+
+        def work(s, e, bufs):
+            V, A = bufs
+            self._forward_batch(X[s:e], V, check_guards=False)
+            values[s:e] = V[self.out].T
+            self._guards_taken(V, ok[s:e])
+            for k, o in enumerate(self.out):
+                A.fill(-0.0)
+                A[o] = 1.0
+                K.reverse_batch(self.op, self.a, self.b, V, A, int(o), n)
+                J[s:e, k] = self._on_inputs(A).T
+
+        self._blocks(nb, work, 2)
+        return values, J, ok
+
+    def _batch(self, X, what):
+        X = self._x(X)
+        if X.ndim != 2:
+            raise ValueError(f"{what}() takes a batch of shape (B, {self.n_inputs}), got "
+                             f"{X.shape}")
+        return X
+
+    def _guards_taken(self, V, ok):
+        """Per point of a block: does every guard go the recorded way?  (into ``ok``)"""
+        if len(self.guards):
+            ok[:] = np.all(V[self.guard_entries] == self.guard_values[:, None], axis=0)
 
     def _blocks(self, nb, work, nbuf):
         """Run ``work(start, stop, bufs)`` over blocks of points.  With several cores the

@@ -27,7 +27,7 @@ from ..core.pyop import Arg
 from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC, PYOUT, Tape,
                          recording)
 from ..core.tensor import Tensor, ieee_value, note_comparison_use, tensor_of_entry, wrap
-from ..ops.array_ops import along_index, view_at, without_leading_ones
+from ..ops.array_ops import along_index, is_advanced_index, view_at, without_leading_ones
 from ..ops.torch_api import check_index, index_value
 
 _WHERE = OP_NAMES.index("where")
@@ -382,6 +382,17 @@ def _ungather(g, shape, dim, index):
     return out
 
 
+def _unindex(g, shape, idx):
+    """Zeros of ``shape`` with ``g`` at ``idx`` (getitem's adjoint, which gradients of
+    gradients record): repeated advanced indices add up."""
+    out = np.full(shape, 0.0, dtype=object)
+    if is_advanced_index(idx):
+        np.add.at(out, idx, _E(g))
+    else:   # (a 0-d object array would be stored as the element itself)
+        out[idx] = _objects(g)
+    return out
+
+
 def _assign(E, idx, value):
     """``E[idx] = value`` with PyTorch's semantics (its indexing order; a value's leading
     size-1 dims dropped before broadcasting)."""
@@ -549,6 +560,7 @@ SCALAR_RULES = {
     "flip": lambda x, dims: np.flip(_E(x), axis=dims),
     "roll": lambda x, shifts, dims=None: np.roll(_E(x), shifts, axis=dims),
     "ungather": _ungather,
+    "unindex": _unindex,
     "to_dtype": _to_dtype,
     **NN_RULES,
 }
