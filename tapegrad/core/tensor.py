@@ -440,7 +440,12 @@ class Tensor:
 
     def detach(self) -> "Tensor":
         """A new leaf sharing this tensor's value, cut from the graph."""
-        return wrap(self._value)
+        try:
+            value = self._value
+        except AttributeError:   # Tensor.detach(3.0): PyTorch's descriptor error, not ours
+            raise TypeError("descriptor 'detach' for 'Tensor' objects doesn't apply to a "
+                            f"'{type(self).__name__}' object") from None
+        return wrap(value)
 
     def detach_(self):
         """Cut this tensor from the graph in place (it becomes a leaf without grad)."""

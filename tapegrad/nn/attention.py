@@ -54,12 +54,12 @@ class MultiheadAttention(Module):
         if self.head_dim * num_heads != embed_dim:
             raise AssertionError("embed_dim must be divisible by num_heads")
         dt = np.float64 if dtype is None else getattr(dtype, "np", dtype)
-        self.in_proj_weight = Parameter(np.empty((3 * embed_dim, embed_dim), dt))
+        self.in_proj_weight = Parameter(wrap(np.empty((3 * embed_dim, embed_dim), dt)))
         self.register_parameter("q_proj_weight", None)
         self.register_parameter("k_proj_weight", None)
         self.register_parameter("v_proj_weight", None)
         if bias:
-            self.in_proj_bias = Parameter(np.empty(3 * embed_dim, dt))
+            self.in_proj_bias = Parameter(wrap(np.empty(3 * embed_dim, dt)))
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias,

@@ -56,12 +56,11 @@ class Parameter(metaclass=_ParameterMeta):
 
     def __new__(cls, data=None, requires_grad=True):
         if data is None:
-            v = np.zeros(0)
+            t = wrap(np.zeros(0))
         elif isinstance(data, Tensor):
-            v = data._value
-        else:
-            v = np.asarray(data, dtype=np.float64 if not isinstance(data, np.ndarray) else None)
-        t = wrap(v)
+            t = wrap(data._value)
+        else:   # PyTorch calls data.detach() on anything that is not a plain tensor
+            raise AttributeError(f"'{type(data).__name__}' object has no attribute 'detach'")
         if requires_grad:
             t.requires_grad_(True)
         return t
@@ -900,9 +899,9 @@ class Linear(Module):
         self.in_features = in_features
         self.out_features = out_features
         np_dtype = np.float64 if dtype is None else getattr(dtype, "np", dtype)
-        self.weight = Parameter(np.empty((out_features, in_features), np_dtype))
+        self.weight = Parameter(wrap(np.empty((out_features, in_features), np_dtype)))
         if bias:
-            self.bias = Parameter(np.empty(out_features, np_dtype))
+            self.bias = Parameter(wrap(np.empty(out_features, np_dtype)))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
@@ -1087,9 +1086,9 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(normalized_shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
         if elementwise_affine:
-            self.weight = Parameter(np.ones(self.normalized_shape, _np_dtype(dtype)))
+            self.weight = Parameter(wrap(np.ones(self.normalized_shape, _np_dtype(dtype))))
             if bias:
-                self.bias = Parameter(np.zeros(self.normalized_shape, _np_dtype(dtype)))
+                self.bias = Parameter(wrap(np.zeros(self.normalized_shape, _np_dtype(dtype))))
             else:
                 self.register_parameter("bias", None)
         else:
@@ -1128,8 +1127,9 @@ class Embedding(Module):
         self.padding_idx, self.max_norm, self.norm_type = padding_idx, max_norm, norm_type
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         if _weight is None:
-            self.weight = Parameter(np.empty((num_embeddings, embedding_dim), _np_dtype(dtype)),
-                                    requires_grad=not _freeze)
+            self.weight = Parameter(
+                wrap(np.empty((num_embeddings, embedding_dim), _np_dtype(dtype))),
+                requires_grad=not _freeze)
             self.reset_parameters()
         else:
             if list(_weight.shape) != [num_embeddings, embedding_dim]:
@@ -1183,9 +1183,9 @@ class _BatchNorm(Module):
         self.affine, self.track_running_stats = affine, track_running_stats
         dt = _np_dtype(dtype)
         if affine:
-            self.weight = Parameter(np.ones(num_features, dt))
+            self.weight = Parameter(wrap(np.ones(num_features, dt)))
             if bias:
-                self.bias = Parameter(np.zeros(num_features, dt))
+                self.bias = Parameter(wrap(np.zeros(num_features, dt)))
             else:
                 self.register_parameter("bias", None)
         else:
@@ -1259,9 +1259,9 @@ class GroupNorm(Module):
         self.affine = affine
         dt = _np_dtype(dtype)
         if affine:
-            self.weight = Parameter(np.ones(num_channels, dt))
+            self.weight = Parameter(wrap(np.ones(num_channels, dt)))
             if bias:
-                self.bias = Parameter(np.zeros(num_channels, dt))
+                self.bias = Parameter(wrap(np.zeros(num_channels, dt)))
             else:
                 self.register_parameter("bias", None)
         else:
@@ -1399,9 +1399,9 @@ class _ConvNd(Module):
         self.transposed, self.output_padding = False, (0,) * n
         self.padding_mode = padding_mode
         dt = _np_dtype(dtype)
-        self.weight = Parameter(np.empty(self._weight_shape(), dt))
+        self.weight = Parameter(wrap(np.empty(self._weight_shape(), dt)))
         if bias:
-            self.bias = Parameter(np.empty(out_channels, dt))
+            self.bias = Parameter(wrap(np.empty(out_channels, dt)))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
@@ -1833,7 +1833,8 @@ class PReLU(Module):
     def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
         super().__init__()
         self.num_parameters, self.init = num_parameters, init
-        self.weight = Parameter(np.full(num_parameters, float(init), _np_dtype(dtype)))
+        self.weight = Parameter(
+            wrap(np.full(num_parameters, float(init), _np_dtype(dtype))))
 
     def reset_parameters(self):
         init.constant_(self.weight, self.init)

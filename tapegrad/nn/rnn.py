@@ -137,7 +137,7 @@ class RNNBase(Module):
                 if bias:
                     shapes += [("bias_ih", (gate,)), ("bias_hh", (gate,))]
                 for name, shape in shapes:
-                    setattr(self, name + sfx, Parameter(np.empty(shape, dt)))
+                    setattr(self, name + sfx, Parameter(wrap(np.empty(shape, dt))))
                 self._all_weights.append([name + sfx for name, _ in shapes])
                 self._flat_weights_names += self._all_weights[-1]
         self.reset_parameters()
@@ -330,11 +330,11 @@ class RNNCellBase(Module):
         super().__init__()
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
         dt, gate = _np_dtype(dtype), num_chunks * hidden_size
-        self.weight_ih = Parameter(np.empty((gate, input_size), dt))
-        self.weight_hh = Parameter(np.empty((gate, hidden_size), dt))
+        self.weight_ih = Parameter(wrap(np.empty((gate, input_size), dt)))
+        self.weight_hh = Parameter(wrap(np.empty((gate, hidden_size), dt)))
         if bias:
-            self.bias_ih = Parameter(np.empty(gate, dt))
-            self.bias_hh = Parameter(np.empty(gate, dt))
+            self.bias_ih = Parameter(wrap(np.empty(gate, dt)))
+            self.bias_hh = Parameter(wrap(np.empty(gate, dt)))
         else:
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)
