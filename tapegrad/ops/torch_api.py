@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import re
+import warnings
 from collections import namedtuple
 from typing import List, Optional, Sequence, Tuple, Union
 
@@ -1008,12 +1009,19 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
     """``input`` with ``src`` (a tensor, or a number) written along ``dim`` at ``index``:
     ``out[index[i][j]][j] = src[i][j]`` for dim 0.  Differentiable in ``input`` (where not
     overwritten) and ``src``."""
-    if reduce is not None:
-        raise NotImplementedError("scatter(reduce=...) is not supported; use scatter_add")
+    if reduce not in (None, "add", "multiply"):
+        raise RuntimeError("reduce argument must be either add or multiply.")
     src = value if src is None else src
     index = _index_array(index, "scatter")
     dim = _check_scatter(input, dim, index, src, "scatter")
     index = index % (input.shape[dim] if input.ndim else 1)
+    if reduce is not None:   # PyTorch has no derivative for these (a backward raises)
+        if isinstance(src, Tensor):
+            warnings.warn("The reduce argument of torch.scatter with Tensor src is deprecated "
+                          "and will be removed in a future PyTorch release. Use "
+                          "torch.scatter_reduce instead for more reduction options.",
+                          UserWarning, stacklevel=2)
+        return call("scatter_folded", input, dim, index, src, reduce)
     if isinstance(src, Tensor) and src.ndim == 0 and index.ndim:
         src = src.item()
     return call("scatter", input, dim, index, src)
@@ -1025,6 +1033,28 @@ def scatter_add(input, dim, index, src):
     dim = _check_scatter(input, dim, index, src, "scatter_add")
     index = index % (input.shape[dim] if input.ndim else 1)
     return call("scatter_add", input, dim, index, src)
+
+
+def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
+    """``input`` with each ``src`` value folded into its place along ``dim`` at ``index`` by
+    ``reduce`` (``"sum"``, ``"prod"``, ``"mean"``, ``"amax"``, ``"amin"``), the place's own
+    value included unless ``include_self=False``.  Differentiable in ``input`` and ``src``
+    (PyTorch's ``scatter_reduce_backward``: ties of amax/amin share the gradient)."""
+    if not isinstance(src, Tensor):
+        raise TypeError(f"scatter_reduce(): argument 'src' (position 3) must be Tensor, not "
+                        f"{type(src).__name__}")
+    reduce = {"max": "amax", "min": "amin"}.get(reduce, reduce)   # PyTorch's aliases
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got "
+                           f"{reduce}")
+    index = _index_array(index, "scatter_reduce")
+    dim = _check_scatter(input, dim, index, src, "scatter_reduce")
+    if input.dtype != src.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+    index = index % (input.shape[dim] if input.ndim else 1)
+    if src.ndim and tuple(src.shape) != index.shape:   # only this part is scattered
+        src = src[tuple(slice(0, n) for n in index.shape)]
+    return call("scatter_reduce", input, dim, index, src, reduce, include_self)
 
 
 def index_add(input, dim, index, source, *, alpha=1):
@@ -2291,7 +2321,8 @@ METHODS = {
     "bitwise_xor": bitwise_xor, "bitwise_not": bitwise_not, "equal": equal,
     "allclose": allclose, "isclose": isclose, "nonzero": nonzero,
     "count_nonzero": count_nonzero, "sort": sort, "argsort": argsort, "msort": msort,
-    "topk": topk, "scatter": scatter, "scatter_add": scatter_add, "index_add": index_add,
+    "topk": topk, "scatter": scatter, "scatter_add": scatter_add,
+    "scatter_reduce": scatter_reduce, "index_add": index_add,
     "masked_fill": masked_fill, "repeat_interleave": repeat_interleave, "cross": cross,
     "repeat": repeat, "tile": tile, "tril": tril, "triu": triu, "diag": diag, "trace": trace,
     "bmm": bmm, "addmm": addmm, "baddbmm": baddbmm, "unbind": unbind, "narrow": narrow,
@@ -2352,6 +2383,7 @@ METHODS.update(
     __mod__=remainder, __rmod__=lambda self, other: remainder(other, self),
     __floordiv__=floor_divide, __rfloordiv__=lambda self, other: floor_divide(other, self),
     scatter_add_=_inplace_row(scatter_add), index_add_=_inplace_row(index_add),
+    scatter_reduce_=_inplace_row(scatter_reduce),
     __and__=bitwise_and, __rand__=bitwise_and, __or__=bitwise_or, __ror__=bitwise_or,
     __xor__=bitwise_xor, __rxor__=bitwise_xor, __invert__=invert,
     __getitem__=getitem, __setitem__=setitem,
