@@ -646,13 +646,15 @@ class Tensor:
         """In place ``self *= other``."""
         return self._inplace(lambda s: s * other)
 
-    def div_(self, other):
-        """In place ``self /= other``."""
+    def div_(self, other, *, rounding_mode=None):
+        """In place ``self /= other`` (rounded by ``rounding_mode``, as ``div``)."""
+        if rounding_mode is not None:   # (the ops layer's div takes it)
+            return self._inplace(lambda s: s.div(other, rounding_mode=rounding_mode))
         return self._inplace(lambda s: s / other)
 
-    def pow_(self, other):
-        """In place ``self **= other``."""
-        return self._inplace(lambda s: s ** other)
+    def pow_(self, exponent):
+        """In place ``self **= exponent``."""
+        return self._inplace(lambda s: s ** exponent)
 
     def clamp_(self, min=None, max=None):
         """In place ``clamp``."""

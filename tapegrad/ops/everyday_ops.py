@@ -258,6 +258,40 @@ def _no_scatter_derivative(g, ans, *args, **params):
 scatter_folded.defvjp(_no_scatter_derivative)
 
 
+# -- rounded quotients and roundings: piecewise constant ------------------------------------
+
+def _zeros_of(g):
+    return wrap(np.zeros_like(np.asarray(g._value)))
+
+
+@defop("div_rounded", "DivBackward2", method=False, saves=False)
+def div_rounded(x, y, rounding_mode):
+    """``x / y`` rounded toward zero (``"trunc"``) or down (``"floor"``) (floats)."""
+    with np.errstate(all="ignore"):
+        q = np.true_divide(x, y)
+    return np.trunc(q) if rounding_mode == "trunc" else np.floor(q)
+
+
+# the rounded quotient is piecewise constant: its derivative is zero wherever it exists (and
+# PyTorch's DivBackward2 passes zeros, without saving either input)
+div_rounded.defvjp(lambda g, ans, x, y, rounding_mode:
+                   (lambda: _zeros_of(g), lambda: _zeros_of(g) if isinstance(y, Tensor) else None))
+
+
+@defop("round_decimals", "RoundBackward1", method=False, saves=False)
+def round_decimals(x, decimals):
+    """``x`` rounded half to even at ``decimals`` places, as PyTorch computes it."""
+    if decimals > 0:
+        scale = 10.0 ** decimals
+        return np.round(x * scale) / scale
+    scale = 10.0 ** -decimals
+    return np.round(x / scale) * scale
+
+
+# piecewise constant: zero gradient, as PyTorch's RoundBackward1
+round_decimals.defvjp(lambda g, ans, x, decimals: (lambda: _zeros_of(g),))
+
+
 @defop("index_add", "IndexAddBackward0", method=False, saves=False)
 def index_add(x, dim, index, source, alpha=1):
     out = np.array(x, copy=True)

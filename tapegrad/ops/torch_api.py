@@ -403,9 +403,12 @@ def expand_as(input: Tensor, other: Tensor) -> Tensor:
     return expand(input, tuple(other.shape))
 
 
-def flip(input: Tensor, *dims: Union[int, Sequence[int]]) -> Tensor:
-    """Reverse the order of the elements along ``dims``."""
-    return call("flip", input, dims=shape_arg(dims))
+def flip(input: Tensor, *dims: Union[int, Sequence[int]], **keyword) -> Tensor:
+    """Reverse the order of the elements along ``dims`` (also ``dims=``)."""
+    if keyword.keys() - {"dims"}:
+        raise TypeError(f"flip() got an unexpected keyword argument "
+                        f"'{next(iter(keyword.keys() - {'dims'}))}'")
+    return call("flip", input, dims=shape_arg(dims or (keyword["dims"],)))
 
 
 def roll(input: Tensor, shifts: Union[int, Sequence[int]],
@@ -2247,15 +2250,20 @@ def _scaled(fn, name):
 def divide(input, other, *, rounding_mode=None, out=None):
     """``input / other``; ``rounding_mode="trunc"`` or ``"floor"`` rounds the quotient (no
     gradient through the rounding, as PyTorch's)."""
-    r = ELEMENTWISE["div"](input, other)
-    if rounding_mode == "trunc":
-        r = ELEMENTWISE["trunc"](r) if not _integral(input, other) else \
-            wrap(np.asarray(np.trunc(_array(r))).astype(_result_of(input, other, _array(r))))
-    elif rounding_mode == "floor":
-        r = ELEMENTWISE["floor"](r) if not _integral(input, other) else floor_divide(input, other)
-    elif rounding_mode is not None:
+    if rounding_mode is None:
+        r = ELEMENTWISE["div"](input, other)
+    elif rounding_mode not in ("trunc", "floor"):
         raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
                            f"but found '{rounding_mode}'")
+    elif not _integral(input, other):
+        if not isinstance(input, Tensor):
+            input = wrap(input)
+        r = call("div_rounded", input, other, rounding_mode)
+    elif rounding_mode == "trunc":
+        q = _array(ELEMENTWISE["div"](input, other))
+        r = wrap(np.asarray(np.trunc(q)).astype(_result_of(input, other, q)))
+    else:
+        r = floor_divide(input, other)
     return r if out is None else write_out(r, out, "div")
 
 
@@ -2294,13 +2302,41 @@ def clamp(input, min=None, max=None, *, out=None):  # noqa: A002
     return r if out is None else write_out(r, out, "clamp")
 
 
+def rsub(input, other, *, alpha=1, out=None):
+    """``other - alpha * input`` (``out=`` too)."""
+    r = ELEMENTWISE["sub"](other, input if alpha == 1 else input * alpha)
+    return r if out is None else write_out(r, out, "rsub")
+
+
+def float_power(input, exponent, *, out=None):
+    """``input ** exponent`` computed in float64, as PyTorch's."""
+    base = _convert(input, float64) if isinstance(input, Tensor) else builtins.float(input)
+    if isinstance(exponent, Tensor):
+        exponent = _convert(exponent, float64)
+    r = ELEMENTWISE["pow"](base, exponent)
+    return r if out is None else write_out(r, out, "float_power")
+
+
+def round(input, *, decimals=0, out=None):  # noqa: A001
+    """Half to even, at ``decimals`` places (``round(x * 10^d) / 10^d``, as PyTorch); a zero
+    gradient."""
+    r = ELEMENTWISE["round"](input) if decimals == 0 else call("round_decimals", input, decimals)
+    return r if out is None else write_out(r, out, "round")
+
+
+def tensor_where(self, condition, other):
+    """``x.where(condition, y)``: ``x`` where ``condition`` holds, else ``y``."""
+    return where(condition, self, other)
+
+
 ARITHMETIC = {"add": _scaled(ELEMENTWISE["add"], "add"), "sub": _scaled(ELEMENTWISE["sub"], "sub"),
               "subtract": _scaled(ELEMENTWISE["sub"], "sub"),
               "mul": with_out(ELEMENTWISE["mul"], "mul"),
               "multiply": with_out(ELEMENTWISE["mul"], "mul"), "div": divide, "divide": divide,
               "true_divide": divide, "where": where, "clamp": clamp,
               "maximum": _two_tensors(ELEMENTWISE["maximum"], "maximum"),
-              "minimum": _two_tensors(ELEMENTWISE["minimum"], "minimum")}
+              "minimum": _two_tensors(ELEMENTWISE["minimum"], "minimum"), "rsub": rsub,
+              "float_power": float_power, "round": round}
 
 
 # Tensor methods (name -> function); PyTorch's method signatures take ``self`` first.
@@ -2356,6 +2392,10 @@ FUNCTIONS.update(ARITHMETIC, get_num_threads=get_num_threads, set_num_threads=se
                  bernoulli=bernoulli, multinomial=multinomial, poisson=poisson,
                  is_floating_point=lambda input: input.is_floating_point(),
                  is_complex=lambda input: False)
+# the op-table rows whose method takes PyTorch's extra keyword (optable: ``keyword``)
+METHODS.update({op.name: ARITHMETIC[op.name] for op in optable.OPS if op.keyword},
+               divide=divide, float_power=float_power,
+               where=tensor_where)
 METHODS.update(
     to=to, cpu=cpu, cuda=cuda, type=tensor_type, type_as=type_as,
     double=_dtype_method(float64, "double"), float=_dtype_method(float32, "float"),
