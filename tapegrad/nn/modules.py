@@ -739,40 +739,46 @@ class ModuleList(_NumberedModules):
         return self
 
 
-class ModuleDict(Module):
-    """An ordered dict of modules registered under their keys."""
+class _RegisteredDict(Module):
+    """What ModuleDict and ParameterDict share: a dict view of one of the module's
+    registries (``_registry``), in insertion order; a subclass says how a value is
+    registered (``__setitem__``) and in which order a plain dict is added (``update``)."""
 
-    def __init__(self, modules=None):
+    _registry = ""          # "_modules" or "_parameters"
+    _sorts_plain_dicts = False
+
+    def __init__(self, values=None):
         super().__init__()
-        if modules is not None:
-            self.update(modules)
+        if values is not None:
+            self.update(values)
+
+    @property
+    def _store(self):
+        return getattr(self, self._registry)
 
     def __getitem__(self, key):
-        return self._modules[key]
-
-    def __setitem__(self, key, module):
-        self.add_module(key, module)
+        return self._store[key]
 
     def __delitem__(self, key):
-        del self._modules[key]
+        del self._store[key]
 
     def __len__(self):
-        return len(self._modules)
+        return len(self._store)
 
     def __iter__(self):
-        return iter(self._modules)
+        return iter(self._store)
 
     def __contains__(self, key):
-        return key in self._modules
+        return key in self._store
 
     def keys(self):
-        return self._modules.keys()
+        return self._store.keys()
 
     def values(self):
-        return self._modules.values()
+        return self._store.values()
 
     def items(self):
-        return self._modules.items()
+        return self._store.items()
 
     def pop(self, key):
         v = self[key]
@@ -780,17 +786,37 @@ class ModuleDict(Module):
         return v
 
     def clear(self):
-        self._modules.clear()
+        self._store.clear()
 
-    def update(self, modules):
-        items = modules.items() if hasattr(modules, "items") else modules
-        for key, module in items:
-            self[key] = module
+    def update(self, values):
+        """Add ``values`` (a mapping or pairs); a ParameterDict takes a plain dict in sorted
+        key order, as PyTorch's (an ``OrderedDict`` or one of these dicts in its own order)."""
+        if isinstance(values, (OrderedDict, _RegisteredDict)) or not hasattr(values, "items"):
+            items = list(values.items() if hasattr(values, "items") else values)
+        else:
+            items = sorted(values.items()) if self._sorts_plain_dicts else list(values.items())
+        for key, value in items:
+            self[key] = value
+
+
+class ModuleDict(_RegisteredDict):
+    """An ordered dict of modules registered under their keys."""
+
+    _registry = "_modules"
+
+    def __setitem__(self, key, module):
+        self.add_module(key, module)
+
+
+def _as_parameter(value):
+    """A tensor as a parameter: PyTorch's containers wrap a plain tensor in ``Parameter``."""
+    return value if _is_param(value) else Parameter(value)
 
 
 class ParameterList(Module):
     """A list of parameters, registered as ``0``, ``1``, ... (e.g. the weights of a neuron
-    built from 0-d scalar tensors).  Iterates over the tensors themselves."""
+    built from 0-d scalar tensors).  Iterates over the tensors themselves; a value that is
+    not a tensor is kept as it is, unregistered, as PyTorch's."""
 
     def __init__(self, values=None):
         super().__init__()
@@ -808,9 +834,9 @@ class ParameterList(Module):
         return iter(self._list)
 
     def append(self, value):
-        if not _is_param(value):
-            value = Parameter(value)
-        self.register_parameter(str(len(self._list)), value)
+        if isinstance(value, Tensor):
+            value = _as_parameter(value)
+            self.register_parameter(str(len(self._list)), value)
         self._list.append(value)
         return self
 
@@ -822,57 +848,22 @@ class ParameterList(Module):
     def extra_repr(self):
         lines = []
         for k, p in enumerate(self._list):
+            if not isinstance(p, Tensor):
+                lines.append(f"({k}): Object of type: {type(p).__name__}")
+                continue
             shape = "x".join(str(n) for n in p.shape) or "()"
             lines.append(f"({k}): Parameter containing: [tapegrad.{p.dtype.name} of size {shape}]")
         return "\n".join(lines)
 
 
-class ParameterDict(Module):
+class ParameterDict(_RegisteredDict):
     """A dict of parameters registered under their keys."""
 
-    def __init__(self, parameters=None):
-        super().__init__()
-        if parameters is not None:
-            self.update(parameters)
-
-    def __getitem__(self, key):
-        return self._parameters[key]
+    _registry = "_parameters"
+    _sorts_plain_dicts = True
 
     def __setitem__(self, key, value):
-        self.register_parameter(key, value if _is_param(value) else Parameter(value))
-
-    def __delitem__(self, key):
-        del self._parameters[key]
-
-    def __len__(self):
-        return len(self._parameters)
-
-    def __iter__(self):
-        return iter(self._parameters)
-
-    def __contains__(self, key):
-        return key in self._parameters
-
-    def keys(self):
-        return self._parameters.keys()
-
-    def values(self):
-        return self._parameters.values()
-
-    def items(self):
-        return self._parameters.items()
-
-    def update(self, parameters):
-        """Add ``parameters`` (a mapping or pairs); a plain dict in sorted key order, as
-        PyTorch's (an ``OrderedDict`` or a ``ParameterDict`` in its own order)."""
-        if isinstance(parameters, (OrderedDict, ParameterDict)):
-            items = list(parameters.items())
-        elif hasattr(parameters, "items"):
-            items = sorted(parameters.items())
-        else:
-            items = list(parameters)
-        for key, value in items:
-            self[key] = value
+        self.register_parameter(key, _as_parameter(value))
 
 
 # -- layers -------------------------------------------------------------------------------
