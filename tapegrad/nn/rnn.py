@@ -63,7 +63,10 @@ def _check_tensor(input, name):
 def _steps(t, sizes):
     """``t``'s blocks of ``sizes[k]`` rows (a time-major (sum(sizes), G) projection's steps),
     by one ``split``."""
-    return (t,) if len(sizes) == 1 else split(t, list(sizes), 0)
+    if len(sizes) == 1:
+        return (t,)
+    # sizes never grow: equal first and last means equal blocks (a padded batch)
+    return split(t, sizes[0] if sizes[0] == sizes[-1] else list(sizes), 0)
 
 
 # -- one step of each cell (PyTorch's RNN.cpp): x_proj is x W_ih^T + b_ih -----------------
@@ -312,14 +315,16 @@ class RNNBase(Module):
         else:
             xs = _steps(F.linear(x, w_ih, None if b_ih is None else b_ih + b_hh), sizes)
             relu = self.mode == "RNN_RELU"
+        rows = sizes[-1] if reverse else sizes[0]     # the batch of the states h, c
         for t in (range(T - 1, -1, -1) if reverse else range(T)):
-            n, rows = sizes[t], h.shape[0]
+            n = sizes[t]
             if n < rows:
                 ended.append((h[n:], c[n:] if lstm else None))
                 h, c = h[:n], (c[:n] if lstm else c)
             elif n > rows:
                 h = cat([h, h0[rows:n]], 0)
                 c = cat([c, c0[rows:n]], 0) if lstm else c
+            rows = n
             if self.mode == "GRU":
                 h = _gru_cell(xr[t], xz[t], xn[t], h, w_hh, b_hh)
             elif lstm:
