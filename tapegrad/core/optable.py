@@ -223,7 +223,8 @@ OPS: Tuple[Op, ...] = (
     Op("reciprocal", 1, "1.0 / x", "np.reciprocal(x)", "-out * out", gx="-g * (out * out)",
        node="ReciprocalBackward0",
        domain=((0.3, 2.0),)),
-    Op("clone", 1, "x", "np.copy(x)", "1.0", node="CloneBackward0", int_result=True),
+    Op("clone", 1, "x", "np.copy(x)", "1.0", node="CloneBackward0", int_result=True,
+       keyword="memory_format"),
     # PyTorch's fused backward ops, recorded by the create_graph rules above (x: the incoming
     # gradient, y: the saved value); their partials are PyTorch's double-backward formulas
     # sigmoid_backward(g, s) = g (1 - s) s: d/dg = (1 - s) s ; d/ds = g (1 - 2 s)

@@ -2324,6 +2324,27 @@ def round(input, *, decimals=0, out=None):  # noqa: A001
     return r if out is None else write_out(r, out, "round")
 
 
+def clone(input, *, memory_format=None):
+    """A copy (recorded: ``CloneBackward0``); every layout is the contiguous one here."""
+    return ELEMENTWISE["clone"](input)
+
+
+def index_fill(input, dim, index, value):
+    """``input`` with the slices at ``index`` along ``dim`` set to ``value`` (a number or a
+    0-d tensor); a ``masked_fill`` of those slices."""
+    index = np.asarray(index_value(index))
+    if index.dtype.kind not in "iu":
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
+    dim = wrap_dim(dim, builtins.max(input.ndim, 1))
+    n = input.shape[dim] if input.ndim else 1
+    mask = np.zeros(n, bool)
+    mask[index.reshape(-1) % n if n else index.reshape(-1)] = True
+    shape = [1] * input.ndim
+    if input.ndim:
+        shape[dim] = n
+    return masked_fill(input, mask.reshape(shape), value)
+
+
 def tensor_where(self, condition, other):
     """``x.where(condition, y)``: ``x`` where ``condition`` holds, else ``y``."""
     return where(condition, self, other)
@@ -2336,7 +2357,8 @@ ARITHMETIC = {"add": _scaled(ELEMENTWISE["add"], "add"), "sub": _scaled(ELEMENTW
               "true_divide": divide, "where": where, "clamp": clamp,
               "maximum": _two_tensors(ELEMENTWISE["maximum"], "maximum"),
               "minimum": _two_tensors(ELEMENTWISE["minimum"], "minimum"), "rsub": rsub,
-              "float_power": float_power, "round": round}
+              "float_power": float_power, "round": round, "clone": clone,
+              "index_fill": index_fill}
 
 
 # Tensor methods (name -> function); PyTorch's method signatures take ``self`` first.
@@ -2394,8 +2416,8 @@ FUNCTIONS.update(ARITHMETIC, get_num_threads=get_num_threads, set_num_threads=se
                  is_complex=lambda input: False)
 # the op-table rows whose method takes PyTorch's extra keyword (optable: ``keyword``)
 METHODS.update({op.name: ARITHMETIC[op.name] for op in optable.OPS if op.keyword},
-               divide=divide, float_power=float_power,
-               where=tensor_where)
+               divide=divide, float_power=float_power, index_fill=index_fill,
+               index_fill_=_inplace_row(index_fill), where=tensor_where)
 METHODS.update(
     to=to, cpu=cpu, cuda=cuda, type=tensor_type, type_as=type_as,
     double=_dtype_method(float64, "double"), float=_dtype_method(float32, "float"),
