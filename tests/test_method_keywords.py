@@ -167,6 +167,10 @@ CASES = {
                                             tuple(m.min(x, dim=1, keepdim=False))),
     "cumulative_and_diff": lambda m, x, y: (m.cumsum(x, dim=1), m.diff(x, n=1, dim=1),
                                             m.cumprod(x, dim=0), m.logcumsumexp(x, dim=1)),
+    "addr_cov_isin": lambda m, x, y: (m.addr(x[:, :3], x[:, 0], y[0, :3], beta=0.5, alpha=2),
+                                      m.cov(x), m.cov(y, correction=0), x[0].cov(),
+                                      m.isin(m.tensor([1, 2, 5]), m.tensor([2, 5]), invert=True),
+                                      m.isin(x, x[0, :2])),
     "nn_functional_keywords": lambda m, x, y: (
         m.nn.functional.softmax(x, dim=1), m.nn.functional.relu(input=x),
         m.nn.functional.normalize(x, p=2.0, dim=1),
@@ -217,3 +221,11 @@ def test_keyword_forms_match_pytorch(name):
         assert (a is None) == (b is None)
         if a is not None:
             np.testing.assert_allclose(a, b, rtol=1e-6 if single else 1e-12, atol=1e-14)
+
+
+def test_cov_and_addr_gradcheck():
+    x = tg.tensor(X[:, :3], requires_grad=True)
+    v = tg.tensor(Y[0, :2], requires_grad=True)
+    assert tg.autograd.gradcheck(lambda x: tg.cov(x, correction=0), (x,))
+    assert tg.autograd.gradcheck(lambda x, v: tg.addr(x[:2], v, x[0], beta=0.5, alpha=2),
+                                 (x, v))

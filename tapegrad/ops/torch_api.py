@@ -2345,6 +2345,37 @@ def index_fill(input, dim, index, value):
     return masked_fill(input, mask.reshape(shape), value)
 
 
+def addr(input, vec1, vec2, *, beta=1, alpha=1):
+    """``beta * input + alpha * outer(vec1, vec2)``."""
+    prod_ = outer(vec1, vec2)
+    return (input if beta == 1 else input * beta) + (prod_ if alpha == 1 else prod_ * alpha)
+
+
+def cov(input, *, correction=1, fweights=None, aweights=None):
+    """The covariance of the variables in ``input``'s rows over the observations in its
+    columns (a 1-d input: one variable), divided by ``N - correction``."""
+    if fweights is not None or aweights is not None:
+        raise NotImplementedError("cov: fweights and aweights are not supported by tapegrad")
+    if input.ndim > 2:
+        raise ValueError(f"cov(): expected input to have two or fewer dimensions but got an "
+                         f"input with {input.ndim} dimensions")
+    x = input.reshape(1, -1) if input.ndim < 2 else input
+    if not x.dtype.is_floating_point:
+        x = _convert(x, get_default_dtype())
+    centred = x - mean(x, 1, keepdim=True)
+    c = matmul(centred, centred.transpose(0, 1)) / (x.shape[1] - correction)
+    return c.reshape(()) if input.ndim < 2 else c
+
+
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """Whether each of ``elements`` is among ``test_elements`` (a bool tensor)."""
+    a, b = _array(elements), _array(test_elements)
+    if a.dtype == np.bool_ or b.dtype == np.bool_:
+        raise RuntimeError("Unsupported input type encountered for isin(): Bool")
+    found = np.isin(a, b, invert=invert)
+    return wrap(np.asarray(found))
+
+
 def tensor_where(self, condition, other):
     """``x.where(condition, y)``: ``x`` where ``condition`` holds, else ``y``."""
     return where(condition, self, other)
@@ -2358,7 +2389,7 @@ ARITHMETIC = {"add": _scaled(ELEMENTWISE["add"], "add"), "sub": _scaled(ELEMENTW
               "maximum": _two_tensors(ELEMENTWISE["maximum"], "maximum"),
               "minimum": _two_tensors(ELEMENTWISE["minimum"], "minimum"), "rsub": rsub,
               "float_power": float_power, "round": round, "clone": clone,
-              "index_fill": index_fill}
+              "index_fill": index_fill, "addr": addr, "cov": cov, "isin": isin}
 
 
 # Tensor methods (name -> function); PyTorch's method signatures take ``self`` first.
@@ -2417,7 +2448,7 @@ FUNCTIONS.update(ARITHMETIC, get_num_threads=get_num_threads, set_num_threads=se
 # the op-table rows whose method takes PyTorch's extra keyword (optable: ``keyword``)
 METHODS.update({op.name: ARITHMETIC[op.name] for op in optable.OPS if op.keyword},
                divide=divide, float_power=float_power, index_fill=index_fill,
-               index_fill_=_inplace_row(index_fill), where=tensor_where)
+               index_fill_=_inplace_row(index_fill), where=tensor_where, addr=addr, cov=cov)
 METHODS.update(
     to=to, cpu=cpu, cuda=cuda, type=tensor_type, type_as=type_as,
     double=_dtype_method(float64, "double"), float=_dtype_method(float32, "float"),
