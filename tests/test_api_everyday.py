@@ -239,6 +239,8 @@ V = [[1.0, -2.0, 3.0], [0.5, float("nan"), -0.0]]
 W = [[3.0, 1.0, 2.0, 1.0], [0.0, -1.0, 5.0, 5.0], [2.0, 2.0, 2.0, -3.0]]
 I = [[0, 1, 2], [1, 0, 1]]
 
+REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
+
 # name -> fn(m): a result compared between tapegrad and PyTorch (value, dtype, shape)
 SAME = {
     "dtype_float": lambda m: m.zeros(2, dtype=m.float),
@@ -344,6 +346,19 @@ SAME = {
     "scatter_add": lambda m: m.ones(3, 3).scatter_add(0, m.tensor(I), _x(m, W)[:2, :3]),
     "scatter_add_": lambda m: m.ones(3, 3).scatter_add_(1, m.tensor(I), _x(m, W)[:2, :3]),
     "scatter_": lambda m: m.zeros(3, 3).scatter_(1, m.tensor([[2], [0]]), 1.0),
+    "scatter_reduce": lambda m: tuple(_x(m, W).scatter_reduce(0, m.tensor(I), _x(m, W)[1:] - 2, r,
+                                                               include_self=s)
+                                      for r in REDUCTIONS for s in (True, False)),
+    "scatter_reduce_int": lambda m: tuple(m.scatter_reduce(m.tensor([[1, 2, 3], [4, 5, -6]]), 1,
+                                                           m.tensor(I), m.tensor([[7, -3, 2], [1, 1, 1]]),
+                                                           r, include_self=s)
+                                          for r in REDUCTIONS for s in (True, False)),
+    "scatter_reduce_": lambda m: m.ones(3, 4).scatter_reduce_(1, m.tensor(I), _x(m, W)[:2, :3], "amax"),
+    "scatter_reduce_aliases": lambda m: tuple(m.ones(2, 3).scatter_reduce(1, m.tensor(I), _x(m, W)[:2, :3], r)
+                                              for r in ("max", "min")),
+    "scatter_reduce_bigger_src": lambda m: m.ones(3, 4).scatter_reduce(0, m.tensor(I), _x(m, W), "prod"),
+    "scatter_add_multiply": lambda m: (m.ones(3, 3).scatter(0, m.tensor(I), _x(m, W)[:2, :3], reduce="add"),
+                                       m.full((3, 3), 2.0).scatter(1, m.tensor(I), 3.0, reduce="multiply")),
     "index_add": lambda m: m.ones(3, 4).index_add(0, m.tensor([0, 2, 0]), _x(m, W)),
     "index_add_alpha": lambda m: m.ones(3, 4).index_add(1, m.tensor([3, 0]), _x(m, W)[:, :2], alpha=2),
     "index_add_": lambda m: m.ones(4).index_add_(0, m.tensor([1, 1]), m.tensor([2.0, 3.0])),
@@ -550,6 +565,9 @@ GRADS = {
     "scatter": (lambda m, x, s: x.scatter(0, m.tensor(I), s) ** 2, [(3, 3), (2, 3)]),
     "scatter_value": (lambda m, x: x.scatter(1, m.tensor(I), 2.0) * x, [(2, 3)]),
     "scatter_add": (lambda m, x, s: x.scatter_add(1, m.tensor(I), s * s), [(2, 3), (2, 3)]),
+    **{f"scatter_reduce_{r}{'' if s else '_no_self'}": (
+        lambda m, x, y, r=r, s=s: x.scatter_reduce(0, m.tensor(I), y * y, r, include_self=s) ** 2,
+        [(3, 3), (2, 3)]) for r in REDUCTIONS for s in (True, False)},
     "index_add": (lambda m, x, s: x.index_add(0, m.tensor([0, 2, 0]), s, alpha=2.0) ** 2, [(3, 4), (3, 4)]),
     "masked_fill": (lambda m, x: x.masked_fill(m.tensor([True, False, True]), 0.5) * x, [(2, 3)]),
     "masked_fill_tensor": (lambda m, x, v: x.masked_fill(m.tensor([[True, False, True]]), v) * v, [(2, 3), ()]),
@@ -646,6 +664,27 @@ def _grads(m, fn, xs, w, create_graph=False):
     return y, ts, gs
 
 
+@needs_torch
+@pytest.mark.parametrize("reduce", ["prod", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_gradient_at_zeros_and_ties_matches_pytorch(reduce, include_self,
+                                                                    torch64):
+    """Where central differences do not apply: a zero in the input and in src (prod's
+    products of the others are recomputed), equal values (amax/amin share the gradient)."""
+    x = [[0.0, 2.0, 3.0], [1.0, -1.0, 2.0]]
+    src = [[1.0, 0.0, -2.0], [2.0, 1.0, 0.0]] if reduce == "prod" else \
+        [[1.0, 2.0, 3.0], [2.0, -1.0, 2.0]]
+    out = []
+    for m in (tg, torch64):
+        xt, st = _x(m, x, grad=True), _x(m, src, grad=True)
+        y = xt.scatter_reduce(1, m.tensor(I), st, reduce, include_self=include_self)
+        gx, gs = m.autograd.grad((y * m.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])).sum(),
+                                 (xt, st))
+        out.append([y.detach().numpy(), gx.numpy(), gs.numpy()])
+    for a, b in zip(*out):
+        np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("name", sorted(set(GRADS) - {"to_float32"}))   # (float32: too coarse)
 def test_gradient_central_differences(name):
     fn, shapes = GRADS[name]
@@ -705,6 +744,10 @@ NODES = {
     "scatter_src": lambda m, x: x.scatter(0, m.tensor(I), x[:2] * 1.0),
     "scatter_value": lambda m, x: x.scatter(0, m.tensor(I), 1.0),
     "scatter_add": lambda m, x: x.scatter_add(0, m.tensor(I), x[:2]),
+    "scatter_reduce": lambda m, x: x.scatter_reduce(0, m.tensor(I), x[:2] * 1.0, "mean"),
+    "div_floor": lambda m, x: m.div(x, x * 2.0 + 5.0, rounding_mode="floor"),
+    "div_trunc_number": lambda m, x: x.div(2.0, rounding_mode="trunc"),
+    "round_decimals": lambda m, x: m.round(x, decimals=1),
     "index_add": lambda m, x: x.index_add(0, m.tensor([1]), x[:1]),
     "masked_fill": lambda m, x: x.masked_fill(x > 0, 1.0),
     "masked_fill_tensor": lambda m, x: x.masked_fill(x > 0, x[0, 0]),
@@ -797,6 +840,12 @@ ERRORS = {
     "out_requires_grad": lambda m: m.add(m.ones(2, requires_grad=True), 1.0, out=m.zeros(2)),
     "out_dtype": lambda m: m.mul(m.ones(2), 2.0, out=m.zeros(2, dtype=m.int64)),
     "div_rounding_mode": lambda m: m.div(m.ones(2), 2, rounding_mode="round"),
+    "scatter_reduce_name": lambda m: m.ones(2, 3).scatter_reduce(1, m.tensor(I), m.ones(2, 3), "add"),
+    "scatter_reduce_number": lambda m: m.ones(2, 3).scatter_reduce(1, m.tensor(I), 2.0, "sum"),
+    "scatter_reduce_dtype": lambda m: m.ones(2, 3).scatter_reduce(1, m.tensor(I), m.ones(2, 3).float(), "sum"),
+    "scatter_reduce_name_scatter": lambda m: m.ones(2, 3).scatter(0, m.tensor(I), 2.0, reduce="sum"),
+    "scatter_multiply_backward": lambda m: m.ones(2, 3, requires_grad=True).scatter(
+        1, m.tensor(I), 2.0, reduce="multiply").sum().backward(),
 }
 LOOSE_MESSAGE = {"Tensor_float", "where_number_condition", "tril_vector", "inv_singular", "solve_shapes", "cuda_method", "to_cuda", "factory_cuda",
                  "zeros_size_twice", "scatter_index_range", "dim_out_of_range",

@@ -131,7 +131,8 @@ def test_parameter_factory():
     assert np.shares_memory(p._value, base._value)           # like PyTorch: shares the data
     q = nn.Parameter(tg.tensor(3.0))
     assert q.shape == () and q.item() == 3.0 and q.requires_grad
-    assert nn.Parameter(np.zeros((2, 2))).shape == (2, 2)
+    with pytest.raises(AttributeError, match="no attribute .detach."):   # as PyTorch
+        nn.Parameter(np.zeros((2, 2)))
     assert not nn.Parameter(tg.ones(2), requires_grad=False).requires_grad
     with pytest.raises(RuntimeError, match="floating point"):
         nn.Parameter(tg.tensor([1, 2]))
@@ -1083,3 +1084,23 @@ def test_scalar_micrograd_style_mlp_learns_moons():
     model = bench.ScalarMLP(2, [8, 8, 1])
     assert len(list(model.parameters())) == 8 * 3 + 8 * 9 + 9
     assert all(p.shape == () for p in model.parameters())
+
+
+def test_parameter_and_module_dicts_behave_as_pytorchs():
+    torch = pytest.importorskip("torch")
+    seen = []
+    for m, lib in ((nn, tg), (torch.nn, torch)):
+        pd = m.ParameterDict({"b": lib.ones(2), "a": m.Parameter(lib.zeros(3))})
+        pd.update(OrderedDict([("z", lib.ones(1)), ("c", lib.ones(1))]))
+        popped = pd.pop("z")
+        md = m.ModuleDict({"z": m.ReLU(), "a": m.Tanh()})
+        md.update([("c", m.ReLU())])
+        del md["z"]
+        pl = m.ParameterList([lib.ones(2), 3.0])
+        seen.append((list(pd.keys()), tuple(popped.shape), popped.requires_grad,
+                     [n for n, _ in pd.named_parameters()], list(md), "c" in md, len(md),
+                     [n for n, _ in pl.named_parameters()], pl[1], len(pl)))
+        pd.clear()
+        md.clear()
+        assert len(pd) == 0 and len(md) == 0
+    assert seen[0] == seen[1]

@@ -913,6 +913,57 @@ def test_transformer_encoder_matches_torch(kw):
                                    rtol=1e-11, atol=1e-12)
 
 
+@needs_torch
+@pytest.mark.parametrize("kw", [{}, {"norm_first": True, "activation": "gelu",
+                                     "batch_first": True}])
+def test_transformer_decoder_matches_torch(kw):
+    def build(m):
+        layer = m.TransformerDecoderLayer(8, 2, dim_feedforward=16, dropout=0.0, **kw)
+        return m.TransformerDecoder(layer, 2, norm=m.LayerNorm(8))
+
+    ours, theirs = same_weights(build(nn), build(torch.nn))
+    assert repr(ours) == repr(theirs)
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+    tgt, memory = RNG.normal(size=(4, 3, 8)), RNG.normal(size=(5, 3, 8))
+    masks = {"tgt_mask": np.triu(np.ones((4, 4), bool), 1)}
+    if kw:   # batch_first: 4 targets of 3 steps, 4 memories of 5 steps, the last one padded
+        tgt, memory = RNG.normal(size=(4, 3, 8)), RNG.normal(size=(4, 5, 8))
+        masks = {"tgt_mask": np.triu(np.ones((3, 3), bool), 1),
+                 "memory_key_padding_mask": np.array([[False] * 4 + [True]] * 4)}
+    _attention_run(ours, theirs, [tgt, memory], masks)
+
+
+@needs_torch
+def test_transformer_matches_torch():
+    def build(m):
+        return m.Transformer(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=1,
+                             dim_feedforward=16, dropout=0.0, batch_first=True)
+
+    ours, theirs = same_weights(build(nn), build(torch.nn))
+    assert repr(ours) == repr(theirs)
+    mask = nn.Transformer.generate_square_subsequent_mask(4)
+    np.testing.assert_array_equal(val(mask), val(torch.nn.Transformer
+                                                 .generate_square_subsequent_mask(4).double()))
+    src, tgt = RNG.normal(size=(2, 5, 8)), RNG.normal(size=(2, 4, 8))
+    _attention_run(ours, theirs, [src, tgt], {"tgt_mask": val(mask)})
+    for lib, model in ((tg, ours), (torch, theirs)):
+        with pytest.raises(RuntimeError, match="the batch number of src and tgt"):
+            model(lib.tensor(src), lib.tensor(tgt[:1]))
+
+
+def test_transformer_initialisation_and_gradcheck():
+    tg.manual_seed(0)
+    model = nn.Transformer(d_model=4, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
+                           dim_feedforward=6, dropout=0.0)
+    w = model.encoder.layers[0].linear1.weight
+    bound = math.sqrt(6 / (4 + 6))                       # xavier_uniform_ over every matrix
+    assert 0 < float(w.abs().max()) <= bound and float(w.abs().max()) > bound / 2
+    src = tg.tensor(RNG.normal(size=(3, 2, 4)), requires_grad=True)
+    tgt = tg.tensor(RNG.normal(size=(2, 2, 4)), requires_grad=True)
+    mask = nn.Transformer.generate_square_subsequent_mask(2)
+    assert tg.autograd.gradcheck(lambda s, t: model(s, t, tgt_mask=mask), (src, tgt))
+
+
 def test_module_list_repr_collapses_repeats():
     m = nn.ModuleList([nn.Linear(2, 2) for _ in range(3)] + [nn.ReLU(), nn.ReLU()])
     assert repr(m) == ("ModuleList(\n  (0-2): 3 x Linear(in_features=2, out_features=2, "

@@ -112,8 +112,10 @@ def test_output_and_state_shapes():
 def test_errors():
     with pytest.raises(ValueError, match="nonlinearity"):
         nn.RNN(4, 2, nonlinearity="sigmoid")
-    with pytest.raises(NotImplementedError, match="proj_size"):
-        nn.LSTM(4, 3, proj_size=2)
+    with pytest.raises(ValueError, match="proj_size argument is only supported for LSTM"):
+        nn.RNNBase("GRU", 4, 3, proj_size=2)
+    with pytest.raises(ValueError, match="proj_size has to be smaller"):
+        nn.LSTM(4, 3, proj_size=3)
     with pytest.raises(ValueError, match="dropout"):
         nn.GRU(4, 3, dropout=1.5)
     with pytest.warns(UserWarning, match="num_layers greater than 1"):
@@ -138,13 +140,24 @@ def test_errors():
         nn.LSTMCell(H_IN, H)(tg.tensor(X[0]), (tg.zeros(N, H + 1), tg.zeros(N, H)))
 
 
-def test_packed_sequences_are_refused_clearly():
-    class PackedSequence(tuple):   # what torch.nn.utils.rnn.pack_sequence returns, in kind
-        batch_sizes = None
-    with pytest.raises(NotImplementedError, match="pad_sequence"):
-        nn.LSTM(H_IN, H)(PackedSequence())
-    with pytest.raises(NotImplementedError, match="PackedSequence"):
-        tg_rnn.pack_padded_sequence(tg.tensor(X), [4, 3, 2])
+def test_packing_round_trips_and_rejects_bad_lengths():
+    seqs = [tg.tensor(RNG.normal(size=(n, 2))) for n in (2, 4, 1)]
+    packed = tg_rnn.pack_sequence(seqs, enforce_sorted=False)
+    assert val(packed.batch_sizes).tolist() == [3, 2, 1, 1]
+    assert val(packed.sorted_indices).tolist() == [1, 0, 2]
+    back = tg_rnn.unpack_sequence(packed)
+    for a, b in zip(seqs, back):
+        np.testing.assert_array_equal(val(a), val(b))
+    padded, lengths = tg_rnn.pad_packed_sequence(packed, total_length=6)
+    assert tuple(padded.shape) == (6, 3, 2) and val(lengths).tolist() == [2, 4, 1]
+    with pytest.raises(RuntimeError, match="sorted in decreasing order"):
+        tg_rnn.pack_sequence(seqs)
+    with pytest.raises(RuntimeError, match="greater than 0"):
+        tg_rnn.pack_padded_sequence(tg.tensor(X), [4, 0, 2], enforce_sorted=False)
+    with pytest.raises(ValueError, match="total_length to be at least"):
+        tg_rnn.pad_packed_sequence(packed, total_length=3)
+    with pytest.raises(TypeError, match="input must be a Tensor"):
+        nn.LSTMCell(H_IN, H)(packed)
 
 
 def test_dropout_between_layers_only_in_training():
@@ -235,12 +248,13 @@ def test_pad_sequence_and_unpad():
 
 # -- against PyTorch --------------------------------------------------------------------
 
-def _state_shape(module, x):
+def _state_shape(module, x, k=0):
+    """The shape of initial state ``k`` (h, then c): h is ``proj_size`` wide when set."""
     if "Cell" in type(module).__name__:
         return x.shape[:-1] + (module.hidden_size,)
     layers = module.num_layers * (2 if module.bidirectional else 1)
     batch = () if x.ndim == 2 else (x.shape[0 if module.batch_first else 1],)
-    return (layers,) + batch + (module.hidden_size,)
+    return (layers,) + batch + ((k == 0 and module.proj_size) or module.hidden_size,)
 
 
 def _run_both(make, x, given_state, create_graph=False):
@@ -253,7 +267,7 @@ def _run_both(make, x, given_state, create_graph=False):
         [(n, tuple(p.shape)) for n, p in theirs.named_parameters()]
     ours.load_state_dict(theirs.state_dict())
     lstm = "LSTM" in type(ours).__name__
-    arrays = [x] + ([RNG.normal(size=_state_shape(ours, x)) for _ in range(1 + lstm)]
+    arrays = [x] + ([RNG.normal(size=_state_shape(ours, x, k)) for k in range(1 + lstm)]
                     if given_state else [])
     results = []
     for lib, module in ((tg, ours), (torch, theirs)):
@@ -306,6 +320,110 @@ def test_layers_match_torch(kind, extra, case):
     _assert_same(ours, theirs)
 
 
+PROJ_CASES = [dict(proj_size=2), dict(proj_size=3, num_layers=2, bidirectional=True),
+              dict(proj_size=1, batch_first=True, bias=False)]
+
+
+@needs_torch
+@pytest.mark.parametrize("kw", PROJ_CASES)
+@pytest.mark.parametrize("x,given", [(X, True), (X, False), (X[:, 1], True)],
+                         ids=["batched-h", "batched", "single-h"])
+def test_lstm_projection_matches_torch(kw, x, given):
+    ours, theirs = _run_both(lambda m: m.LSTM(H_IN, H, **kw), x, given)
+    _assert_same(ours, theirs)
+
+
+def test_lstm_projection_gradcheck():
+    tg.manual_seed(3)
+    m = nn.LSTM(2, 3, proj_size=2, bidirectional=True)
+    x = tg.tensor(RNG.normal(size=(3, 2, 2)), requires_grad=True)
+    h0 = tg.tensor(RNG.normal(size=(2, 2, 2)), requires_grad=True)
+    c0 = tg.tensor(RNG.normal(size=(2, 2, 3)), requires_grad=True)
+    w = m.weight_hr_l0_reverse
+    assert tuple(w.shape) == (2, 3) and tuple(m.weight_hh_l0.shape) == (12, 2)
+    assert tg.autograd.gradcheck(lambda x, h0, c0, w: m(x, (h0, c0))[0], (x, h0, c0, w))
+
+
+def _packed_case(kind, kw, lengths, enforce_sorted, given, batch_first):
+    """Both libraries pack a padded batch, run the layer on it and unpack: the packed
+    output, the padded output, the lengths, the final states and every gradient."""
+    theirs = getattr(torch.nn, kind)(H_IN, H, **kw).double()
+    ours = getattr(nn, kind)(H_IN, H, **kw)
+    ours.load_state_dict(theirs.state_dict())
+    B, T = len(lengths), max(lengths)
+    x_np = RNG.normal(size=(B, T, H_IN) if batch_first else (T, B, H_IN))
+    layers = (2 if kw.get("bidirectional") else 1) * kw.get("num_layers", 1)
+    widths = [kw.get("proj_size") or H, H][:1 + (kind == "LSTM")]
+    states_np = [RNG.normal(size=(layers, B, w)) for w in widths]
+    results = []
+    for lib, module, utils in ((tg, ours, tg_rnn), (torch, theirs, torch.nn.utils.rnn)):
+        x = lib.tensor(x_np, requires_grad=True)
+        states = [lib.tensor(s, requires_grad=True) for s in states_np]
+        packed = utils.pack_padded_sequence(x, lib.tensor(lengths), batch_first=batch_first,
+                                            enforce_sorted=enforce_sorted)
+        hx = None if not given else tuple(states) if kind == "LSTM" else states[0]
+        out, h = module(packed, hx)
+        padded, lens = utils.pad_packed_sequence(out, batch_first=batch_first,
+                                                 padding_value=0.5)
+        finals = list(h) if kind == "LSTM" else [h]
+        loss = sum((t * lib.tensor(np.cos(np.arange(t.numel())).reshape(tuple(t.shape)))).sum()
+                   for t in [padded] + finals)
+        loss.backward()
+        results.append([val(out.data), val(out.batch_sizes), val(padded), val(lens)]
+                       + [val(t) for t in finals] + [val(x.grad)]
+                       + ([val(s.grad) for s in states] if given else [])
+                       + [val(p.grad) for p in module.parameters()])
+    for a, b in zip(*results):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+@needs_torch
+@pytest.mark.parametrize("kind,kw", [("RNN", {}), ("GRU", dict(num_layers=2)),
+                                     ("LSTM", dict(bidirectional=True)),
+                                     ("GRU", dict(num_layers=2, bidirectional=True)),
+                                     ("LSTM", dict(proj_size=2, num_layers=2,
+                                                   bidirectional=True))])
+@pytest.mark.parametrize("lengths,enforce_sorted,given,batch_first",
+                         [([4, 3, 1], True, False, False), ([2, 4, 1, 4], False, True, False),
+                          ([3, 3], True, True, True), ([1, 3], False, False, True)])
+def test_packed_sequences_match_torch(kind, kw, lengths, enforce_sorted, given, batch_first):
+    _packed_case(kind, kw, lengths, enforce_sorted, given, batch_first)
+
+
+def test_packed_gru_gradcheck():
+    tg.manual_seed(4)
+    m = nn.GRU(2, 3, bidirectional=True)
+    x = tg.tensor(RNG.normal(size=(3, 3, 2)), requires_grad=True)
+    h0 = tg.tensor(RNG.normal(size=(2, 3, 3)), requires_grad=True)
+
+    def f(x, h0):
+        packed = tg_rnn.pack_padded_sequence(x, [2, 3, 1], enforce_sorted=False)
+        out, h = m(packed, h0)
+        return tg_rnn.pad_packed_sequence(out)[0], h
+    assert tg.autograd.gradcheck(f, (x, h0))
+
+
+@needs_torch
+def test_pack_sequence_helpers_match_torch():
+    arrays = [RNG.normal(size=(n, 3)) for n in (2, 5, 1, 5)]
+    outs = []
+    for lib, utils in ((tg, tg_rnn), (torch, torch.nn.utils.rnn)):
+        seqs = [lib.tensor(a, requires_grad=True) for a in arrays]
+        packed = utils.pack_sequence(seqs, enforce_sorted=False)
+        padded, lengths = utils.pad_packed_sequence(packed, batch_first=True, total_length=7)
+        (padded * lib.tensor(np.sin(np.arange(padded.numel())).reshape(tuple(padded.shape)))
+         ).sum().backward()
+        outs.append([val(packed.data), val(packed.batch_sizes), val(packed.sorted_indices),
+                     val(packed.unsorted_indices), val(padded), val(lengths)]
+                    + [val(s.grad) for s in seqs]
+                    + [val(s) for s in utils.unpack_sequence(packed)])
+        assert packed.double().data.dtype == lib.float64
+    for a, b in zip(*outs):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+
+
 @needs_torch
 @pytest.mark.parametrize("kind,extra", [("RNNCell", {}), ("RNNCell", {"nonlinearity": "relu"}),
                                         ("LSTMCell", {}), ("GRUCell", {}),
@@ -343,6 +461,10 @@ BAD_CALLS = [
                                                        t(np.zeros((N, H)))))),
     (lambda m: m.LSTMCell(H_IN, H), lambda t: (t(X[0]), (t(X), t(np.zeros((N, H)))))),
     (lambda m: m.RNNCell(H_IN + 1, H), lambda t: (t(X[0]),)),
+    (lambda m: m.LSTM(H_IN, H, proj_size=2), lambda t: (t(X), (t(np.zeros((1, N, H))),
+                                                              t(np.zeros((1, N, H)))))),
+    (lambda m: m.LSTM(H_IN, H, proj_size=2), lambda t: (t(X), (t(np.zeros((1, N, 2))),
+                                                              t(np.zeros((1, N, 2)))))),
 ]
 
 

@@ -770,6 +770,13 @@ def _binary(op, k):
         src.append("    if tx.__class__ is float or tx.__class__ is int:\n"
                    "        tx = wrap(tx)   # the function with a number first, as torch's")
     src.append(f"    return _generic({k}, (tx, ty))\n")
+    src = _pytorch_names(src, op)
+    if op.alpha:
+        # the method's own copy, with PyTorch's alpha (``x.add(y, alpha=2)``: x + alpha y),
+        # so that the operator (``x + y``) does not pay for the keyword
+        head, doc, body = src[0].split("\n", 2)
+        src.append(f"def {op.name}_alpha_(input, other, *, alpha=1):\n{doc}\n"
+                   "    if alpha != 1:\n        other = other * alpha\n" + body)
     if op.rewrite_r:
         # ``number OP tensor`` records as a composition of rows, as PyTorch does
         call = re.sub(r"\b(\w+)\(", r"\1_(", _subst(op.rewrite_r, x="tx", y="ty"))
@@ -811,7 +818,19 @@ def _unary(op, k):
     src.append(_OPERAND.format(ind=i3, t="x") + f"{i3}ry = -1\n")
     src.append(_PUSH.format(ind=i3, code=k))
     src.append(f"    return _generic({k}, (tx,))\n")
+    src = _pytorch_names(src, op)
     return "\n".join(s.rstrip("\n") for s in src) + "\n"
+
+
+def _pytorch_names(src, op):
+    """The fast path's inputs named as PyTorch names them (``input``, ``other`` or the row's
+    ``params``), so that keyword calls (``x.mul(other=y)``, ``tg.exp(input=x)``) work; the
+    templates say ``tx``, ``ty``."""
+    names = (op.params or ("input" if op.arity == 1 else "input, other")).split(", ")
+    text = "\n".join(s.rstrip("\n") for s in src) + "\n"
+    for template, name in zip(("tx", "ty"), names):
+        text = re.sub(rf"\b{template}\b", name, text)
+    return [text]
 
 
 def _ternary(op, k):
@@ -1097,6 +1116,8 @@ def methods_source() -> str:
             out.append({1: _unary, 2: _binary, 3: _ternary}[op.arity](op, k))
         out.append("")
     out.append("FUNCTIONS = {" + ", ".join(f"{op.name!r}: {op.name}_" for op in OPS) + "}")
+    out.append("WITH_ALPHA = {" + ", ".join(f"{op.name!r}: {op.name}_alpha_" for op in OPS
+                                            if op.alpha) + "}")
     out.append("")
     out.append(GRAPH_HELPERS)
     out += graph_rules_source()
@@ -1104,7 +1125,7 @@ def methods_source() -> str:
         f"{op.name!r}: {op.name}_" if op.commutative else f"{op.name!r}: r{op.name}_"
         for op in OPS if op.dunder and op.arity == 2) + "}")
     out.append("for _name, _fn in list(FUNCTIONS.items()) + [('r' + k, f) for k, f in REFLECTED.items()\n"
-               "                                           if f is not FUNCTIONS[k]]:")
+               "                                           if f is not FUNCTIONS[k]] + list(WITH_ALPHA.items()):")
     out.append("    _fn.__name__ = _fn.__qualname__ = _name  # names shadow builtins (abs, pow) only here")
     return "\n".join(out) + "\n"
 

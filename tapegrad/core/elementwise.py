@@ -14,21 +14,21 @@ from .tensor import ieee_value as _ieee, wrap
 _new = object.__new__
 
 
-def add_(tx, ty):
+def add_(input, other):
     """add: elementwise, differentiable (node ``AddBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
-            cy = ty.__class__
+            cy = other.__class__
             if cy is Tensor:
-                y = ty._value
+                y = other._value
                 if y.__class__ is float:
                     try:
                         v = x + y
                     except (ArithmeticError, ValueError):
                         v = _ieee(0, x, y, 0.0)
-                    xt = tx._tape
-                    yt = ty._tape
+                    xt = input._tape
+                    yt = other._tape
                     if xt is None and yt is None:
                         r = _new(Tensor)
                         r._value = v
@@ -44,17 +44,17 @@ def add_(tx, ty):
                         r._tape = None
                         return r
                     if xt is T:
-                        rx = tx._entry
+                        rx = input._entry
                     elif xt is None:
                         rx = T._const_t(x)
                     else:
-                        rx = T._ref(tx)
+                        rx = T._ref(input)
                     if yt is T:
-                        ry = ty._entry
+                        ry = other._entry
                     elif yt is None:
                         ry = T._const_t(y)
                     else:
-                        ry = T._ref(ty)
+                        ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
                     if n >= _CHUNK:
@@ -69,12 +69,12 @@ def add_(tx, ty):
                     r._entry = T._base + n
                     return r
             elif cy is float or cy is int:
-                y = ty if cy is float else float(ty)
+                y = other if cy is float else float(other)
                 try:
                     v = x + y
                 except (ArithmeticError, ValueError):
                     v = _ieee(0, x, y, 0.0)
-                xt = tx._tape
+                xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
                     r._value = v
@@ -90,11 +90,11 @@ def add_(tx, ty):
                     r._tape = None
                     return r
                 if xt is T:
-                    rx = tx._entry
+                    rx = input._entry
                 elif xt is None:
                     rx = T._const_t(x)
                 else:
-                    rx = T._ref(tx)
+                    rx = T._ref(input)
                 ry = T._cmap.get(y)
                 if ry is None:
                     ry = T._const(y)
@@ -111,24 +111,24 @@ def add_(tx, ty):
                 r._tape = T
                 r._entry = T._base + n
                 return r
-    return _generic(0, (tx, ty))
-
-
-def sub_(tx, ty):
-    """sub: elementwise, differentiable (node ``SubBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    return _generic(0, (input, other))
+def add_alpha_(input, other, *, alpha=1):
+    """add: elementwise, differentiable (node ``AddBackward0``)."""
+    if alpha != 1:
+        other = other * alpha
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
-            cy = ty.__class__
+            cy = other.__class__
             if cy is Tensor:
-                y = ty._value
+                y = other._value
                 if y.__class__ is float:
                     try:
-                        v = x - y
+                        v = x + y
                     except (ArithmeticError, ValueError):
-                        v = _ieee(1, x, y, 0.0)
-                    xt = tx._tape
-                    yt = ty._tape
+                        v = _ieee(0, x, y, 0.0)
+                    xt = input._tape
+                    yt = other._tape
                     if xt is None and yt is None:
                         r = _new(Tensor)
                         r._value = v
@@ -144,22 +144,22 @@ def sub_(tx, ty):
                         r._tape = None
                         return r
                     if xt is T:
-                        rx = tx._entry
+                        rx = input._entry
                     elif xt is None:
                         rx = T._const_t(x)
                     else:
-                        rx = T._ref(tx)
+                        rx = T._ref(input)
                     if yt is T:
-                        ry = ty._entry
+                        ry = other._entry
                     elif yt is None:
                         ry = T._const_t(y)
                     else:
-                        ry = T._ref(ty)
+                        ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
                     if n >= _CHUNK:
                         n = T._flush()
-                    T._rec_op.append(1)
+                    T._rec_op.append(0)
                     T._rec_a.append(rx)
                     T._rec_b.append(ry)
                     vs.append(v)
@@ -169,12 +169,12 @@ def sub_(tx, ty):
                     r._entry = T._base + n
                     return r
             elif cy is float or cy is int:
-                y = ty if cy is float else float(ty)
+                y = other if cy is float else float(other)
                 try:
-                    v = x - y
+                    v = x + y
                 except (ArithmeticError, ValueError):
-                    v = _ieee(1, x, y, 0.0)
-                xt = tx._tape
+                    v = _ieee(0, x, y, 0.0)
+                xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
                     r._value = v
@@ -190,11 +190,111 @@ def sub_(tx, ty):
                     r._tape = None
                     return r
                 if xt is T:
-                    rx = tx._entry
+                    rx = input._entry
                 elif xt is None:
                     rx = T._const_t(x)
                 else:
-                    rx = T._ref(tx)
+                    rx = T._ref(input)
+                ry = T._cmap.get(y)
+                if ry is None:
+                    ry = T._const(y)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _CHUNK:
+                    n = T._flush()
+                T._rec_op.append(0)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(v)
+                r = _new(Tensor)
+                r._value = v
+                r._tape = T
+                r._entry = T._base + n
+                return r
+    return _generic(0, (input, other))
+
+
+def sub_(input, other):
+    """sub: elementwise, differentiable (node ``SubBackward0``)."""
+    if input.__class__ is Tensor:
+        x = input._value
+        if x.__class__ is float:
+            cy = other.__class__
+            if cy is Tensor:
+                y = other._value
+                if y.__class__ is float:
+                    try:
+                        v = x - y
+                    except (ArithmeticError, ValueError):
+                        v = _ieee(1, x, y, 0.0)
+                    xt = input._tape
+                    yt = other._tape
+                    if xt is None and yt is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if xt is T:
+                        rx = input._entry
+                    elif xt is None:
+                        rx = T._const_t(x)
+                    else:
+                        rx = T._ref(input)
+                    if yt is T:
+                        ry = other._entry
+                    elif yt is None:
+                        ry = T._const_t(y)
+                    else:
+                        ry = T._ref(other)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _CHUNK:
+                        n = T._flush()
+                    T._rec_op.append(1)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(v)
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = T
+                    r._entry = T._base + n
+                    return r
+            elif cy is float or cy is int:
+                y = other if cy is float else float(other)
+                try:
+                    v = x - y
+                except (ArithmeticError, ValueError):
+                    v = _ieee(1, x, y, 0.0)
+                xt = input._tape
+                if xt is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                if xt is T:
+                    rx = input._entry
+                elif xt is None:
+                    rx = T._const_t(x)
+                else:
+                    rx = T._ref(input)
                 ry = T._cmap.get(y)
                 if ry is None:
                     ry = T._const(y)
@@ -211,9 +311,111 @@ def sub_(tx, ty):
                 r._tape = T
                 r._entry = T._base + n
                 return r
-    if tx.__class__ is float or tx.__class__ is int:
-        tx = wrap(tx)   # the function with a number first, as torch's
-    return _generic(1, (tx, ty))
+    if input.__class__ is float or input.__class__ is int:
+        input = wrap(input)   # the function with a number first, as torch's
+    return _generic(1, (input, other))
+def sub_alpha_(input, other, *, alpha=1):
+    """sub: elementwise, differentiable (node ``SubBackward0``)."""
+    if alpha != 1:
+        other = other * alpha
+    if input.__class__ is Tensor:
+        x = input._value
+        if x.__class__ is float:
+            cy = other.__class__
+            if cy is Tensor:
+                y = other._value
+                if y.__class__ is float:
+                    try:
+                        v = x - y
+                    except (ArithmeticError, ValueError):
+                        v = _ieee(1, x, y, 0.0)
+                    xt = input._tape
+                    yt = other._tape
+                    if xt is None and yt is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if xt is T:
+                        rx = input._entry
+                    elif xt is None:
+                        rx = T._const_t(x)
+                    else:
+                        rx = T._ref(input)
+                    if yt is T:
+                        ry = other._entry
+                    elif yt is None:
+                        ry = T._const_t(y)
+                    else:
+                        ry = T._ref(other)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _CHUNK:
+                        n = T._flush()
+                    T._rec_op.append(1)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(v)
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = T
+                    r._entry = T._base + n
+                    return r
+            elif cy is float or cy is int:
+                y = other if cy is float else float(other)
+                try:
+                    v = x - y
+                except (ArithmeticError, ValueError):
+                    v = _ieee(1, x, y, 0.0)
+                xt = input._tape
+                if xt is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                if xt is T:
+                    rx = input._entry
+                elif xt is None:
+                    rx = T._const_t(x)
+                else:
+                    rx = T._ref(input)
+                ry = T._cmap.get(y)
+                if ry is None:
+                    ry = T._const(y)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _CHUNK:
+                    n = T._flush()
+                T._rec_op.append(1)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(v)
+                r = _new(Tensor)
+                r._value = v
+                r._tape = T
+                r._entry = T._base + n
+                return r
+    if input.__class__ is float or input.__class__ is int:
+        input = wrap(input)   # the function with a number first, as torch's
+    return _generic(1, (input, other))
 def rsub_(ty, tx):
     """Reflected sub: ``number sub tensor``."""
     cx = tx.__class__
@@ -265,21 +467,21 @@ def rsub_(ty, tx):
     return _generic(1, (tx, ty))
 
 
-def mul_(tx, ty):
+def mul_(input, other):
     """mul: elementwise, differentiable (node ``MulBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
-            cy = ty.__class__
+            cy = other.__class__
             if cy is Tensor:
-                y = ty._value
+                y = other._value
                 if y.__class__ is float:
                     try:
                         v = x * y
                     except (ArithmeticError, ValueError):
                         v = _ieee(2, x, y, 0.0)
-                    xt = tx._tape
-                    yt = ty._tape
+                    xt = input._tape
+                    yt = other._tape
                     if xt is None and yt is None:
                         r = _new(Tensor)
                         r._value = v
@@ -295,17 +497,17 @@ def mul_(tx, ty):
                         r._tape = None
                         return r
                     if xt is T:
-                        rx = tx._entry
+                        rx = input._entry
                     elif xt is None:
                         rx = T._const_t(x)
                     else:
-                        rx = T._ref(tx)
+                        rx = T._ref(input)
                     if yt is T:
-                        ry = ty._entry
+                        ry = other._entry
                     elif yt is None:
                         ry = T._const_t(y)
                     else:
-                        ry = T._ref(ty)
+                        ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
                     if n >= _CHUNK:
@@ -320,12 +522,12 @@ def mul_(tx, ty):
                     r._entry = T._base + n
                     return r
             elif cy is float or cy is int:
-                y = ty if cy is float else float(ty)
+                y = other if cy is float else float(other)
                 try:
                     v = x * y
                 except (ArithmeticError, ValueError):
                     v = _ieee(2, x, y, 0.0)
-                xt = tx._tape
+                xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
                     r._value = v
@@ -341,11 +543,11 @@ def mul_(tx, ty):
                     r._tape = None
                     return r
                 if xt is T:
-                    rx = tx._entry
+                    rx = input._entry
                 elif xt is None:
                     rx = T._const_t(x)
                 else:
-                    rx = T._ref(tx)
+                    rx = T._ref(input)
                 ry = T._cmap.get(y)
                 if ry is None:
                     ry = T._const(y)
@@ -362,24 +564,24 @@ def mul_(tx, ty):
                 r._tape = T
                 r._entry = T._base + n
                 return r
-    return _generic(2, (tx, ty))
+    return _generic(2, (input, other))
 
 
-def div_(tx, ty):
+def div_(input, other):
     """div: elementwise, differentiable (node ``DivBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
-            cy = ty.__class__
+            cy = other.__class__
             if cy is Tensor:
-                y = ty._value
+                y = other._value
                 if y.__class__ is float:
                     try:
                         v = x / y
                     except (ArithmeticError, ValueError):
                         v = _ieee(3, x, y, 0.0)
-                    xt = tx._tape
-                    yt = ty._tape
+                    xt = input._tape
+                    yt = other._tape
                     if xt is None and yt is None:
                         r = _new(Tensor)
                         r._value = v
@@ -395,17 +597,17 @@ def div_(tx, ty):
                         r._tape = None
                         return r
                     if xt is T:
-                        rx = tx._entry
+                        rx = input._entry
                     elif xt is None:
                         rx = T._const_t(x)
                     else:
-                        rx = T._ref(tx)
+                        rx = T._ref(input)
                     if yt is T:
-                        ry = ty._entry
+                        ry = other._entry
                     elif yt is None:
                         ry = T._const_t(y)
                     else:
-                        ry = T._ref(ty)
+                        ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
                     if n >= _CHUNK:
@@ -420,12 +622,12 @@ def div_(tx, ty):
                     r._entry = T._base + n
                     return r
             elif cy is float or cy is int:
-                y = ty if cy is float else float(ty)
+                y = other if cy is float else float(other)
                 try:
                     v = x / y
                 except (ArithmeticError, ValueError):
                     v = _ieee(3, x, y, 0.0)
-                xt = tx._tape
+                xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
                     r._value = v
@@ -441,11 +643,11 @@ def div_(tx, ty):
                     r._tape = None
                     return r
                 if xt is T:
-                    rx = tx._entry
+                    rx = input._entry
                 elif xt is None:
                     rx = T._const_t(x)
                 else:
-                    rx = T._ref(tx)
+                    rx = T._ref(input)
                 ry = T._cmap.get(y)
                 if ry is None:
                     ry = T._const(y)
@@ -462,27 +664,27 @@ def div_(tx, ty):
                 r._tape = T
                 r._entry = T._base + n
                 return r
-    return _generic(3, (tx, ty))
+    return _generic(3, (input, other))
 def rdiv_(ty, tx):
     """Reflected div: ``number truediv tensor`` is ``mul(reciprocal(y), x)``."""
     return mul_(reciprocal_(ty), tx)
 
 
-def pow_(tx, ty):
+def pow_(input, exponent):
     """pow: elementwise, differentiable (node ``PowBackward1``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
-            cy = ty.__class__
+            cy = exponent.__class__
             if cy is Tensor:
-                y = ty._value
+                y = exponent._value
                 if y.__class__ is float:
                     try:
                         v = x * x if y == 2.0 else math.pow(x, y)
                     except (ArithmeticError, ValueError):
                         v = _ieee(4, x, y, 0.0)
-                    xt = tx._tape
-                    yt = ty._tape
+                    xt = input._tape
+                    yt = exponent._tape
                     if xt is None and yt is None:
                         r = _new(Tensor)
                         r._value = v
@@ -498,17 +700,17 @@ def pow_(tx, ty):
                         r._tape = None
                         return r
                     if xt is T:
-                        rx = tx._entry
+                        rx = input._entry
                     elif xt is None:
                         rx = T._const_t(x)
                     else:
-                        rx = T._ref(tx)
+                        rx = T._ref(input)
                     if yt is T:
-                        ry = ty._entry
+                        ry = exponent._entry
                     elif yt is None:
                         ry = T._const_t(y)
                     else:
-                        ry = T._ref(ty)
+                        ry = T._ref(exponent)
                     vs = T._rec_val
                     n = len(vs)
                     if n >= _CHUNK:
@@ -523,12 +725,12 @@ def pow_(tx, ty):
                     r._entry = T._base + n
                     return r
             elif cy is float or cy is int:
-                y = ty if cy is float else float(ty)
+                y = exponent if cy is float else float(exponent)
                 try:
                     v = x * x if y == 2.0 else math.pow(x, y)
                 except (ArithmeticError, ValueError):
                     v = _ieee(4, x, y, 0.0)
-                xt = tx._tape
+                xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
                     r._value = v
@@ -544,11 +746,11 @@ def pow_(tx, ty):
                     r._tape = None
                     return r
                 if xt is T:
-                    rx = tx._entry
+                    rx = input._entry
                 elif xt is None:
                     rx = T._const_t(x)
                 else:
-                    rx = T._ref(tx)
+                    rx = T._ref(input)
                 ry = T._cmap.get(y)
                 if ry is None:
                     ry = T._const(y)
@@ -565,7 +767,7 @@ def pow_(tx, ty):
                 r._tape = T
                 r._entry = T._base + n
                 return r
-    return _generic(4, (tx, ty))
+    return _generic(4, (input, exponent))
 def rpow_(ty, tx):
     """Reflected pow: ``number pow tensor``."""
     cx = tx.__class__
@@ -617,21 +819,21 @@ def rpow_(ty, tx):
     return _generic(4, (tx, ty))
 
 
-def atan2_(tx, ty):
+def atan2_(input, other):
     """atan2: elementwise, differentiable (node ``Atan2Backward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
-            cy = ty.__class__
+            cy = other.__class__
             if cy is Tensor:
-                y = ty._value
+                y = other._value
                 if y.__class__ is float:
                     try:
                         v = math.atan2(x, y)
                     except (ArithmeticError, ValueError):
                         v = _ieee(5, x, y, 0.0)
-                    xt = tx._tape
-                    yt = ty._tape
+                    xt = input._tape
+                    yt = other._tape
                     if xt is None and yt is None:
                         r = _new(Tensor)
                         r._value = v
@@ -647,17 +849,17 @@ def atan2_(tx, ty):
                         r._tape = None
                         return r
                     if xt is T:
-                        rx = tx._entry
+                        rx = input._entry
                     elif xt is None:
                         rx = T._const_t(x)
                     else:
-                        rx = T._ref(tx)
+                        rx = T._ref(input)
                     if yt is T:
-                        ry = ty._entry
+                        ry = other._entry
                     elif yt is None:
                         ry = T._const_t(y)
                     else:
-                        ry = T._ref(ty)
+                        ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
                     if n >= _CHUNK:
@@ -672,12 +874,12 @@ def atan2_(tx, ty):
                     r._entry = T._base + n
                     return r
             elif cy is float or cy is int:
-                y = ty if cy is float else float(ty)
+                y = other if cy is float else float(other)
                 try:
                     v = math.atan2(x, y)
                 except (ArithmeticError, ValueError):
                     v = _ieee(5, x, y, 0.0)
-                xt = tx._tape
+                xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
                     r._value = v
@@ -693,11 +895,11 @@ def atan2_(tx, ty):
                     r._tape = None
                     return r
                 if xt is T:
-                    rx = tx._entry
+                    rx = input._entry
                 elif xt is None:
                     rx = T._const_t(x)
                 else:
-                    rx = T._ref(tx)
+                    rx = T._ref(input)
                 ry = T._cmap.get(y)
                 if ry is None:
                     ry = T._const(y)
@@ -714,24 +916,24 @@ def atan2_(tx, ty):
                 r._tape = T
                 r._entry = T._base + n
                 return r
-    return _generic(5, (tx, ty))
+    return _generic(5, (input, other))
 
 
-def maximum_(tx, ty):
+def maximum_(input, other):
     """maximum: elementwise, differentiable (node ``MaximumBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
-            cy = ty.__class__
+            cy = other.__class__
             if cy is Tensor:
-                y = ty._value
+                y = other._value
                 if y.__class__ is float:
                     try:
                         v = x if (x >= y or x != x) else y
                     except (ArithmeticError, ValueError):
                         v = _ieee(6, x, y, 0.0)
-                    xt = tx._tape
-                    yt = ty._tape
+                    xt = input._tape
+                    yt = other._tape
                     if xt is None and yt is None:
                         r = _new(Tensor)
                         r._value = v
@@ -747,17 +949,17 @@ def maximum_(tx, ty):
                         r._tape = None
                         return r
                     if xt is T:
-                        rx = tx._entry
+                        rx = input._entry
                     elif xt is None:
                         rx = T._const_t(x)
                     else:
-                        rx = T._ref(tx)
+                        rx = T._ref(input)
                     if yt is T:
-                        ry = ty._entry
+                        ry = other._entry
                     elif yt is None:
                         ry = T._const_t(y)
                     else:
-                        ry = T._ref(ty)
+                        ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
                     if n >= _CHUNK:
@@ -772,12 +974,12 @@ def maximum_(tx, ty):
                     r._entry = T._base + n
                     return r
             elif cy is float or cy is int:
-                y = ty if cy is float else float(ty)
+                y = other if cy is float else float(other)
                 try:
                     v = x if (x >= y or x != x) else y
                 except (ArithmeticError, ValueError):
                     v = _ieee(6, x, y, 0.0)
-                xt = tx._tape
+                xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
                     r._value = v
@@ -793,11 +995,11 @@ def maximum_(tx, ty):
                     r._tape = None
                     return r
                 if xt is T:
-                    rx = tx._entry
+                    rx = input._entry
                 elif xt is None:
                     rx = T._const_t(x)
                 else:
-                    rx = T._ref(tx)
+                    rx = T._ref(input)
                 ry = T._cmap.get(y)
                 if ry is None:
                     ry = T._const(y)
@@ -814,24 +1016,24 @@ def maximum_(tx, ty):
                 r._tape = T
                 r._entry = T._base + n
                 return r
-    return _generic(6, (tx, ty))
+    return _generic(6, (input, other))
 
 
-def minimum_(tx, ty):
+def minimum_(input, other):
     """minimum: elementwise, differentiable (node ``MinimumBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
-            cy = ty.__class__
+            cy = other.__class__
             if cy is Tensor:
-                y = ty._value
+                y = other._value
                 if y.__class__ is float:
                     try:
                         v = x if (x <= y or x != x) else y
                     except (ArithmeticError, ValueError):
                         v = _ieee(7, x, y, 0.0)
-                    xt = tx._tape
-                    yt = ty._tape
+                    xt = input._tape
+                    yt = other._tape
                     if xt is None and yt is None:
                         r = _new(Tensor)
                         r._value = v
@@ -847,17 +1049,17 @@ def minimum_(tx, ty):
                         r._tape = None
                         return r
                     if xt is T:
-                        rx = tx._entry
+                        rx = input._entry
                     elif xt is None:
                         rx = T._const_t(x)
                     else:
-                        rx = T._ref(tx)
+                        rx = T._ref(input)
                     if yt is T:
-                        ry = ty._entry
+                        ry = other._entry
                     elif yt is None:
                         ry = T._const_t(y)
                     else:
-                        ry = T._ref(ty)
+                        ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
                     if n >= _CHUNK:
@@ -872,12 +1074,12 @@ def minimum_(tx, ty):
                     r._entry = T._base + n
                     return r
             elif cy is float or cy is int:
-                y = ty if cy is float else float(ty)
+                y = other if cy is float else float(other)
                 try:
                     v = x if (x <= y or x != x) else y
                 except (ArithmeticError, ValueError):
                     v = _ieee(7, x, y, 0.0)
-                xt = tx._tape
+                xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
                     r._value = v
@@ -893,11 +1095,11 @@ def minimum_(tx, ty):
                     r._tape = None
                     return r
                 if xt is T:
-                    rx = tx._entry
+                    rx = input._entry
                 elif xt is None:
                     rx = T._const_t(x)
                 else:
-                    rx = T._ref(tx)
+                    rx = T._ref(input)
                 ry = T._cmap.get(y)
                 if ry is None:
                     ry = T._const(y)
@@ -914,19 +1116,19 @@ def minimum_(tx, ty):
                 r._tape = T
                 r._entry = T._base + n
                 return r
-    return _generic(7, (tx, ty))
+    return _generic(7, (input, other))
 
 
-def neg_(tx):
+def neg_(input):
     """neg: elementwise, differentiable (node ``NegBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = -x
             except (ArithmeticError, ValueError):
                 v = _ieee(8, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -942,11 +1144,11 @@ def neg_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -961,19 +1163,19 @@ def neg_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(8, (tx,))
+    return _generic(8, (input,))
 
 
-def abs_(tx):
+def abs_(input):
     """abs: elementwise, differentiable (node ``AbsBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = abs(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(9, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -989,11 +1191,11 @@ def abs_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -1008,19 +1210,19 @@ def abs_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(9, (tx,))
+    return _generic(9, (input,))
 
 
-def exp_(tx):
+def exp_(input):
     """exp: elementwise, differentiable (node ``ExpBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = math.exp(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(10, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -1036,11 +1238,11 @@ def exp_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -1055,19 +1257,19 @@ def exp_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(10, (tx,))
+    return _generic(10, (input,))
 
 
-def log_(tx):
+def log_(input):
     """log: elementwise, differentiable (node ``LogBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = math.log(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(11, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -1083,11 +1285,11 @@ def log_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -1102,19 +1304,19 @@ def log_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(11, (tx,))
+    return _generic(11, (input,))
 
 
-def log1p_(tx):
+def log1p_(input):
     """log1p: elementwise, differentiable (node ``Log1PBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = math.log1p(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(12, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -1130,11 +1332,11 @@ def log1p_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -1149,19 +1351,19 @@ def log1p_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(12, (tx,))
+    return _generic(12, (input,))
 
 
-def expm1_(tx):
+def expm1_(input):
     """expm1: elementwise, differentiable (node ``Expm1Backward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = math.expm1(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(13, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -1177,11 +1379,11 @@ def expm1_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -1196,19 +1398,19 @@ def expm1_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(13, (tx,))
+    return _generic(13, (input,))
 
 
-def sqrt_(tx):
+def sqrt_(input):
     """sqrt: elementwise, differentiable (node ``SqrtBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = math.sqrt(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(14, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -1224,11 +1426,11 @@ def sqrt_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -1243,19 +1445,19 @@ def sqrt_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(14, (tx,))
+    return _generic(14, (input,))
 
 
-def sin_(tx):
+def sin_(input):
     """sin: elementwise, differentiable (node ``SinBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = math.sin(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(15, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -1271,11 +1473,11 @@ def sin_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -1290,19 +1492,19 @@ def sin_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(15, (tx,))
+    return _generic(15, (input,))
 
 
-def cos_(tx):
+def cos_(input):
     """cos: elementwise, differentiable (node ``CosBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = math.cos(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(16, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -1318,11 +1520,11 @@ def cos_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -1337,19 +1539,19 @@ def cos_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(16, (tx,))
+    return _generic(16, (input,))
 
 
-def tan_(tx):
+def tan_(input):
     """tan: elementwise, differentiable (node ``TanBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = math.tan(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(17, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -1365,11 +1567,11 @@ def tan_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -1384,19 +1586,19 @@ def tan_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(17, (tx,))
+    return _generic(17, (input,))
 
 
-def asin_(tx):
+def asin_(input):
     """asin: elementwise, differentiable (node ``AsinBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = math.asin(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(18, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -1412,11 +1614,11 @@ def asin_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -1431,19 +1633,19 @@ def asin_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(18, (tx,))
+    return _generic(18, (input,))
 
 
-def acos_(tx):
+def acos_(input):
     """acos: elementwise, differentiable (node ``AcosBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = math.acos(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(19, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -1459,11 +1661,11 @@ def acos_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -1478,19 +1680,19 @@ def acos_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(19, (tx,))
+    return _generic(19, (input,))
 
 
-def atan_(tx):
+def atan_(input):
     """atan: elementwise, differentiable (node ``AtanBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = math.atan(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(20, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -1506,11 +1708,11 @@ def atan_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -1525,19 +1727,19 @@ def atan_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(20, (tx,))
+    return _generic(20, (input,))
 
 
-def sinh_(tx):
+def sinh_(input):
     """sinh: elementwise, differentiable (node ``SinhBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = math.sinh(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(21, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -1553,11 +1755,11 @@ def sinh_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -1572,19 +1774,19 @@ def sinh_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(21, (tx,))
+    return _generic(21, (input,))
 
 
-def cosh_(tx):
+def cosh_(input):
     """cosh: elementwise, differentiable (node ``CoshBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = math.cosh(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(22, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -1600,11 +1802,11 @@ def cosh_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -1619,19 +1821,19 @@ def cosh_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(22, (tx,))
+    return _generic(22, (input,))
 
 
-def tanh_(tx):
+def tanh_(input):
     """tanh: elementwise, differentiable (node ``TanhBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = math.tanh(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(23, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -1647,11 +1849,11 @@ def tanh_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -1666,19 +1868,19 @@ def tanh_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(23, (tx,))
+    return _generic(23, (input,))
 
 
-def sigmoid_(tx):
+def sigmoid_(input):
     """sigmoid: elementwise, differentiable (node ``SigmoidBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = 1.0 / (1.0 + math.exp(-x))
             except (ArithmeticError, ValueError):
                 v = _ieee(24, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -1694,11 +1896,11 @@ def sigmoid_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -1713,19 +1915,19 @@ def sigmoid_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(24, (tx,))
+    return _generic(24, (input,))
 
 
-def relu_(tx):
+def relu_(input):
     """relu: elementwise, differentiable (node ``ReluBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = 0.0 if x < 0.0 else x
             except (ArithmeticError, ValueError):
                 v = _ieee(25, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -1741,11 +1943,11 @@ def relu_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -1760,19 +1962,19 @@ def relu_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(25, (tx,))
+    return _generic(25, (input,))
 
 
-def erf_(tx):
+def erf_(input):
     """erf: elementwise, differentiable (node ``ErfBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = math.erf(x)
             except (ArithmeticError, ValueError):
                 v = _ieee(26, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -1788,11 +1990,11 @@ def erf_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -1807,19 +2009,19 @@ def erf_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(26, (tx,))
+    return _generic(26, (input,))
 
 
-def sign_(tx):
+def sign_(input):
     """sign: elementwise, differentiable (node ``SignBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
             except (ArithmeticError, ValueError):
                 v = _ieee(27, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -1835,11 +2037,11 @@ def sign_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -1854,19 +2056,19 @@ def sign_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(27, (tx,))
+    return _generic(27, (input,))
 
 
-def round_(tx):
+def round_(input):
     """round: elementwise, differentiable (node ``RoundBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = math.copysign(float(round(x)), x)
             except (ArithmeticError, ValueError):
                 v = _ieee(28, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -1882,11 +2084,11 @@ def round_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -1901,19 +2103,19 @@ def round_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(28, (tx,))
+    return _generic(28, (input,))
 
 
-def floor_(tx):
+def floor_(input):
     """floor: elementwise, differentiable (node ``FloorBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = math.copysign(float(math.floor(x)), x)
             except (ArithmeticError, ValueError):
                 v = _ieee(29, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -1929,11 +2131,11 @@ def floor_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -1948,19 +2150,19 @@ def floor_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(29, (tx,))
+    return _generic(29, (input,))
 
 
-def ceil_(tx):
+def ceil_(input):
     """ceil: elementwise, differentiable (node ``CeilBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = math.copysign(float(math.ceil(x)), x)
             except (ArithmeticError, ValueError):
                 v = _ieee(30, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -1976,11 +2178,11 @@ def ceil_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -1995,19 +2197,19 @@ def ceil_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(30, (tx,))
+    return _generic(30, (input,))
 
 
-def trunc_(tx):
+def trunc_(input):
     """trunc: elementwise, differentiable (node ``TruncBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = math.copysign(float(math.trunc(x)), x)
             except (ArithmeticError, ValueError):
                 v = _ieee(31, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -2023,11 +2225,11 @@ def trunc_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -2042,7 +2244,7 @@ def trunc_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(31, (tx,))
+    return _generic(31, (input,))
 
 
 def lt_(input, other):
@@ -2085,16 +2287,16 @@ def where_(condition, input, other):
     return _generic(39, (condition, input, other,))
 
 
-def reciprocal_(tx):
+def reciprocal_(input):
     """reciprocal: elementwise, differentiable (node ``ReciprocalBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = 1.0 / x
             except (ArithmeticError, ValueError):
                 v = _ieee(40, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -2110,11 +2312,11 @@ def reciprocal_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -2129,19 +2331,19 @@ def reciprocal_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(40, (tx,))
+    return _generic(40, (input,))
 
 
-def clone_(tx):
+def clone_(input):
     """clone: elementwise, differentiable (node ``CloneBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = x
             except (ArithmeticError, ValueError):
                 v = _ieee(41, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -2157,11 +2359,11 @@ def clone_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -2176,24 +2378,24 @@ def clone_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(41, (tx,))
+    return _generic(41, (input,))
 
 
-def sigmoid_backward_(tx, ty):
+def sigmoid_backward_(input, other):
     """sigmoid_backward: elementwise, differentiable (node ``SigmoidBackwardBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
-            cy = ty.__class__
+            cy = other.__class__
             if cy is Tensor:
-                y = ty._value
+                y = other._value
                 if y.__class__ is float:
                     try:
                         v = x * (1.0 - y) * y
                     except (ArithmeticError, ValueError):
                         v = _ieee(42, x, y, 0.0)
-                    xt = tx._tape
-                    yt = ty._tape
+                    xt = input._tape
+                    yt = other._tape
                     if xt is None and yt is None:
                         r = _new(Tensor)
                         r._value = v
@@ -2209,17 +2411,17 @@ def sigmoid_backward_(tx, ty):
                         r._tape = None
                         return r
                     if xt is T:
-                        rx = tx._entry
+                        rx = input._entry
                     elif xt is None:
                         rx = T._const_t(x)
                     else:
-                        rx = T._ref(tx)
+                        rx = T._ref(input)
                     if yt is T:
-                        ry = ty._entry
+                        ry = other._entry
                     elif yt is None:
                         ry = T._const_t(y)
                     else:
-                        ry = T._ref(ty)
+                        ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
                     if n >= _CHUNK:
@@ -2234,12 +2436,12 @@ def sigmoid_backward_(tx, ty):
                     r._entry = T._base + n
                     return r
             elif cy is float or cy is int:
-                y = ty if cy is float else float(ty)
+                y = other if cy is float else float(other)
                 try:
                     v = x * (1.0 - y) * y
                 except (ArithmeticError, ValueError):
                     v = _ieee(42, x, y, 0.0)
-                xt = tx._tape
+                xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
                     r._value = v
@@ -2255,11 +2457,11 @@ def sigmoid_backward_(tx, ty):
                     r._tape = None
                     return r
                 if xt is T:
-                    rx = tx._entry
+                    rx = input._entry
                 elif xt is None:
                     rx = T._const_t(x)
                 else:
-                    rx = T._ref(tx)
+                    rx = T._ref(input)
                 ry = T._cmap.get(y)
                 if ry is None:
                     ry = T._const(y)
@@ -2276,24 +2478,24 @@ def sigmoid_backward_(tx, ty):
                 r._tape = T
                 r._entry = T._base + n
                 return r
-    return _generic(42, (tx, ty))
+    return _generic(42, (input, other))
 
 
-def tanh_backward_(tx, ty):
+def tanh_backward_(input, other):
     """tanh_backward: elementwise, differentiable (node ``TanhBackwardBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
-            cy = ty.__class__
+            cy = other.__class__
             if cy is Tensor:
-                y = ty._value
+                y = other._value
                 if y.__class__ is float:
                     try:
                         v = x * (1.0 - y * y)
                     except (ArithmeticError, ValueError):
                         v = _ieee(43, x, y, 0.0)
-                    xt = tx._tape
-                    yt = ty._tape
+                    xt = input._tape
+                    yt = other._tape
                     if xt is None and yt is None:
                         r = _new(Tensor)
                         r._value = v
@@ -2309,17 +2511,17 @@ def tanh_backward_(tx, ty):
                         r._tape = None
                         return r
                     if xt is T:
-                        rx = tx._entry
+                        rx = input._entry
                     elif xt is None:
                         rx = T._const_t(x)
                     else:
-                        rx = T._ref(tx)
+                        rx = T._ref(input)
                     if yt is T:
-                        ry = ty._entry
+                        ry = other._entry
                     elif yt is None:
                         ry = T._const_t(y)
                     else:
-                        ry = T._ref(ty)
+                        ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
                     if n >= _CHUNK:
@@ -2334,12 +2536,12 @@ def tanh_backward_(tx, ty):
                     r._entry = T._base + n
                     return r
             elif cy is float or cy is int:
-                y = ty if cy is float else float(ty)
+                y = other if cy is float else float(other)
                 try:
                     v = x * (1.0 - y * y)
                 except (ArithmeticError, ValueError):
                     v = _ieee(43, x, y, 0.0)
-                xt = tx._tape
+                xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
                     r._value = v
@@ -2355,11 +2557,11 @@ def tanh_backward_(tx, ty):
                     r._tape = None
                     return r
                 if xt is T:
-                    rx = tx._entry
+                    rx = input._entry
                 elif xt is None:
                     rx = T._const_t(x)
                 else:
-                    rx = T._ref(tx)
+                    rx = T._ref(input)
                 ry = T._cmap.get(y)
                 if ry is None:
                     ry = T._const(y)
@@ -2376,24 +2578,24 @@ def tanh_backward_(tx, ty):
                 r._tape = T
                 r._entry = T._base + n
                 return r
-    return _generic(43, (tx, ty))
+    return _generic(43, (input, other))
 
 
-def threshold_backward_(tx, ty):
+def threshold_backward_(input, other):
     """threshold_backward: elementwise, differentiable (node ``ThresholdBackwardBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
-            cy = ty.__class__
+            cy = other.__class__
             if cy is Tensor:
-                y = ty._value
+                y = other._value
                 if y.__class__ is float:
                     try:
                         v = 0.0 if y <= 0.0 else x
                     except (ArithmeticError, ValueError):
                         v = _ieee(44, x, y, 0.0)
-                    xt = tx._tape
-                    yt = ty._tape
+                    xt = input._tape
+                    yt = other._tape
                     if xt is None and yt is None:
                         r = _new(Tensor)
                         r._value = v
@@ -2409,17 +2611,17 @@ def threshold_backward_(tx, ty):
                         r._tape = None
                         return r
                     if xt is T:
-                        rx = tx._entry
+                        rx = input._entry
                     elif xt is None:
                         rx = T._const_t(x)
                     else:
-                        rx = T._ref(tx)
+                        rx = T._ref(input)
                     if yt is T:
-                        ry = ty._entry
+                        ry = other._entry
                     elif yt is None:
                         ry = T._const_t(y)
                     else:
-                        ry = T._ref(ty)
+                        ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
                     if n >= _CHUNK:
@@ -2434,12 +2636,12 @@ def threshold_backward_(tx, ty):
                     r._entry = T._base + n
                     return r
             elif cy is float or cy is int:
-                y = ty if cy is float else float(ty)
+                y = other if cy is float else float(other)
                 try:
                     v = 0.0 if y <= 0.0 else x
                 except (ArithmeticError, ValueError):
                     v = _ieee(44, x, y, 0.0)
-                xt = tx._tape
+                xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
                     r._value = v
@@ -2455,11 +2657,11 @@ def threshold_backward_(tx, ty):
                     r._tape = None
                     return r
                 if xt is T:
-                    rx = tx._entry
+                    rx = input._entry
                 elif xt is None:
                     rx = T._const_t(x)
                 else:
-                    rx = T._ref(tx)
+                    rx = T._ref(input)
                 ry = T._cmap.get(y)
                 if ry is None:
                     ry = T._const(y)
@@ -2476,7 +2678,7 @@ def threshold_backward_(tx, ty):
                 r._tape = T
                 r._entry = T._base + n
                 return r
-    return _generic(44, (tx, ty))
+    return _generic(44, (input, other))
 
 
 def leaky_relu_backward_(grad_output, input, negative_slope):
@@ -2489,21 +2691,21 @@ def elu_backward_(grad_output, input, alpha):
     return _generic(46, (grad_output, input, alpha,))
 
 
-def gelu_backward_(tx, ty):
+def gelu_backward_(input, other):
     """gelu_backward: elementwise, differentiable (node ``GeluBackwardBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
-            cy = ty.__class__
+            cy = other.__class__
             if cy is Tensor:
-                y = ty._value
+                y = other._value
                 if y.__class__ is float:
                     try:
                         v = x * (0.5 * (1.0 + math.erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * math.exp(y * y * -0.5)))
                     except (ArithmeticError, ValueError):
                         v = _ieee(47, x, y, 0.0)
-                    xt = tx._tape
-                    yt = ty._tape
+                    xt = input._tape
+                    yt = other._tape
                     if xt is None and yt is None:
                         r = _new(Tensor)
                         r._value = v
@@ -2519,17 +2721,17 @@ def gelu_backward_(tx, ty):
                         r._tape = None
                         return r
                     if xt is T:
-                        rx = tx._entry
+                        rx = input._entry
                     elif xt is None:
                         rx = T._const_t(x)
                     else:
-                        rx = T._ref(tx)
+                        rx = T._ref(input)
                     if yt is T:
-                        ry = ty._entry
+                        ry = other._entry
                     elif yt is None:
                         ry = T._const_t(y)
                     else:
-                        ry = T._ref(ty)
+                        ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
                     if n >= _CHUNK:
@@ -2544,12 +2746,12 @@ def gelu_backward_(tx, ty):
                     r._entry = T._base + n
                     return r
             elif cy is float or cy is int:
-                y = ty if cy is float else float(ty)
+                y = other if cy is float else float(other)
                 try:
                     v = x * (0.5 * (1.0 + math.erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * math.exp(y * y * -0.5)))
                 except (ArithmeticError, ValueError):
                     v = _ieee(47, x, y, 0.0)
-                xt = tx._tape
+                xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
                     r._value = v
@@ -2565,11 +2767,11 @@ def gelu_backward_(tx, ty):
                     r._tape = None
                     return r
                 if xt is T:
-                    rx = tx._entry
+                    rx = input._entry
                 elif xt is None:
                     rx = T._const_t(x)
                 else:
-                    rx = T._ref(tx)
+                    rx = T._ref(input)
                 ry = T._cmap.get(y)
                 if ry is None:
                     ry = T._const(y)
@@ -2586,7 +2788,7 @@ def gelu_backward_(tx, ty):
                 r._tape = T
                 r._entry = T._base + n
                 return r
-    return _generic(47, (tx, ty))
+    return _generic(47, (input, other))
 
 
 def softplus_backward_(grad_output, input, threshold):
@@ -2609,16 +2811,16 @@ def smooth_l1_backward_(grad_output, difference, beta):
     return _generic(51, (grad_output, difference, beta,))
 
 
-def sgn_(tx):
+def sgn_(input):
     """sgn: elementwise, differentiable (node ``SgnBackward0``)."""
-    if tx.__class__ is Tensor:
-        x = tx._value
+    if input.__class__ is Tensor:
+        x = input._value
         if x.__class__ is float:
             try:
                 v = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
             except (ArithmeticError, ValueError):
                 v = _ieee(52, x, 0.0, 0.0)
-            xt = tx._tape
+            xt = input._tape
             if xt is None:
                 r = _new(Tensor)
                 r._value = v
@@ -2634,11 +2836,11 @@ def sgn_(tx):
                 r._tape = None
                 return r
             if xt is T:
-                rx = tx._entry
+                rx = input._entry
             elif xt is None:
                 rx = T._const_t(x)
             else:
-                rx = T._ref(tx)
+                rx = T._ref(input)
             ry = -1
             vs = T._rec_val
             n = len(vs)
@@ -2653,10 +2855,11 @@ def sgn_(tx):
             r._tape = T
             r._entry = T._base + n
             return r
-    return _generic(52, (tx,))
+    return _generic(52, (input,))
 
 
 FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'sign': sign_, 'round': round_, 'floor': floor_, 'ceil': ceil_, 'trunc': trunc_, 'lt': lt_, 'le': le_, 'gt': gt_, 'ge': ge_, 'eq': eq_, 'ne': ne_, 'clamp': clamp_, 'where': where_, 'reciprocal': reciprocal_, 'clone': clone_, 'sigmoid_backward': sigmoid_backward_, 'tanh_backward': tanh_backward_, 'threshold_backward': threshold_backward_, 'leaky_relu_backward': leaky_relu_backward_, 'elu_backward': elu_backward_, 'gelu_backward': gelu_backward_, 'softplus_backward': softplus_backward_, 'mse_loss_backward': mse_loss_backward_, 'binary_cross_entropy_backward': binary_cross_entropy_backward_, 'smooth_l1_backward': smooth_l1_backward_, 'sgn': sgn_}
+WITH_ALPHA = {'add': add_alpha_, 'sub': sub_alpha_}
 
 
 
@@ -2942,5 +3145,5 @@ GRAPH_PARTIALS = (_gp_add, _gp_sub, _gp_mul, _gp_div, _gp_pow, _gp_atan2, _gp_ma
 GRAPH_CONDITIONS = (((), ()), ((), ()), ((), ()), ((), ()), (('y',), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), (('x', 'y', 'z'), ('x', 'y', 'z'), ('x', 'y', 'z')), ((), ('x',), ('x',)), ((),), ((),), ((), ()), ((), ()), ((), ()), ((), (), ()), ((), ('y',), ()), ((), ()), ((), ('y', 'z'), ()), ((), (), ()), ((), (), ()), ((), ('y', 'z'), ()), ((),))
 REFLECTED = {'add': add_, 'sub': rsub_, 'mul': mul_, 'div': rdiv_, 'pow': rpow_}
 for _name, _fn in list(FUNCTIONS.items()) + [('r' + k, f) for k, f in REFLECTED.items()
-                                           if f is not FUNCTIONS[k]]:
+                                           if f is not FUNCTIONS[k]] + list(WITH_ALPHA.items()):
     _fn.__name__ = _fn.__qualname__ = _name  # names shadow builtins (abs, pow) only here

@@ -73,6 +73,11 @@ class Op(NamedTuple):
     efficient_zero: bool = False
     sig: Optional[str] = None  # Python signature of a ternary op ...
     call: Optional[str] = None  # ... and how it maps onto (x, y, z)
+    params: Optional[str] = None  # PyTorch's names of the inputs ("input, other" if None)
+    alpha: bool = False  # the method takes PyTorch's ``alpha=``: ``input op alpha * other``
+    # PyTorch's extra keyword of the method (``x.div(y, rounding_mode=...)``): the ops
+    # layer's function, which takes it, is the method; the row serves the operator (``x / y``)
+    keyword: Optional[str] = None
 
 
 U = ((-2.0, 2.0),)
@@ -83,9 +88,10 @@ B2 = ((-2.0, 2.0), (-2.0, 2.0))
 OPS: Tuple[Op, ...] = (
     # binary arithmetic -------------------------------------------------------------
     Op("add", 2, "x + y", "np.add(x, y)", "1.0", "1.0", node="AddBackward0", dunder="add",
-       commutative=True, int_result=True, domain=B2),
+       commutative=True, int_result=True, domain=B2, alpha=True),
     Op("sub", 2, "x - y", "np.subtract(x, y)", "1.0", "-1.0", gy="-g", node="SubBackward0", dunder="sub",
-       node_r="RsubBackward1", wraps_number_first=True, int_result=True, domain=B2),
+       node_r="RsubBackward1", wraps_number_first=True, int_result=True, domain=B2,
+       alpha=True),
     Op("mul", 2, "x * y", "np.multiply(x, y)", "y", "x", node="MulBackward0", dunder="mul",
        commutative=True, int_result=True, domain=B2),
     # d/dx x/y = 1/y ; d/dy x/y = -x/y^2 = -out/y (PyTorch: -grad * ((x / y) / y), a
@@ -93,7 +99,7 @@ OPS: Tuple[Op, ...] = (
     Op("div", 2, "x / y", "np.true_divide(x, y)", "1.0 / y", "-out / y",
        gx="g / y", gy="-g * ((x / y) / y)",
        node="DivBackward0", dunder="truediv", rewrite_r="mul(reciprocal(y), x)",
-       domain=((-2.0, 2.0), (0.5, 2.0))),
+       domain=((-2.0, 2.0), (0.5, 2.0)), keyword="rounding_mode"),
     # d/dx x^y = y x^(y-1) (0 where y == 0, as PyTorch) ; d/dy x^y = x^y log x (0 at x == 0, y >= 0:
     # a computed zero, as PyTorch's, so an infinite gradient gives NaN there)
     # (y == 2 is the common case, x**2: a multiply instead of a call to pow)
@@ -104,7 +110,8 @@ OPS: Tuple[Op, ...] = (
        # a constant: the branch not taken passes nothing back to the result)
        gy="g * (0.0 if (x == 0.0 and y >= 0.0) else out * log(x))",
        node="PowBackward1", dunder="pow", node_c="PowBackward0",
-       node_r="PowBackward2", int_result=True, domain=((0.3, 2.0), (-2.0, 2.0))),
+       node_r="PowBackward2", int_result=True, domain=((0.3, 2.0), (-2.0, 2.0)),
+       params="input, exponent"),
     # atan2(x, y) = angle of (y, x): d/dx = y/(x^2+y^2) ; d/dy = -x/(x^2+y^2)
     # (where x^2+y^2 is 0 -- the origin, or both tiny -- PyTorch's partials are computed
     # zeros, not masks: times an infinite gradient they give NaN, and a create_graph
@@ -175,7 +182,7 @@ OPS: Tuple[Op, ...] = (
     Op("sign", 1, "1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)",
        "(x > 0.0) * 1.0 - (x < 0.0) * 1.0", "0.0", node="SignBackward0", int_result=True),
     Op("round", 1, "math.copysign(float(round(x)), x)", "np.round(x)", "0.0",
-       node="RoundBackward0", int_result=True),
+       node="RoundBackward0", int_result=True, keyword="decimals"),
     Op("floor", 1, "math.copysign(float(math.floor(x)), x)", "np.floor(x)", "0.0",
        node="FloorBackward0", int_result=True),
     Op("ceil", 1, "math.copysign(float(math.ceil(x)), x)", "np.ceil(x)", "0.0",
@@ -219,7 +226,8 @@ OPS: Tuple[Op, ...] = (
     Op("reciprocal", 1, "1.0 / x", "np.reciprocal(x)", "-out * out", gx="-g * (out * out)",
        node="ReciprocalBackward0",
        domain=((0.3, 2.0),)),
-    Op("clone", 1, "x", "np.copy(x)", "1.0", node="CloneBackward0", int_result=True),
+    Op("clone", 1, "x", "np.copy(x)", "1.0", node="CloneBackward0", int_result=True,
+       keyword="memory_format"),
     # PyTorch's fused backward ops, recorded by the create_graph rules above (x: the incoming
     # gradient, y: the saved value); their partials are PyTorch's double-backward formulas
     # sigmoid_backward(g, s) = g (1 - s) s: d/dg = (1 - s) s ; d/ds = g (1 - 2 s)

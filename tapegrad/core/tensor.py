@@ -440,7 +440,12 @@ class Tensor:
 
     def detach(self) -> "Tensor":
         """A new leaf sharing this tensor's value, cut from the graph."""
-        return wrap(self._value)
+        try:
+            value = self._value
+        except AttributeError:   # Tensor.detach(3.0): PyTorch's descriptor error, not ours
+            raise TypeError("descriptor 'detach' for 'Tensor' objects doesn't apply to a "
+                            f"'{type(self).__name__}' object") from None
+        return wrap(value)
 
     def detach_(self):
         """Cut this tensor from the graph in place (it becomes a leaf without grad)."""
@@ -641,13 +646,15 @@ class Tensor:
         """In place ``self *= other``."""
         return self._inplace(lambda s: s * other)
 
-    def div_(self, other):
-        """In place ``self /= other``."""
+    def div_(self, other, *, rounding_mode=None):
+        """In place ``self /= other`` (rounded by ``rounding_mode``, as ``div``)."""
+        if rounding_mode is not None:   # (the ops layer's div takes it)
+            return self._inplace(lambda s: s.div(other, rounding_mode=rounding_mode))
         return self._inplace(lambda s: s / other)
 
-    def pow_(self, other):
-        """In place ``self **= other``."""
-        return self._inplace(lambda s: s ** other)
+    def pow_(self, exponent):
+        """In place ``self **= exponent``."""
+        return self._inplace(lambda s: s ** exponent)
 
     def clamp_(self, min=None, max=None):
         """In place ``clamp``."""

@@ -30,7 +30,8 @@ from .modules import (ConvTranspose1d, ConvTranspose2d, GroupNorm, InstanceNorm1
                       InstanceNorm2d, PixelShuffle, PixelUnshuffle, Upsample,
                       UpsamplingBilinear2d, UpsamplingNearest2d)
 from .modules import AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, Fold, Unfold
-from .attention import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
+from .attention import (MultiheadAttention, Transformer, TransformerDecoder,
+                        TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 
 __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleList",
@@ -50,4 +51,5 @@ __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleLis
            "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "Upsample", "UpsamplingNearest2d",
            "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle", "AdaptiveAvgPool1d",
            "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "MultiheadAttention",
-           "TransformerEncoderLayer", "TransformerEncoder", "Unfold", "Fold"]
+           "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer",
+           "TransformerDecoder", "Transformer", "Unfold", "Fold"]

@@ -1,5 +1,5 @@
-"""Attention layers (PyTorch's ``nn.MultiheadAttention``, ``nn.TransformerEncoderLayer``,
-``nn.TransformerEncoder``), composed of recorded ops (``linear``, ``matmul``, ``softmax``),
+"""Attention layers (PyTorch's ``nn.MultiheadAttention``, the ``nn.Transformer`` and its
+encoder and decoder layers), composed of recorded ops (``linear``, ``matmul``, ``softmax``),
 with PyTorch's parameter names, order, initialisation and equations
 (``torch.nn.functional.multi_head_attention_forward``)."""
 from __future__ import annotations
@@ -9,12 +9,14 @@ import math
 
 import numpy as np
 
+from ..core.dtypes import get_default_dtype
 from ..core.tensor import Tensor, wrap
 from . import functional as F
 from . import init
 from .modules import Dropout, LayerNorm, Linear, Module, ModuleList, Parameter
 
 __all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
+           "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
            "NonDynamicallyQuantizableLinear"]
 
 
@@ -54,12 +56,12 @@ class MultiheadAttention(Module):
         if self.head_dim * num_heads != embed_dim:
             raise AssertionError("embed_dim must be divisible by num_heads")
         dt = np.float64 if dtype is None else getattr(dtype, "np", dtype)
-        self.in_proj_weight = Parameter(np.empty((3 * embed_dim, embed_dim), dt))
+        self.in_proj_weight = Parameter(wrap(np.empty((3 * embed_dim, embed_dim), dt)))
         self.register_parameter("q_proj_weight", None)
         self.register_parameter("k_proj_weight", None)
         self.register_parameter("v_proj_weight", None)
         if bias:
-            self.in_proj_bias = Parameter(np.empty(3 * embed_dim, dt))
+            self.in_proj_bias = Parameter(wrap(np.empty(3 * embed_dim, dt)))
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias,
@@ -135,24 +137,31 @@ def _activation(activation):
     raise RuntimeError(f"activation should be relu/gelu, not {activation}")
 
 
-class TransformerEncoderLayer(Module):
-    """Self-attention and a feed-forward block, each with a residual connection and
-    ``LayerNorm`` (after, or before with ``norm_first``), as PyTorch's."""
+class _TransformerLayer(Module):
+    """What the encoder and decoder layers share: self-attention, with ``cross_attention``
+    a second attention (to the encoder's memory), a feed-forward block, a ``LayerNorm`` and a
+    dropout per block; PyTorch's names and registration order (so its state dicts load)."""
 
-    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
-                 layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True,
-                 device=None, dtype=None):
+    def __init__(self, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                 batch_first, norm_first, bias, dtype, cross_attention):
         super().__init__()
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                            batch_first=batch_first, dtype=dtype)
+
+        def attention():
+            return MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                      batch_first=batch_first, dtype=dtype)
+        self.self_attn = attention()
+        if cross_attention:
+            self.multihead_attn = attention()
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dtype)
         self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_feedforward, d_model, bias=bias, dtype=dtype)
         self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
+        blocks = 3 if cross_attention else 2
+        for k in range(1, blocks + 1):
+            setattr(self, f"norm{k}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias,
+                                                dtype=dtype))
+        for k in range(1, blocks + 1):
+            setattr(self, f"dropout{k}", Dropout(dropout))
         self.activation = _activation(activation)
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
@@ -161,7 +170,19 @@ class TransformerEncoderLayer(Module):
         return self.dropout1(x)
 
     def _ff_block(self, x):
-        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+        last = self.dropout3 if "dropout3" in self._modules else self.dropout2
+        return last(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+class TransformerEncoderLayer(_TransformerLayer):
+    """Self-attention and a feed-forward block, each with a residual connection and
+    ``LayerNorm`` (after, or before with ``norm_first``), as PyTorch's."""
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
+                 layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True,
+                 device=None, dtype=None):
+        super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                         batch_first, norm_first, bias, dtype, cross_attention=False)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         x = src
@@ -188,3 +209,109 @@ class TransformerEncoder(Module):
             out = layer(out, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
                         is_causal=bool(is_causal))
         return out if self.norm is None else self.norm(out)
+
+
+class TransformerDecoderLayer(_TransformerLayer):
+    """Self-attention over the target, attention to the encoder's ``memory``, and a
+    feed-forward block, each with a residual connection and ``LayerNorm`` (after, or before
+    with ``norm_first``), as PyTorch's."""
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
+                 layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True,
+                 device=None, dtype=None):
+        super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                         batch_first, norm_first, bias, dtype, cross_attention=True)
+
+    def _mha_block(self, x, mem, attn_mask, key_padding_mask, is_causal):
+        x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask,
+                                key_padding_mask=key_padding_mask, is_causal=is_causal,
+                                need_weights=False)[0]
+        return self.dropout2(x)
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
+        x = tgt
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask,
+                                   tgt_is_causal)
+            x = x + self._mha_block(self.norm2(x), memory, memory_mask,
+                                    memory_key_padding_mask, memory_is_causal)
+            return x + self._ff_block(self.norm3(x))
+        x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
+        x = self.norm2(x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask,
+                                           memory_is_causal))
+        return self.norm3(x + self._ff_block(x))
+
+
+class TransformerDecoder(Module):
+    """``num_layers`` copies of ``decoder_layer`` applied in turn to the target (each
+    attending to ``memory``), then ``norm``."""
+
+    def __init__(self, decoder_layer, num_layers, norm=None):
+        super().__init__()
+        self.layers = ModuleList([copy.deepcopy(decoder_layer) for _ in range(num_layers)])
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
+        out = tgt
+        for layer in self.layers:
+            out = layer(out, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                        tgt_key_padding_mask=tgt_key_padding_mask,
+                        memory_key_padding_mask=memory_key_padding_mask,
+                        tgt_is_causal=bool(tgt_is_causal), memory_is_causal=memory_is_causal)
+        return out if self.norm is None else self.norm(out)
+
+
+class Transformer(Module):
+    """An encoder (``num_encoder_layers``) and a decoder (``num_decoder_layers``), each
+    ending in a ``LayerNorm``; the matrices initialised by ``xavier_uniform_``, as
+    PyTorch's."""
+
+    def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6,
+                 dim_feedforward=2048, dropout=0.1, activation="relu", custom_encoder=None,
+                 custom_decoder=None, layer_norm_eps=1e-5, batch_first=False, norm_first=False,
+                 bias=True, device=None, dtype=None):
+        super().__init__()
+        common = dict(dim_feedforward=dim_feedforward, dropout=dropout, activation=activation,
+                      layer_norm_eps=layer_norm_eps, batch_first=batch_first,
+                      norm_first=norm_first, bias=bias, dtype=dtype)
+        if custom_encoder is not None:
+            self.encoder = custom_encoder
+        else:
+            self.encoder = TransformerEncoder(
+                TransformerEncoderLayer(d_model, nhead, **common), num_encoder_layers,
+                LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
+        if custom_decoder is not None:
+            self.decoder = custom_decoder
+        else:
+            self.decoder = TransformerDecoder(
+                TransformerDecoderLayer(d_model, nhead, **common), num_decoder_layers,
+                LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
+        for p in self.parameters():
+            if p.dim() > 1:
+                init.xavier_uniform_(p)
+        self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+                src_key_padding_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
+                memory_is_causal=False):
+        if src.dim() == 3 and src.shape[0 if self.batch_first else 1] \
+                != tgt.shape[0 if self.batch_first else 1]:
+            raise RuntimeError("the batch number of src and tgt must be equal")
+        if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model:
+            raise RuntimeError("the feature number of src and tgt must be equal to d_model")
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask,
+                              is_causal=src_is_causal)
+        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                            tgt_key_padding_mask=tgt_key_padding_mask,
+                            memory_key_padding_mask=memory_key_padding_mask,
+                            tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz, device=None, dtype=None):
+        """The causal mask (sz, sz): -inf above the diagonal, 0 elsewhere."""
+        dt = get_default_dtype() if dtype is None else dtype
+        return wrap(np.triu(np.full((sz, sz), -np.inf), 1).astype(dt.np))

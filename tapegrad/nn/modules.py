@@ -56,12 +56,11 @@ class Parameter(metaclass=_ParameterMeta):
 
     def __new__(cls, data=None, requires_grad=True):
         if data is None:
-            v = np.zeros(0)
+            t = wrap(np.zeros(0))
         elif isinstance(data, Tensor):
-            v = data._value
-        else:
-            v = np.asarray(data, dtype=np.float64 if not isinstance(data, np.ndarray) else None)
-        t = wrap(v)
+            t = wrap(data._value)
+        else:   # PyTorch calls data.detach() on anything that is not a plain tensor
+            raise AttributeError(f"'{type(data).__name__}' object has no attribute 'detach'")
         if requires_grad:
             t.requires_grad_(True)
         return t
@@ -740,40 +739,46 @@ class ModuleList(_NumberedModules):
         return self
 
 
-class ModuleDict(Module):
-    """An ordered dict of modules registered under their keys."""
+class _RegisteredDict(Module):
+    """What ModuleDict and ParameterDict share: a dict view of one of the module's
+    registries (``_registry``), in insertion order; a subclass says how a value is
+    registered (``__setitem__``) and in which order a plain dict is added (``update``)."""
 
-    def __init__(self, modules=None):
+    _registry = ""          # "_modules" or "_parameters"
+    _sorts_plain_dicts = False
+
+    def __init__(self, values=None):
         super().__init__()
-        if modules is not None:
-            self.update(modules)
+        if values is not None:
+            self.update(values)
+
+    @property
+    def _store(self):
+        return getattr(self, self._registry)
 
     def __getitem__(self, key):
-        return self._modules[key]
-
-    def __setitem__(self, key, module):
-        self.add_module(key, module)
+        return self._store[key]
 
     def __delitem__(self, key):
-        del self._modules[key]
+        del self._store[key]
 
     def __len__(self):
-        return len(self._modules)
+        return len(self._store)
 
     def __iter__(self):
-        return iter(self._modules)
+        return iter(self._store)
 
     def __contains__(self, key):
-        return key in self._modules
+        return key in self._store
 
     def keys(self):
-        return self._modules.keys()
+        return self._store.keys()
 
     def values(self):
-        return self._modules.values()
+        return self._store.values()
 
     def items(self):
-        return self._modules.items()
+        return self._store.items()
 
     def pop(self, key):
         v = self[key]
@@ -781,17 +786,37 @@ class ModuleDict(Module):
         return v
 
     def clear(self):
-        self._modules.clear()
+        self._store.clear()
 
-    def update(self, modules):
-        items = modules.items() if hasattr(modules, "items") else modules
-        for key, module in items:
-            self[key] = module
+    def update(self, values):
+        """Add ``values`` (a mapping or pairs); a ParameterDict takes a plain dict in sorted
+        key order, as PyTorch's (an ``OrderedDict`` or one of these dicts in its own order)."""
+        if isinstance(values, (OrderedDict, _RegisteredDict)) or not hasattr(values, "items"):
+            items = list(values.items() if hasattr(values, "items") else values)
+        else:
+            items = sorted(values.items()) if self._sorts_plain_dicts else list(values.items())
+        for key, value in items:
+            self[key] = value
+
+
+class ModuleDict(_RegisteredDict):
+    """An ordered dict of modules registered under their keys."""
+
+    _registry = "_modules"
+
+    def __setitem__(self, key, module):
+        self.add_module(key, module)
+
+
+def _as_parameter(value):
+    """A tensor as a parameter: PyTorch's containers wrap a plain tensor in ``Parameter``."""
+    return value if _is_param(value) else Parameter(value)
 
 
 class ParameterList(Module):
     """A list of parameters, registered as ``0``, ``1``, ... (e.g. the weights of a neuron
-    built from 0-d scalar tensors).  Iterates over the tensors themselves."""
+    built from 0-d scalar tensors).  Iterates over the tensors themselves; a value that is
+    not a tensor is kept as it is, unregistered, as PyTorch's."""
 
     def __init__(self, values=None):
         super().__init__()
@@ -809,9 +834,9 @@ class ParameterList(Module):
         return iter(self._list)
 
     def append(self, value):
-        if not _is_param(value):
-            value = Parameter(value)
-        self.register_parameter(str(len(self._list)), value)
+        if isinstance(value, Tensor):
+            value = _as_parameter(value)
+            self.register_parameter(str(len(self._list)), value)
         self._list.append(value)
         return self
 
@@ -823,57 +848,22 @@ class ParameterList(Module):
     def extra_repr(self):
         lines = []
         for k, p in enumerate(self._list):
+            if not isinstance(p, Tensor):
+                lines.append(f"({k}): Object of type: {type(p).__name__}")
+                continue
             shape = "x".join(str(n) for n in p.shape) or "()"
             lines.append(f"({k}): Parameter containing: [tapegrad.{p.dtype.name} of size {shape}]")
         return "\n".join(lines)
 
 
-class ParameterDict(Module):
+class ParameterDict(_RegisteredDict):
     """A dict of parameters registered under their keys."""
 
-    def __init__(self, parameters=None):
-        super().__init__()
-        if parameters is not None:
-            self.update(parameters)
-
-    def __getitem__(self, key):
-        return self._parameters[key]
+    _registry = "_parameters"
+    _sorts_plain_dicts = True
 
     def __setitem__(self, key, value):
-        self.register_parameter(key, value if _is_param(value) else Parameter(value))
-
-    def __delitem__(self, key):
-        del self._parameters[key]
-
-    def __len__(self):
-        return len(self._parameters)
-
-    def __iter__(self):
-        return iter(self._parameters)
-
-    def __contains__(self, key):
-        return key in self._parameters
-
-    def keys(self):
-        return self._parameters.keys()
-
-    def values(self):
-        return self._parameters.values()
-
-    def items(self):
-        return self._parameters.items()
-
-    def update(self, parameters):
-        """Add ``parameters`` (a mapping or pairs); a plain dict in sorted key order, as
-        PyTorch's (an ``OrderedDict`` or a ``ParameterDict`` in its own order)."""
-        if isinstance(parameters, (OrderedDict, ParameterDict)):
-            items = list(parameters.items())
-        elif hasattr(parameters, "items"):
-            items = sorted(parameters.items())
-        else:
-            items = list(parameters)
-        for key, value in items:
-            self[key] = value
+        self.register_parameter(key, _as_parameter(value))
 
 
 # -- layers -------------------------------------------------------------------------------
@@ -900,9 +890,9 @@ class Linear(Module):
         self.in_features = in_features
         self.out_features = out_features
         np_dtype = np.float64 if dtype is None else getattr(dtype, "np", dtype)
-        self.weight = Parameter(np.empty((out_features, in_features), np_dtype))
+        self.weight = Parameter(wrap(np.empty((out_features, in_features), np_dtype)))
         if bias:
-            self.bias = Parameter(np.empty(out_features, np_dtype))
+            self.bias = Parameter(wrap(np.empty(out_features, np_dtype)))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
@@ -1087,9 +1077,9 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(normalized_shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
         if elementwise_affine:
-            self.weight = Parameter(np.ones(self.normalized_shape, _np_dtype(dtype)))
+            self.weight = Parameter(wrap(np.ones(self.normalized_shape, _np_dtype(dtype))))
             if bias:
-                self.bias = Parameter(np.zeros(self.normalized_shape, _np_dtype(dtype)))
+                self.bias = Parameter(wrap(np.zeros(self.normalized_shape, _np_dtype(dtype))))
             else:
                 self.register_parameter("bias", None)
         else:
@@ -1128,8 +1118,9 @@ class Embedding(Module):
         self.padding_idx, self.max_norm, self.norm_type = padding_idx, max_norm, norm_type
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         if _weight is None:
-            self.weight = Parameter(np.empty((num_embeddings, embedding_dim), _np_dtype(dtype)),
-                                    requires_grad=not _freeze)
+            self.weight = Parameter(
+                wrap(np.empty((num_embeddings, embedding_dim), _np_dtype(dtype))),
+                requires_grad=not _freeze)
             self.reset_parameters()
         else:
             if list(_weight.shape) != [num_embeddings, embedding_dim]:
@@ -1183,9 +1174,9 @@ class _BatchNorm(Module):
         self.affine, self.track_running_stats = affine, track_running_stats
         dt = _np_dtype(dtype)
         if affine:
-            self.weight = Parameter(np.ones(num_features, dt))
+            self.weight = Parameter(wrap(np.ones(num_features, dt)))
             if bias:
-                self.bias = Parameter(np.zeros(num_features, dt))
+                self.bias = Parameter(wrap(np.zeros(num_features, dt)))
             else:
                 self.register_parameter("bias", None)
         else:
@@ -1259,9 +1250,9 @@ class GroupNorm(Module):
         self.affine = affine
         dt = _np_dtype(dtype)
         if affine:
-            self.weight = Parameter(np.ones(num_channels, dt))
+            self.weight = Parameter(wrap(np.ones(num_channels, dt)))
             if bias:
-                self.bias = Parameter(np.zeros(num_channels, dt))
+                self.bias = Parameter(wrap(np.zeros(num_channels, dt)))
             else:
                 self.register_parameter("bias", None)
         else:
@@ -1399,9 +1390,9 @@ class _ConvNd(Module):
         self.transposed, self.output_padding = False, (0,) * n
         self.padding_mode = padding_mode
         dt = _np_dtype(dtype)
-        self.weight = Parameter(np.empty(self._weight_shape(), dt))
+        self.weight = Parameter(wrap(np.empty(self._weight_shape(), dt)))
         if bias:
-            self.bias = Parameter(np.empty(out_channels, dt))
+            self.bias = Parameter(wrap(np.empty(out_channels, dt)))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
@@ -1833,7 +1824,8 @@ class PReLU(Module):
     def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
         super().__init__()
         self.num_parameters, self.init = num_parameters, init
-        self.weight = Parameter(np.full(num_parameters, float(init), _np_dtype(dtype)))
+        self.weight = Parameter(
+            wrap(np.full(num_parameters, float(init), _np_dtype(dtype))))
 
     def reset_parameters(self):
         init.constant_(self.weight, self.init)

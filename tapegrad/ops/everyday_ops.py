@@ -1,6 +1,6 @@
 """Array-op rows that PyTorch programs reach for beside the core table (``array_ops.py``):
-sorting (``sort``, ``topk``), scattering (``scatter``, ``scatter_add``, ``index_add``,
-``masked_fill``), ``einsum`` and ``cross``.
+sorting (``sort``, ``topk``), scattering (``scatter``, ``scatter_add``, ``scatter_reduce``,
+``index_add``, ``masked_fill``), ``einsum`` and ``cross``.
 
 Rows as in ``array_ops.py``: a NumPy forward and a vector-Jacobian product written in
 tapegrad ops (so each differentiates to any order); ``tests/test_api_everyday.py`` checks
@@ -13,6 +13,7 @@ import string
 import numpy as np
 
 from ..core.elementwise import FUNCTIONS as ELEMENTWISE
+from ..core.grad_mode import is_grad_enabled
 from ..core.shapes import wrap_dim
 from ..core.tensor import Tensor, wrap
 from .array_ops import along_index, call, defop
@@ -136,6 +137,159 @@ def scatter_add(x, dim, index, src):
 
 scatter_add.defvjp(lambda g, ans, x, dim, index, src:
                    (g, None, None, lambda: call("gather", g, dim, index)))
+
+
+# reduction -> (the NumPy ufunc that folds a value in, its identity for a float or an int)
+_SCATTER_REDUCTIONS = {
+    "sum": (np.add, lambda dt: 0), "mean": (np.add, lambda dt: 0),
+    "prod": (np.multiply, lambda dt: 1),
+    "amax": (np.maximum, lambda dt: -np.inf if dt.kind == "f" else np.iinfo(dt).min),
+    "amin": (np.minimum, lambda dt: np.inf if dt.kind == "f" else np.iinfo(dt).max),
+}
+
+
+def scatter_reduced(x, dim, index, src, reduce, include_self=True):
+    """NumPy: ``x`` with the ``src`` values at ``index`` (along ``dim``) folded into each
+    place by ``reduce`` (``sum``, ``prod``, ``mean``, ``amax``, ``amin``); without
+    ``include_self`` a place written to forgets its own value first."""
+    fold, identity = _SCATTER_REDUCTIONS[reduce]
+    out = np.array(x, copy=True)
+    view = out.reshape(out.shape or (1,))
+    idx = along_index(index, dim)
+    src = np.broadcast_to(src, np.shape(index)) if not np.ndim(src) else \
+        np.asarray(src)[tuple(slice(0, n) for n in np.shape(index) or (1,))]
+    src = np.reshape(src, idx[dim].shape).astype(out.dtype, copy=False)
+    if not include_self:
+        view[idx] = identity(out.dtype)
+    fold.at(view, idx, src)
+    if reduce == "mean":
+        count = np.full(view.shape, 1 if include_self else 0, np.int64)
+        np.add.at(count, idx, 1)
+        count = np.maximum(count, 1)
+        view[...] = view // count if out.dtype.kind in "iub" else view / count
+    return out
+
+
+def _scatter_counts(shape, dim, index):
+    """How many index entries land on each place of ``shape``."""
+    count = np.zeros(tuple(shape) or (1,))
+    np.add.at(count, along_index(index, dim), 1.0)
+    return count.reshape(shape)
+
+
+@defop("scatter_reduce", "ScatterReduceBackward0", method=False)
+def scatter_reduce(x, dim, index, src, reduce, include_self=True):
+    return scatter_reduced(x, dim, index, src, reduce, include_self)
+
+
+def _scatter_reduce_vjp(g, ans, x, dim, index, src, reduce, include_self=True):
+    """PyTorch's ``scatter_reduce_backward``: (x's gradient, src's gradient), in tapegrad
+    ops so that they differentiate again."""
+    xv, sv, av = _value(x), _value(src), _value(ans)
+    if reduce == "sum":
+        gx, gs = g, call("gather", g, dim, index)
+    elif reduce == "mean":
+        n = _scatter_counts(xv.shape, dim, index) + (1.0 if include_self else 0.0)
+        n = wrap(np.maximum(n, 1.0))
+        gx, gs = g / n, call("gather", g / n, dim, index)
+    elif reduce == "prod":
+        # d prod / d a = the product of the others: result / a, where a != 0; a zero's
+        # gradient is the product of the others, recomputed with the zero taken out
+        x_zero = xv == 0
+        masked_x = _where(x_zero, 1.0, x)
+        gx = g * call("scatter_reduce", masked_x, dim, index, src, "prod", include_self) \
+            / masked_x
+        src_zero = _src_part(sv, index) == 0
+        zeros_there = _gathered(_zero_counts(xv.shape, dim, index, src_zero), dim, index)
+        single_zero = src_zero & (zeros_there == 1)
+        if np.any(zeros_there > 1) and is_grad_enabled():   # a create_graph walk
+            raise RuntimeError("scatter_reduce(): Double backward is unsupported for src when "
+                               ">1 zeros in src are scattered to the same position. Please "
+                               "file an issue on github if you need this feature.")
+        masked_src = _where(single_zero, 1.0, src)
+        with_zero_out = call("scatter_reduce", x, dim, index, masked_src, "prod", include_self)
+        gs = _where(single_zero, call("gather", g * with_zero_out, dim, index),
+                    call("gather", g * ans, dim, index) / _where(src_zero, 1.0, src))
+    else:   # amax, amin: shared evenly among the values equal to the result
+        x_is = (xv == av).astype(np.float64)
+        src_is = (_src_part(sv, index) == _gathered(av, dim, index)).astype(np.float64)
+        shares = x_is.reshape(x_is.shape or (1,)).copy()
+        idx = along_index(index, dim)
+        np.add.at(shares, idx, src_is.reshape(idx[dim].shape))
+        g_each = g / wrap(shares.reshape(x_is.shape))
+        gx = g_each * wrap(x_is)
+        gs = call("gather", g_each, dim, index) * wrap(src_is)
+    if not include_self:
+        gx = _where(_scattered(xv.shape, dim, index), 0.0, gx)
+    return gx, None, None, gs
+
+
+def _src_part(src, index):
+    """The part of ``src`` that is scattered: its first ``index.shape`` elements."""
+    return np.asarray(src)[tuple(slice(0, n) for n in np.shape(index))]
+
+
+def _gathered(v, dim, index):
+    """NumPy's ``gather``: ``v`` along ``dim`` at ``index``, shaped as ``index``."""
+    return np.atleast_1d(v)[along_index(index, dim)].reshape(np.shape(index))
+
+
+def _zero_counts(shape, dim, index, src_zero):
+    """How many zeros of ``src`` land on each place of ``shape``."""
+    count = np.zeros(tuple(shape) or (1,))
+    idx = along_index(index, dim)
+    np.add.at(count, idx, np.reshape(src_zero, idx[dim].shape).astype(np.float64))
+    return count.reshape(shape)
+
+
+scatter_reduce.defvjp(_scatter_reduce_vjp)
+
+
+@defop("scatter_folded", "NotImplemented", method=False, saves=False)
+def scatter_folded(x, dim, index, src, reduce):
+    """``scatter(..., reduce='add' | 'multiply')``: PyTorch has no derivative for it."""
+    return scatter_reduced(x, dim, index, src, "sum" if reduce == "add" else "prod")
+
+
+def _no_scatter_derivative(g, ans, *args, **params):
+    raise RuntimeError("derivative for aten::scatter is not implemented")
+
+
+scatter_folded.defvjp(_no_scatter_derivative)
+
+
+# -- rounded quotients and roundings: piecewise constant ------------------------------------
+
+def _zeros_of(g):
+    return wrap(np.zeros_like(np.asarray(g._value)))
+
+
+@defop("div_rounded", "DivBackward2", method=False, saves=False)
+def div_rounded(x, y, rounding_mode):
+    """``x / y`` rounded toward zero (``"trunc"``) or down (``"floor"``) (floats)."""
+    with np.errstate(all="ignore"):
+        q = np.true_divide(x, y)
+    return np.trunc(q) if rounding_mode == "trunc" else np.floor(q)
+
+
+# the rounded quotient is piecewise constant: its derivative is zero wherever it exists (and
+# PyTorch's DivBackward2 passes zeros, without saving either input)
+div_rounded.defvjp(lambda g, ans, x, y, rounding_mode:
+                   (lambda: _zeros_of(g), lambda: _zeros_of(g) if isinstance(y, Tensor) else None))
+
+
+@defop("round_decimals", "RoundBackward1", method=False, saves=False)
+def round_decimals(x, decimals):
+    """``x`` rounded half to even at ``decimals`` places, as PyTorch computes it."""
+    if decimals > 0:
+        scale = 10.0 ** decimals
+        return np.round(x * scale) / scale
+    scale = 10.0 ** -decimals
+    return np.round(x / scale) * scale
+
+
+# piecewise constant: zero gradient, as PyTorch's RoundBackward1
+round_decimals.defvjp(lambda g, ans, x, decimals: (lambda: _zeros_of(g),))
 
 
 @defop("index_add", "IndexAddBackward0", method=False, saves=False)

@@ -270,12 +270,16 @@ def eye(n: int, m: Optional[int] = None, dtype: DType = None, device=None,
     return _make(np.eye(n, n if m is None else m, dtype=_float(dtype)), requires_grad, device)
 
 
-def arange(start: Number, end: Optional[Number] = None, step: Number = 1, dtype: DType = None,
-           device=None, requires_grad: bool = False, layout=None, pin_memory: bool = False,
-           out=None) -> Tensor:
-    """Values from ``start`` to ``end`` (exclusive) by ``step``."""
+def arange(start: Number = None, end: Optional[Number] = None, step: Number = 1,
+           dtype: DType = None, device=None, requires_grad: bool = False, layout=None,
+           pin_memory: bool = False, out=None) -> Tensor:
+    """Values from ``start`` to ``end`` (exclusive) by ``step`` (``arange(end=4)`` too)."""
+    if start is None and end is None:
+        raise TypeError("arange() missing 1 required positional arguments: \"end\"")
     if end is None:
         start, end = 0, start
+    elif start is None:
+        start = 0
     if step == 0:
         raise RuntimeError("step must be nonzero")
     if (end - start) * step < 0:

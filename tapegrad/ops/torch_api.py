@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import re
+import warnings
 from collections import namedtuple
 from typing import List, Optional, Sequence, Tuple, Union
 
@@ -402,9 +403,12 @@ def expand_as(input: Tensor, other: Tensor) -> Tensor:
     return expand(input, tuple(other.shape))
 
 
-def flip(input: Tensor, *dims: Union[int, Sequence[int]]) -> Tensor:
-    """Reverse the order of the elements along ``dims``."""
-    return call("flip", input, dims=shape_arg(dims))
+def flip(input: Tensor, *dims: Union[int, Sequence[int]], **keyword) -> Tensor:
+    """Reverse the order of the elements along ``dims`` (also ``dims=``)."""
+    if keyword.keys() - {"dims"}:
+        raise TypeError(f"flip() got an unexpected keyword argument "
+                        f"'{next(iter(keyword.keys() - {'dims'}))}'")
+    return call("flip", input, dims=shape_arg(dims or (keyword["dims"],)))
 
 
 def roll(input: Tensor, shifts: Union[int, Sequence[int]],
@@ -1008,12 +1012,19 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
     """``input`` with ``src`` (a tensor, or a number) written along ``dim`` at ``index``:
     ``out[index[i][j]][j] = src[i][j]`` for dim 0.  Differentiable in ``input`` (where not
     overwritten) and ``src``."""
-    if reduce is not None:
-        raise NotImplementedError("scatter(reduce=...) is not supported; use scatter_add")
+    if reduce not in (None, "add", "multiply"):
+        raise RuntimeError("reduce argument must be either add or multiply.")
     src = value if src is None else src
     index = _index_array(index, "scatter")
     dim = _check_scatter(input, dim, index, src, "scatter")
     index = index % (input.shape[dim] if input.ndim else 1)
+    if reduce is not None:   # PyTorch has no derivative for these (a backward raises)
+        if isinstance(src, Tensor):
+            warnings.warn("The reduce argument of torch.scatter with Tensor src is deprecated "
+                          "and will be removed in a future PyTorch release. Use "
+                          "torch.scatter_reduce instead for more reduction options.",
+                          UserWarning, stacklevel=2)
+        return call("scatter_folded", input, dim, index, src, reduce)
     if isinstance(src, Tensor) and src.ndim == 0 and index.ndim:
         src = src.item()
     return call("scatter", input, dim, index, src)
@@ -1025,6 +1036,28 @@ def scatter_add(input, dim, index, src):
     dim = _check_scatter(input, dim, index, src, "scatter_add")
     index = index % (input.shape[dim] if input.ndim else 1)
     return call("scatter_add", input, dim, index, src)
+
+
+def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
+    """``input`` with each ``src`` value folded into its place along ``dim`` at ``index`` by
+    ``reduce`` (``"sum"``, ``"prod"``, ``"mean"``, ``"amax"``, ``"amin"``), the place's own
+    value included unless ``include_self=False``.  Differentiable in ``input`` and ``src``
+    (PyTorch's ``scatter_reduce_backward``: ties of amax/amin share the gradient)."""
+    if not isinstance(src, Tensor):
+        raise TypeError(f"scatter_reduce(): argument 'src' (position 3) must be Tensor, not "
+                        f"{type(src).__name__}")
+    reduce = {"max": "amax", "min": "amin"}.get(reduce, reduce)   # PyTorch's aliases
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got "
+                           f"{reduce}")
+    index = _index_array(index, "scatter_reduce")
+    dim = _check_scatter(input, dim, index, src, "scatter_reduce")
+    if input.dtype != src.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+    index = index % (input.shape[dim] if input.ndim else 1)
+    if src.ndim and tuple(src.shape) != index.shape:   # only this part is scattered
+        src = src[tuple(slice(0, n) for n in index.shape)]
+    return call("scatter_reduce", input, dim, index, src, reduce, include_self)
 
 
 def index_add(input, dim, index, source, *, alpha=1):
@@ -2217,15 +2250,20 @@ def _scaled(fn, name):
 def divide(input, other, *, rounding_mode=None, out=None):
     """``input / other``; ``rounding_mode="trunc"`` or ``"floor"`` rounds the quotient (no
     gradient through the rounding, as PyTorch's)."""
-    r = ELEMENTWISE["div"](input, other)
-    if rounding_mode == "trunc":
-        r = ELEMENTWISE["trunc"](r) if not _integral(input, other) else \
-            wrap(np.asarray(np.trunc(_array(r))).astype(_result_of(input, other, _array(r))))
-    elif rounding_mode == "floor":
-        r = ELEMENTWISE["floor"](r) if not _integral(input, other) else floor_divide(input, other)
-    elif rounding_mode is not None:
+    if rounding_mode is None:
+        r = ELEMENTWISE["div"](input, other)
+    elif rounding_mode not in ("trunc", "floor"):
         raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
                            f"but found '{rounding_mode}'")
+    elif not _integral(input, other):
+        if not isinstance(input, Tensor):
+            input = wrap(input)
+        r = call("div_rounded", input, other, rounding_mode)
+    elif rounding_mode == "trunc":
+        q = _array(ELEMENTWISE["div"](input, other))
+        r = wrap(np.asarray(np.trunc(q)).astype(_result_of(input, other, q)))
+    else:
+        r = floor_divide(input, other)
     return r if out is None else write_out(r, out, "div")
 
 
@@ -2274,13 +2312,94 @@ def clamp(input, min=None, max=None, *, out=None):  # noqa: A002
     return r if out is None else write_out(r, out, "clamp")
 
 
+def rsub(input, other, *, alpha=1, out=None):
+    """``other - alpha * input`` (``out=`` too)."""
+    r = ELEMENTWISE["sub"](other, input if alpha == 1 else input * alpha)
+    return r if out is None else write_out(r, out, "rsub")
+
+
+def float_power(input, exponent, *, out=None):
+    """``input ** exponent`` computed in float64, as PyTorch's."""
+    base = _convert(input, float64) if isinstance(input, Tensor) else builtins.float(input)
+    if isinstance(exponent, Tensor):
+        exponent = _convert(exponent, float64)
+    r = ELEMENTWISE["pow"](base, exponent)
+    return r if out is None else write_out(r, out, "float_power")
+
+
+def round(input, *, decimals=0, out=None):  # noqa: A001
+    """Half to even, at ``decimals`` places (``round(x * 10^d) / 10^d``, as PyTorch); a zero
+    gradient."""
+    r = ELEMENTWISE["round"](input) if decimals == 0 else call("round_decimals", input, decimals)
+    return r if out is None else write_out(r, out, "round")
+
+
+def clone(input, *, memory_format=None):
+    """A copy (recorded: ``CloneBackward0``); every layout is the contiguous one here."""
+    return ELEMENTWISE["clone"](input)
+
+
+def index_fill(input, dim, index, value):
+    """``input`` with the slices at ``index`` along ``dim`` set to ``value`` (a number or a
+    0-d tensor); a ``masked_fill`` of those slices."""
+    index = np.asarray(index_value(index))
+    if index.dtype.kind not in "iu":
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
+    dim = wrap_dim(dim, builtins.max(input.ndim, 1))
+    n = input.shape[dim] if input.ndim else 1
+    mask = np.zeros(n, bool)
+    mask[index.reshape(-1) % n if n else index.reshape(-1)] = True
+    shape = [1] * input.ndim
+    if input.ndim:
+        shape[dim] = n
+    return masked_fill(input, mask.reshape(shape), value)
+
+
+def addr(input, vec1, vec2, *, beta=1, alpha=1):
+    """``beta * input + alpha * outer(vec1, vec2)``."""
+    prod_ = outer(vec1, vec2)
+    return (input if beta == 1 else input * beta) + (prod_ if alpha == 1 else prod_ * alpha)
+
+
+def cov(input, *, correction=1, fweights=None, aweights=None):
+    """The covariance of the variables in ``input``'s rows over the observations in its
+    columns (a 1-d input: one variable), divided by ``N - correction``."""
+    if fweights is not None or aweights is not None:
+        raise NotImplementedError("cov: fweights and aweights are not supported by tapegrad")
+    if input.ndim > 2:
+        raise ValueError(f"cov(): expected input to have two or fewer dimensions but got an "
+                         f"input with {input.ndim} dimensions")
+    x = input.reshape(1, -1) if input.ndim < 2 else input
+    if not x.dtype.is_floating_point:
+        x = _convert(x, get_default_dtype())
+    centred = x - mean(x, 1, keepdim=True)
+    c = matmul(centred, centred.transpose(0, 1)) / (x.shape[1] - correction)
+    return c.reshape(()) if input.ndim < 2 else c
+
+
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """Whether each of ``elements`` is among ``test_elements`` (a bool tensor)."""
+    a, b = _array(elements), _array(test_elements)
+    if a.dtype == np.bool_ or b.dtype == np.bool_:
+        raise RuntimeError("Unsupported input type encountered for isin(): Bool")
+    found = np.isin(a, b, invert=invert)
+    return wrap(np.asarray(found))
+
+
+def tensor_where(self, condition, other):
+    """``x.where(condition, y)``: ``x`` where ``condition`` holds, else ``y``."""
+    return where(condition, self, other)
+
+
 ARITHMETIC = {"add": _scaled(ELEMENTWISE["add"], "add"), "sub": _scaled(ELEMENTWISE["sub"], "sub"),
               "subtract": _scaled(ELEMENTWISE["sub"], "sub"),
               "mul": with_out(ELEMENTWISE["mul"], "mul"),
               "multiply": with_out(ELEMENTWISE["mul"], "mul"), "div": divide, "divide": divide,
               "true_divide": divide, "where": where, "clamp": clamp,
               "maximum": _two_tensors(ELEMENTWISE["maximum"], "maximum"),
-              "minimum": _two_tensors(ELEMENTWISE["minimum"], "minimum")}
+              "minimum": _two_tensors(ELEMENTWISE["minimum"], "minimum"), "rsub": rsub,
+              "float_power": float_power, "round": round, "clone": clone,
+              "index_fill": index_fill, "addr": addr, "cov": cov, "isin": isin}
 
 
 # Tensor methods (name -> function); PyTorch's method signatures take ``self`` first.
@@ -2301,7 +2420,8 @@ METHODS = {
     "bitwise_xor": bitwise_xor, "bitwise_not": bitwise_not, "equal": equal,
     "allclose": allclose, "isclose": isclose, "nonzero": nonzero,
     "count_nonzero": count_nonzero, "sort": sort, "argsort": argsort, "msort": msort,
-    "topk": topk, "scatter": scatter, "scatter_add": scatter_add, "index_add": index_add,
+    "topk": topk, "scatter": scatter, "scatter_add": scatter_add,
+    "scatter_reduce": scatter_reduce, "index_add": index_add,
     "masked_fill": masked_fill, "repeat_interleave": repeat_interleave, "cross": cross,
     "repeat": repeat, "tile": tile, "tril": tril, "triu": triu, "diag": diag, "trace": trace,
     "bmm": bmm, "addmm": addmm, "baddbmm": baddbmm, "unbind": unbind, "narrow": narrow,
@@ -2335,6 +2455,10 @@ FUNCTIONS.update(ARITHMETIC, get_num_threads=get_num_threads, set_num_threads=se
                  bernoulli=bernoulli, multinomial=multinomial, poisson=poisson,
                  is_floating_point=lambda input: input.is_floating_point(),
                  is_complex=lambda input: False)
+# the op-table rows whose method takes PyTorch's extra keyword (optable: ``keyword``)
+METHODS.update({op.name: ARITHMETIC[op.name] for op in optable.OPS if op.keyword},
+               divide=divide, float_power=float_power, index_fill=index_fill,
+               index_fill_=_inplace_row(index_fill), where=tensor_where, addr=addr, cov=cov)
 METHODS.update(
     to=to, cpu=cpu, cuda=cuda, type=tensor_type, type_as=type_as,
     double=_dtype_method(float64, "double"), float=_dtype_method(float32, "float"),
@@ -2362,6 +2486,7 @@ METHODS.update(
     __mod__=remainder, __rmod__=lambda self, other: remainder(other, self),
     __floordiv__=floor_divide, __rfloordiv__=lambda self, other: floor_divide(other, self),
     scatter_add_=_inplace_row(scatter_add), index_add_=_inplace_row(index_add),
+    scatter_reduce_=_inplace_row(scatter_reduce),
     __and__=bitwise_and, __rand__=bitwise_and, __or__=bitwise_or, __ror__=bitwise_or,
     __xor__=bitwise_xor, __rxor__=bitwise_xor, __invert__=invert,
     __getitem__=getitem, __setitem__=setitem,

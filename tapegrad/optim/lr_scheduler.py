@@ -25,6 +25,28 @@ def _lrs(optimizer):
     return [group["lr"] for group in optimizer.param_groups]
 
 
+def _check_optimizer(optimizer):
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+
+
+def _state_with(scheduler, name, saved):
+    """The scheduler's state (all but its optimizer) with attribute ``name`` saved as
+    ``saved``."""
+    state = {k: v for k, v in scheduler.__dict__.items() if k not in ("optimizer", name)}
+    state[name] = saved
+    return state
+
+
+def _load_all_but(scheduler, state_dict, name):
+    """Load ``state_dict`` into the scheduler except ``name``; returns what was saved for
+    ``name`` (the caller restores it its own way)."""
+    state_dict = dict(state_dict)
+    saved = state_dict.pop(name)
+    scheduler.__dict__.update(state_dict)
+    return saved
+
+
 class LRScheduler:
     """Base class: ``step()`` advances ``last_epoch`` and sets the rates ``get_lr()``
     computes; ``base_lrs`` are the groups' ``initial_lr``."""
@@ -32,8 +54,7 @@ class LRScheduler:
     _is_initial = False
 
     def __init__(self, optimizer, last_epoch=-1):
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        _check_optimizer(optimizer)
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in optimizer.param_groups:
@@ -80,9 +101,16 @@ class LRScheduler:
             self.last_epoch = epoch
             closed = getattr(self, "_get_closed_form_lr", None)
             values = closed() if closed is not None else self.get_lr()
+        self._set_lrs(values)
+
+    def _set_lrs(self, values):
         for group, lr in zip(self.optimizer.param_groups, values):
             group["lr"] = lr
         self._last_lr = _lrs(self.optimizer)
+
+    def _times(self, factor):
+        """Every group's current rate times ``factor``."""
+        return [group["lr"] * factor for group in self.optimizer.param_groups]
 
 
 class LambdaLR(LRScheduler):
@@ -102,15 +130,12 @@ class LambdaLR(LRScheduler):
     def state_dict(self):
         """As the base's, with each function's ``__dict__`` (None for plain functions and
         lambdas, which are not saved)."""
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
-        state["lr_lambdas"] = [None if isinstance(fn, types.FunctionType) else fn.__dict__.copy()
-                               for fn in self.lr_lambdas]
-        return state
+        return _state_with(self, "lr_lambdas",
+                           [None if isinstance(fn, types.FunctionType) else fn.__dict__.copy()
+                            for fn in self.lr_lambdas])
 
     def load_state_dict(self, state_dict):
-        state_dict = dict(state_dict)
-        lr_lambdas = state_dict.pop("lr_lambdas")
-        self.__dict__.update(state_dict)
+        lr_lambdas = _load_all_but(self, state_dict, "lr_lambdas")
         for fn, saved in zip(self.lr_lambdas, lr_lambdas):
             if saved is not None:
                 fn.__dict__.update(saved)
@@ -140,7 +165,7 @@ class StepLR(LRScheduler):
     def get_lr(self):
         if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
             return _lrs(self.optimizer)
-        return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
+        return self._times(self.gamma)
 
     def _get_closed_form_lr(self):
         return [base_lr * self.gamma ** (self.last_epoch // self.step_size)
@@ -157,8 +182,7 @@ class MultiStepLR(LRScheduler):
     def get_lr(self):
         if self.last_epoch not in self.milestones:
             return _lrs(self.optimizer)
-        return [group["lr"] * self.gamma ** self.milestones[self.last_epoch]
-                for group in self.optimizer.param_groups]
+        return self._times(self.gamma ** self.milestones[self.last_epoch])
 
     def _get_closed_form_lr(self):
         milestones = sorted(self.milestones.elements())
@@ -177,10 +201,10 @@ class ConstantLR(LRScheduler):
 
     def get_lr(self):
         if self.last_epoch == 0:
-            return [group["lr"] * self.factor for group in self.optimizer.param_groups]
+            return self._times(self.factor)
         if self.last_epoch != self.total_iters:
             return _lrs(self.optimizer)
-        return [group["lr"] * (1.0 / self.factor) for group in self.optimizer.param_groups]
+        return self._times(1.0 / self.factor)
 
 
 class LinearLR(LRScheduler):
@@ -200,13 +224,12 @@ class LinearLR(LRScheduler):
 
     def get_lr(self):
         if self.last_epoch == 0:
-            return [group["lr"] * self.start_factor for group in self.optimizer.param_groups]
+            return self._times(self.start_factor)
         if self._is_initial or self.last_epoch > self.total_iters:
             return _lrs(self.optimizer)
         d = self.end_factor - self.start_factor
-        return [group["lr"] * (1.0 + d / (self.total_iters * self.start_factor
-                                          + (self.last_epoch - 1) * d))
-                for group in self.optimizer.param_groups]
+        return self._times(1.0 + d / (self.total_iters * self.start_factor
+                                      + (self.last_epoch - 1) * d))
 
 
 class ExponentialLR(LRScheduler):
@@ -219,7 +242,7 @@ class ExponentialLR(LRScheduler):
     def get_lr(self):
         if self._is_initial:
             return _lrs(self.optimizer)
-        return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
+        return self._times(self.gamma)
 
     def _get_closed_form_lr(self):
         return [base_lr * self.gamma ** self.last_epoch for base_lr in self.base_lrs]
@@ -266,7 +289,7 @@ class PolynomialLR(LRScheduler):
             return _lrs(self.optimizer)
         factor = ((1.0 - self.last_epoch / self.total_iters)
                   / (1.0 - (self.last_epoch - 1) / self.total_iters)) ** self.power
-        return [group["lr"] * factor for group in self.optimizer.param_groups]
+        return self._times(factor)
 
     def _get_closed_form_lr(self):
         return [b * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters) ** self.power
@@ -313,9 +336,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                 self.T_i = self.T_0
                 self.T_cur = epoch
         self.last_epoch = math.floor(epoch)
-        for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
-            group["lr"] = lr
-        self._last_lr = _lrs(self.optimizer)
+        self._set_lrs(self.get_lr())
 
 
 def _per_group(name, optimizer, value):
@@ -336,8 +357,7 @@ class OneCycleLR(LRScheduler):
                  pct_start=0.3, anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85,
                  max_momentum=0.95, div_factor=25.0, final_div_factor=1e4, three_phase=False,
                  last_epoch=-1):
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        _check_optimizer(optimizer)
         self.optimizer = optimizer
         if total_steps is not None:
             if total_steps <= 0 or not isinstance(total_steps, int):
@@ -426,7 +446,19 @@ class OneCycleLR(LRScheduler):
         return lrs
 
 
-class SequentialLR(LRScheduler):
+class _OfSchedulers(LRScheduler):
+    """What SequentialLR and ChainedScheduler share: their state holds each inner
+    scheduler's state."""
+
+    def state_dict(self):
+        return _state_with(self, "_schedulers", [s.state_dict() for s in self._schedulers])
+
+    def load_state_dict(self, state_dict):
+        for s, st in zip(self._schedulers, _load_all_but(self, state_dict, "_schedulers")):
+            s.load_state_dict(st)
+
+
+class SequentialLR(_OfSchedulers):
     """``schedulers[i]`` from epoch ``milestones[i - 1]`` on (each restarted at its
     milestone)."""
 
@@ -468,20 +500,8 @@ class SequentialLR(LRScheduler):
             sched.step()
         self._last_lr = sched.get_last_lr()
 
-    def state_dict(self):
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
 
-    def load_state_dict(self, state_dict):
-        state_dict = dict(state_dict)
-        inner = state_dict.pop("_schedulers")
-        self.__dict__.update(state_dict)
-        for s, st in zip(self._schedulers, inner):
-            s.load_state_dict(st)
-
-
-class ChainedScheduler(LRScheduler):
+class ChainedScheduler(_OfSchedulers):
     """Several schedulers stepped together (their factors multiply)."""
 
     def __init__(self, schedulers, optimizer=None):
@@ -497,18 +517,6 @@ class ChainedScheduler(LRScheduler):
             s.step()
         self._last_lr = _lrs(self._schedulers[-1].optimizer)
 
-    def state_dict(self):
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
-
-    def load_state_dict(self, state_dict):
-        state_dict = dict(state_dict)
-        inner = state_dict.pop("_schedulers")
-        self.__dict__.update(state_dict)
-        for s, st in zip(self._schedulers, inner):
-            s.load_state_dict(st)
-
 
 class ReduceLROnPlateau(LRScheduler):
     """``lr *= factor`` (not below ``min_lr``) when the metric given to ``step(metric)`` has
@@ -519,8 +527,7 @@ class ReduceLROnPlateau(LRScheduler):
                  threshold_mode="rel", cooldown=0, min_lr=0, eps=1e-8):
         if factor >= 1.0:
             raise ValueError("Factor should be < 1.0.")
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        _check_optimizer(optimizer)
         self.factor, self.optimizer = factor, optimizer
         if isinstance(min_lr, (list, tuple)):
             if len(min_lr) != len(optimizer.param_groups):

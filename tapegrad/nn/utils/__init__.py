@@ -10,10 +10,11 @@ import math
 
 import numpy as np
 
-from ..core.tensor import Tensor, wrap
-from .values import set_value, value
+from ...core.tensor import Tensor, wrap
+from ..values import set_value, value
+from . import rnn
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_",
+__all__ = ["rnn", "clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_",
            "parameters_to_vector", "vector_to_parameters"]
 
 
