@@ -16,8 +16,6 @@ _spec.loader.exec_module(probe)
 KNOWN = {
     'Parameter of a non-tensor',
     'detach of a non-tensor',
-    'in-place on a view of a leaf',
-    'view of a non-contiguous tensor',
 }
 
 

@@ -33,12 +33,14 @@ from .printing import format_value
 from .shapes import broadcast_error, wrap_dim
 from .pyop import record_broadcast
 from .tape import CHUNK, ARG, CONST, Tape, boot, rec_get, recording, thread_state
+from .views import VIEW_OF, VIEWS_ON, base_of, has_views, live_views, root_and_steps
 
 import builtins as _b  # noqa: E402  (methods named float/int/... below read the builtins)
 
 _new = object.__new__
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # tapegrad/
 _UNREG = "unregistered-leaf"   # marker: a leaf that requires grad, not yet on a tape
+UNREGISTERED_LEAF = _UNREG
 
 
 def wrap(v, requires_grad=False):
@@ -335,12 +337,28 @@ class Tensor:
     """
 
     __slots__ = ("_value", "_tape", "_entry", "_grad", "_hooks", "_retains", "_comparison",
-                 "_version", "__weakref__")
+                 "_vc", "__weakref__")
     __hash__ = object.__hash__
     # A subclass whose ops record differently (tg.compile's Elements) sets these to
     # handler(code, args) and handler(array op name, args, params).
     __tapegrad_elementwise__ = None
     __tapegrad_array_op__ = None
+
+    # -- storage ----------------------------------------------------------------------
+    @property
+    def _version(self):
+        """How many times the memory of this tensor was changed in place: one counter for a
+        base and all its views, as in PyTorch (a saved value checks it)."""
+        return getattr(root_and_steps(self)[0], "_vc", 0)
+
+    @_version.setter
+    def _version(self, n):
+        root_and_steps(self)[0]._vc = n
+
+    @property
+    def _base(self):
+        """The tensor whose memory this view shares (None for a tensor that is not a view)."""
+        return base_of(self)
 
     # -- autograd attributes ----------------------------------------------------------
     @property
@@ -454,6 +472,10 @@ class Tensor:
 
     @data.setter
     def data(self, other):
+        if VIEW_OF and has_views(self):   # new memory: the views keep the old one, unlinked
+            for v in live_views(self):
+                VIEW_OF.pop(id(v), None)
+            VIEWS_ON.pop(id(self), None)
         self._value = other._value if isinstance(other, Tensor) else wrap(other)._value
         t = self._tape
         if t.__class__ is Tape and t._leaves.get(self._entry) is self:
@@ -575,7 +597,7 @@ class Tensor:
             extra.append(f"dtype={self.dtype!r}")
         fn = self.grad_fn if self._tape.__class__ is Tape else None
         if fn is not None:
-            extra.append(f"grad_fn=<{fn.name()}>")
+            extra.append(f"grad_fn=<{type(fn).__name__}>")
         elif self._tape is not None:
             extra.append("requires_grad=True")
         return "tensor(" + ", ".join([body] + extra) + ")"
@@ -601,7 +623,11 @@ class Tensor:
         """``self = compute(self)`` in place, under PyTorch's rules: an error on a leaf that
         requires grad while grad mode is on; a recorded result becomes a new entry that
         ``self`` now stands for, and the old entry is marked modified so that a backward
-        through an op that saved it raises instead of using a stale value."""
+        through an op that saved it raises instead of using a stale value.  A view, or a
+        tensor with live views, writes into the memory they share (``_inplace_view``,
+        defined by the ops layer: it returns None when no view of this memory is alive)."""
+        if VIEW_OF and has_views(self) and self._inplace_view(compute) is not None:
+            return self
         grad_on = recording() is not None
         if grad_on and self._tape is not None and self.is_leaf:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
@@ -621,7 +647,8 @@ class Tensor:
             if old.__class__ is Tape and old._leaves.get(self._entry) is self:
                 old._leaf_of.pop(id(self), None)
                 self._tape = _UNREG            # re-register with the new value on next use
-            if v.__class__ is not float and self._value.__class__ is not float:
+            if v.__class__ is not float and self._value.__class__ is not float and \
+                    self._value.flags.writeable:
                 self._value[...] = v            # really in place: .data and aliases see it
                 # a new version of the memory: what saved it by reference must not use it
                 self._version = getattr(self, "_version", 0) + 1
