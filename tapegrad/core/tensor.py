@@ -33,7 +33,7 @@ from .printing import format_value
 from .shapes import broadcast_error, wrap_dim
 from .pyop import record_broadcast
 from .tape import CHUNK, ARG, CONST, Tape, boot, rec_get, recording, thread_state
-from .views import VIEW_OF, VIEWS_ON, base_of, has_views, live_views, root_and_steps
+from .views import forget_views
 
 import builtins as _b  # noqa: E402  (methods named float/int/... below read the builtins)
 
@@ -337,7 +337,10 @@ class Tensor:
     """
 
     __slots__ = ("_value", "_tape", "_entry", "_grad", "_hooks", "_retains", "_comparison",
-                 "_vc", "__weakref__")
+                 "_vc", "__weakref__", "__dict__")
+    # set on views and their roots only (core/views.py): here, what every other tensor reads
+    _view = None
+    _views = None
     __hash__ = object.__hash__
     # A subclass whose ops record differently (tg.compile's Elements) sets these to
     # handler(code, args) and handler(array op name, args, params).
@@ -349,16 +352,19 @@ class Tensor:
     def _version(self):
         """How many times the memory of this tensor was changed in place: one counter for a
         base and all its views, as in PyTorch (a saved value checks it)."""
-        return getattr(root_and_steps(self)[0], "_vc", 0)
+        info = self._view
+        return getattr(self if info is None else info[0], "_vc", 0)
 
     @_version.setter
     def _version(self, n):
-        root_and_steps(self)[0]._vc = n
+        info = self._view
+        (self if info is None else info[0])._vc = n
 
     @property
     def _base(self):
         """The tensor whose memory this view shares (None for a tensor that is not a view)."""
-        return base_of(self)
+        info = self._view
+        return None if info is None else info[0]
 
     # -- autograd attributes ----------------------------------------------------------
     @property
@@ -472,10 +478,10 @@ class Tensor:
 
     @data.setter
     def data(self, other):
-        if VIEW_OF and has_views(self):   # new memory: the views keep the old one, unlinked
-            for v in live_views(self):
-                VIEW_OF.pop(id(v), None)
-            VIEWS_ON.pop(id(self), None)
+        if self._views is not None:   # new memory: the views keep the old one, unlinked
+            forget_views(self)
+        if self._view is not None:
+            self._view = None
         self._value = other._value if isinstance(other, Tensor) else wrap(other)._value
         t = self._tape
         if t.__class__ is Tape and t._leaves.get(self._entry) is self:
@@ -626,7 +632,8 @@ class Tensor:
         through an op that saved it raises instead of using a stale value.  A view, or a
         tensor with live views, writes into the memory they share (``_inplace_view``,
         defined by the ops layer: it returns None when no view of this memory is alive)."""
-        if VIEW_OF and has_views(self) and self._inplace_view(compute) is not None:
+        if (self._view is not None or self._views is not None) and \
+                self._inplace_view(compute) is not None:
             return self
         grad_on = recording() is not None
         if grad_on and self._tape is not None and self.is_leaf:
@@ -685,11 +692,6 @@ class Tensor:
     __imul__ = mul_
     __itruediv__ = div_
     __ipow__ = pow_
-
-    def __iter__(self):
-        if self.ndim == 0:
-            raise TypeError("iteration over a 0-d tensor")
-        return (self[k] for k in range(self.shape[0]))
 
 
 class _HookHandle:

@@ -1,4 +1,4 @@
-"""Which tensors are views of which: the registry behind storage shared as in PyTorch.
+"""Which tensors are views of which: the bookkeeping behind memory shared as in PyTorch.
 
 A view (``x[0]``, ``x.t()``, ``x.view(-1)``...) holds a NumPy view of its base's array as
 its value, so a change through either shows in the other.  Its *root* is the tensor whose
@@ -7,72 +7,65 @@ that lead from the root to it, ``(array op name, arguments, params)`` each: an i
 through a view replays them to find the memory it writes, and autograd replays them on the
 root's new history (``AsStridedBackward0``).
 
-The registry is kept outside the tensors, in two dicts keyed by ``id``, so that tensors
-that are not views cost nothing: no slot to set when an op makes a tensor, and one
-``if VIEW_OF`` (an empty dict) in the in-place path of a program without views.
+Two attributes hold it, set only on the tensors concerned (``Tensor`` has class-level
+defaults of None, so no op that makes a tensor pays for them):
 
-- ``VIEW_OF``: id(view) -> (root, steps); the entry goes when the view dies (and keeps the
-  root alive while the view lives, as PyTorch's ``_base`` does);
-- ``VIEWS_ON``: id(root) -> [weakref to the root, [weakrefs to its views]]; the entry
-  goes when the root dies.
+- ``view._view``: ``(root, steps)``; it keeps the root alive, as PyTorch's ``_base`` does;
+- ``root._views``: weak references to its views (pruned as they die), which an in-place
+  change of the memory updates.
 
 A 0-d float64 view (an element ``x[i]``) holds a Python float, as every 0-d float64 tensor
-does (the fast path): it is registered like the others, and an in-place change of the
-storage refreshes its value.
+does (the fast path): an in-place change of the memory refreshes its value.
 """
 from __future__ import annotations
 
-import weakref
+from weakref import ref
 
-VIEW_OF = {}
-VIEWS_ON = {}
+
+class ViewRefs(list):
+    """A root's weak references to its views; dead ones are dropped when the list has
+    doubled since the last pruning (amortised)."""
+
+    __slots__ = ("limit",)
 
 
 def register_view(view, src, step):
     """Note that tensor ``view`` is ``src`` viewed through ``step`` (src may be a view)."""
-    info = VIEW_OF.get(id(src))
+    info = src._view
     if info is None:
         root, steps = src, (step,)
     else:
         root, steps = info[0], info[1] + (step,)
-    k = id(view)
-    VIEW_OF[k] = (root, steps)
-    rk = id(root)
-    entry = VIEWS_ON.get(rk)
-    if entry is None:
-        entry = VIEWS_ON[rk] = [weakref.ref(root, lambda _, rk=rk: VIEWS_ON.pop(rk, None)), [], 32]
-    refs = entry[1]
-    refs.append(weakref.ref(view, lambda _, k=k: VIEW_OF.pop(k, None)))
-    if len(refs) > entry[2]:   # drop the dead ones now and then (amortised)
+    view._view = (root, steps)
+    refs = root._views
+    if refs is None:
+        refs = root._views = ViewRefs()
+        refs.limit = 32
+    refs.append(ref(view))
+    if len(refs) > refs.limit:
         refs[:] = [r for r in refs if r() is not None]
-        entry[2] = 2 * len(refs) + 32
+        refs.limit = 2 * len(refs) + 32
 
 
 def root_and_steps(t):
     """(root, steps) of view ``t``, or (t, ()) for a tensor that is not a view."""
-    info = VIEW_OF.get(id(t))
+    info = t._view
     return (t, ()) if info is None else info
-
-
-def base_of(t):
-    """PyTorch's ``t._base``: the tensor whose storage ``t`` views, or None."""
-    info = VIEW_OF.get(id(t))
-    return None if info is None else info[0]
 
 
 def live_views(root):
     """The views of ``root`` that are alive, oldest first."""
-    entry = VIEWS_ON.get(id(root))
-    if entry is None:
+    refs = root._views
+    if refs is None:
         return []
-    views = [r() for r in entry[1]]
-    views = [v for v in views if v is not None]
+    views = [v for v in (r() for r in refs) if v is not None]
     if not views:
-        VIEWS_ON.pop(id(root), None)
+        root._views = None
     return views
 
 
-def has_views(t):
-    """True when ``t`` is a view or the root of views (alive or not yet pruned)."""
-    k = id(t)
-    return k in VIEW_OF or k in VIEWS_ON
+def forget_views(root):
+    """``root`` gets new memory (``x.data = ...``): its views keep the old one, unlinked."""
+    for v in live_views(root):
+        v._view = None
+    root._views = None

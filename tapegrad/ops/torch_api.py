@@ -27,6 +27,8 @@ from .array_ops import (call, full_slice as _full, index, index_shape, index_ste
                         view_through, without_leading_ones, wrap_dim)
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
+_ND, _F64, _float, _new = np.ndarray, np.float64, builtins.float, object.__new__
+_NO_PARAMS = {}   # (shared by the steps of element views: never written)
 Dim = Optional[Union[int, Tuple[int, ...], List[int]]]
 _INT = (int, np.integer)
 
@@ -603,17 +605,45 @@ def getitem(input: Tensor, idx) -> Tensor:
     indices give a view of ``x``'s memory, advanced ones a copy."""
     if idx.__class__ is int and input._tape is None and input.__class__ is Tensor:
         v = input._value   # the hot case (``for v in x``, ``sum(x)``): one element or row
-        if v.__class__ is np.ndarray and v.ndim and -v.shape[0] <= idx < v.shape[0]:
+        if v.__class__ is _ND and v.ndim and -v.shape[0] <= idx < v.shape[0]:
             part = v[idx]
-            if part.__class__ is not np.ndarray:
-                part = builtins.float(part) if part.__class__ is np.float64 else v[idx, ...]
-            r = wrap(part)
-            register_view(r, input, ("getitem", (idx,), {}))
+            if part.__class__ is _F64:
+                part = _float(part)
+            elif part.__class__ is not _ND:
+                part = v[idx, ...]   # (an element of another dtype: its 0-d view)
+            r = _new(Tensor)   # as wrap(part), without its checks
+            r._value = part
+            r._tape = r._grad = r._hooks = None
+            register_view(r, input, ("getitem", (idx,), _NO_PARAMS))
             return r
     note_recorded_index(idx)
     idx = index_value(idx)
     check_index(input, idx)
     return index(input, idx)
+
+
+def iterate(self):
+    """``for v in x``: the views ``x[0]``, ``x[1]``, ... (each read when it is reached)."""
+    if self.ndim == 0:
+        raise TypeError("iteration over a 0-d tensor")
+    if self._tape is None and self.__class__ is Tensor and self._value.__class__ is _ND:
+        return _parts(self, self._value)
+    return (self[k] for k in range(self.shape[0]))
+
+
+def _parts(x, v):
+    """``x[k]`` for each k, as ``getitem``'s fast path makes them."""
+    for k in range(v.shape[0]):
+        part = v[k]
+        if part.__class__ is _F64:
+            part = _float(part)
+        elif part.__class__ is not _ND:
+            part = v[k, ...]
+        r = _new(Tensor)
+        r._value = part
+        r._tape = r._grad = r._hooks = None
+        register_view(r, x, ("getitem", (k,), _NO_PARAMS))
+        yield r
 
 
 def gather(input: Tensor, dim: int, index) -> Tensor:
@@ -2447,7 +2477,7 @@ METHODS.update(
     scatter_add_=_inplace_row(scatter_add), index_add_=_inplace_row(index_add),
     __and__=bitwise_and, __rand__=bitwise_and, __or__=bitwise_or, __ror__=bitwise_or,
     __xor__=bitwise_xor, __rxor__=bitwise_xor, __invert__=invert,
-    __getitem__=getitem, __setitem__=setitem,
+    __getitem__=getitem, __setitem__=setitem, __iter__=iterate,
     is_contiguous=is_contiguous, contiguous=contiguous, stride=stride, data_ptr=data_ptr,
     storage_offset=storage_offset,
     __matmul__=matmul, __rmatmul__=lambda self, other: matmul(other, self),
