@@ -370,6 +370,34 @@ def test_in_place_on_views_of_a_leaf_under_no_grad_changes_the_leaf():
     assert out[0][:5] == out[1][:5]
 
 
+def _view_made_under_no_grad_changed(lib):
+    y = lib.ones(3, requires_grad=True) * 2
+    with lib.no_grad():
+        v = y[0]
+    v.mul_(3)
+
+
+def test_a_view_made_under_no_grad_refuses_a_tracked_in_place_as_pytorch():
+    msgs = []
+    for lib in LIBS:
+        with pytest.raises(RuntimeError) as err:
+            _view_made_under_no_grad_changed(lib)
+        msgs.append(str(err.value))
+    assert msgs[0] == msgs[1]
+
+
+def test_a_view_made_under_no_grad_sees_its_base_change():
+    out = []
+    for lib in LIBS:
+        y = lib.ones(2, 3, requires_grad=True) * 2
+        with lib.no_grad():
+            v, e = y.t(), y[1, 2]
+        y.mul_(3)
+        with lib.no_grad():
+            out.append(((v * 1).tolist(), (e * 1).item()))
+    assert out[0] == out[1]
+
+
 def test_views_keep_their_base_alive_and_report_it():
     for lib in LIBS:
         x = _base(lib)

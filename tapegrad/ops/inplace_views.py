@@ -25,6 +25,12 @@ from .array_ops import call, replay_view, view_through
 
 LEAF_VIEW = "a view of a leaf Variable that requires grad is being used in an in-place operation."
 LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
+_NO_GRAD_VIEW = ("A view was created in no_grad mode and {} with grad mode enabled. Given that "
+                 "this use case is ambiguous and error-prone, it is forbidden. You can clarify "
+                 "your code by moving both the view and the inplace either both inside the "
+                 "no_grad block (if you don't want the inplace to be tracked) or both outside (if "
+                 "you want the inplace to be tracked).")
+NO_GRAD_VIEW = _NO_GRAD_VIEW.format("is being modified inplace")
 OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a "
            "single memory location. Please clone() the tensor before performing the operation.")
 
@@ -77,8 +83,13 @@ def inplace_view(self, compute):
         return None
     memory = root._value
     T = recording()
-    if T is not None and root._tape is not None and _is_leaf_or_unregistered(root):
-        raise RuntimeError(LEAF_VIEW if steps else LEAF)
+    if T is not None and root._tape is not None:
+        if _is_leaf_or_unregistered(root):
+            raise RuntimeError(LEAF_VIEW if steps else LEAF)
+        # a view made under no_grad of a tensor that requires grad has no history to rebase
+        if steps and self._tape is None:
+            raise RuntimeError(NO_GRAD_VIEW)
+    tracked = root._tape is not None
     place = _written_place(self, root, steps)
     start = len(T) if T is not None else 0
     r = compute(self)
@@ -89,9 +100,12 @@ def inplace_view(self, compute):
         new_root = call("copy_slices", root, r, steps) if steps else r
         place[...] = v
         root._tape, root._entry = new_root._tape, new_root._entry
-        for w in views:   # each view is the base's new value viewed again
-            nv = replay_view(root, root_and_steps(w)[1])
-            w._tape, w._entry, w._value = nv._tape, nv._entry, nv._value
+        for w in views:   # each view is the base's new value viewed again, but one made
+            if w is self or w._tape is not None or not tracked:   # under no_grad (PyTorch
+                nv = replay_view(root, root_and_steps(w)[1])      # refuses its later use)
+                w._tape, w._entry, w._value = nv._tape, nv._entry, nv._value
+            elif w._value.__class__ is float:
+                w._value = float(view_through(memory, root_and_steps(w)[1]))
     else:
         place[...] = v
         if _is_leaf_on_tape(root):   # registered again with its new value on next use
