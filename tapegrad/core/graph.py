@@ -122,8 +122,7 @@ def leaf_state_for(t):
     return st
 
 
-_QUALIFIED = {"CopySlices": "torch::autograd::CopySlices",
-              "AccumulateGrad": "torch::autograd::AccumulateGrad"}
+_QUALIFIED = {"CopySlices": "torch::autograd::CopySlices"}
 
 
 class Node:
