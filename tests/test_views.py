@@ -274,10 +274,10 @@ def _saved_then_changed_through_a_view(lib):
 
 
 def _matmul_saved_then_changed(lib):
-    a = lib.ones(2, 2, requires_grad=True)
-    y = a * 1.0
-    z = y @ y                 # matmul (a Python backward) saves y
-    y.t()[1].add_(1)
+    w = lib.ones(2, 2, requires_grad=True)
+    z = w @ w                 # matmul (a Python backward) saves the leaf
+    with lib.no_grad():
+        w.t()[1].add_(1)
     return z.sum()
 
 
@@ -306,6 +306,19 @@ def test_a_saved_value_changed_through_a_view_raises_as_pytorch(program):
         loss = program(lib)
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             loss.backward()
+
+
+def test_a_python_backward_computes_with_the_value_it_saved():
+    # PyTorch raises (matmul saved y); tapegrad's tape kept a copy of y: the gradient is the
+    # one of the values multiplied, never one computed from the changed memory
+    a = tg.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    y = a * 1.0
+    z = y @ y
+    y.t()[1].add_(1.0)
+    z.sum().backward()
+    ref = tg.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    (ref @ ref).sum().backward()
+    assert a.grad.tolist() == ref.grad.tolist()
 
 
 def test_a_change_that_no_saved_value_needs_keeps_the_gradient():

@@ -97,16 +97,20 @@ def _check(T, status, i):
 
 def _check_saved(A, s, py):
     """Before Python op ``py`` (head entry ``s``) runs a backward that reads saved values:
-    PyTorch's errors for a value freed by an earlier backward, or (an array op's input)
-    changed in place after it was saved, as the kernel's ``saved_state`` checks."""
+    PyTorch's error for a value freed by an earlier backward, and for an array op's leaf
+    input whose memory was changed in place after it was saved (a leaf's entry holds the
+    leaf's own array; other entries keep a copy of what they saved, see
+    ``ops/inplace_views.py``, so their rules compute with the saved value)."""
     if not pyop_saves(py):
         return
     if A.freed[s]:
         raise RuntimeError(SECOND_BACKWARD)
     d = A.dirty
     last = s + py.nout   # (an in-place op's own entries may read the value it replaces)
-    if py.backward_fn is None and len(d) and any(r >= 0 and d[r] > last for r in py.inputs):
-        _check(A.tape, 2, s)
+    if py.backward_fn is None and len(d):
+        leaves = A.tape._leaves
+        if any(r >= 0 and d[r] > last and r in leaves for r in py.inputs):
+            _check(A.tape, 2, s)
 
 
 def _pending(reached, stop, start):
