@@ -170,19 +170,23 @@ def call(name, *args, **params):
 def _view_call(op, node, args, ans, params, edges):
     """A view op's results: each that shares the input's memory is registered as a view of
     it (one step: this call; a ``split`` part: the slice it is)."""
-    x, base = args[0], args[0]._value
-    parts = ans if isinstance(ans, tuple) else (ans,)
-    shared = [p.__class__ is np.ndarray and np.may_share_memory(p, base) for p in parts]
-    outs = [p if p.__class__ is not np.ndarray or p.ndim or p.dtype != np.float64 else float(p)
-            for p in parts]
-    res = _record_call(op, node, args, outs, params, edges, any(shared))
-    if any(shared):
-        steps = ([("getitem", (s,), {}) for s in split_slices(base.shape, parts, args[1:], params)]
-                 if isinstance(ans, tuple) else [(op.name, tuple(args[1:]), params)])
-        for r, s, step in zip(res, shared, steps):
+    x = args[0]
+    if ans.__class__ is tuple:   # split: a view per part
+        parts, base = ans, x._value
+        shared = [np.may_share_memory(p, base) for p in parts]
+        res = _record_call(op, node, args, list(parts), params, edges, any(shared))
+        slices = split_slices(base.shape, parts, args[1:], params)
+        for r, s, idx in zip(res, shared, slices):
             if s:
-                register_view(r, x, step)
-    return tuple(res) if isinstance(ans, tuple) else res[0]
+                register_view(r, x, ("getitem", (idx,), {}))
+        return tuple(res)
+    shared = ans.__class__ is np.ndarray and np.may_share_memory(ans, x._value)
+    out = ans if ans.__class__ is not np.ndarray or ans.ndim or ans.dtype != np.float64 \
+        else float(ans)
+    r = _record_call(op, node, args, [out], params, edges, shared)[0]
+    if shared:
+        register_view(r, x, (op.name, args[1:], params))
+    return r
 
 
 def view_through(a, steps):
