@@ -8,6 +8,8 @@ Per-element times (medians over repeats, the backends interleaved):
 - ``x[i]`` alone;
 - a view (``x[:, 1]``, ``x.t()``) plus an in-place op through it, without grad.
 
+Results: a table on stdout and JSON in ``benchmarks/results/views.json`` (``--out``).
+
 Usage::
 
     python benchmarks/views.py            # prints a table (us per element / per call)
@@ -21,7 +23,9 @@ if __name__ == "__main__":
     from _blas import limit_threads   # before numpy is imported
     limit_threads()
 
+import argparse  # noqa: E402
 import gc  # noqa: E402
+import json  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -88,17 +92,25 @@ def cases(lib):
 
 
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(HERE / "results" / "views.json"))
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
     libs = {"tapegrad": tg}
     if torch is not None:
         torch.set_default_dtype(torch.float64)
         libs["torch"] = torch
     table = {name: cases(lib) for name, lib in libs.items()}
     print(f"{'case':42s}" + "".join(f"{n:>12s}" for n in libs) + "   (us)")
+    results = {}
     for case in table["tapegrad"]:
         fns = {n: table[n][case][0] for n in libs}
         t = timed(fns)
         per = table["tapegrad"][case][1]
-        print(f"{case:42s}" + "".join(f"{t[n] / per * 1e6:12.2f}" for n in libs))
+        results[case] = {n: t[n] / per * 1e6 for n in libs}
+        print(f"{case:42s}" + "".join(f"{results[case][n]:12.2f}" for n in libs))
+    Path(args.out).write_text(json.dumps({"unit": "us", "cases": results}, indent=1) + "\n")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
