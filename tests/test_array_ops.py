@@ -77,6 +77,27 @@ def _index_put(x, v):
 
 
 CASES["index_put"] = [(_index_put, [(3, 4), (2,)])]
+
+
+def _through_view(x):
+    y = x * 1.0
+    v = y[1]
+    v.mul_(x[0])   # y's history becomes CopySlices, v's AsStridedBackward0
+    return v
+
+
+def _columns_written(x):
+    y = x * 1.0
+    y[:, 1].mul_(x[:, 0])
+    y.t()[2].add_(x[0, :3])
+    return y
+
+
+CASES["as_strided"] = [(_through_view, [(3, 4)])]
+CASES["copy_slices"] = [(_columns_written, [(3, 4)])]
+CASES["reshape_alias"] = [(lambda x: x.t().reshape(2, 2, 3), [(3, 4)])]
+CASES["diagonal"] = [(lambda x: x.diagonal(), [(3, 4)]), (lambda x: x.diagonal(1), [(3, 4)]),
+                     (lambda x: x.diagonal(-1, 1, 2), [(2, 3, 4)])]
 CASES["unindex"] = [(lambda v: array_ops.call("unindex", v, (3, 4), (slice(None), 1)), [(3,)]),
                     (lambda v: array_ops.call("unindex", v, (4,), ([0, 2, 0],)), [(3,)])]
 CASES["ungather"] = [(lambda v: array_ops.call("ungather", v, (3, 4), 1,

@@ -13,10 +13,7 @@ _spec.loader.exec_module(probe)
 
 
 # differences still to fix (strict: a fixed one must leave this list)
-KNOWN = {
-    'in-place on a view of a leaf',
-    'view of a non-contiguous tensor',
-}
+KNOWN = set()
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True))

@@ -86,12 +86,31 @@ def _check(T, status, i):
         raise RuntimeError(SECOND_BACKWARD)
     if status == 2:
         code = T._entry(i)[0]
-        node = optable.OPS[code].node if code < N_ELEMENTWISE else OP_NAMES[code]
+        node = optable.OPS[code].node if code < N_ELEMENTWISE else \
+            T._py[i].name if i in T._py else OP_NAMES[code]
         raise RuntimeError(
             "one of the variables needed for gradient computation has been modified by "
             f"an inplace operation: it was saved by entry {i} ({node}) of {T!r}, and "
             "changed after it was saved. Hint: the gradient would be wrong, so it is not "
             "computed; avoid the in-place operation or clone the tensor first.")
+
+
+def _check_saved(A, s, py):
+    """Before Python op ``py`` (head entry ``s``) runs a backward that reads saved values:
+    PyTorch's error for a value freed by an earlier backward, and for an array op's leaf
+    input whose memory was changed in place after it was saved (a leaf's entry holds the
+    leaf's own array; other entries keep a copy of what they saved, see
+    ``ops/inplace_views.py``, so their rules compute with the saved value)."""
+    if not pyop_saves(py):
+        return
+    if A.freed[s]:
+        raise RuntimeError(SECOND_BACKWARD)
+    d = A.dirty
+    last = s + py.nout   # (an in-place op's own entries may read the value it replaces)
+    if py.backward_fn is None and len(d):
+        leaves = A.tape._leaves
+        if any(r >= 0 and d[r] > last and r in leaves for r in py.inputs):
+            _check(A.tape, 2, s)
 
 
 def _pending(reached, stop, start):
@@ -448,8 +467,7 @@ def call_node(node, *grads):
         refs, out = [refs[k] for k in slots], [out[k] for k in slots]
     else:
         py = T._py[i]
-        if A.freed[i] and pyop_saves(py):
-            raise RuntimeError(SECOND_BACKWARD)
+        _check_saved(A, i, py)
         grads = [adj.tensor(i + 1 + k) if g is None else g for k, g in enumerate(grads)]
         out = pyop_backward(py, grads, adj.saved, [adj.saved(i + 1 + k) for k in range(py.nout)])
         refs = py.inputs
@@ -584,8 +602,7 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
         py = None if pruned else T._py.get(s)
         state = None if pruned else node_state(T, s)   # hooks on the node (autograd.graph)
         if py is not None:
-            if A.freed[s] and pyop_saves(py):
-                raise RuntimeError(SECOND_BACKWARD)
+            _check_saved(A, s, py)
             # None for an output no gradient reached, as node hooks see it in PyTorch; a
             # custom Function materializes zeros itself unless told not to, an array op here
             grads = [adj.tensor(s + 1 + k) if reached[s + 1 + k] else None

@@ -122,6 +122,9 @@ def leaf_state_for(t):
     return st
 
 
+_QUALIFIED = {"CopySlices": "torch::autograd::CopySlices"}
+
+
 class Node:
     """A backward node: the view of one tape entry."""
 
@@ -131,7 +134,9 @@ class Node:
         self._tape, self._entry = tape, i
 
     def name(self):
-        return type(self).__name__
+        # PyTorch's nodes written by hand in C++ report their C++ name
+        n = type(self).__name__
+        return _QUALIFIED.get(n, n)
 
     def _state(self):
         return node_state_for(self._tape, self._entry)
@@ -173,7 +178,7 @@ class Node:
         return hash((id(self._tape), self._entry))
 
     def __repr__(self):
-        return f"<{self.name()} object at {hex(id(self))}>"
+        return f"<{type(self).__name__} object at {hex(id(self))}>"
 
 
 class AccumulateGrad(Node):

@@ -33,12 +33,14 @@ from .printing import format_value
 from .shapes import broadcast_error, wrap_dim
 from .pyop import record_broadcast
 from .tape import CHUNK, ARG, CONST, Tape, boot, rec_get, recording, thread_state
+from .views import forget_views
 
 import builtins as _b  # noqa: E402  (methods named float/int/... below read the builtins)
 
 _new = object.__new__
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # tapegrad/
 _UNREG = "unregistered-leaf"   # marker: a leaf that requires grad, not yet on a tape
+UNREGISTERED_LEAF = _UNREG
 
 
 def wrap(v, requires_grad=False):
@@ -335,12 +337,34 @@ class Tensor:
     """
 
     __slots__ = ("_value", "_tape", "_entry", "_grad", "_hooks", "_retains", "_comparison",
-                 "_version", "__weakref__")
+                 "_vc", "__weakref__", "__dict__")
+    # set on views and their roots only (core/views.py): here, what every other tensor reads
+    _view = None
+    _views = None
     __hash__ = object.__hash__
     # A subclass whose ops record differently (tg.compile's Elements) sets these to
     # handler(code, args) and handler(array op name, args, params).
     __tapegrad_elementwise__ = None
     __tapegrad_array_op__ = None
+
+    # -- storage ----------------------------------------------------------------------
+    @property
+    def _version(self):
+        """How many times the memory of this tensor was changed in place: one counter for a
+        base and all its views, as in PyTorch (a saved value checks it)."""
+        info = self._view
+        return getattr(self if info is None else info[0], "_vc", 0)
+
+    @_version.setter
+    def _version(self, n):
+        info = self._view
+        (self if info is None else info[0])._vc = n
+
+    @property
+    def _base(self):
+        """The tensor whose memory this view shares (None for a tensor that is not a view)."""
+        info = self._view
+        return None if info is None else info[0]
 
     # -- autograd attributes ----------------------------------------------------------
     @property
@@ -459,6 +483,10 @@ class Tensor:
 
     @data.setter
     def data(self, other):
+        if self._views is not None:   # new memory: the views keep the old one, unlinked
+            forget_views(self)
+        if self._view is not None:
+            self._view = None
         self._value = other._value if isinstance(other, Tensor) else wrap(other)._value
         t = self._tape
         if t.__class__ is Tape and t._leaves.get(self._entry) is self:
@@ -580,7 +608,7 @@ class Tensor:
             extra.append(f"dtype={self.dtype!r}")
         fn = self.grad_fn if self._tape.__class__ is Tape else None
         if fn is not None:
-            extra.append(f"grad_fn=<{fn.name()}>")
+            extra.append(f"grad_fn=<{type(fn).__name__}>")
         elif self._tape is not None:
             extra.append("requires_grad=True")
         return "tensor(" + ", ".join([body] + extra) + ")"
@@ -606,7 +634,12 @@ class Tensor:
         """``self = compute(self)`` in place, under PyTorch's rules: an error on a leaf that
         requires grad while grad mode is on; a recorded result becomes a new entry that
         ``self`` now stands for, and the old entry is marked modified so that a backward
-        through an op that saved it raises instead of using a stale value."""
+        through an op that saved it raises instead of using a stale value.  A view, or a
+        tensor with live views, writes into the memory they share (``_inplace_view``,
+        defined by the ops layer: it returns None when no view of this memory is alive)."""
+        if (self._view is not None or self._views is not None) and \
+                self._inplace_view(compute) is not None:
+            return self
         grad_on = recording() is not None
         if grad_on and self._tape is not None and self.is_leaf:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
@@ -626,7 +659,8 @@ class Tensor:
             if old.__class__ is Tape and old._leaves.get(self._entry) is self:
                 old._leaf_of.pop(id(self), None)
                 self._tape = _UNREG            # re-register with the new value on next use
-            if v.__class__ is not float and self._value.__class__ is not float:
+            if v.__class__ is not float and self._value.__class__ is not float and \
+                    self._value.flags.writeable:
                 self._value[...] = v            # really in place: .data and aliases see it
                 # a new version of the memory: what saved it by reference must not use it
                 self._version = getattr(self, "_version", 0) + 1
@@ -665,11 +699,6 @@ class Tensor:
     __imul__ = mul_
     __itruediv__ = div_
     __ipow__ = pow_
-
-    def __iter__(self):
-        if self.ndim == 0:
-            raise TypeError("iteration over a 0-d tensor")
-        return (self[k] for k in range(self.shape[0]))
 
 
 class _HookHandle:

@@ -28,6 +28,7 @@ from ..core.grad_mode import is_grad_enabled
 from ..core.tape import recording
 from ..core.tensor import (Tensor, note_comparison_use, recorded_comparison, tensor_of_entry,
                            wrap)
+from ..core.views import register_view
 
 
 class ArrayOp(NamedTuple):
@@ -43,12 +44,14 @@ class ArrayOp(NamedTuple):
     #   later ones are constants
     saves: bool = True          # the rule reads saved values (False: only shapes and params,
     #   so a second backward through a freed graph may run it, as PyTorch allows)
+    view: bool = False          # the forward returns a NumPy view of its first argument
+    #   where it can: the result is a view sharing the input's memory (``core/views.py``)
 
 
 ARRAY_OPS = {}
 
 
-def defop(name, node, method=True, outputs=None, cast=True, edges=None, saves=True):
+def defop(name, node, method=True, outputs=None, cast=True, edges=None, saves=True, view=False):
     """Register ``forward`` (the decorated function) with its ``vjp`` (``forward.defvjp``).
 
     The rule is written in tapegrad ops: ``vjp(g, ans, *args, **params)`` gets the result's
@@ -64,7 +67,7 @@ def defop(name, node, method=True, outputs=None, cast=True, edges=None, saves=Tr
     def register(forward):
         def with_vjp(vjp):
             ARRAY_OPS[name] = ArrayOp(name, node, forward, vjp, method, outputs, cast, edges,
-                                      saves)
+                                      saves, view)
             return vjp
         forward.defvjp = with_vjp
         return forward
@@ -85,16 +88,19 @@ def _out(v, like=None):
     return v
 
 
-def _record_call(op, node, args, outs, params, edges=None):
+def _record_call(op, node, args, outs, params, edges=None, shared=False):
     """Record array op ``op`` applied to ``args`` with results ``outs``; returns the result
     tensors.  The entry keeps the call (``PyOp.fwd``): the walk finds the rule from it; the
-    node's inputs are the first ``edges`` tensors (all for None)."""
+    node's inputs are the first ``edges`` tensors (all for None).  ``shared``: the results
+    view the input's memory, so the tape keeps its own copies (an in-place change through
+    a view must not change what autograd saved)."""
     T = recording()
     tensors = [a for a in args if isinstance(a, Tensor)][:edges]
     if T is None or not any(t._tape is not None for t in tensors):
         return [wrap(v) for v in outs]
     refs = [(t._entry if t._tape is T else T._ref(t)) if t._tape is not None else -1 for t in tensors]
-    idx = record(T, node, refs, outs, None, (op.name, _template(args, edges), params))
+    kept = [np.array(v) if v.__class__ is np.ndarray else v for v in outs] if shared else outs
+    idx = record(T, node, refs, kept, None, (op.name, _template(args, edges), params))
     return [tensor_of_entry(T, i, v) for i, v in zip(idx, outs)]
 
 
@@ -153,10 +159,42 @@ def call(name, *args, **params):
         if op.cast else None
     node = op.node(*vals, **params) if callable(op.node) else op.node
     edges = op.edges(*vals, **params) if callable(op.edges) else op.edges
+    if op.view and vals[0].__class__ is np.ndarray:
+        return _view_call(op, node, args, ans, params, edges)
     if isinstance(ans, tuple):  # several differentiable outputs (split, chunk)
         return tuple(_record_call(op, node, args, [_out(v, dt) for v in ans], params, edges))
     res = _record_call(op, node, args, [_out(ans, dt)], params, edges)[0]
     return res if extra is None else (res, wrap(extra))
+
+
+def _view_call(op, node, args, ans, params, edges):
+    """A view op's results: each that shares the input's memory is registered as a view of
+    it (one step: this call; a ``split`` part: the slice it is)."""
+    x = args[0]
+    if ans.__class__ is tuple:   # split: a view per part
+        parts, base = ans, x._value
+        shared = [np.may_share_memory(p, base) for p in parts]
+        res = _record_call(op, node, args, list(parts), params, edges, any(shared))
+        slices = split_slices(base.shape, parts, args[1:], params)
+        for r, s, idx in zip(res, shared, slices):
+            if s:
+                register_view(r, x, ("getitem", (idx,), {}))
+        return tuple(res)
+    shared = ans.__class__ is np.ndarray and np.may_share_memory(ans, x._value)
+    out = ans if ans.__class__ is not np.ndarray or ans.ndim or ans.dtype != np.float64 \
+        else float(ans)
+    r = _record_call(op, node, args, [out], params, edges, shared)[0]
+    if shared:
+        register_view(r, x, (op.name, args[1:], params))
+    return r
+
+
+def view_through(a, steps):
+    """The NumPy view of array ``a`` that ``steps`` (view ops) lead to (0-d for an element,
+    never a NumPy scalar: it is written through)."""
+    for name, args, params in steps:
+        a = ARRAY_OPS[name].forward(a, *args, **params)
+    return a
 
 
 def _template(args, edges=None):
@@ -713,9 +751,9 @@ def _reshape_back(g, ans, x, *args, **params):
     return (call("reshape", g, _shape(x)),)
 
 
-@defop("reshape", "ViewBackward0", saves=False)
+@defop("reshape", "ViewBackward0", saves=False, view=True)
 def reshape(x, shape):
-    return np.reshape(x, shape).copy()
+    return np.reshape(x, shape)
 
 
 reshape.defvjp(_reshape_back)
@@ -732,27 +770,36 @@ def view_node(x, shape, node):
 view_node.defvjp(_reshape_back)
 
 
-@defop("transpose", "TransposeBackward0", saves=False)
+@defop("reshape_alias", "ReshapeAliasBackward0", method=False, saves=False, view=True)
+def reshape_alias(x, shape):
+    """``reshape`` of a tensor that is not contiguous but has a view of the new shape."""
+    return np.reshape(x, shape)
+
+
+reshape_alias.defvjp(_reshape_back)
+
+
+@defop("transpose", "TransposeBackward0", saves=False, view=True)
 def transpose(x, dim0, dim1):
     dim0, dim1 = wrap_dim(dim0, x.ndim), wrap_dim(dim1, x.ndim)
-    return np.swapaxes(x, dim0, dim1).copy() if x.ndim else x.copy()
+    return np.swapaxes(x, dim0, dim1) if x.ndim else x[...]
 
 
 # a swap is its own inverse
 transpose.defvjp(lambda g, ans, x, dim0, dim1: (call("transpose", g, dim0, dim1),))
 
 
-@defop("t", "TBackward0", saves=False)
+@defop("t", "TBackward0", saves=False, view=True)
 def t(x):
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
-    return x.T.copy()
+    return x.T
 
 
 t.defvjp(lambda g, ans, x: (call("t", g),))
 
 
-@defop("permute", "PermuteBackward0", saves=False)
+@defop("permute", "PermuteBackward0", saves=False, view=True)
 def permute(x, dims):
     if len(dims) != x.ndim:
         raise RuntimeError("permute(sparse_coo): number of dimensions in the tensor input does "
@@ -761,7 +808,7 @@ def permute(x, dims):
     dims = tuple(wrap_dim(d, x.ndim) for d in dims)
     if len(set(dims)) != len(dims):
         raise RuntimeError("permute(): duplicate dims are not allowed.")
-    return np.transpose(x, dims).copy()
+    return np.transpose(x, dims)
 
 
 # the inverse permutation
@@ -776,31 +823,33 @@ def _squeeze_node(x, dim=None):
     return "SqueezeBackward2" if isinstance(dim, (tuple, list)) else "SqueezeBackward1"
 
 
-@defop("squeeze", _squeeze_node, saves=False)
+@defop("squeeze", _squeeze_node, saves=False, view=True)
 def squeeze(x, dim=None):
     """Drop the dims of size 1 (of those in ``dim``, an int or a tuple, when given)."""
     if dim is None:
-        return np.squeeze(x).copy()
+        return np.squeeze(x)
     axes = tuple(d for d in _axes(dim, x.ndim) if x.shape[d] == 1)
-    return np.squeeze(x, axis=axes).copy()
+    return np.squeeze(x, axis=axes)
 
 
 squeeze.defvjp(_reshape_back)
 
 
-@defop("unsqueeze", "UnsqueezeBackward0", saves=False)
+@defop("unsqueeze", "UnsqueezeBackward0", saves=False, view=True)
 def unsqueeze(x, dim):
-    return np.expand_dims(x, wrap_dim(dim, x.ndim + 1)).copy()
+    return np.expand_dims(x, wrap_dim(dim, x.ndim + 1))
 
 
 unsqueeze.defvjp(_reshape_back)
 
 
-@defop("expand", "ExpandBackward0", saves=False)
+@defop("expand", "ExpandBackward0", saves=False, view=True)
 def expand(x, shape):
+    """A read-only view (several elements share one place in memory: an in-place op on it
+    raises, as in PyTorch)."""
     shape = tuple(x.shape[k - (len(shape) - x.ndim)] if n == -1 else n
                   for k, n in enumerate(shape))
-    return np.array(np.broadcast_to(x, shape))
+    return np.broadcast_to(x, shape)
 
 
 # the gradient summed back over the broadcast dims
@@ -863,7 +912,7 @@ stack.defvjp(lambda g, ans, *xs, dim=0: _slices(g, xs, dim, lambda k, x: k))
 
 @defop("split", lambda x, split_size_or_sections, dim=0:
        "SplitBackward0" if isinstance(split_size_or_sections, int) else "SplitWithSizesBackward0",
-       saves=False)
+       saves=False, view=True)
 def split(x, split_size_or_sections, dim=0):
     if x.ndim == 0:
         raise RuntimeError("split expects at least a 1-dimensional tensor")
@@ -873,11 +922,86 @@ def split(x, split_size_or_sections, dim=0):
         cuts = list(range(split_size_or_sections, n, split_size_or_sections))
     else:
         cuts = list(np.cumsum(split_size_or_sections)[:-1])
-    return tuple(p.copy() for p in np.split(x, cuts, axis=dim))
+    return tuple(np.split(x, cuts, axis=dim))
 
 
 # the parts' gradients put back together
 split.defvjp(lambda gs, outs, x, split_size_or_sections, dim=0: (call("cat", *gs, dim=dim),))
+
+
+def split_slices(shape, parts, args, params):
+    """The index of each part of a ``split`` of an array of ``shape`` into ``parts``."""
+    dim = wrap_dim(params.get("dim", 0), len(shape))
+    out, start = [], 0
+    for p in parts:
+        n = p.shape[dim]
+        out.append((slice(None),) * dim + (slice(start, start + n),))
+        start += n
+    return out
+
+
+@defop("diagonal", "DiagonalBackward0", saves=False, view=True)
+def diagonal(x, offset=0, dim1=0, dim2=1):
+    """The diagonal along ``dim1``/``dim2`` as a (writable) view, moved to the last dim."""
+    d = np.diagonal(x, offset, wrap_dim(dim1, x.ndim), wrap_dim(dim2, x.ndim))
+    if x.flags.writeable:   # NumPy's diagonal view is read-only; PyTorch's is not
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            d.flags.writeable = True
+    return d
+
+
+@diagonal.defvjp
+def _(g, ans, x, offset=0, dim1=0, dim2=1):
+    # g written on the diagonal of zeros of x's shape
+    steps = (("diagonal", (offset, dim1, dim2), {}),)
+    return (call("copy_slices", wrap(np.zeros(_shape(x))), g, steps),)
+
+
+# -- views replayed and written through (in-place ops on views; core/views.py) ---------------
+
+@defop("as_strided", "AsStridedBackward0", method=False, saves=False)
+def as_strided(x, steps):
+    """``x`` viewed through ``steps``: a view's value replayed on its base's new history
+    after an in-place change of their memory (PyTorch's ``AsStridedBackward0``)."""
+    return view_through(x, steps)
+
+
+@as_strided.defvjp
+def _(g, ans, x, steps):
+    # each step's own adjoint, the last step first (view adjoints read shapes only)
+    shapes = [_shape(x)]
+    for name, args, params in steps[:-1]:
+        shapes.append(np.shape(ARRAY_OPS[name].forward(np.empty(shapes[-1], np.int8), *args,
+                                                        **params)))
+    for (name, args, params), shape in zip(reversed(steps), reversed(shapes)):
+        like = wrap(np.broadcast_to(np.float64(0.0), shape))
+        g = _graph_shape(ARRAY_OPS[name].vjp(g, None, like, *args, **params)[0], like)
+    return (g,)
+
+
+def replay_view(root, steps):
+    """``root`` viewed through ``steps``, recorded as one ``AsStridedBackward0`` (the tape
+    keeps a copy of the value; the tensor views the root's memory)."""
+    op = ARRAY_OPS["as_strided"]
+    part = view_through(root._value, steps)
+    out = part if part.ndim or part.dtype != np.float64 else float(part)
+    return _record_call(op, op.node, (root, steps), [out], {}, None, True)[0]
+
+
+@defop("copy_slices", "CopySlices", method=False, saves=False)
+def copy_slices(base, src, steps):
+    """``base`` with ``src`` written into its view through ``steps`` (a new array): an
+    in-place op through a view, as the base's history sees it (PyTorch's ``CopySlices``)."""
+    out = np.array(base, dtype=np.result_type(base, src) if base.dtype.kind != "f" else base.dtype)
+    view_through(out, steps)[...] = src
+    return out
+
+
+# base: g with the written part zeroed; src: g's part there
+copy_slices.defvjp(lambda g, ans, base, src, steps:
+                   (lambda: call("copy_slices", g, 0.0, steps),
+                    lambda: sum_to(call("as_strided", g, steps), _shape(src))))
 
 
 # -- indexing -----------------------------------------------------------------------------
@@ -950,9 +1074,14 @@ def _index_node(idx):
     return "SelectBackward0" if isinstance(last[-1], (int, np.integer)) else "SliceBackward0"
 
 
-@defop("getitem", lambda x, idx: _index_node(idx), method=False, saves=False)
+@defop("getitem", lambda x, idx: _index_node(idx), method=False, saves=False, view=True)
 def getitem(x, idx):
-    return np.array(x[idx])
+    """``x[idx]``: a view for basic indices (an element as a 0-d view), a copy for
+    advanced ones."""
+    r = x[idx]
+    if r.__class__ is not np.ndarray:   # an element: the 0-d view of it
+        r = x[(idx if isinstance(idx, tuple) else (idx,)) + (Ellipsis,)]
+    return r
 
 
 # g added back at idx (repeated integer indices accumulate)

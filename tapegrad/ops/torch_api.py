@@ -20,13 +20,16 @@ from ..core.dtypes import (CPU, scalar_type_name, as_device, as_dtype, bool_, de
                            float64, get_default_dtype, int8, int16, int32, int64, uint8)
 from ..core.tape import Tape, recording
 from ..core.tensor import Tensor, check_float, note_comparison_use, wrap
-from . import everyday_ops, special
+from ..core.views import register_view, root_and_steps
+from . import everyday_ops, inplace_views, special
 from .factories import (LEGACY_CONSTRUCTORS, factory_shape, legacy_new, random_source,
                         tensor as _new_tensor, tensor_init)
 from .array_ops import (call, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
-                        without_leading_ones, wrap_dim)
+                        view_through, without_leading_ones, wrap_dim)
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
+_ND, _F64, _float, _new = np.ndarray, np.float64, builtins.float, object.__new__
+_NO_PARAMS = {}   # (shared by the steps of element views: never written)
 Dim = Optional[Union[int, Tuple[int, ...], List[int]]]
 _INT = (int, np.integer)
 
@@ -209,7 +212,7 @@ def _reshape_as_torch(x, shape, strides, new_shape):
     if _is_contiguous(shape, strides):
         return call("reshape", x, shape=new_shape)
     if _can_view(shape, strides, new_shape):
-        return call("view_node", x, new_shape, node="ReshapeAliasBackward0")
+        return call("reshape_alias", x, new_shape)
     return call("view_node", ELEMENTWISE["clone"](x), new_shape, node="UnsafeViewBackward0")
 
 
@@ -327,20 +330,97 @@ def reversed_dims(self):
     return call("permute", self, dims=tuple(range(self.ndim - 1, -1, -1)))
 
 
-def reshape(input: Tensor, *shape: Union[int, Sequence[int]]) -> Tensor:
-    """The same values in a new shape (``-1`` infers one dimension)."""
+def _new_shape(input, shape):
+    """``shape`` (``-1`` inferred) for ``input``, or PyTorch's error."""
     shape = shape_arg(shape)
     if builtins.sum(n == -1 for n in shape) > 1:
         raise RuntimeError("only one dimension can be inferred")
     try:
-        np.empty(input.shape).reshape(shape)
+        return shape, np.empty(tuple(input.shape), np.int8).reshape(shape).shape
     except ValueError:
         raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size "
                            f"{input.numel()}") from None
+
+
+def strides_of(v):
+    """PyTorch's strides (in elements) of a tensor value."""
+    if v.__class__ is not np.ndarray:
+        return ()
+    return tuple(s // v.itemsize for s in v.strides)
+
+
+def reshape(input: Tensor, *shape: Union[int, Sequence[int]]) -> Tensor:
+    """The same values in a new shape (``-1`` infers one dimension): a view when the
+    memory allows one (always for a contiguous tensor), else a copy, as in PyTorch."""
+    shape, resolved = _new_shape(input, shape)
+    v = input._value
+    if v.__class__ is not np.ndarray or input.__class__ is not Tensor:
+        return call("reshape", input, shape=shape)
+    return _reshape_as_torch(input, v.shape, strides_of(v), resolved)
+
+
+def view(input: Tensor, *shape: Union[int, Sequence[int]]) -> Tensor:
+    """The same memory in a new shape; PyTorch's error where the memory has no such view
+    (use ``reshape``)."""
+    shape, resolved = _new_shape(input, shape)
+    v = input._value
+    if v.__class__ is np.ndarray and input.__class__ is Tensor:
+        strides = strides_of(v)
+        if not _is_contiguous(v.shape, strides) and not _can_view(v.shape, strides, resolved):
+            raise RuntimeError("view size is not compatible with input tensor's size and stride "
+                               "(at least one dimension spans across two contiguous subspaces). "
+                               "Use .reshape(...) instead.")
     return call("reshape", input, shape=shape)
 
 
-view = reshape
+def is_contiguous(self, memory_format=None):
+    """True when the elements lie in memory in order (row-major), as PyTorch decides it."""
+    v = self._value
+    return v.__class__ is not np.ndarray or _is_contiguous(v.shape, strides_of(v))
+
+
+def contiguous(self, memory_format=None):
+    """The tensor itself when contiguous, else a copy laid out in order (CloneBackward0)."""
+    if is_contiguous(self):
+        return self
+    out = ELEMENTWISE["clone"](self)
+    out._value = np.ascontiguousarray(out._value)   # (the tape's copy is the same values)
+    return out
+
+
+def stride(self, dim=None):
+    """Steps in memory (in elements) between neighbours along each dim."""
+    s = strides_of(self._value)
+    return s if dim is None else s[wrap_dim(dim, len(s))]
+
+
+def data_ptr(self):
+    """The address of the first element (views of one memory differ by their offset)."""
+    v = self._value
+    return v.ctypes.data if v.__class__ is np.ndarray else 0
+
+
+def storage_offset(self):
+    """Where this view starts in its base's memory, in elements (0 for a non-view)."""
+    root, steps = root_and_steps(self)
+    if not steps or root._value.__class__ is not np.ndarray:
+        return 0
+    v = view_through(root._value, steps)
+    return (v.ctypes.data - root._value.ctypes.data) // v.itemsize
+
+
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    """The diagonal along ``dim1``/``dim2`` (a view), as the last dim."""
+    if input.ndim < 2:
+        raise RuntimeError(f"diagonal dimensions requested must be different, got dim1={dim1} "
+                           f"and dim2={dim2}" if input.ndim and wrap_dim(dim1, input.ndim)
+                           == wrap_dim(dim2, input.ndim) else
+                           "diagonal(): expected a tensor of at least 2 dimensions")
+    d1, d2 = wrap_dim(dim1, input.ndim), wrap_dim(dim2, input.ndim)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions requested must be different, got dim1={dim1} "
+                           f"and dim2={dim2}")
+    return call("diagonal", input, offset, d1, d2)
 
 
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
@@ -525,11 +605,49 @@ def note_recorded_index(idx):
 
 def getitem(input: Tensor, idx) -> Tensor:
     """``x[idx]``: integers, slices, ``...``, ``None``, bool masks and integer arrays,
-    recorded as PyTorch records them (``x[i, j]`` is two ``SelectBackward0`` nodes)."""
+    recorded as PyTorch records them (``x[i, j]`` is two ``SelectBackward0`` nodes).  Basic
+    indices give a view of ``x``'s memory, advanced ones a copy."""
+    if idx.__class__ is int and input._tape is None and input.__class__ is Tensor:
+        v = input._value   # the hot case (``for v in x``, ``sum(x)``): one element or row
+        if v.__class__ is _ND and v.ndim and -v.shape[0] <= idx < v.shape[0]:
+            part = v[idx]
+            if part.__class__ is _F64:
+                part = _float(part)
+            elif part.__class__ is not _ND:
+                part = v[idx, ...]   # (an element of another dtype: its 0-d view)
+            r = _new(Tensor)   # as wrap(part), without its checks
+            r._value = part
+            r._tape = r._grad = r._hooks = None
+            register_view(r, input, ("getitem", (idx,), _NO_PARAMS))
+            return r
     note_recorded_index(idx)
     idx = index_value(idx)
     check_index(input, idx)
     return index(input, idx)
+
+
+def iterate(self):
+    """``for v in x``: the views ``x[0]``, ``x[1]``, ... (each read when it is reached)."""
+    if self.ndim == 0:
+        raise TypeError("iteration over a 0-d tensor")
+    if self._tape is None and self.__class__ is Tensor and self._value.__class__ is _ND:
+        return _parts(self, self._value)
+    return (self[k] for k in range(self.shape[0]))
+
+
+def _parts(x, v):
+    """``x[k]`` for each k, as ``getitem``'s fast path makes them."""
+    for k in range(v.shape[0]):
+        part = v[k]
+        if part.__class__ is _F64:
+            part = _float(part)
+        elif part.__class__ is not _ND:
+            part = v[k, ...]
+        r = _new(Tensor)
+        r._value = part
+        r._tape = r._grad = r._hooks = None
+        register_view(r, x, ("getitem", (k,), _NO_PARAMS))
+        yield r
 
 
 def gather(input: Tensor, dim: int, index) -> Tensor:
@@ -590,6 +708,12 @@ def setitem(input: Tensor, idx, value) -> None:
     steps = index_steps(tuple(input.shape), idx)
     target = index_shape(tuple(input.shape), idx)
     advanced = is_advanced_index(steps[-1])
+    whole = steps[-1]
+    whole = len(steps) == 1 and (whole == () if isinstance(whole, tuple) else
+                                 whole is Ellipsis or (input.ndim and _full(whole, input.shape[0])))
+    if not (len(steps) == 1 and (advanced or whole)) and input.is_leaf and \
+            input._tape is not None and recording() is not None:
+        raise RuntimeError(inplace_views.LEAF_VIEW)   # PyTorch writes into a view of x
     stripped = without_leading_ones(value.shape)
     if advanced:
         try:
@@ -608,9 +732,7 @@ def setitem(input: Tensor, idx, value) -> None:
             value = reshape(value, stripped)
         if not advanced and value.shape != target:
             value = expand(value, target)
-    whole = steps[-1]
-    if len(steps) == 1 and (whole == () if isinstance(whole, tuple) else
-                            whole is Ellipsis or (input.ndim and _full(whole, input.shape[0]))):
+    if whole:
         row = "fill_with" if value.ndim == 0 else "copy"   # all of x: as fill_ or copy_
         input._inplace(lambda s: call(row, s, value))
         return
@@ -1291,7 +1413,7 @@ def unbind(input, dim=0):
 
 
 def narrow(input, dim, start, length):
-    """Elements ``start`` to ``start + length`` along ``dim`` (a copy: views are copies)."""
+    """Elements ``start`` to ``start + length`` along ``dim`` (a view)."""
     dim = wrap_dim(dim, input.ndim)
     size = input.shape[dim]
     start = int(start)
@@ -2410,6 +2532,7 @@ METHODS = {
     "softmax": softmax, "log_softmax": log_softmax, "matmul": matmul, "mm": mm, "mv": mv,
     "dot": dot, "outer": outer, "t": t, "transpose": transpose, "permute": permute,
     "reshape": reshape, "view": view, "flatten": flatten, "squeeze": squeeze,
+    "diagonal": diagonal,
     "unsqueeze": unsqueeze, "expand": expand, "expand_as": expand_as, "split": split,
     "chunk": chunk, "cumsum": cumsum, "cumprod": cumprod, "flip": flip, "roll": roll,
     "gather": gather, "index_select": index_select, "take": take,
@@ -2489,7 +2612,9 @@ METHODS.update(
     scatter_reduce_=_inplace_row(scatter_reduce),
     __and__=bitwise_and, __rand__=bitwise_and, __or__=bitwise_or, __ror__=bitwise_or,
     __xor__=bitwise_xor, __rxor__=bitwise_xor, __invert__=invert,
-    __getitem__=getitem, __setitem__=setitem,
+    __getitem__=getitem, __setitem__=setitem, __iter__=iterate,
+    is_contiguous=is_contiguous, contiguous=contiguous, stride=stride, data_ptr=data_ptr,
+    storage_offset=storage_offset,
     __matmul__=matmul, __rmatmul__=lambda self, other: matmul(other, self),
     T=property(reversed_dims, doc="The tensor with its dimensions reversed."),
     mT=property(lambda self: transpose(self, -2, -1), doc="The last two dimensions swapped."),

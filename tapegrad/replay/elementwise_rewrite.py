@@ -27,7 +27,9 @@ from ..core.pyop import Arg
 from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC, PYOUT, Tape,
                          recording)
 from ..core.tensor import Tensor, ieee_value, note_comparison_use, tensor_of_entry, wrap
-from ..ops.array_ops import along_index, is_advanced_index, view_at, without_leading_ones
+from ..ops.array_ops import (along_index, is_advanced_index, view_at, view_through,
+                             without_leading_ones)
+from ..ops.inplace_views import OVERLAP
 from ..ops.torch_api import check_index, index_value
 
 _WHERE = OP_NAMES.index("where")
@@ -84,9 +86,13 @@ class Elements(Tensor):
         return _wrap_elems(self._elems.copy())
 
     def _inplace(self, compute):
-        """``x += ...``, ``x.mul_(...)``, ``x.copy_(...)``: the elements are replaced."""
+        """``x += ...``, ``x.mul_(...)``, ``x.copy_(...)``: the elements are replaced in
+        place, so the views of ``x`` (NumPy views of its object array, as the view ops'
+        rules make them) and its base see the change, as in PyTorch."""
+        if not self._elems.flags.writeable:   # an expanded view
+            raise RuntimeError(OVERLAP)
         objs = _E(compute(self))
-        self._elems = np.broadcast_to(objs, self._elems.shape).copy()
+        self._elems[...] = np.broadcast_to(objs, self._elems.shape)
         self._value = _values(self._elems)
         return self
 
@@ -336,7 +342,13 @@ def _expand(x, shape):
     E = _E(x)
     shape = tuple(E.shape[k - (len(shape) - E.ndim)] if n == -1 else n
                   for k, n in enumerate(shape))
-    return np.broadcast_to(E, shape).copy()
+    return np.broadcast_to(E, shape)   # a view, as PyTorch's (read-only: in place raises)
+
+
+def _copy_slices(base, src, steps):
+    out = _E(base).copy()
+    view_through(out, steps)[...] = _E(src)
+    return out
 
 
 def _squeeze(x, dim=None):
@@ -550,6 +562,11 @@ SCALAR_RULES = {
     "stack": lambda *xs, dim=0: np.stack([_E(x) for x in xs], axis=dim),
     "split": _split,
     "getitem": lambda x, idx: _E(x)[idx],
+    "reshape_alias": lambda x, shape: _E(x).reshape(shape),
+    "diagonal": lambda x, offset=0, dim1=0, dim2=1:
+    view_through(_E(x), (("diagonal", (offset, dim1, dim2), {}),)),
+    "as_strided": lambda x, steps: view_through(_E(x), steps),
+    "copy_slices": _copy_slices,
     "gather": lambda x, dim, index: np.atleast_1d(_E(x))[along_index(np.asarray(index), dim)]
     .reshape(np.shape(index)),
     "index_select": lambda x, dim, index: np.take(_E(x), np.asarray(index), axis=dim),

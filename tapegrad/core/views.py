@@ -1,0 +1,71 @@
+"""Which tensors are views of which: the bookkeeping behind memory shared as in PyTorch.
+
+A view (``x[0]``, ``x.t()``, ``x.view(-1)``...) holds a NumPy view of its base's array as
+its value, so a change through either shows in the other.  Its *root* is the tensor whose
+array it views (PyTorch's ``_base``: never itself a view) and its *steps* the view ops
+that lead from the root to it, ``(array op name, arguments, params)`` each: an in-place op
+through a view replays them to find the memory it writes, and autograd replays them on the
+root's new history (``AsStridedBackward0``).
+
+Two attributes hold it, set only on the tensors concerned (``Tensor`` has class-level
+defaults of None, so no op that makes a tensor pays for them):
+
+- ``view._view``: ``(root, steps)``; it keeps the root alive, as PyTorch's ``_base`` does;
+- ``root._views``: weak references to its views (pruned as they die), which an in-place
+  change of the memory updates.
+
+A 0-d float64 view (an element ``x[i]``) holds a Python float, as every 0-d float64 tensor
+does (the fast path): an in-place change of the memory refreshes its value.
+"""
+from __future__ import annotations
+
+from weakref import ref
+
+
+class ViewRefs(list):
+    """A root's weak references to its views; dead ones are dropped when the list has
+    doubled since the last pruning (amortised)."""
+
+    __slots__ = ("limit",)
+
+
+def register_view(view, src, step):
+    """Note that tensor ``view`` is ``src`` viewed through ``step`` (src may be a view)."""
+    info = src._view
+    if info is None:
+        root, steps = src, (step,)
+    else:
+        root, steps = info[0], info[1] + (step,)
+    view._view = (root, steps)
+    refs = root._views
+    if refs is None:
+        refs = root._views = ViewRefs()
+        refs.limit = 32
+    refs.append(ref(view))
+    if len(refs) > refs.limit:
+        refs[:] = [r for r in refs if r() is not None]
+        refs.limit = 2 * len(refs) + 32
+
+
+def root_and_steps(t):
+    """(root, steps) of view ``t``, or (t, ()) for a tensor that is not a view."""
+    info = t._view
+    return (t, ()) if info is None else info
+
+
+def live_views(root):
+    """The views of ``root`` that are alive, oldest first."""
+    refs = root._views
+    if refs is None:
+        return []
+    views = [v for v in (r() for r in refs) if v is not None]
+    if not views:
+        root._views = None
+    return views
+
+
+def forget_views(root):
+    """``root`` gets new memory (``x.data = ...``): its views keep the old one, unlinked."""
+    for v in live_views(root):
+        v._view = None
+    root._views = None

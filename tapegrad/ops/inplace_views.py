@@ -1,0 +1,123 @@
+"""In-place ops on memory that views share, under PyTorch's rules.
+
+``Tensor._inplace`` sends here a tensor that is a view, or the root of live views
+(``core/views.py``).  The new value is written into the shared memory, so the base and every
+view see it, and autograd follows PyTorch's rebase-on-in-place:
+
+- through a view of a tensor that requires grad, the base's history becomes ``CopySlices``
+  (the base with the view's part replaced by the in-place op's result);
+- every live view of that memory (the one written through included) is then the base's new
+  value viewed again (``AsStridedBackward0``), so a view never stands for a stale history;
+- a view of a leaf that requires grad refuses in grad mode (PyTorch's error); under
+  ``no_grad`` the leaf's memory is written (optimizers and init code do it);
+- one version counter for the memory: what a tape saved from it is marked modified, and an
+  entry whose saved value *is* this memory gets its own copy first, so a backward either
+  raises (as PyTorch) or computes with the value it saved, never with the new one.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.tape import Tape, recording
+from ..core.tensor import UNREGISTERED_LEAF
+from ..core.views import live_views, root_and_steps
+from .array_ops import call, replay_view, view_through
+
+LEAF_VIEW = "a view of a leaf Variable that requires grad is being used in an in-place operation."
+LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
+_NO_GRAD_VIEW = ("A view was created in no_grad mode and {} with grad mode enabled. Given that "
+                 "this use case is ambiguous and error-prone, it is forbidden. You can clarify "
+                 "your code by moving both the view and the inplace either both inside the "
+                 "no_grad block (if you don't want the inplace to be tracked) or both outside (if "
+                 "you want the inplace to be tracked).")
+NO_GRAD_VIEW = _NO_GRAD_VIEW.format("is being modified inplace")
+OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a "
+           "single memory location. Please clone() the tensor before performing the operation.")
+
+
+def _is_leaf_on_tape(t):
+    T = t._tape
+    return T.__class__ is Tape and T._leaves.get(t._entry) is t
+
+
+def _written_place(self, root, steps):
+    """The writable NumPy view of the memory an in-place op on ``self`` writes."""
+    v = self._value
+    place = v if v.__class__ is np.ndarray and v.ndim else (view_through(root._value, steps)
+                                                            if steps else root._value)
+    if not place.flags.writeable and any(s == 0 and n > 1
+                                         for s, n in zip(place.strides, place.shape)):
+        raise RuntimeError(OVERLAP)
+    return place
+
+
+def _as_dtype(v, like):
+    """The in-place result ``v`` in the dtype of the tensor it is written into."""
+    if v.__class__ is float:
+        return v if like.dtype == np.float64 else np.asarray(v, like.dtype)
+    return v if v.dtype == like.dtype else v.astype(like.dtype)
+
+
+def _keep_saved(aliases, memory, rec_tape, start):
+    """Before ``memory`` changes: each tape entry of ``aliases`` is marked modified (from
+    ``start`` on its recording tape: the in-place op's own entries may read the old
+    value), and one whose saved value is this memory keeps a copy (a leaf's entry is
+    only marked: its tensor is registered again, as after any in-place change)."""
+    for t in aliases:
+        T = t._tape
+        if T.__class__ is not Tape:
+            continue
+        e = t._entry
+        saved = T._arr.get(e)
+        if saved is not None and T._leaves.get(e) is not t and np.may_share_memory(saved, memory):
+            T._arr[e] = saved.copy()
+        T._dirty.append((e, start if T is rec_tape else len(T)))
+
+
+def inplace_view(self, compute):
+    """``self = compute(self)`` written into the memory ``self`` shares with views (the
+    ``Tensor._inplace`` of views); None when no view of it is alive (the plain path)."""
+    root, steps = root_and_steps(self)
+    views = live_views(root)
+    if not steps and not views:
+        return None
+    memory = root._value
+    T = recording()
+    if T is not None and root._tape is not None:
+        if _is_leaf_or_unregistered(root):
+            raise RuntimeError(LEAF_VIEW if steps else LEAF)
+        # a view made under no_grad of a tensor that requires grad has no history to rebase
+        if steps and self._tape is None:
+            raise RuntimeError(NO_GRAD_VIEW)
+    tracked = root._tape is not None
+    place = _written_place(self, root, steps)
+    start = len(T) if T is not None else 0
+    r = compute(self)
+    v = _as_dtype(r._value, place)
+    recorded = r._tape.__class__ is Tape
+    _keep_saved([root] + views, memory, r._tape if recorded else None, start)
+    if recorded:
+        new_root = call("copy_slices", root, r, steps) if steps else r
+        place[...] = v
+        root._tape, root._entry = new_root._tape, new_root._entry
+        for w in views:   # each view is the base's new value viewed again, but one made
+            if w is self or w._tape is not None or not tracked:   # under no_grad (PyTorch
+                nv = replay_view(root, root_and_steps(w)[1])      # refuses its later use)
+                w._tape, w._entry, w._value = nv._tape, nv._entry, nv._value
+            elif w._value.__class__ is float:
+                w._value = float(view_through(memory, root_and_steps(w)[1]))
+    else:
+        place[...] = v
+        if _is_leaf_on_tape(root):   # registered again with its new value on next use
+            root._tape._leaf_of.pop(id(root), None)
+            root._tape = UNREGISTERED_LEAF
+        for w in views:   # elements hold Python floats: read again
+            if w._value.__class__ is float:
+                w._value = float(view_through(memory, root_and_steps(w)[1]))
+    root._vc = getattr(root, "_vc", 0) + 1
+    return self
+
+
+def _is_leaf_or_unregistered(t):
+    """A leaf that requires grad (on a tape or not yet)."""
+    return t._tape is UNREGISTERED_LEAF or _is_leaf_on_tape(t)

@@ -1,0 +1,472 @@
+"""Views share memory with their base, as in PyTorch (compared with torch 2.13; skipped
+without it).
+
+- aliasing: a change through a view shows in its base and the other way round, for every
+  view op (indexing, ``view``/``reshape``, ``t``/``transpose``/``permute``, ``squeeze``/
+  ``unsqueeze``, ``expand``, ``narrow``, ``select``, ``diagonal``, ``split``...);
+- autograd through in-place ops on views of non-leaves (PyTorch's rebase: the base's
+  history becomes ``CopySlices``, the views' ``AsStridedBackward0``): values, gradients,
+  ``grad_fn`` names, and float64 finite differences;
+- one version counter per memory: PyTorch's "modified by an inplace operation" errors;
+- a view of a leaf that requires grad refuses in-place ops in grad mode, works under
+  ``no_grad``; ``view`` of a non-contiguous tensor raises PyTorch's error.
+"""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+torch = pytest.importorskip("torch")
+
+LIBS = (tg, torch)
+
+
+@pytest.fixture(autouse=True)
+def _torch_float64():
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(torch.float32)
+
+
+def _base(lib):
+    return lib.tensor(np.arange(12.0).reshape(3, 4) - 4.5)
+
+
+# view name -> function of the base (3, 4)
+VIEWS = {
+    "x[0]": lambda x: x[0],
+    "x[:, 1]": lambda x: x[:, 1],
+    "x[1:, ::2]": lambda x: x[1:, ::2],
+    "x[None]": lambda x: x[None],
+    "x[...]": lambda x: x[...],
+    "x[1][2:]": lambda x: x[1][2:],
+    "x.t()": lambda x: x.t(),
+    "x.T": lambda x: x.T,
+    "x.mT": lambda x: x.mT,
+    "x.transpose(0, 1)": lambda x: x.transpose(0, 1),
+    "x.permute(1, 0)": lambda x: x.permute(1, 0),
+    "x.view(-1)": lambda x: x.view(-1),
+    "x.view(2, 6)[1]": lambda x: x.view(2, 6)[1],
+    "x.reshape(6, 2)": lambda x: x.reshape(6, 2),
+    "x.flatten()": lambda x: x.flatten(),
+    "x.unsqueeze(1)": lambda x: x.unsqueeze(1),
+    "x[:, :1].squeeze()": lambda x: x[:, :1].squeeze(),
+    "x.narrow(1, 1, 2)": lambda x: x.narrow(1, 1, 2),
+    "x.select(1, 3)": lambda x: x.select(1, 3),
+    "x.diagonal()": lambda x: x.diagonal(),
+    "x.diagonal(1)": lambda x: x.diagonal(1),
+    "x.split(3, 1)[1]": lambda x: x.split(3, 1)[1],
+    "x.chunk(3)[2]": lambda x: x.chunk(3)[2],
+    "x.unbind(1)[2]": lambda x: x.unbind(1)[2],
+    "x.t().reshape(2, 2, 3)": lambda x: x.t().reshape(2, 2, 3),
+    "x.view_as(y)": lambda x: x.view_as(x.new_zeros(2, 6)),
+}
+
+
+@pytest.mark.parametrize("name", VIEWS)
+def test_a_change_through_the_view_shows_in_the_base(name):
+    out = []
+    for lib in LIBS:
+        x = _base(lib)
+        v = VIEWS[name](x)
+        v.mul_(2).add_(1)
+        out.append((x.tolist(), v.tolist(), v._base is x))
+    assert out[0] == out[1]
+
+
+@pytest.mark.parametrize("name", VIEWS)
+def test_a_change_of_the_base_shows_in_the_view(name):
+    out = []
+    for lib in LIBS:
+        x = _base(lib)
+        v = VIEWS[name](x)
+        x.sub_(3)
+        x[0, 0] = 100.0
+        out.append((v.tolist(), x._version, v._version))
+    assert out[0] == out[1]
+
+
+def test_element_views_read_and_write_their_base():
+    out = []
+    for lib in LIBS:
+        x = _base(lib)
+        e, row = x[1][2], x[2]
+        x.add_(1)                  # an element read before sees the change
+        first = e.item()
+        e.add_(10)                 # and writes through
+        row[0] = -1.0
+        idx = lib.tensor([3, 1, 2])
+        k = idx[0]
+        idx.mul_(2)
+        out.append((first, e.item(), x.tolist(), int(k), [float(v) for v in x[0]]))
+    assert out[0] == out[1]
+
+
+def test_reshape_of_a_non_contiguous_tensor_copies_and_view_raises():
+    for lib in LIBS:
+        x = _base(lib)
+        r = x.t().reshape(12)      # a copy: not a view
+        r.zero_()
+        assert x.abs().sum().item() > 0 and r._base is None
+        assert x.t().contiguous().view(12).tolist() == x.t().reshape(12).tolist()
+    with pytest.raises(RuntimeError) as theirs:
+        _base(torch).t().view(12)
+    with pytest.raises(RuntimeError) as mine:
+        _base(tg).t().view(12)
+    assert str(mine.value) == str(theirs.value)
+
+
+def test_strides_and_contiguity_as_pytorch():
+    makers = [lambda x: x, lambda x: x.t(), lambda x: x[:, 1], lambda x: x[1:, ::2],
+              lambda x: x.unsqueeze(0), lambda x: x.expand(2, 3, 4), lambda x: x.diagonal(),
+              lambda x: x.t().contiguous(), lambda x: x[0, 1]]
+    for make in makers:
+        mine, theirs = make(_base(tg)), make(_base(torch))
+        assert mine.stride() == theirs.stride()
+        assert mine.is_contiguous() == theirs.is_contiguous()
+        assert mine.storage_offset() == theirs.storage_offset()
+
+
+def test_in_place_on_an_expanded_view_raises_as_pytorch():
+    msgs = []
+    for lib in LIBS:
+        e = lib.ones(3).expand(2, 3)
+        with pytest.raises(RuntimeError) as err:
+            e.add_(1)
+        msgs.append(str(err.value))
+    assert msgs[0] == msgs[1]
+
+
+# -- autograd through in-place ops on views of non-leaves ----------------------------------
+
+def _rows_written(lib, a, b):
+    y = a * 2
+    y[0].mul_(3)
+    return y, y[0]
+
+
+def _transposed(lib, a, b):
+    y = a * 2.0
+    v = y.t()
+    v.add_(b.unsqueeze(1))
+    return y, v
+
+
+def _column_zeroed(lib, a, b):
+    y = a.sin()
+    y[:, 1].zero_()
+    return y, y[:, 2]
+
+
+def _flat_assigned(lib, a, b):
+    y = a * 1.0
+    y.view(-1)[2] = b[0] * b[1]
+    return y, y.view(-1)
+
+
+def _view_of_view(lib, a, b):
+    y = a * a
+    u = y[1:3]
+    u[:, 0].add_(b[:2])
+    return y, u
+
+
+def _other_views_follow(lib, a, b):
+    y = a * 1.0
+    v1, v2 = y[0], y[:, 0]
+    v1.mul_(b[0])
+    return y, v2 * v2          # v2 shares y[0, 0]: its history follows the change
+
+
+def _base_changed_under_a_view(lib, a, b):
+    y = a + 1.0
+    v = y[1]
+    y.mul_(b[1])
+    return y, v
+
+
+def _diagonal_added(lib, a, b):
+    y = a * 1.0
+    y.diagonal().add_(b[:3])
+    return y, y.diagonal()
+
+
+def _zeros_filled_row_by_row(lib, a, b):
+    out = lib.zeros(3, 4)
+    for i in range(3):
+        out[i] = a[i] * b[i]
+    out[:, 0].mul_(2.0)
+    return out, out[1]
+
+
+def _elements_through_a_loop(lib, a, b):
+    y = a * 1.0
+    for i in range(3):   # (PyTorch refuses in-place on the rows of ``for row in y``: unbind)
+        row = y[i]
+        row[1] = row[0] + 2.0 * row[2]
+    return y, y[:, 1]
+
+
+PROGRAMS = [_rows_written, _transposed, _column_zeroed, _flat_assigned, _view_of_view,
+            _other_views_follow, _base_changed_under_a_view, _diagonal_added,
+            _zeros_filled_row_by_row, _elements_through_a_loop]
+
+
+def _run(lib, program, seed=0):
+    rng = np.random.default_rng(seed)
+    a = lib.tensor(rng.standard_normal((3, 4)), requires_grad=True)
+    b = lib.tensor(rng.standard_normal(4), requires_grad=True)
+    base, view = program(lib, a, b)
+    names = (type(base.grad_fn).__name__, base.grad_fn.name(), type(view.grad_fn).__name__)
+    loss = (base * base).sum() + (view * lib.tensor(np.linspace(1, 2, view.numel())).reshape(
+        view.shape)).sum()
+    loss.backward()
+    grads = [None if t.grad is None else t.grad.tolist() for t in (a, b)]
+    return base.tolist(), view.tolist(), grads[0], grads[1], names
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=[p.__name__ for p in PROGRAMS])
+def test_gradient_through_in_place_on_a_view_matches_pytorch(program):
+    mine, theirs = _run(tg, program), _run(torch, program)
+    for m, t in zip(mine[:4], theirs[:4]):
+        assert (m is None) == (t is None)
+        if m is not None:
+            np.testing.assert_allclose(np.asarray(m), np.asarray(t), rtol=1e-12, atol=1e-12)
+    assert mine[4] == theirs[4]
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=[p.__name__ for p in PROGRAMS])
+def test_gradient_through_in_place_on_a_view_matches_finite_differences(program):
+    def f(a, b):
+        base, view = program(tg, a, b)
+        return (base * base).sum() + view.sum()
+
+    rng = np.random.default_rng(1)
+    a = tg.tensor(rng.standard_normal((3, 4)), requires_grad=True)
+    b = tg.tensor(rng.standard_normal(4), requires_grad=True)
+    assert tg.autograd.gradcheck(f, (a, b))
+
+
+def test_grad_fn_names_after_rebase_as_pytorch():
+    names = []
+    for lib in LIBS:
+        a = lib.ones(3, 4, requires_grad=True)
+        y = a * 2
+        v = y[0]
+        first = v.grad_fn.name()
+        v.mul_(3)
+        w = y[1]
+        y.t().add_(1)
+        names.append((first, v.grad_fn.name(), y.grad_fn.name(), w.grad_fn.name(),
+                      repr(y).split("grad_fn=")[1], y.view(-1).grad_fn.name(),
+                      v._version, y._version))
+    assert names[0] == names[1]
+
+
+# -- version counters and saved values ---------------------------------------------------
+
+def _saved_then_changed_through_a_view(lib):
+    a = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = a * 1.0
+    z = y.sin()               # sin saves y
+    y[0].mul_(2)
+    return z.sum()
+
+
+def _matmul_saved_then_changed(lib):
+    w = lib.ones(2, 2, requires_grad=True)
+    z = w @ w                 # matmul (a Python backward) saves the leaf
+    with lib.no_grad():
+        w.t()[1].add_(1)
+    return z.sum()
+
+
+def _view_saved_then_base_changed(lib):
+    a = lib.ones(2, 3, requires_grad=True)
+    y = a * 1.0
+    v = y[1]
+    z = v * v                 # saves the view
+    y.add_(1)
+    return z.sum()
+
+
+def _leaf_saved_then_changed_under_no_grad(lib):
+    w = lib.ones(3, requires_grad=True)
+    z = (w * w).sum()
+    with lib.no_grad():
+        w[0] = 5.0
+    return z
+
+
+@pytest.mark.parametrize("program", [_saved_then_changed_through_a_view,
+                                     _matmul_saved_then_changed, _view_saved_then_base_changed,
+                                     _leaf_saved_then_changed_under_no_grad])
+def test_a_saved_value_changed_through_a_view_raises_as_pytorch(program):
+    for lib in LIBS:
+        loss = program(lib)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            loss.backward()
+
+
+def test_a_python_backward_computes_with_the_value_it_saved():
+    # PyTorch raises (matmul saved y); tapegrad's tape kept a copy of y: the gradient is the
+    # one of the values multiplied, never one computed from the changed memory
+    a = tg.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    y = a * 1.0
+    z = y @ y
+    y.t()[1].add_(1.0)
+    z.sum().backward()
+    ref = tg.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    (ref @ ref).sum().backward()
+    assert a.grad.tolist() == ref.grad.tolist()
+
+
+def test_a_change_that_no_saved_value_needs_keeps_the_gradient():
+    grads = []
+    for lib in LIBS:
+        a = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        y = a * 2
+        z = y + 1             # add saves nothing
+        y[1] = 7.0
+        (z * 3).sum().backward()
+        grads.append(a.grad.tolist())
+    assert grads[0] == grads[1]
+
+
+def test_versions_are_shared_as_pytorch():
+    out = []
+    for lib in LIBS:
+        x = _base(lib)
+        v, w = x[0], x.t()
+        v.add_(1)
+        w.mul_(2)
+        x[2] = 0.0
+        out.append((x._version, v._version, w._version, x[1]._version))
+    assert out[0] == out[1]
+
+
+# -- leaves ------------------------------------------------------------------------------
+
+LEAF_CASES = {
+    "w[0].add_(1)": lambda w: w[0].add_(1),
+    "w.t().mul_(2)": lambda w: w.t().mul_(2),
+    "w.view(-1)[0] = 1": lambda w: w.view(-1).__setitem__(0, 1.0),
+    "w[:, 1] = 0": lambda w: w.__setitem__((slice(None), 1), 0.0),
+    "w.diagonal().zero_()": lambda w: w.diagonal().zero_(),
+}
+
+
+@pytest.mark.parametrize("name", LEAF_CASES)
+def test_in_place_on_a_view_of_a_leaf_raises_as_pytorch(name):
+    msgs = []
+    for lib in LIBS:
+        w = lib.ones(2, 3, requires_grad=True)
+        with pytest.raises(RuntimeError) as err:
+            LEAF_CASES[name](w)
+        msgs.append(str(err.value))
+    assert msgs[0] == msgs[1]
+
+
+def test_in_place_on_views_of_a_leaf_under_no_grad_changes_the_leaf():
+    out = []
+    for lib in LIBS:
+        w = lib.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+        with lib.no_grad():
+            for name in LEAF_CASES:
+                LEAF_CASES[name](w)
+            row = w[1]
+            w.mul_(3)
+        w.data[0, 2] = 9.0
+        (w * w).sum().backward()
+        out.append((w.tolist(), row.tolist(), w.is_leaf, w.requires_grad, w.grad.tolist(),
+                    w._version))
+    assert out[0][:5] == out[1][:5]
+
+
+def _view_made_under_no_grad_changed(lib):
+    y = lib.ones(3, requires_grad=True) * 2
+    with lib.no_grad():
+        v = y[0]
+    v.mul_(3)
+
+
+def test_a_view_made_under_no_grad_refuses_a_tracked_in_place_as_pytorch():
+    msgs = []
+    for lib in LIBS:
+        with pytest.raises(RuntimeError) as err:
+            _view_made_under_no_grad_changed(lib)
+        msgs.append(str(err.value))
+    assert msgs[0] == msgs[1]
+
+
+def test_a_view_made_under_no_grad_sees_its_base_change():
+    out = []
+    for lib in LIBS:
+        y = lib.ones(2, 3, requires_grad=True) * 2
+        with lib.no_grad():
+            v, e = y.t(), y[1, 2]
+        y.mul_(3)
+        with lib.no_grad():
+            out.append(((v * 1).tolist(), (e * 1).item()))
+    assert out[0] == out[1]
+
+
+def test_views_keep_their_base_alive_and_report_it():
+    for lib in LIBS:
+        x = _base(lib)
+        v = x[1][2:]
+        assert v._base is x and x._base is None and x.t().t()._base is x
+        del x
+        assert v._base is not None and v._base.shape == (3, 4)
+
+
+# -- compiled replay --------------------------------------------------------------------
+
+def _views_in_place(x):
+    y = x.reshape(2, 3) * 2.0
+    y[0].mul_(x[1])
+    y.t()[1].add_(1.0)
+    y.diagonal().mul_(3.0)
+    v = y[1]
+    y.mul_(0.5)               # v sees it
+    return (y * y).sum() + (v * x[3:]).sum()
+
+
+def _built_row_by_row(x):
+    y = x * 1.0
+    for i in range(5):
+        y[i + 1] = y[i].clone() * x[i + 1]   # (PyTorch: the view itself is saved by mul)
+    return y.sum()
+
+
+@pytest.mark.parametrize("fn", [_views_in_place, _built_row_by_row])
+def test_compiled_replay_of_in_place_through_views_matches_eager(fn):
+    x0 = np.arange(6.0) + 0.5
+    compiled = tg.compile(fn)
+    compiled(x0)                                    # records
+    for x in (x0 + 1.0, x0 * -0.5):
+        value, grad = compiled.value_and_grad(x)    # replays
+        xt = tg.tensor(x, requires_grad=True)
+        eager = fn(xt)
+        eager.backward()
+        xp = torch.tensor(x, requires_grad=True)
+        theirs = fn(xp)
+        theirs.backward()
+        np.testing.assert_allclose(value, theirs.item(), rtol=1e-12)
+        np.testing.assert_allclose(grad, xp.grad.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(eager.item(), theirs.item(), rtol=1e-12)
+        with tg.Tape() as tape:                     # and a recorded tape, compiled
+            xt = tg.tensor(x, requires_grad=True)
+            out = fn(xt)
+        value, grad = tape.compile([xt], [out]).value_and_grad(x)
+        np.testing.assert_allclose(grad, xp.grad.numpy(), rtol=1e-12)
+
+
+def test_compiled_in_place_on_an_expanded_view_raises():
+    def fn(x):
+        e = x[:1].expand(3)
+        e.add_(1.0)
+        return e.sum()
+
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        tg.compile(fn)(np.ones(3))
