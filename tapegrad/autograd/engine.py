@@ -39,6 +39,7 @@ from .graph import pack_pending, release_saved, unpack_entry
 _EMPTY_I = np.zeros(0, dtype=np.int64)
 _EMPTY_F = np.zeros(0, dtype=np.float64)
 _OPERAND = {"x": 0, "y": 1, "z": 2}
+_ARITY, _NO_GRAD = K.ARITY, K.NO_GRAD
 
 
 def _shape_of(v):
@@ -94,9 +95,10 @@ def _check(T, status, i):
             "computed; avoid the in-place operation or clone the tensor first.")
 
 
-def _pending(reached, stop, start):
-    """Reached entries in (stop, start]: where the kernel still has work."""
-    return int(np.count_nonzero(reached[stop + 1:start + 1]))
+# the kernel's count of reached entries still to visit, given as "never runs out": the walk
+# bounds each segment itself (by the reach pass's lowest entry), and counting the reached
+# entries of a segment costs the segment again
+_UNBOUNDED = 1 << 62
 
 
 _FALSE = wrap(np.False_)
@@ -108,33 +110,169 @@ def _masked(g):
     return ELEMENTWISE["where"](_FALSE, g, 0.0)
 
 
+class WalkIndex:
+    """What the walks over one tape derive from it, extended as the tape grows (so that a
+    backward never pays for the whole tape): the constants as an array, a mark per stop
+    entry, and the ``pyfunc`` heads in order with their operand references laid out flat."""
+
+    __slots__ = ("nconsts", "consts", "nstops", "stopmark", "heads", "head_ptr", "head_refs")
+
+    def __init__(self):
+        self.nconsts = self.nstops = 0
+        self.consts = self.stopmark = None
+        self.heads = _EMPTY_I
+        self.head_ptr = np.zeros(1, np.int64)
+        self.head_refs = _EMPTY_I
+
+    def update(self, T, n):
+        c = T._c
+        if self.consts is None or len(self.consts) < len(c):
+            grown = np.empty(max(len(c), 2 * self.nconsts, 64), np.float64)
+            grown[:self.nconsts] = self.consts[:self.nconsts] if self.consts is not None else ()
+            self.consts = grown
+        if self.nconsts < len(c):
+            k = len(c)
+            self.consts[self.nconsts:k] = c[self.nconsts:k]
+            self.nconsts = k
+        if self.stopmark is None or len(self.stopmark) < n:
+            grown = np.zeros(max(n, 2 * (0 if self.stopmark is None else len(self.stopmark)), 1024),
+                             np.uint8)
+            if self.stopmark is not None:
+                grown[:len(self.stopmark)] = self.stopmark
+            self.stopmark = grown
+        stops = T._stops
+        if self.nstops < len(stops):
+            new = [int(s) for s in stops[self.nstops:len(stops)]]
+            self.nstops += len(new)
+            self.stopmark[new] = 1
+            last = self.heads[-1] if len(self.heads) else -1
+            py = T._py
+            # heads are stops appended in recording order; a later stop on a head (a node
+            # hook) repeats an earlier entry
+            heads = [h for h in new if h > last and h in py]
+            if heads:
+                refs = [py[h].inputs for h in heads]
+                sizes = np.fromiter(map(len, refs), np.int64, len(refs))
+                self.heads = np.concatenate((self.heads, np.array(heads, np.int64)))
+                self.head_ptr = np.concatenate((self.head_ptr, self.head_ptr[-1] + np.cumsum(sizes)))
+                self.head_refs = np.concatenate(
+                    (self.head_refs, np.fromiter((r for rs in refs for r in rs), np.int64,
+                                                 int(sizes.sum()))))
+        return self
+
+
+def walk_index(T, n):
+    """``T``'s WalkIndex, brought up to its first ``n`` entries."""
+    ix = T._walk_index
+    if ix is None:
+        ix = T._walk_index = WalkIndex()
+    return ix.update(T, n)
+
+
+@jit
+def _reach(op, a, b, seeds, heads, head_ptr, head_refs, mark, hits):
+    """Mark in ``mark`` (and list in ``hits``) every entry a walk from ``seeds`` can reach:
+    operands of elementwise entries (not of comparisons, which pass no gradient), a
+    ``pyout``'s head, a head's operands.  A superset of what the walk reaches (a Python
+    backward may return None for an operand).  Stops when every marked entry that has
+    operands was visited; returns ``(number of hits, lowest such entry)``: the walk never
+    looks below it, however long the tape."""
+    m = 0
+    pending = 0
+    low = op.shape[0]
+    for s in seeds:
+        if mark[s] == 0:
+            mark[s] = 1
+            hits[m] = s
+            m += 1
+            if op[s] < LEAF or op[s] == PYFUNC or op[s] == PYOUT:
+                pending += 1
+    i = seeds.max() if seeds.shape[0] else -1
+    refs = np.empty(3, np.int64)
+    while i >= 0 and pending > 0:
+        if mark[i] == 0:
+            i -= 1
+            continue
+        o = op[i]
+        if o >= LEAF and o != PYFUNC and o != PYOUT:
+            i -= 1
+            continue
+        pending -= 1
+        low = i
+        nr = 0
+        if o < N_ELEMENTWISE:
+            if not _NO_GRAD[o]:
+                refs[0] = a[i]
+                refs[1] = b[i]
+                nr = 2
+                if _ARITY[o] == 3:
+                    refs[1] = a[b[i]]
+                    refs[2] = b[b[i]]
+                    nr = 3
+        elif o == PYOUT:
+            refs[0] = a[i]
+            nr = 1
+        if o == PYFUNC:
+            h = np.searchsorted(heads, i)
+            if h < heads.shape[0] and heads[h] == i:
+                for k in range(head_ptr[h], head_ptr[h + 1]):
+                    r = head_refs[k]
+                    if r >= 0 and mark[r] == 0:
+                        mark[r] = 1
+                        hits[m] = r
+                        m += 1
+                        if op[r] < LEAF or op[r] == PYFUNC or op[r] == PYOUT:
+                            pending += 1
+        for k in range(nr):
+            r = refs[k]
+            if r >= 0 and mark[r] == 0:
+                mark[r] = 1
+                hits[m] = r
+                m += 1
+                if op[r] < LEAF or op[r] == PYFUNC or op[r] == PYOUT:
+                    pending += 1
+        i -= 1
+    return m, low
+
+
 class TapeArrays:
     """What a walk over tape ``T`` reads: its entry arrays, constants, freed and modified
     marks (the last as the tape length when an entry's tensor was changed in place)."""
 
-    __slots__ = ("tape", "op", "a", "b", "val", "consts", "freed", "dirty", "n")
+    __slots__ = ("tape", "op", "a", "b", "val", "consts", "freed", "dirty", "n", "index")
 
     def __init__(self, T):
         self.tape = T
         self.op, self.a, self.b, self.val = T._arrays()
         n = self.n = len(self.op)
-        self.consts = np.fromiter(T._c, np.float64, len(T._c))
+        ix = self.index = walk_index(T, n)
+        self.consts = ix.consts[:ix.nconsts]
         freed = T._freed
-        if freed is None or len(freed) < n:
-            grown = np.zeros(n, np.uint8)
+        if freed is None or len(freed) < n:   # (grown with room: a tape grows between walks)
+            grown = np.zeros(max(n, 2 * (0 if freed is None else len(freed))), np.uint8)
             if freed is not None:
                 grown[:len(freed)] = freed
             T._freed = freed = grown
         self.freed = freed
         self.dirty = _EMPTY_I
         stale = [k for k, (t, version) in T._const_sources.items()
-                 if k < n and getattr(t, "_version", 0) != version]
+                 if k < n and getattr(t, "_version", 0) != version] if T._const_sources else []
         if T._dirty or stale:
             self.dirty = np.zeros(n, np.int64)
             for k, when in T._dirty:
                 if k < n:
                     self.dirty[k] = max(self.dirty[k], when)
             self.dirty[stale] = n + 1   # changed after every entry that could have saved it
+
+    def reach(self, seeds):
+        """``(hits, low)``: the entries a walk from ``seeds`` can reach, ascending, and the
+        lowest of them that has operands (see ``_reach``)."""
+        ix = self.index
+        mark = np.zeros(self.n, np.uint8)
+        hits = np.empty(self.n, np.int64)
+        m, low = _reach(self.op, self.a, self.b, np.fromiter(seeds, np.int64, len(seeds)),
+                        ix.heads, ix.head_ptr, ix.head_refs, mark, hits)
+        return np.sort(hits[:m]), low
 
 
 class FloatAdjoints:
@@ -144,29 +282,34 @@ class FloatAdjoints:
 
     create_graph = False
     __slots__ = ("tape", "arrays", "adj", "reached", "off", "nel", "aval", "aadj", "side", "owned",
-                 "needed")
+                 "needed", "hits")
 
-    def __init__(self, arrays):
+    def __init__(self, arrays, hits):
         T = self.tape = arrays.tape
         self.arrays = arrays
         n = arrays.n
         # adjoints start at -0.0: -0.0 + g is g for every g (a -0.0 too), so a gradient
-        # keeps PyTorch's sign where 0.0 + -0.0 would lose it
-        self.adj = np.full(n, -0.0)
+        # keeps PyTorch's sign where 0.0 + -0.0 would lose it.  Only the entries the walk
+        # can reach are set: zeros come from the allocator at no cost, a fill would cost
+        # the whole tape.
+        self.adj = np.zeros(n)
+        self.adj[hits] = -0.0
         self.reached = np.zeros(n, np.uint8)
-        self.off, self.nel, self.aval = self._layout(T, n)
+        self.off, self.nel, self.aval = self._layout(T, n, hits)
         self.aadj = np.full(len(self.aval), -0.0)
         self.side = {}
         self.owned = set()
 
     @staticmethod
-    def _layout(T, n):
+    def _layout(T, n, hits):
         """Flat layout of the array entries the Numba sweep touches (elementwise ops and
-        their array operands, noted in ``_flat`` when recorded): offsets, sizes, values."""
+        their array operands, noted in ``_flat`` when recorded) among those the walk can
+        reach (``hits``): offsets, sizes, values."""
         if not T._arr:
             return _EMPTY_I, _EMPTY_I, _EMPTY_F
         off = np.full(n, -1, np.int64)
-        flat = [k for k in T._flat if k < n]
+        marked = T._flat
+        flat = [k for k in hits.tolist() if k in marked]
         if not flat:
             return off, _EMPTY_I, _EMPTY_F
         arrs = [T._arr[k] for k in flat]
@@ -182,7 +325,7 @@ class FloatAdjoints:
         A = self.arrays
         status, i = K.reverse(A.op, A.a, A.b, A.val, A.consts, self.adj, self.reached, A.freed,
                               A.dirty, self.off, self.nel, self.aval, self.aadj, start, stop,
-                              _pending(self.reached, stop, start))
+                              _UNBOUNDED)
         _check(self.tape, status, i)
 
     def _flat(self, i):
@@ -247,8 +390,7 @@ class FloatAdjoints:
         leaves = T._leaves
         if not leaves:
             return [], []
-        idx = np.fromiter(leaves.keys(), np.int64, len(leaves))
-        idx = idx[idx < len(self.reached)]
+        idx = self.hits[self.arrays.op[self.hits] == LEAF]
         hit = idx[self.reached[idx] != 0].tolist()
         ts = [leaves[i] for i in hit]
         if T._arr:
@@ -262,14 +404,15 @@ class GraphAdjoints:
     op table's partials evaluated in recorded ops."""
 
     create_graph = True
-    __slots__ = ("tape", "arrays", "adj", "reached", "views", "needed")
+    __slots__ = ("tape", "arrays", "adj", "reached", "views", "needed", "hits")
 
-    def __init__(self, arrays):
+    def __init__(self, arrays, hits):
         self.tape = arrays.tape
         self.arrays = arrays
         self.adj = {}
         self.reached = np.zeros(arrays.n, np.uint8)
         self.views = {}
+        self.hits = hits
 
     def saved(self, r):
         """Entry ``r`` as a tensor that refers back to it (ops on it are recorded), or the
@@ -311,8 +454,9 @@ class GraphAdjoints:
     def segment(self, start, stop):
         """Walk entries ``start`` down to ``stop + 1``, recording each adjoint."""
         A, T = self.arrays, self.tape
-        reached, op = self.reached, A.op
-        for i in range(start, stop, -1):
+        reached, op, hits = self.reached, A.op, self.hits
+        # only entries the walk can reach, not every entry of the range
+        for i in hits[np.searchsorted(hits, stop, "right"):np.searchsorted(hits, start, "right")][::-1].tolist():
             if not reached[i]:
                 continue
             code = int(op[i])
@@ -332,11 +476,8 @@ class GraphAdjoints:
 
     def leaf_grads(self):
         leaves = self.tape._leaves
-        hit = [i for i in leaves if i < len(self.reached) and self.reached[i]]
+        hit = [i for i in self.hits.tolist() if self.reached[i] and i in leaves]
         return [leaves[i] for i in hit], [self.get(i) for i in hit]
-
-
-_NO_GRAD = K.NO_GRAD
 
 
 def entry_grads(adj, i, g, changed=None):
@@ -407,7 +548,7 @@ def call_node(node, *grads):
     if T is None:                     # AccumulateGrad
         return ()
     A = TapeArrays(T)
-    adj = _NodeCall(A)
+    adj = _NodeCall(A, _EMPTY_I)
     grads = [g if isinstance(g, Tensor) or g is None else wrap(g) for g in grads]
     if A.op[i] < N_ELEMENTWISE:       # (broadcast operands' gradients are not reduced:
         refs = T._inputs(i)           # PyTorch reduces them when they flow on)
@@ -454,23 +595,43 @@ def run_node(adj, s, state, changed):
 
 
 @jit
-def _depends_on(op, a, b, sources, heads, head_ptr, head_refs):
-    """Per entry: 1 if it depends on an entry marked in ``sources`` (1 for a ``link``, whose
-    tape may hold one).  ``heads``/``head_ptr``/``head_refs``: the pyfunc heads in order
-    and their operand references, laid out flat."""
-    n = op.shape[0]
-    out = np.zeros(n, np.uint8)
-    h = 0
-    for i in range(n):
+def _depends_below(op, a, b, out, r, lo):
+    """Whether entry ``r`` depends on a source when ``r < lo`` may be outside the worked-out
+    range: below it, only entries without work lie in a walk's graph (sources, links, and
+    the ``arg`` entry of a three-operand op, whose operands are such entries or in range)."""
+    if r < 0:
+        return False
+    if out[r] != 0:
+        return True
+    if r >= lo:
+        return False
+    o = op[r]
+    if o == LINK:
+        return True
+    if o == ARG:
+        p = a[r]
+        q = b[r]
+        return ((p >= 0 and (out[p] != 0 or (p < lo and op[p] == LINK)))
+                or (q >= 0 and (out[q] != 0 or (q < lo and op[q] == LINK))))
+    return False
+
+
+@jit
+def _depends_on(op, a, b, sources, heads, head_ptr, head_refs, lo, hi):
+    """Per entry of ``lo..hi``: 1 if it depends on an entry marked in ``sources`` (1 for a
+    ``link``, whose tape may hold one), marked in ``sources`` in place.
+    ``heads``/``head_ptr``/``head_refs``: the pyfunc heads in order and their operand
+    references, laid out flat."""
+    out = sources
+    h = np.searchsorted(heads, lo)
+    for i in range(lo, hi + 1):
         o = op[i]
         if sources[i] != 0 or o == LINK:
             out[i] = 1
         elif o < N_ELEMENTWISE and _NO_GRAD[o]:
             continue   # a comparison: no gradient flows through it (where's condition)
         elif o < N_ELEMENTWISE or o == ARG:
-            r = a[i]
-            q = b[i]
-            if (r >= 0 and out[r] != 0) or (q >= 0 and out[q] != 0):
+            if _depends_below(op, a, b, out, a[i], lo) or _depends_below(op, a, b, out, b[i], lo):
                 out[i] = 1
         elif o == PYOUT:
             out[i] = out[a[i]]
@@ -479,27 +640,23 @@ def _depends_on(op, a, b, sources, heads, head_ptr, head_refs):
                 h += 1
             if h < heads.shape[0] and heads[h] == i:
                 for k in range(head_ptr[h], head_ptr[h + 1]):
-                    r = head_refs[k]
-                    if r >= 0 and out[r] != 0:
+                    if _depends_below(op, a, b, out, head_refs[k], lo):
                         out[i] = 1
-    return out
 
 
-def needed_entries(T, A, inputs):
+def needed_entries(T, A, inputs, lo=0, hi=None):
     """Which entries of ``T`` lead to one of ``inputs`` (backward's and grad's ``inputs=``):
     the walk runs hooks, Python rules and ``retain_grad`` only there, as PyTorch prunes
-    the nodes it does not need."""
+    the nodes it does not need.  Only entries ``lo..hi`` (the walk's range) are worked out."""
     sources = np.zeros(A.n, np.uint8)
     for x in inputs:
         for i in (T._leaf_of.get(id(x)), x._entry if x._tape is T else None):
             if i is not None and i < A.n:
                 sources[i] = 1
-    heads = np.array(sorted(T._py), dtype=np.int64)
-    refs = [T._py[h].inputs for h in heads.tolist()]
-    ptr = np.zeros(len(refs) + 1, np.int64)
-    ptr[1:] = np.cumsum([len(r) for r in refs])
-    flat = np.array([r for rs in refs for r in rs], dtype=np.int64)
-    return _depends_on(A.op, A.a, A.b, sources, heads, ptr, flat)
+    ix = A.index
+    _depends_on(A.op, A.a, A.b, sources, ix.heads, ix.head_ptr, ix.head_refs,
+                lo, A.n - 1 if hi is None else hi)
+    return sources
 
 
 def _runs_on(T, targets, inputs):
@@ -525,15 +682,18 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
     ``before_hooks``: ``{entry: None}`` filled with those entries' gradients as they were
     before their hooks ran (what ``autograd.grad`` returns for a non-leaf input)."""
     A = TapeArrays(T)
-    needed = None if inputs is None else needed_entries(T, A, inputs)
+    hits, low = A.reach(seeds)
+    start = max(seeds)
+    needed = None if inputs is None else needed_entries(T, A, inputs, low, start)
     # under detect_anomaly every entry is walked in Python, so that a NaN names its node
-    adj = (GraphAdjoints if create_graph or is_anomaly_enabled() else FloatAdjoints)(A)
+    adj = (GraphAdjoints if create_graph or is_anomaly_enabled() else FloatAdjoints)(A, hits)
+    adj.hits = hits
     reached = adj.reached
     for i, g in seeds.items():
         adj.add(i, g)
         reached[i] = 1
-    start = max(seeds)
-    stops = sorted((s for s in set(T._stops) if s <= start), reverse=True)
+    # the stops the walk can reach, from the top: a stop it cannot reach has nothing to run
+    stops = hits[A.index.stopmark[hits] != 0][::-1].tolist()
     pos = start
     for s in stops:
         adj.segment(pos, s)
@@ -579,8 +739,8 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
             if changed is not None or (state is not None and (state.pre or state.post)):
                 run_node(adj, s, state, changed)
                 pos = s - 1
-    if pos >= 0:
-        adj.segment(pos, -1)
+    if pos >= low:   # (nothing below the lowest reachable entry has work)
+        adj.segment(pos, low - 1)
     adj.needed = needed
     return adj
 
@@ -683,9 +843,10 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
     if not retain_graph:
         for adj in walked:
             T = adj.tape
-            n = len(adj.reached)
-            np.maximum(T._freed[:n], adj.reached, out=T._freed[:n])
-            release_saved(T, adj.reached)   # what hooks packed and Functions saved goes too
+            hits = adj.hits
+            T._freed[hits] |= adj.reached[hits]
+            # what hooks packed and Functions saved goes too
+            release_saved(T, adj.reached, hits[adj.arrays.index.stopmark[hits] != 0].tolist())
             fresh_default_tape(T)
     if inputs is not None:
         for pos, x in enumerate(inputs):

@@ -100,7 +100,7 @@ class Tape:
     __slots__ = ("_rec_op", "_rec_a", "_rec_b", "_rec_val", "_c", "_base", "_stored_op", "_stored_a", "_stored_b", "_stored_val",
                  "_arr", "_leaves", "_leaf_of", "_owner", "_links", "_linkcache", "_py", "_hooks", "_retain",
                  "_stops", "_freed", "_dirty", "_const_sources", "_tensor_consts", "_cmap", "_flat", "_reads", "_guards",
-                 "rewrite_array_op", "__weakref__")
+                 "_walk_index", "rewrite_array_op", "__weakref__")
 
     def __init__(self):
         self._rec_op, self._rec_a, self._rec_b, self._rec_val = [], [], [], []
@@ -130,6 +130,7 @@ class Tape:
         self._flat = {}            # array entries the Numba sweep reads (an ordered set)
         self._reads = []           # (entry, "file:line") where Python read a recorded value
         self._guards = []          # (comparison entry, outcome, "file:line") of branches taken
+        self._walk_index = None    # what the reverse walk derives from this tape, kept up to date
         # while tg.compile records: handler(name, args, params) rewriting array ops on 0-d
         # tensors into scalar entries (None otherwise)
         self.rewrite_array_op = None
