@@ -174,9 +174,11 @@ def _reach(op, a, b, seeds, heads, head_ptr, head_refs, mark, hits):
     """Mark in ``mark`` (and list in ``hits``) every entry a walk from ``seeds`` can reach:
     operands of elementwise entries (not of comparisons, which pass no gradient), a
     ``pyout``'s head, a head's operands.  A superset of what the walk reaches (a Python
-    backward may return None for an operand).  Stops when every marked entry that has
-    operands was visited; returns ``(number of hits, lowest such entry)``: the walk never
-    looks below it, however long the tape."""
+    backward may return None for an operand).  Elementwise entries and their operands
+    are marked 2: the Numba sweep reads their values and adjoints (the flat layout of
+    array entries).  Stops when every marked entry that has operands was visited;
+    returns ``(number of hits, lowest such entry)``: the walk never looks below it,
+    however long the tape."""
     m = 0
     pending = 0
     low = op.shape[0]
@@ -202,6 +204,7 @@ def _reach(op, a, b, seeds, heads, head_ptr, head_refs, mark, hits):
         nr = 0
         if o < N_ELEMENTWISE:
             if not _NO_GRAD[o]:
+                mark[i] = 2
                 refs[0] = a[i]
                 refs[1] = b[i]
                 nr = 2
@@ -225,12 +228,13 @@ def _reach(op, a, b, seeds, heads, head_ptr, head_refs, mark, hits):
                             pending += 1
         for k in range(nr):
             r = refs[k]
-            if r >= 0 and mark[r] == 0:
-                mark[r] = 1
-                hits[m] = r
-                m += 1
-                if op[r] < LEAF or op[r] == PYFUNC or op[r] == PYOUT:
-                    pending += 1
+            if r >= 0:
+                if mark[r] == 0:
+                    hits[m] = r
+                    m += 1
+                    if op[r] < LEAF or op[r] == PYFUNC or op[r] == PYOUT:
+                        pending += 1
+                mark[r] = 2
         i -= 1
     return m, low
 
@@ -265,14 +269,16 @@ class TapeArrays:
             self.dirty[stale] = n + 1   # changed after every entry that could have saved it
 
     def reach(self, seeds):
-        """``(hits, low)``: the entries a walk from ``seeds`` can reach, ascending, and the
-        lowest of them that has operands (see ``_reach``)."""
+        """``(hits, low, swept)``: the entries a walk from ``seeds`` can reach, ascending,
+        the lowest of them that has operands, and those the Numba sweep reads (see
+        ``_reach``)."""
         ix = self.index
         mark = np.zeros(self.n, np.uint8)
         hits = np.empty(self.n, np.int64)
         m, low = _reach(self.op, self.a, self.b, np.fromiter(seeds, np.int64, len(seeds)),
                         ix.heads, ix.head_ptr, ix.head_refs, mark, hits)
-        return np.sort(hits[:m]), low
+        hits = np.sort(hits[:m])
+        return hits, low, hits[mark[hits] == 2]
 
 
 class FloatAdjoints:
@@ -284,7 +290,7 @@ class FloatAdjoints:
     __slots__ = ("tape", "arrays", "adj", "reached", "off", "nel", "aval", "aadj", "side", "owned",
                  "needed", "hits")
 
-    def __init__(self, arrays, hits):
+    def __init__(self, arrays, hits, swept):
         T = self.tape = arrays.tape
         self.arrays = arrays
         n = arrays.n
@@ -295,21 +301,21 @@ class FloatAdjoints:
         self.adj = np.zeros(n)
         self.adj[hits] = -0.0
         self.reached = np.zeros(n, np.uint8)
-        self.off, self.nel, self.aval = self._layout(T, n, hits)
+        self.off, self.nel, self.aval = self._layout(T, n, swept)
         self.aadj = np.full(len(self.aval), -0.0)
         self.side = {}
         self.owned = set()
 
     @staticmethod
-    def _layout(T, n, hits):
-        """Flat layout of the array entries the Numba sweep touches (elementwise ops and
-        their array operands, noted in ``_flat`` when recorded) among those the walk can
-        reach (``hits``): offsets, sizes, values."""
-        if not T._arr:
+    def _layout(T, n, swept):
+        """Flat layout of the array entries among ``swept`` (the reachable elementwise
+        entries and their operands): offsets, sizes, values.  Other array entries (inputs
+        and outputs of Python ops only) keep their adjoints in ``side``."""
+        arrays = T._arr
+        if not arrays:
             return _EMPTY_I, _EMPTY_I, _EMPTY_F
         off = np.full(n, -1, np.int64)
-        marked = T._flat
-        flat = [k for k in hits.tolist() if k in marked]
+        flat = [k for k in swept.tolist() if k in arrays]
         if not flat:
             return off, _EMPTY_I, _EMPTY_F
         arrs = [T._arr[k] for k in flat]
@@ -406,7 +412,7 @@ class GraphAdjoints:
     create_graph = True
     __slots__ = ("tape", "arrays", "adj", "reached", "views", "needed", "hits")
 
-    def __init__(self, arrays, hits):
+    def __init__(self, arrays, hits, swept=None):
         self.tape = arrays.tape
         self.arrays = arrays
         self.adj = {}
@@ -682,11 +688,12 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
     ``before_hooks``: ``{entry: None}`` filled with those entries' gradients as they were
     before their hooks ran (what ``autograd.grad`` returns for a non-leaf input)."""
     A = TapeArrays(T)
-    hits, low = A.reach(seeds)
+    hits, low, swept = A.reach(seeds)
     start = max(seeds)
     needed = None if inputs is None else needed_entries(T, A, inputs, low, start)
     # under detect_anomaly every entry is walked in Python, so that a NaN names its node
-    adj = (GraphAdjoints if create_graph or is_anomaly_enabled() else FloatAdjoints)(A, hits)
+    adj = (GraphAdjoints if create_graph or is_anomaly_enabled() else FloatAdjoints)(A, hits,
+                                                                                swept)
     adj.hits = hits
     reached = adj.reached
     for i, g in seeds.items():

@@ -99,7 +99,7 @@ class Tape:
 
     __slots__ = ("_rec_op", "_rec_a", "_rec_b", "_rec_val", "_c", "_base", "_stored_op", "_stored_a", "_stored_b", "_stored_val",
                  "_arr", "_leaves", "_leaf_of", "_owner", "_links", "_linkcache", "_py", "_hooks", "_retain",
-                 "_stops", "_freed", "_dirty", "_const_sources", "_tensor_consts", "_cmap", "_flat", "_reads", "_guards",
+                 "_stops", "_freed", "_dirty", "_const_sources", "_tensor_consts", "_cmap", "_reads", "_guards",
                  "_walk_index", "rewrite_array_op", "__weakref__")
 
     def __init__(self):
@@ -127,7 +127,6 @@ class Tape:
         self._const_sources = {}
         self._tensor_consts = set()           # constant refs that came from tensors (not Python numbers)
         self._cmap = {}            # Python-number constant -> its reference (deduplicated)
-        self._flat = {}            # array entries the Numba sweep reads (an ordered set)
         self._reads = []           # (entry, "file:line") where Python read a recorded value
         self._guards = []          # (comparison entry, outcome, "file:line") of branches taken
         self._walk_index = None    # what the reverse walk derives from this tape, kept up to date

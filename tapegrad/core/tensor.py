@@ -77,12 +77,6 @@ def _record(code, refs, v):
         i = T._push(code, refs[0], rb, v)
     else:
         i = T._push(code, refs[0], refs[1] if len(refs) > 1 else -1, v)
-    if i in T._arr:  # the sweep reads this entry and its array operands elementwise
-        flat, arr = T._flat, T._arr
-        flat[i] = None
-        for r in refs:
-            if r in arr:
-                flat[r] = None
     r = _new(Tensor)   # (not Tensor(): that runs tg.Tensor(data)'s __init__)
     r._value = v
     r._tape = T
@@ -220,12 +214,6 @@ def elementwise_fallback(code, args):
             T._rec_b.append(rb)
             vs.append(_NAN)
             T._arr[i] = v
-            flat = T._flat
-            flat[i] = None  # the sweep reads this entry and its array operands elementwise
-            if ra >= 0:
-                flat[ra] = None
-            if rb >= 0:
-                flat[rb] = None
             r = _new(Tensor)
             r._value = v
             r._tape = T
