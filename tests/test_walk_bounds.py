@@ -163,3 +163,15 @@ def test_second_derivative_through_min_max_with_indices(which, dim, keepdim):
 
     assert tg.autograd.gradcheck(f, (c,))
     assert tg.autograd.gradgradcheck(f, (c,))
+
+
+@pytest.mark.parametrize("n", [3, 100])   # a flush checks a few entries in Python, more in NumPy
+def test_a_broken_tape_is_not_swept(n):
+    with tg.Tape() as tape:
+        x = tg.tensor(1.0, requires_grad=True)
+        y = x
+        for _ in range(n):
+            y = y * 1.5
+        tape._rec_a[-1] = len(tape) + 5   # an operand recorded after its op
+        with pytest.raises(RuntimeError, match="refers to a later entry"):
+            y.backward()

@@ -245,7 +245,9 @@ class TapeArrays:
 
     __slots__ = ("tape", "op", "a", "b", "val", "consts", "freed", "dirty", "n", "index")
 
-    def __init__(self, T):
+    def __init__(self, T, entries=None):
+        """``entries``: the entries whose in-place changes matter (a walk's reachable ones,
+        ascending); None for all."""
         self.tape = T
         self.op, self.a, self.b, self.val = T._arrays()
         n = self.n = len(self.op)
@@ -258,9 +260,27 @@ class TapeArrays:
                 grown[:len(freed)] = freed
             T._freed = freed = grown
         self.freed = freed
+        self.find_dirty(entries)
+
+    def find_dirty(self, entries):
+        """Mark in ``dirty`` the entries changed in place since recorded: tensors modified
+        in place, and constant tensors saved by reference whose version moved on (only
+        among ``entries`` when given: checking every constant of a long tape at every
+        backward cost the whole tape)."""
+        T, n = self.tape, self.n
+        sources = T._const_sources
+        if not sources:
+            stale = []
+        elif entries is None:
+            stale = [k for k, (t, version) in sources.items()
+                     if k < n and getattr(t, "_version", 0) != version]
+        else:
+            stale = []
+            for k in entries[self.op[entries] == CONST].tolist():
+                t, version = sources.get(k, (None, 0))
+                if t is not None and getattr(t, "_version", 0) != version:
+                    stale.append(k)
         self.dirty = _EMPTY_I
-        stale = [k for k, (t, version) in T._const_sources.items()
-                 if k < n and getattr(t, "_version", 0) != version] if T._const_sources else []
         if T._dirty or stale:
             self.dirty = np.zeros(n, np.int64)
             for k, when in T._dirty:
@@ -396,8 +416,13 @@ class FloatAdjoints:
         leaves = T._leaves
         if not leaves:
             return [], []
-        idx = self.hits[self.arrays.op[self.hits] == LEAF]
-        hit = idx[self.reached[idx] != 0].tolist()
+        hits = self.hits
+        if len(hits) <= 32:   # (NumPy's per-call cost is more than the loop's)
+            reached = self.reached
+            hit = [i for i in hits.tolist() if i in leaves and reached[i]]
+        else:
+            idx = hits[self.arrays.op[hits] == LEAF]
+            hit = idx[self.reached[idx] != 0].tolist()
         ts = [leaves[i] for i in hit]
         if T._arr:
             return ts, [self.get(i) for i in hit]
@@ -687,8 +712,9 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
     several outputs it starts from a dummy root and runs only the nodes it needs).
     ``before_hooks``: ``{entry: None}`` filled with those entries' gradients as they were
     before their hooks ran (what ``autograd.grad`` returns for a non-leaf input)."""
-    A = TapeArrays(T)
+    A = TapeArrays(T, _EMPTY_I)   # (in-place changes looked up once the reach is known)
     hits, low, swept = A.reach(seeds)
+    A.find_dirty(hits)
     start = max(seeds)
     needed = None if inputs is None else needed_entries(T, A, inputs, low, start)
     # under detect_anomaly every entry is walked in Python, so that a NaN names its node

@@ -31,6 +31,7 @@ N_ELEMENTWISE = len(optable.OPS)
 LEAF, LINK, CONST, ARG, PYFUNC, PYOUT = range(N_ELEMENTWISE, N_ELEMENTWISE + len(optable.STRUCTURAL))
 OP_NAMES = tuple(op.name for op in optable.OPS) + optable.STRUCTURAL
 _N_CODES = N_ELEMENTWISE + len(optable.STRUCTURAL)
+_FEW = 32   # up to this many new entries, a flush checks and copies them in Python
 
 SECOND_BACKWARD = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
@@ -172,11 +173,18 @@ class Tape:
                     new[:self._base] = old[:self._base]
                     setattr(self, name, new)
             s = slice(self._base, end)
-            self._stored_op[s] = np.fromiter(self._rec_op, np.int8, n)
-            self._stored_a[s] = np.fromiter(self._rec_a, np.int32, n)
-            self._stored_b[s] = np.fromiter(self._rec_b, np.int32, n)
-            self._stored_val[s] = np.fromiter(self._rec_val, np.float64, n)
-            self._check_chunk(self._base, end)
+            if n <= _FEW:   # (a backward of a small graph: NumPy's per-call cost dominates)
+                self._check_few(self._base)
+                self._stored_op[s] = self._rec_op
+                self._stored_a[s] = self._rec_a
+                self._stored_b[s] = self._rec_b
+                self._stored_val[s] = self._rec_val
+            else:
+                self._stored_op[s] = np.fromiter(self._rec_op, np.int8, n)
+                self._stored_a[s] = np.fromiter(self._rec_a, np.int32, n)
+                self._stored_b[s] = np.fromiter(self._rec_b, np.int32, n)
+                self._stored_val[s] = np.fromiter(self._rec_val, np.float64, n)
+                self._check_chunk(self._base, end)
             if n >= CHUNK and thread_state.implicit is self:
                 # a full chunk on the default tape: later ops record on a fresh one (a
                 # result of this one used later is linked), so this one is freed as soon as
@@ -204,6 +212,16 @@ class Tape:
             i = int(idx[np.argmax(bad)])
             raise RuntimeError(f"tapegrad internal error: tape entry {i} refers to a later "
                                "entry or an unknown constant; the tape is not swept")
+
+    def _check_few(self, start):
+        """``_check_chunk`` of the recording lists (entries from ``start``), in Python."""
+        lowest = -len(self._c)
+        i = start
+        for code, ra, rb in zip(self._rec_op, self._rec_a, self._rec_b):
+            if not (lowest <= ra < i and lowest <= rb < i and 0 <= code < _N_CODES):
+                raise RuntimeError(f"tapegrad internal error: tape entry {i} refers to a later "
+                                   "entry or an unknown constant; the tape is not swept")
+            i += 1
 
     def _push(self, code, ra, rb, v):
         """Append one entry (any value kind); returns its index."""

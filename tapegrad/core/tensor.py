@@ -195,15 +195,19 @@ def elementwise_fallback(code, args):
             if T is None:
                 return wrap(v)
             x = args[0]
-            t = x._tape if x.__class__ is Tensor else None
-            ra = (x._entry if t is T else (T._ref(x) if t is not None else T._push_const(x, x._value))) \
-                if x.__class__ is Tensor else T._const(x)
+            if x.__class__ is Tensor:
+                t = x._tape
+                ra = x._entry if t is T else (T._ref(x) if t is not None else T._push_const(x, x._value))
+            else:
+                ra = T._cmap.get(x) or T._const(x)   # (a known number: its reference, never 0)
             rb = -1
             if len(args) == 2:
                 y = args[1]
-                t = y._tape if y.__class__ is Tensor else None
-                rb = (y._entry if t is T else (T._ref(y) if t is not None else T._push_const(y, y._value))) \
-                    if y.__class__ is Tensor else T._const(y)
+                if y.__class__ is Tensor:
+                    t = y._tape
+                    rb = y._entry if t is T else (T._ref(y) if t is not None else T._push_const(y, y._value))
+                else:
+                    rb = T._cmap.get(y) or T._const(y)
             vs = T._rec_val
             n = len(vs)
             if n >= CHUNK:
