@@ -16,8 +16,16 @@ use the same data in both modes.  A ``link`` entry forwards its adjoint into the
 recorded the tensor; leaf gradients are summed over all tapes first, then each leaf's
 hooks run once on the sum, then the result accumulates into ``.grad`` -- as PyTorch's
 AccumulateGrad does.
+
+A walk costs the graph it reaches, not the tape: a reach pass (``_reach``, in Numba) first
+marks what the outputs can reach, and everything after it -- the sweep's range, the stops
+that return to Python, the array layout, freeing, leaf gradients -- looks at those entries
+only.  Graphs that nothing reaches any more (forward-only evaluations, earlier Jacobian
+rows) stay on the tape until it is dropped, but no backward looks at them again.
 """
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
@@ -40,6 +48,7 @@ _EMPTY_I = np.zeros(0, dtype=np.int64)
 _EMPTY_F = np.zeros(0, dtype=np.float64)
 _OPERAND = {"x": 0, "y": 1, "z": 2}
 _ARITY, _NO_GRAD = K.ARITY, K.NO_GRAD
+_INDEXING = threading.Lock()
 
 
 def _shape_of(v):
@@ -125,6 +134,14 @@ class WalkIndex:
         self.head_refs = _EMPTY_I
 
     def update(self, T, n):
+        """Bring the index up to ``T``'s first ``n`` entries; returns what a walk reads, as
+        of now: ``(consts, stopmark, heads, head_ptr, head_refs)``."""
+        with _INDEXING:   # (two threads walking one tape: each sees a whole index)
+            self._update(T, n)
+            return (self.consts[:self.nconsts], self.stopmark, self.heads, self.head_ptr,
+                    self.head_refs)
+
+    def _update(self, T, n):
         c = T._c
         if self.consts is None or len(self.consts) < len(c):
             grown = np.empty(max(len(c), 2 * self.nconsts, 64), np.float64)
@@ -134,16 +151,16 @@ class WalkIndex:
             k = len(c)
             self.consts[self.nconsts:k] = c[self.nconsts:k]
             self.nconsts = k
-        if self.stopmark is None or len(self.stopmark) < n:
-            grown = np.zeros(max(n, 2 * (0 if self.stopmark is None else len(self.stopmark)), 1024),
-                             np.uint8)
+        stops = T._stops
+        new = [int(s) for s in stops[self.nstops:len(stops)]]
+        size = max([n] + new) + 1
+        if self.stopmark is None or len(self.stopmark) < size:
+            grown = np.zeros(max(size, 2 * (0 if self.stopmark is None else len(self.stopmark)),
+                                 1024), np.uint8)
             if self.stopmark is not None:
                 grown[:len(self.stopmark)] = self.stopmark
             self.stopmark = grown
-        stops = T._stops
-        if self.nstops < len(stops):
-            new = [int(s) for s in stops[self.nstops:len(stops)]]
-            self.nstops += len(new)
+        if new:
             self.stopmark[new] = 1
             last = self.heads[-1] if len(self.heads) else -1
             py = T._py
@@ -158,14 +175,18 @@ class WalkIndex:
                 self.head_refs = np.concatenate(
                     (self.head_refs, np.fromiter((r for rs in refs for r in rs), np.int64,
                                                  int(sizes.sum()))))
-        return self
+            self.nstops += len(new)
 
 
 def walk_index(T, n):
-    """``T``'s WalkIndex, brought up to its first ``n`` entries."""
+    """What a walk over ``T``'s first ``n`` entries reads from its WalkIndex (see
+    ``WalkIndex.update``)."""
     ix = T._walk_index
     if ix is None:
-        ix = T._walk_index = WalkIndex()
+        with _INDEXING:
+            ix = T._walk_index
+            if ix is None:
+                ix = T._walk_index = WalkIndex()
     return ix.update(T, n)
 
 
@@ -243,7 +264,8 @@ class TapeArrays:
     """What a walk over tape ``T`` reads: its entry arrays, constants, freed and modified
     marks (the last as the tape length when an entry's tensor was changed in place)."""
 
-    __slots__ = ("tape", "op", "a", "b", "val", "consts", "freed", "dirty", "n", "index")
+    __slots__ = ("tape", "op", "a", "b", "val", "consts", "freed", "dirty", "n", "stopmark",
+                 "heads")
 
     def __init__(self, T, entries=None):
         """``entries``: the entries whose in-place changes matter (a walk's reachable ones,
@@ -251,8 +273,7 @@ class TapeArrays:
         self.tape = T
         self.op, self.a, self.b, self.val = T._arrays()
         n = self.n = len(self.op)
-        ix = self.index = walk_index(T, n)
-        self.consts = ix.consts[:ix.nconsts]
+        self.consts, self.stopmark, *self.heads = walk_index(T, n)
         freed = T._freed
         if freed is None or len(freed) < n:   # (grown with room: a tape grows between walks)
             grown = np.zeros(max(n, 2 * (0 if freed is None else len(freed))), np.uint8)
@@ -292,11 +313,10 @@ class TapeArrays:
         """``(hits, low, swept)``: the entries a walk from ``seeds`` can reach, ascending,
         the lowest of them that has operands, and those the Numba sweep reads (see
         ``_reach``)."""
-        ix = self.index
         mark = np.zeros(self.n, np.uint8)
         hits = np.empty(self.n, np.int64)
         m, low = _reach(self.op, self.a, self.b, np.fromiter(seeds, np.int64, len(seeds)),
-                        ix.heads, ix.head_ptr, ix.head_refs, mark, hits)
+                        *self.heads, mark, hits)
         hits = np.sort(hits[:m])
         return hits, low, hits[mark[hits] == 2]
 
@@ -684,9 +704,7 @@ def needed_entries(T, A, inputs, lo=0, hi=None):
         for i in (T._leaf_of.get(id(x)), x._entry if x._tape is T else None):
             if i is not None and i < A.n:
                 sources[i] = 1
-    ix = A.index
-    _depends_on(A.op, A.a, A.b, sources, ix.heads, ix.head_ptr, ix.head_refs,
-                lo, A.n - 1 if hi is None else hi)
+    _depends_on(A.op, A.a, A.b, sources, *A.heads, lo, A.n - 1 if hi is None else hi)
     return sources
 
 
@@ -726,7 +744,7 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
         adj.add(i, g)
         reached[i] = 1
     # the stops the walk can reach, from the top: a stop it cannot reach has nothing to run
-    stops = hits[A.index.stopmark[hits] != 0][::-1].tolist()
+    stops = hits[A.stopmark[hits] != 0][::-1].tolist()
     pos = start
     for s in stops:
         adj.segment(pos, s)
@@ -879,7 +897,7 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
             hits = adj.hits
             T._freed[hits] |= adj.reached[hits]
             # what hooks packed and Functions saved goes too
-            release_saved(T, adj.reached, hits[adj.arrays.index.stopmark[hits] != 0].tolist())
+            release_saved(T, adj.reached, hits[adj.arrays.stopmark[hits] != 0].tolist())
             fresh_default_tape(T)
     if inputs is not None:
         for pos, x in enumerate(inputs):

@@ -32,6 +32,8 @@ LEAF, LINK, CONST, ARG, PYFUNC, PYOUT = range(N_ELEMENTWISE, N_ELEMENTWISE + len
 OP_NAMES = tuple(op.name for op in optable.OPS) + optable.STRUCTURAL
 _N_CODES = N_ELEMENTWISE + len(optable.STRUCTURAL)
 _FEW = 32   # up to this many new entries, a flush checks and copies them in Python
+_NOTHING_STORED = (np.zeros(0, np.int8), np.zeros(0, np.int32), np.zeros(0, np.int32),
+                   np.zeros(0, np.float64))
 
 SECOND_BACKWARD = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
@@ -107,10 +109,9 @@ class Tape:
         self._rec_op, self._rec_a, self._rec_b, self._rec_val = [], [], [], []
         self._c = [0.0]            # constants; consts[0] = 0.0 is the unused operand
         self._base = 0             # entries already moved into the arrays below
-        self._stored_op = np.zeros(0, np.int8)
-        self._stored_a = np.zeros(0, np.int32)
-        self._stored_b = np.zeros(0, np.int32)
-        self._stored_val = np.zeros(0, np.float64)
+        # (shared empty arrays: a flush replaces them before writing; a tape is made after
+        # every backward, and four allocations were a third of its cost)
+        self._stored_op, self._stored_a, self._stored_b, self._stored_val = _NOTHING_STORED
         self._arr = {}             # entry -> ndarray value (array entries)
         self._leaves = {}          # entry -> leaf Tensor (gets .grad)
         self._leaf_of = {}         # id(leaf) -> its entry here (leaves shared across threads)
