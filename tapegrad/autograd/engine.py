@@ -894,10 +894,18 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
     if not retain_graph:
         for adj in walked:
             T = adj.tape
-            hits = adj.hits
-            T._freed[hits] |= adj.reached[hits]
-            # what hooks packed and Functions saved goes too
-            release_saved(T, adj.reached, hits[adj.arrays.stopmark[hits] != 0].tolist())
+            hits, reached, freed = adj.hits, adj.reached, T._freed
+            if len(hits) <= 32:   # (NumPy's per-call cost is more than the loop's)
+                hit = hits.tolist()
+                for i in hit:
+                    if reached[i]:
+                        freed[i] = 1
+                stopmark = adj.arrays.stopmark
+                stops = [i for i in hit if stopmark[i]]
+            else:
+                freed[hits] |= reached[hits]
+                stops = hits[adj.arrays.stopmark[hits] != 0].tolist()
+            release_saved(T, reached, stops)   # what hooks packed and Functions saved goes too
             fresh_default_tape(T)
     if inputs is not None:
         for pos, x in enumerate(inputs):

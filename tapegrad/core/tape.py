@@ -171,7 +171,8 @@ class Tape:
                 for name in ("_stored_op", "_stored_a", "_stored_b", "_stored_val"):
                     old = getattr(self, name)
                     new = np.empty(cap, old.dtype)
-                    new[:self._base] = old[:self._base]
+                    if self._base:
+                        new[:self._base] = old[:self._base]
                     setattr(self, name, new)
             s = slice(self._base, end)
             if n <= _FEW:   # (a backward of a small graph: NumPy's per-call cost dominates)
