@@ -352,12 +352,10 @@ class FloatAdjoints:
         entries and their operands): offsets, sizes, values.  Other array entries (inputs
         and outputs of Python ops only) keep their adjoints in ``side``."""
         arrays = T._arr
-        if not arrays:
+        flat = [k for k in swept.tolist() if k in arrays] if arrays else ()
+        if not flat:    # (no offsets at all: a fill as long as the tape is not free)
             return _EMPTY_I, _EMPTY_I, _EMPTY_F
         off = np.full(n, -1, np.int64)
-        flat = [k for k in swept.tolist() if k in arrays]
-        if not flat:
-            return off, _EMPTY_I, _EMPTY_F
         arrs = [T._arr[k] for k in flat]
         sizes = np.fromiter((x.size for x in arrs), np.int64, len(arrs))
         nel = np.zeros(n, np.int64)
