@@ -341,6 +341,7 @@ class FloatAdjoints:
         self.adj = np.zeros(n)
         self.adj[hits] = -0.0
         self.reached = np.zeros(n, np.uint8)
+        self.hits = hits
         self.off, self.nel, self.aval = self._layout(T, n, swept)
         self.aadj = np.full(len(self.aval), -0.0)
         self.side = {}
@@ -455,7 +456,7 @@ class GraphAdjoints:
     create_graph = True
     __slots__ = ("tape", "arrays", "adj", "reached", "views", "needed", "hits")
 
-    def __init__(self, arrays, hits, swept=None):
+    def __init__(self, arrays, hits, swept=None):   # (swept: the float walk's layout)
         self.tape = arrays.tape
         self.arrays = arrays
         self.adj = {}
@@ -505,7 +506,8 @@ class GraphAdjoints:
         A, T = self.arrays, self.tape
         reached, op, hits = self.reached, A.op, self.hits
         # only entries the walk can reach, not every entry of the range
-        for i in hits[np.searchsorted(hits, stop, "right"):np.searchsorted(hits, start, "right")][::-1].tolist():
+        within = hits[np.searchsorted(hits, stop, "right"):np.searchsorted(hits, start, "right")]
+        for i in within[::-1].tolist():
             if not reached[i]:
                 continue
             code = int(op[i])
@@ -736,7 +738,6 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
     # under detect_anomaly every entry is walked in Python, so that a NaN names its node
     adj = (GraphAdjoints if create_graph or is_anomaly_enabled() else FloatAdjoints)(A, hits,
                                                                                 swept)
-    adj.hits = hits
     reached = adj.reached
     for i, g in seeds.items():
         adj.add(i, g)
