@@ -16,8 +16,16 @@ use the same data in both modes.  A ``link`` entry forwards its adjoint into the
 recorded the tensor; leaf gradients are summed over all tapes first, then each leaf's
 hooks run once on the sum, then the result accumulates into ``.grad`` -- as PyTorch's
 AccumulateGrad does.
+
+A walk costs the graph it reaches, not the tape: a reach pass (``_reach``, in Numba) first
+marks what the outputs can reach, and everything after it -- the sweep's range, the stops
+that return to Python, the array layout, freeing, leaf gradients -- looks at those entries
+only.  Graphs that nothing reaches any more (forward-only evaluations, earlier Jacobian
+rows) stay on the tape until it is dropped, but no backward looks at them again.
 """
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
@@ -39,6 +47,8 @@ from .graph import pack_pending, release_saved, unpack_entry
 _EMPTY_I = np.zeros(0, dtype=np.int64)
 _EMPTY_F = np.zeros(0, dtype=np.float64)
 _OPERAND = {"x": 0, "y": 1, "z": 2}
+_ARITY, _NO_GRAD = K.ARITY, K.NO_GRAD
+_INDEXING = threading.Lock()
 
 
 def _shape_of(v):
@@ -113,9 +123,10 @@ def _check_saved(A, s, py):
             _check(A.tape, 2, s)
 
 
-def _pending(reached, stop, start):
-    """Reached entries in (stop, start]: where the kernel still has work."""
-    return int(np.count_nonzero(reached[stop + 1:start + 1]))
+# the kernel's count of reached entries still to visit, given as "never runs out": the walk
+# bounds each segment itself (by the reach pass's lowest entry), and counting the reached
+# entries of a segment costs the segment again
+_UNBOUNDED = 1 << 62
 
 
 _FALSE = wrap(np.False_)
@@ -127,33 +138,206 @@ def _masked(g):
     return ELEMENTWISE["where"](_FALSE, g, 0.0)
 
 
+class WalkIndex:
+    """What the walks over one tape derive from it, extended as the tape grows (so that a
+    backward never pays for the whole tape): the constants as an array, a mark per stop
+    entry, and the ``pyfunc`` heads in order with their operand references laid out flat."""
+
+    __slots__ = ("nconsts", "consts", "nstops", "stopmark", "heads", "head_ptr", "head_refs")
+
+    def __init__(self):
+        self.nconsts = self.nstops = 0
+        self.consts = self.stopmark = None
+        self.heads = _EMPTY_I
+        self.head_ptr = np.zeros(1, np.int64)
+        self.head_refs = _EMPTY_I
+
+    def update(self, T, n):
+        """Bring the index up to ``T``'s first ``n`` entries; returns what a walk reads, as
+        of now: ``(consts, stopmark, heads, head_ptr, head_refs)``."""
+        with _INDEXING:   # (two threads walking one tape: each sees a whole index)
+            self._update(T, n)
+            return (self.consts[:self.nconsts], self.stopmark, self.heads, self.head_ptr,
+                    self.head_refs)
+
+    def _update(self, T, n):
+        c = T._c
+        if self.consts is None or len(self.consts) < len(c):
+            grown = np.empty(max(len(c), 2 * self.nconsts, 64), np.float64)
+            grown[:self.nconsts] = self.consts[:self.nconsts] if self.consts is not None else ()
+            self.consts = grown
+        if self.nconsts < len(c):
+            k = len(c)
+            self.consts[self.nconsts:k] = c[self.nconsts:k]
+            self.nconsts = k
+        stops = T._stops
+        new = [int(s) for s in stops[self.nstops:len(stops)]]
+        size = max([n] + new) + 1
+        if self.stopmark is None or len(self.stopmark) < size:
+            grown = np.zeros(max(size, 2 * (0 if self.stopmark is None else len(self.stopmark)),
+                                 1024), np.uint8)
+            if self.stopmark is not None:
+                grown[:len(self.stopmark)] = self.stopmark
+            self.stopmark = grown
+        if new:
+            self.stopmark[new] = 1
+            last = self.heads[-1] if len(self.heads) else -1
+            py = T._py
+            # heads are stops appended in recording order; a later stop on a head (a node
+            # hook) repeats an earlier entry
+            heads = [h for h in new if h > last and h in py]
+            if heads:
+                refs = [py[h].inputs for h in heads]
+                sizes = np.fromiter(map(len, refs), np.int64, len(refs))
+                self.heads = np.concatenate((self.heads, np.array(heads, np.int64)))
+                self.head_ptr = np.concatenate((self.head_ptr, self.head_ptr[-1] + np.cumsum(sizes)))
+                self.head_refs = np.concatenate(
+                    (self.head_refs, np.fromiter((r for rs in refs for r in rs), np.int64,
+                                                 int(sizes.sum()))))
+            self.nstops += len(new)
+
+
+def walk_index(T, n):
+    """What a walk over ``T``'s first ``n`` entries reads from its WalkIndex (see
+    ``WalkIndex.update``)."""
+    ix = T._walk_index
+    if ix is None:
+        with _INDEXING:
+            ix = T._walk_index
+            if ix is None:
+                ix = T._walk_index = WalkIndex()
+    return ix.update(T, n)
+
+
+@jit
+def _reach(op, a, b, seeds, heads, head_ptr, head_refs, mark, hits):
+    """Mark in ``mark`` (and list in ``hits``) every entry a walk from ``seeds`` can reach:
+    operands of elementwise entries (not of comparisons, which pass no gradient), a
+    ``pyout``'s head, a head's operands.  A superset of what the walk reaches (a Python
+    backward may return None for an operand).  Elementwise entries and their operands
+    are marked 2: the Numba sweep reads their values and adjoints (the flat layout of
+    array entries).  Stops when every marked entry that has operands was visited;
+    returns ``(number of hits, lowest such entry)``: the walk never looks below it,
+    however long the tape."""
+    m = 0
+    pending = 0
+    low = op.shape[0]
+    for s in seeds:
+        if mark[s] == 0:
+            mark[s] = 1
+            hits[m] = s
+            m += 1
+            if op[s] < LEAF or op[s] == PYFUNC or op[s] == PYOUT:
+                pending += 1
+    i = seeds.max() if seeds.shape[0] else -1
+    refs = np.empty(3, np.int64)
+    while i >= 0 and pending > 0:
+        if mark[i] == 0:
+            i -= 1
+            continue
+        o = op[i]
+        if o >= LEAF and o != PYFUNC and o != PYOUT:
+            i -= 1
+            continue
+        pending -= 1
+        low = i
+        nr = 0
+        if o < N_ELEMENTWISE:
+            if not _NO_GRAD[o]:
+                mark[i] = 2
+                refs[0] = a[i]
+                refs[1] = b[i]
+                nr = 2
+                if _ARITY[o] == 3:
+                    refs[1] = a[b[i]]
+                    refs[2] = b[b[i]]
+                    nr = 3
+        elif o == PYOUT:
+            refs[0] = a[i]
+            nr = 1
+        if o == PYFUNC:
+            h = np.searchsorted(heads, i)
+            if h < heads.shape[0] and heads[h] == i:
+                for k in range(head_ptr[h], head_ptr[h + 1]):
+                    r = head_refs[k]
+                    if r >= 0 and mark[r] == 0:
+                        mark[r] = 1
+                        hits[m] = r
+                        m += 1
+                        if op[r] < LEAF or op[r] == PYFUNC or op[r] == PYOUT:
+                            pending += 1
+        for k in range(nr):
+            r = refs[k]
+            if r >= 0:
+                if mark[r] == 0:
+                    hits[m] = r
+                    m += 1
+                    if op[r] < LEAF or op[r] == PYFUNC or op[r] == PYOUT:
+                        pending += 1
+                mark[r] = 2
+        i -= 1
+    return m, low
+
+
 class TapeArrays:
     """What a walk over tape ``T`` reads: its entry arrays, constants, freed and modified
     marks (the last as the tape length when an entry's tensor was changed in place)."""
 
-    __slots__ = ("tape", "op", "a", "b", "val", "consts", "freed", "dirty", "n")
+    __slots__ = ("tape", "op", "a", "b", "val", "consts", "freed", "dirty", "n", "stopmark",
+                 "heads")
 
-    def __init__(self, T):
+    def __init__(self, T, entries=None):
+        """``entries``: the entries whose in-place changes matter (a walk's reachable ones,
+        ascending); None for all."""
         self.tape = T
         self.op, self.a, self.b, self.val = T._arrays()
         n = self.n = len(self.op)
-        self.consts = np.fromiter(T._c, np.float64, len(T._c))
+        self.consts, self.stopmark, *self.heads = walk_index(T, n)
         freed = T._freed
-        if freed is None or len(freed) < n:
-            grown = np.zeros(n, np.uint8)
+        if freed is None or len(freed) < n:   # (grown with room: a tape grows between walks)
+            grown = np.zeros(max(n, 2 * (0 if freed is None else len(freed))), np.uint8)
             if freed is not None:
                 grown[:len(freed)] = freed
             T._freed = freed = grown
         self.freed = freed
+        self.find_dirty(entries)
+
+    def find_dirty(self, entries):
+        """Mark in ``dirty`` the entries changed in place since recorded: tensors modified
+        in place, and constant tensors saved by reference whose version moved on (only
+        among ``entries`` when given: checking every constant of a long tape at every
+        backward cost the whole tape)."""
+        T, n = self.tape, self.n
+        sources = T._const_sources
+        if not sources:
+            stale = []
+        elif entries is None:
+            stale = [k for k, (t, version) in sources.items()
+                     if k < n and getattr(t, "_version", 0) != version]
+        else:
+            stale = []
+            for k in entries[self.op[entries] == CONST].tolist():
+                t, version = sources.get(k, (None, 0))
+                if t is not None and getattr(t, "_version", 0) != version:
+                    stale.append(k)
         self.dirty = _EMPTY_I
-        stale = [k for k, (t, version) in T._const_sources.items()
-                 if k < n and getattr(t, "_version", 0) != version]
         if T._dirty or stale:
             self.dirty = np.zeros(n, np.int64)
             for k, when in T._dirty:
                 if k < n:
                     self.dirty[k] = max(self.dirty[k], when)
             self.dirty[stale] = n + 1   # changed after every entry that could have saved it
+
+    def reach(self, seeds):
+        """``(hits, low, swept)``: the entries a walk from ``seeds`` can reach, ascending,
+        the lowest of them that has operands, and those the Numba sweep reads (see
+        ``_reach``)."""
+        mark = np.zeros(self.n, np.uint8)
+        hits = np.empty(self.n, np.int64)
+        m, low = _reach(self.op, self.a, self.b, np.fromiter(seeds, np.int64, len(seeds)),
+                        *self.heads, mark, hits)
+        hits = np.sort(hits[:m])
+        return hits, low, hits[mark[hits] == 2]
 
 
 class FloatAdjoints:
@@ -163,31 +347,35 @@ class FloatAdjoints:
 
     create_graph = False
     __slots__ = ("tape", "arrays", "adj", "reached", "off", "nel", "aval", "aadj", "side", "owned",
-                 "needed")
+                 "needed", "hits")
 
-    def __init__(self, arrays):
+    def __init__(self, arrays, hits, swept):
         T = self.tape = arrays.tape
         self.arrays = arrays
         n = arrays.n
         # adjoints start at -0.0: -0.0 + g is g for every g (a -0.0 too), so a gradient
-        # keeps PyTorch's sign where 0.0 + -0.0 would lose it
-        self.adj = np.full(n, -0.0)
+        # keeps PyTorch's sign where 0.0 + -0.0 would lose it.  Only the entries the walk
+        # can reach are set: zeros come from the allocator at no cost, a fill would cost
+        # the whole tape.
+        self.adj = np.zeros(n)
+        self.adj[hits] = -0.0
         self.reached = np.zeros(n, np.uint8)
-        self.off, self.nel, self.aval = self._layout(T, n)
+        self.hits = hits
+        self.off, self.nel, self.aval = self._layout(T, n, swept)
         self.aadj = np.full(len(self.aval), -0.0)
         self.side = {}
         self.owned = set()
 
     @staticmethod
-    def _layout(T, n):
-        """Flat layout of the array entries the Numba sweep touches (elementwise ops and
-        their array operands, noted in ``_flat`` when recorded): offsets, sizes, values."""
-        if not T._arr:
+    def _layout(T, n, swept):
+        """Flat layout of the array entries among ``swept`` (the reachable elementwise
+        entries and their operands): offsets, sizes, values.  Other array entries (inputs
+        and outputs of Python ops only) keep their adjoints in ``side``."""
+        arrays = T._arr
+        flat = [k for k in swept.tolist() if k in arrays] if arrays else ()
+        if not flat:    # (no offsets at all: a fill as long as the tape is not free)
             return _EMPTY_I, _EMPTY_I, _EMPTY_F
         off = np.full(n, -1, np.int64)
-        flat = [k for k in T._flat if k < n]
-        if not flat:
-            return off, _EMPTY_I, _EMPTY_F
         arrs = [T._arr[k] for k in flat]
         sizes = np.fromiter((x.size for x in arrs), np.int64, len(arrs))
         nel = np.zeros(n, np.int64)
@@ -201,7 +389,7 @@ class FloatAdjoints:
         A = self.arrays
         status, i = K.reverse(A.op, A.a, A.b, A.val, A.consts, self.adj, self.reached, A.freed,
                               A.dirty, self.off, self.nel, self.aval, self.aadj, start, stop,
-                              _pending(self.reached, stop, start))
+                              _UNBOUNDED)
         _check(self.tape, status, i)
 
     def _flat(self, i):
@@ -266,9 +454,13 @@ class FloatAdjoints:
         leaves = T._leaves
         if not leaves:
             return [], []
-        idx = np.fromiter(leaves.keys(), np.int64, len(leaves))
-        idx = idx[idx < len(self.reached)]
-        hit = idx[self.reached[idx] != 0].tolist()
+        hits = self.hits
+        if len(hits) <= 32:   # (NumPy's per-call cost is more than the loop's)
+            reached = self.reached
+            hit = [i for i in hits.tolist() if i in leaves and reached[i]]
+        else:
+            idx = hits[self.arrays.op[hits] == LEAF]
+            hit = idx[self.reached[idx] != 0].tolist()
         ts = [leaves[i] for i in hit]
         if T._arr:
             return ts, [self.get(i) for i in hit]
@@ -281,14 +473,15 @@ class GraphAdjoints:
     op table's partials evaluated in recorded ops."""
 
     create_graph = True
-    __slots__ = ("tape", "arrays", "adj", "reached", "views", "needed")
+    __slots__ = ("tape", "arrays", "adj", "reached", "views", "needed", "hits")
 
-    def __init__(self, arrays):
+    def __init__(self, arrays, hits, swept=None):   # (swept: the float walk's layout)
         self.tape = arrays.tape
         self.arrays = arrays
         self.adj = {}
         self.reached = np.zeros(arrays.n, np.uint8)
         self.views = {}
+        self.hits = hits
 
     def saved(self, r):
         """Entry ``r`` as a tensor that refers back to it (ops on it are recorded), or the
@@ -344,8 +537,10 @@ class GraphAdjoints:
     def segment(self, start, stop):
         """Walk entries ``start`` down to ``stop + 1``, recording each adjoint."""
         A, T = self.arrays, self.tape
-        reached, op = self.reached, A.op
-        for i in range(start, stop, -1):
+        reached, op, hits = self.reached, A.op, self.hits
+        # only entries the walk can reach, not every entry of the range
+        within = hits[np.searchsorted(hits, stop, "right"):np.searchsorted(hits, start, "right")]
+        for i in within[::-1].tolist():
             if not reached[i]:
                 continue
             code = int(op[i])
@@ -381,11 +576,8 @@ class GraphAdjoints:
 
     def leaf_grads(self):
         leaves = self.tape._leaves
-        hit = [i for i in leaves if i < len(self.reached) and self.reached[i]]
+        hit = [i for i in self.hits.tolist() if self.reached[i] and i in leaves]
         return [leaves[i] for i in hit], [self.get(i) for i in hit]
-
-
-_NO_GRAD = K.NO_GRAD
 
 
 def entry_grads(adj, i, g, changed=None):
@@ -457,7 +649,7 @@ def call_node(node, *grads):
     if T is None:                     # AccumulateGrad
         return ()
     A = TapeArrays(T)
-    adj = _NodeCall(A)
+    adj = _NodeCall(A, _EMPTY_I)
     grads = [g if isinstance(g, Tensor) or g is None else wrap(g) for g in grads]
     if A.op[i] < N_ELEMENTWISE:       # (broadcast operands' gradients are not reduced:
         refs = T._inputs(i)           # PyTorch reduces them when they flow on)
@@ -504,23 +696,43 @@ def run_node(adj, s, state, changed):
 
 
 @jit
-def _depends_on(op, a, b, sources, heads, head_ptr, head_refs):
-    """Per entry: 1 if it depends on an entry marked in ``sources`` (1 for a ``link``, whose
-    tape may hold one).  ``heads``/``head_ptr``/``head_refs``: the pyfunc heads in order
-    and their operand references, laid out flat."""
-    n = op.shape[0]
-    out = np.zeros(n, np.uint8)
-    h = 0
-    for i in range(n):
+def _depends_below(op, a, b, out, r, lo):
+    """Whether entry ``r`` depends on a source when ``r < lo`` may be outside the worked-out
+    range: below it, only entries without work lie in a walk's graph (sources, links, and
+    the ``arg`` entry of a three-operand op, whose operands are such entries or in range)."""
+    if r < 0:
+        return False
+    if out[r] != 0:
+        return True
+    if r >= lo:
+        return False
+    o = op[r]
+    if o == LINK:
+        return True
+    if o == ARG:
+        p = a[r]
+        q = b[r]
+        return ((p >= 0 and (out[p] != 0 or (p < lo and op[p] == LINK)))
+                or (q >= 0 and (out[q] != 0 or (q < lo and op[q] == LINK))))
+    return False
+
+
+@jit
+def _depends_on(op, a, b, sources, heads, head_ptr, head_refs, lo, hi):
+    """Per entry of ``lo..hi``: 1 if it depends on an entry marked in ``sources`` (1 for a
+    ``link``, whose tape may hold one), marked in ``sources`` in place.
+    ``heads``/``head_ptr``/``head_refs``: the pyfunc heads in order and their operand
+    references, laid out flat."""
+    out = sources
+    h = np.searchsorted(heads, lo)
+    for i in range(lo, hi + 1):
         o = op[i]
         if sources[i] != 0 or o == LINK:
             out[i] = 1
         elif o < N_ELEMENTWISE and _NO_GRAD[o]:
             continue   # a comparison: no gradient flows through it (where's condition)
         elif o < N_ELEMENTWISE or o == ARG:
-            r = a[i]
-            q = b[i]
-            if (r >= 0 and out[r] != 0) or (q >= 0 and out[q] != 0):
+            if _depends_below(op, a, b, out, a[i], lo) or _depends_below(op, a, b, out, b[i], lo):
                 out[i] = 1
         elif o == PYOUT:
             out[i] = out[a[i]]
@@ -529,27 +741,21 @@ def _depends_on(op, a, b, sources, heads, head_ptr, head_refs):
                 h += 1
             if h < heads.shape[0] and heads[h] == i:
                 for k in range(head_ptr[h], head_ptr[h + 1]):
-                    r = head_refs[k]
-                    if r >= 0 and out[r] != 0:
+                    if _depends_below(op, a, b, out, head_refs[k], lo):
                         out[i] = 1
-    return out
 
 
-def needed_entries(T, A, inputs):
+def needed_entries(T, A, inputs, lo=0, hi=None):
     """Which entries of ``T`` lead to one of ``inputs`` (backward's and grad's ``inputs=``):
     the walk runs hooks, Python rules and ``retain_grad`` only there, as PyTorch prunes
-    the nodes it does not need."""
+    the nodes it does not need.  Only entries ``lo..hi`` (the walk's range) are worked out."""
     sources = np.zeros(A.n, np.uint8)
     for x in inputs:
         for i in (T._leaf_of.get(id(x)), x._entry if x._tape is T else None):
             if i is not None and i < A.n:
                 sources[i] = 1
-    heads = np.array(sorted(T._py), dtype=np.int64)
-    refs = [T._py[h].inputs for h in heads.tolist()]
-    ptr = np.zeros(len(refs) + 1, np.int64)
-    ptr[1:] = np.cumsum([len(r) for r in refs])
-    flat = np.array([r for rs in refs for r in rs], dtype=np.int64)
-    return _depends_on(A.op, A.a, A.b, sources, heads, ptr, flat)
+    _depends_on(A.op, A.a, A.b, sources, *A.heads, lo, A.n - 1 if hi is None else hi)
+    return sources
 
 
 def _runs_on(T, targets, inputs):
@@ -574,16 +780,20 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
     several outputs it starts from a dummy root and runs only the nodes it needs).
     ``before_hooks``: ``{entry: None}`` filled with those entries' gradients as they were
     before their hooks ran (what ``autograd.grad`` returns for a non-leaf input)."""
-    A = TapeArrays(T)
-    needed = None if inputs is None else needed_entries(T, A, inputs)
+    A = TapeArrays(T, _EMPTY_I)   # (in-place changes looked up once the reach is known)
+    hits, low, swept = A.reach(seeds)
+    A.find_dirty(hits)
+    start = max(seeds)
+    needed = None if inputs is None else needed_entries(T, A, inputs, low, start)
     # under detect_anomaly every entry is walked in Python, so that a NaN names its node
-    adj = (GraphAdjoints if create_graph or is_anomaly_enabled() else FloatAdjoints)(A)
+    adj = (GraphAdjoints if create_graph or is_anomaly_enabled() else FloatAdjoints)(A, hits,
+                                                                                swept)
     reached = adj.reached
     for i, g in seeds.items():
         adj.add(i, g)
         reached[i] = 1
-    start = max(seeds)
-    stops = sorted((s for s in set(T._stops) if s <= start), reverse=True)
+    # the stops the walk can reach, from the top: a stop it cannot reach has nothing to run
+    stops = hits[A.stopmark[hits] != 0][::-1].tolist()
     pos = start
     for s in stops:
         adj.segment(pos, s)
@@ -628,8 +838,8 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
             if changed is not None or (state is not None and (state.pre or state.post)):
                 run_node(adj, s, state, changed)
                 pos = s - 1
-    if pos >= 0:
-        adj.segment(pos, -1)
+    if pos >= low:   # (nothing below the lowest reachable entry has work)
+        adj.segment(pos, low - 1)
     adj.needed = needed
     return adj
 
@@ -732,9 +942,18 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
     if not retain_graph:
         for adj in walked:
             T = adj.tape
-            n = len(adj.reached)
-            np.maximum(T._freed[:n], adj.reached, out=T._freed[:n])
-            release_saved(T, adj.reached)   # what hooks packed and Functions saved goes too
+            hits, reached, freed = adj.hits, adj.reached, T._freed
+            if len(hits) <= 32:   # (NumPy's per-call cost is more than the loop's)
+                hit = hits.tolist()
+                for i in hit:
+                    if reached[i]:
+                        freed[i] = 1
+                stopmark = adj.arrays.stopmark
+                stops = [i for i in hit if stopmark[i]]
+            else:
+                freed[hits] |= reached[hits]
+                stops = hits[adj.arrays.stopmark[hits] != 0].tolist()
+            release_saved(T, reached, stops)   # what hooks packed and Functions saved goes too
             fresh_default_tape(T)
     if inputs is not None:
         for pos, x in enumerate(inputs):

@@ -403,15 +403,18 @@ def unpack_entry(T, i):
     return changed or None
 
 
-def release_saved(T, freed):
+def release_saved(T, freed, stops):
     """A backward without ``retain_graph`` freed the entries marked in ``freed``: drop what
     hooks packed for them and what custom Functions there saved, as PyTorch frees saved
-    values (a packed temporary file is deleted then, not when the tape goes)."""
+    values (a packed temporary file is deleted then, not when the tape goes).  ``stops``:
+    the stop entries the walk could reach (Python ops' heads among them)."""
     for st in node_states(T):
         if 0 <= st < len(freed) and freed[st] and st.packed:
             st.packed = None
-    for head, py in T._py.items():
-        ctx = getattr(py.backward_fn, "ctx", None)
+    py_ops = T._py
+    for head in stops:
+        py = py_ops.get(head)
+        ctx = None if py is None else getattr(py.backward_fn, "ctx", None)
         if ctx is not None and head < len(freed) and freed[head]:
             ctx.release()
 

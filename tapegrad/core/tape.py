@@ -31,6 +31,9 @@ N_ELEMENTWISE = len(optable.OPS)
 LEAF, LINK, CONST, ARG, PYFUNC, PYOUT = range(N_ELEMENTWISE, N_ELEMENTWISE + len(optable.STRUCTURAL))
 OP_NAMES = tuple(op.name for op in optable.OPS) + optable.STRUCTURAL
 _N_CODES = N_ELEMENTWISE + len(optable.STRUCTURAL)
+_FEW = 32   # up to this many new entries, a flush checks and copies them in Python
+_NOTHING_STORED = (np.zeros(0, np.int8), np.zeros(0, np.int32), np.zeros(0, np.int32),
+                   np.zeros(0, np.float64))
 
 SECOND_BACKWARD = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
@@ -99,17 +102,16 @@ class Tape:
 
     __slots__ = ("_rec_op", "_rec_a", "_rec_b", "_rec_val", "_c", "_base", "_stored_op", "_stored_a", "_stored_b", "_stored_val",
                  "_arr", "_leaves", "_leaf_of", "_owner", "_links", "_linkcache", "_py", "_hooks", "_retain",
-                 "_stops", "_freed", "_dirty", "_const_sources", "_tensor_consts", "_cmap", "_flat", "_reads", "_guards",
-                 "rewrite_array_op", "__weakref__")
+                 "_stops", "_freed", "_dirty", "_const_sources", "_tensor_consts", "_cmap", "_reads", "_guards",
+                 "_walk_index", "rewrite_array_op", "__weakref__")
 
     def __init__(self):
         self._rec_op, self._rec_a, self._rec_b, self._rec_val = [], [], [], []
         self._c = [0.0]            # constants; consts[0] = 0.0 is the unused operand
         self._base = 0             # entries already moved into the arrays below
-        self._stored_op = np.zeros(0, np.int8)
-        self._stored_a = np.zeros(0, np.int32)
-        self._stored_b = np.zeros(0, np.int32)
-        self._stored_val = np.zeros(0, np.float64)
+        # (shared empty arrays: a flush replaces them before writing; a tape is made after
+        # every backward, and four allocations were a third of its cost)
+        self._stored_op, self._stored_a, self._stored_b, self._stored_val = _NOTHING_STORED
         self._arr = {}             # entry -> ndarray value (array entries)
         self._leaves = {}          # entry -> leaf Tensor (gets .grad)
         self._leaf_of = {}         # id(leaf) -> its entry here (leaves shared across threads)
@@ -127,9 +129,9 @@ class Tape:
         self._const_sources = {}
         self._tensor_consts = set()           # constant refs that came from tensors (not Python numbers)
         self._cmap = {}            # Python-number constant -> its reference (deduplicated)
-        self._flat = {}            # array entries the Numba sweep reads (an ordered set)
         self._reads = []           # (entry, "file:line") where Python read a recorded value
         self._guards = []          # (comparison entry, outcome, "file:line") of branches taken
+        self._walk_index = None    # what the reverse walk derives from this tape, kept up to date
         # while tg.compile records: handler(name, args, params) rewriting array ops on 0-d
         # tensors into scalar entries (None otherwise)
         self.rewrite_array_op = None
@@ -169,14 +171,22 @@ class Tape:
                 for name in ("_stored_op", "_stored_a", "_stored_b", "_stored_val"):
                     old = getattr(self, name)
                     new = np.empty(cap, old.dtype)
-                    new[:self._base] = old[:self._base]
+                    if self._base:
+                        new[:self._base] = old[:self._base]
                     setattr(self, name, new)
             s = slice(self._base, end)
-            self._stored_op[s] = np.fromiter(self._rec_op, np.int8, n)
-            self._stored_a[s] = np.fromiter(self._rec_a, np.int32, n)
-            self._stored_b[s] = np.fromiter(self._rec_b, np.int32, n)
-            self._stored_val[s] = np.fromiter(self._rec_val, np.float64, n)
-            self._check_chunk(self._base, end)
+            if n <= _FEW:   # (a backward of a small graph: NumPy's per-call cost dominates)
+                self._check_few(self._base)
+                self._stored_op[s] = self._rec_op
+                self._stored_a[s] = self._rec_a
+                self._stored_b[s] = self._rec_b
+                self._stored_val[s] = self._rec_val
+            else:
+                self._stored_op[s] = np.fromiter(self._rec_op, np.int8, n)
+                self._stored_a[s] = np.fromiter(self._rec_a, np.int32, n)
+                self._stored_b[s] = np.fromiter(self._rec_b, np.int32, n)
+                self._stored_val[s] = np.fromiter(self._rec_val, np.float64, n)
+                self._check_chunk(self._base, end)
             if n >= CHUNK and thread_state.implicit is self:
                 # a full chunk on the default tape: later ops record on a fresh one (a
                 # result of this one used later is linked), so this one is freed as soon as
@@ -204,6 +214,16 @@ class Tape:
             i = int(idx[np.argmax(bad)])
             raise RuntimeError(f"tapegrad internal error: tape entry {i} refers to a later "
                                "entry or an unknown constant; the tape is not swept")
+
+    def _check_few(self, start):
+        """``_check_chunk`` of the recording lists (entries from ``start``), in Python."""
+        lowest = -len(self._c)
+        i = start
+        for code, ra, rb in zip(self._rec_op, self._rec_a, self._rec_b):
+            if not (lowest <= ra < i and lowest <= rb < i and 0 <= code < _N_CODES):
+                raise RuntimeError(f"tapegrad internal error: tape entry {i} refers to a later "
+                                   "entry or an unknown constant; the tape is not swept")
+            i += 1
 
     def _push(self, code, ra, rb, v):
         """Append one entry (any value kind); returns its index."""

@@ -79,12 +79,6 @@ def _record(code, refs, v):
         i = T._push(code, refs[0], rb, v)
     else:
         i = T._push(code, refs[0], refs[1] if len(refs) > 1 else -1, v)
-    if i in T._arr:  # the sweep reads this entry and its array operands elementwise
-        flat, arr = T._flat, T._arr
-        flat[i] = None
-        for r in refs:
-            if r in arr:
-                flat[r] = None
     r = _new(Tensor)   # (not Tensor(): that runs tg.Tensor(data)'s __init__)
     r._value = v
     r._tape = T
@@ -203,15 +197,19 @@ def elementwise_fallback(code, args):
             if T is None:
                 return wrap(v)
             x = args[0]
-            t = x._tape if x.__class__ is Tensor else None
-            ra = (x._entry if t is T else (T._ref(x) if t is not None else T._push_const(x, x._value))) \
-                if x.__class__ is Tensor else T._const(x)
+            if x.__class__ is Tensor:
+                t = x._tape
+                ra = x._entry if t is T else (T._ref(x) if t is not None else T._push_const(x, x._value))
+            else:
+                ra = T._cmap.get(x) or T._const(x)   # (a known number: its reference, never 0)
             rb = -1
             if len(args) == 2:
                 y = args[1]
-                t = y._tape if y.__class__ is Tensor else None
-                rb = (y._entry if t is T else (T._ref(y) if t is not None else T._push_const(y, y._value))) \
-                    if y.__class__ is Tensor else T._const(y)
+                if y.__class__ is Tensor:
+                    t = y._tape
+                    rb = y._entry if t is T else (T._ref(y) if t is not None else T._push_const(y, y._value))
+                else:
+                    rb = T._cmap.get(y) or T._const(y)
             vs = T._rec_val
             n = len(vs)
             if n >= CHUNK:
@@ -222,12 +220,6 @@ def elementwise_fallback(code, args):
             T._rec_b.append(rb)
             vs.append(_NAN)
             T._arr[i] = v
-            flat = T._flat
-            flat[i] = None  # the sweep reads this entry and its array operands elementwise
-            if ra >= 0:
-                flat[ra] = None
-            if rb >= 0:
-                flat[rb] = None
             r = _new(Tensor)
             r._value = v
             r._tape = T
