@@ -1099,3 +1099,17 @@ def test_replays_refuse_values_read_into_numpy():
     expected = (tg.logaddexp(tg.tensor(x), 2.0 * tg.tensor(x)) + tg.logcumsumexp(tg.tensor(x), 0)
                 + tg.tensor(x).clamp_min(0.0)).sum().item()
     assert f(x) == pytest.approx(expected, rel=1e-12)
+
+
+@needs_torch
+def test_range_as_an_index(torch64):
+    """``x[range(n), target]`` (the tutorials' NLL by hand) indexes as an integer list."""
+    got = []
+    for m in (tg, torch64):
+        x = m.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True)
+        y = x[range(2), [0, 2]]
+        y.sum().backward()
+        z = m.zeros(2, 3)
+        z[range(2), [1, 1]] = 5.0
+        got.append((y.tolist(), x.grad.tolist(), z.tolist(), y.grad_fn.name()))
+    assert got[0] == got[1]

@@ -15,6 +15,12 @@ IDX = [[0, 2], [1, 1], [3, 0]]
 
 # name -> fn(m, x, y): x and y are float64 (3, 4) tensors that require grad
 CASES = {
+    "reshape_shape": lambda m, x, y: (x.reshape(shape=(4, 3)), m.reshape(input=x, shape=(12,))),
+    "view_size": lambda m, x, y: (x * 1).view(size=(2, 6)),
+    "permute_dims": lambda m, x, y: x.permute(dims=(1, 0)),
+    "expand_size": lambda m, x, y: x[:1].expand(size=(2, 3, 4)),
+    "split_split_size": lambda m, x, y: x.split(split_size=2, dim=1),
+    "unflatten": lambda m, x, y: (x.unflatten(1, (2, -1)), m.unflatten(x, 0, (3, 1))),
     "add_alpha": lambda m, x, y: x.add(y, alpha=2),
     "add_other_alpha": lambda m, x, y: x.add(other=y, alpha=-0.5),
     "add_scalar_alpha": lambda m, x, y: x.add(3, alpha=2),

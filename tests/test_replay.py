@@ -548,3 +548,18 @@ def test_replay_of_amax_at_a_tie_splits_as_its_chain_of_maximum_does():
     v = tg.tensor(x, requires_grad=True)
     v.amax(0).backward()
     np.testing.assert_allclose(v.grad.numpy(), [0.0, 1 / 3, 1 / 3, 1 / 3])
+
+
+def test_detach_of_a_recorded_value_is_refused():
+    """``x * x.detach()`` takes x's recorded value as a constant: replayed at a new point it
+    would keep the old value (silently wrong), so compile refuses and tg.compile records
+    such a function again at every call."""
+    with tg.Tape() as tape:
+        x = tg.tensor([1.0, 2.0], requires_grad=True)
+        y = (x * x.detach()).sum() + (x * x.data).sum()
+    with pytest.raises(tg.RetraceRequired):
+        tape.compile([x], [y])
+    f = tg.compile(lambda v: v * v.detach())
+    with pytest.warns(RuntimeWarning):
+        assert f(3.0) == 9.0
+    assert f(4.0) == 16.0

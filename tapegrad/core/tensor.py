@@ -461,6 +461,10 @@ class Tensor:
         except AttributeError:   # Tensor.detach(3.0): PyTorch's descriptor error, not ours
             raise TypeError("descriptor 'detach' for 'Tensor' objects doesn't apply to a "
                             f"'{type(self).__name__}' object") from None
+        if self._tape is not None:
+            # a recorded value taken as a constant: a replay of the tape would keep the
+            # recorded value where the program computes a new one (compile refuses)
+            _note_read(self)
         return wrap(value)
 
     def detach_(self):
@@ -471,6 +475,8 @@ class Tensor:
     @property
     def data(self):
         """The value as a tensor that does not require grad (shares memory)."""
+        if self._tape is not None:
+            _note_read(self)   # (as detach)
         return wrap(self._value)
 
     @data.setter

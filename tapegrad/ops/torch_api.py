@@ -318,8 +318,20 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     return call("transpose", input, dim0=dim0, dim1=dim1)
 
 
-def permute(input: Tensor, *dims: Union[int, Sequence[int]]) -> Tensor:
+def _shape_keyword(name, args, kw, key):
+    """``x.reshape(shape=(2, 3))``: PyTorch's keyword for a shape given as ``*args``."""
+    if kw:
+        extra = sorted(set(kw) - {key})
+        if args or extra:
+            raise TypeError(f"{name}() got an unexpected keyword argument "
+                            f"'{extra[0] if extra else key}'")
+        return (kw[key],)
+    return args
+
+
+def permute(input: Tensor, *dims: Union[int, Sequence[int]], **kw) -> Tensor:
     """Reorder dimensions."""
+    dims = _shape_keyword("permute", dims, kw, "dims")
     return call("permute", input, dims=shape_arg(dims))
 
 
@@ -349,9 +361,10 @@ def strides_of(v):
     return tuple(s // v.itemsize for s in v.strides)
 
 
-def reshape(input: Tensor, *shape: Union[int, Sequence[int]]) -> Tensor:
+def reshape(input: Tensor, *shape: Union[int, Sequence[int]], **kw) -> Tensor:
     """The same values in a new shape (``-1`` infers one dimension): a view when the
     memory allows one (always for a contiguous tensor), else a copy, as in PyTorch."""
+    shape = _shape_keyword("reshape", shape, kw, "shape")
     shape, resolved = _new_shape(input, shape)
     v = input._value
     if v.__class__ is not np.ndarray or input.__class__ is not Tensor:
@@ -359,9 +372,10 @@ def reshape(input: Tensor, *shape: Union[int, Sequence[int]]) -> Tensor:
     return _reshape_as_torch(input, v.shape, strides_of(v), resolved)
 
 
-def view(input: Tensor, *shape: Union[int, Sequence[int]]) -> Tensor:
+def view(input: Tensor, *shape: Union[int, Sequence[int]], **kw) -> Tensor:
     """The same memory in a new shape; PyTorch's error where the memory has no such view
     (use ``reshape``)."""
+    shape = _shape_keyword("view", shape, kw, "size")
     shape, resolved = _new_shape(input, shape)
     v = input._value
     if v.__class__ is np.ndarray and input.__class__ is Tensor:
@@ -447,9 +461,9 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
     return call("unsqueeze", input, dim=dim)
 
 
-def expand(input: Tensor, *sizes: Union[int, Sequence[int]]) -> Tensor:
+def expand(input: Tensor, *sizes: Union[int, Sequence[int]], **kw) -> Tensor:
     """Broadcast to ``sizes`` (``-1`` keeps a dimension); the gradient sums back."""
-    sizes = shape_arg(sizes)
+    sizes = shape_arg(_shape_keyword("expand", sizes, kw, "size"))
     check_expand(input, sizes)
     return call("expand", input, shape=sizes)
 
@@ -540,9 +554,13 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     return call("stack", *tensors, dim=dim)
 
 
-def split(tensor: Tensor, split_size_or_sections: Union[int, Sequence[int]],
-          dim: int = 0) -> Tuple[Tensor, ...]:
+def split(tensor: Tensor, split_size_or_sections: Union[int, Sequence[int], None] = None,
+          dim: int = 0, *, split_size=None) -> Tuple[Tensor, ...]:
     """Split into pieces of ``split_size_or_sections`` along ``dim``."""
+    if split_size is not None:   # (the method's keyword, as PyTorch's Tensor.split)
+        split_size_or_sections = split_size
+    if split_size_or_sections is None:
+        raise TypeError("split() missing required argument 'split_size_or_sections'")
     if isinstance(split_size_or_sections, (int, np.integer)) and split_size_or_sections == 0 \
             and tensor.ndim and tensor.shape[wrap_dim(dim, tensor.ndim)] != 0:
         raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension "
@@ -565,7 +583,7 @@ def index_value(idx):
     if isinstance(idx, Tensor):
         v = idx._value
         return np.asarray(v) if v.__class__ is not float else v
-    if isinstance(idx, list):
+    if isinstance(idx, (list, range)):   # (x[range(n), target]: an integer array, as PyTorch)
         return np.asarray(idx)
     if isinstance(idx, tuple):
         return tuple(index_value(i) for i in idx)
@@ -1462,6 +1480,13 @@ def broadcast_tensors(*tensors):
 def view_as(input, other):
     """``view`` to ``other``'s shape."""
     return view(input, tuple(other.shape))
+
+
+def unflatten(input, dim, sizes):
+    """Dimension ``dim`` split into ``sizes`` (one of them may be -1): a reshape."""
+    d = wrap_dim(dim, input.ndim)
+    shape = tuple(input.shape)
+    return reshape(input, shape[:d] + tuple(sizes) + shape[d + 1:])
 
 
 def reshape_as(input, other):
@@ -2531,7 +2556,8 @@ METHODS = {
     "amin": amin, "var": var, "std": std, "norm": norm, "logsumexp": logsumexp,
     "softmax": softmax, "log_softmax": log_softmax, "matmul": matmul, "mm": mm, "mv": mv,
     "dot": dot, "outer": outer, "t": t, "transpose": transpose, "permute": permute,
-    "reshape": reshape, "view": view, "flatten": flatten, "squeeze": squeeze,
+    "reshape": reshape, "view": view, "flatten": flatten, "unflatten": unflatten,
+    "squeeze": squeeze,
     "diagonal": diagonal,
     "unsqueeze": unsqueeze, "expand": expand, "expand_as": expand_as, "split": split,
     "chunk": chunk, "cumsum": cumsum, "cumprod": cumprod, "flip": flip, "roll": roll,

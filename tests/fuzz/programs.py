@@ -335,7 +335,7 @@ def torch_at(program: Program, point) -> Tuple[float, np.ndarray]:
                 leaves.append(env[-1])
         y = env[-1]
     grads = torch.autograd.grad(y, leaves, allow_unused=True)
-    flat = [np.zeros(t.numel()) if g is None else g.detach().numpy().ravel()
+    flat = [np.zeros(t.numel()) if g is None else torch_value(g).ravel()
             for g, t in zip(grads, leaves)]
     return float(y), np.concatenate(flat)
 
