@@ -937,3 +937,34 @@ def test_training_loop_memory_does_not_grow():
     assert last.item() < 1e-3
     assert w.item() == pytest.approx(2.0, abs=0.05)
     assert b.item() == pytest.approx(1.0, abs=0.05)
+
+
+# A tensor without grad that an array op took as a constant, then changed in place: the
+# op's rule would read the new value, so the backward raises PyTorch's error (a silently
+# wrong gradient before); l1_loss (PyTorch saves input - target) keeps its own copy.
+CONSTANT_CHANGED = {   # name: (loss of x and the constant c, PyTorch raises)
+    "matmul": (lambda F, x, c: x @ c, True),
+    "mse_loss": (lambda F, x, c: F.mse_loss(x, c), True),
+    "smooth_l1_loss": (lambda F, x, c: F.smooth_l1_loss(x, c), True),
+    "softmax and dot": (lambda F, x, c: F.softmax(x, 0).sum() + tg.dot(c, x), True),
+    "cat then sum": (lambda F, x, c: tg.cat([x, c]).sum(), False),
+    "l1_loss": (lambda F, x, c: F.l1_loss(x, c), False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONSTANT_CHANGED))
+def test_constant_changed_in_place_after_an_array_op(name):
+    fn, raises = CONSTANT_CHANGED[name]
+    x = tg.tensor([1.598, -0.598, -0.0], requires_grad=True)
+    c = tg.tensor([2.0, -0.0, -0.557])
+    y = fn(tg.nn.functional, x, c)
+    c.div_(1.663)
+    if raises:
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.backward()
+    else:
+        y.backward()
+        c0 = np.array([2.0, -0.0, -0.557])
+        want = {"cat then sum": np.ones(3),
+                "l1_loss": np.sign(np.array([1.598, -0.598, -0.0]) - c0) / 3}[name]
+        np.testing.assert_array_equal(x.grad.numpy(), want)

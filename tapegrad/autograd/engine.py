@@ -40,7 +40,7 @@ from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC
 from ..core.dtypes import Size
 from ..core.graph import LEAF_STATE, node_input_slots, node_name, node_state
 from ..core.tensor import Tensor, tensor_of_entry, wrap
-from ..ops.array_ops import pyop_backward, pyop_saves, sum_to
+from ..ops.array_ops import constant_changed, pyop_backward, pyop_saves, sum_to
 from .anomaly_mode import check_nan, is_anomaly_enabled
 from .graph import pack_pending, release_saved, unpack_entry
 
@@ -108,8 +108,8 @@ def _check(T, status, i):
 def _check_saved(A, s, py):
     """Before Python op ``py`` (head entry ``s``) runs a backward that reads saved values:
     PyTorch's error for a value freed by an earlier backward, and for an array op's leaf
-    input whose memory was changed in place after it was saved (a leaf's entry holds the
-    leaf's own array; other entries keep a copy of what they saved, see
+    or constant input whose memory was changed in place after it was saved (their entries
+    hold the tensor's own array; other entries keep a copy of what they saved, see
     ``ops/inplace_views.py``, so their rules compute with the saved value)."""
     if not pyop_saves(py):
         return
@@ -119,8 +119,10 @@ def _check_saved(A, s, py):
     last = s + py.nout   # (an in-place op's own entries may read the value it replaces)
     if py.backward_fn is None and len(d):
         leaves = A.tape._leaves
-        if any(r >= 0 and d[r] > last and r in leaves for r in py.inputs):
+        if any(r >= 0 and d[r] > last and (r in leaves or A.op[r] == CONST) for r in py.inputs):
             _check(A.tape, 2, s)
+    if py.backward_fn is None and constant_changed(py):
+        _check(A.tape, 2, s)
 
 
 # the kernel's count of reached entries still to visit, given as "never runs out": the walk

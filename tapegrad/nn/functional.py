@@ -213,6 +213,10 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean (or sum, or elementwise) absolute error (one ``L1LossBackward0`` op; PyTorch
     records ``MeanBackward0`` over ``AbsBackward0``)."""
     check_reduction(reduction)
+    if input.requires_grad != target.requires_grad:
+        # PyTorch saves input - target: an in-place change of the operand without grad after
+        # this call does not reach the gradient (the op keeps its own copy of it)
+        input, target = (t if t.requires_grad else t.clone() for t in (input, target))
     return call("l1_loss", input, target, reduction=reduction)
 
 

@@ -46,12 +46,15 @@ class ArrayOp(NamedTuple):
     #   so a second backward through a freed graph may run it, as PyTorch allows)
     view: bool = False          # the forward returns a NumPy view of its first argument
     #   where it can: the result is a view sharing the input's memory (``core/views.py``)
+    reads: Optional[tuple] = None   # the positions of the arguments whose values the rule
+    #   reads (None: all); an in-place change of a constant one before the backward raises
 
 
 ARRAY_OPS = {}
 
 
-def defop(name, node, method=True, outputs=None, cast=True, edges=None, saves=True, view=False):
+def defop(name, node, method=True, outputs=None, cast=True, edges=None, saves=True, view=False,
+          reads=None):
     """Register ``forward`` (the decorated function) with its ``vjp`` (``forward.defvjp``).
 
     The rule is written in tapegrad ops: ``vjp(g, ans, *args, **params)`` gets the result's
@@ -67,7 +70,7 @@ def defop(name, node, method=True, outputs=None, cast=True, edges=None, saves=Tr
     def register(forward):
         def with_vjp(vjp):
             ARRAY_OPS[name] = ArrayOp(name, node, forward, vjp, method, outputs, cast, edges,
-                                      saves, view)
+                                      saves, view, reads)
             return vjp
         forward.defvjp = with_vjp
         return forward
@@ -100,7 +103,7 @@ def _record_call(op, node, args, outs, params, edges=None, shared=False):
         return [wrap(v) for v in outs]
     refs = [(t._entry if t._tape is T else T._ref(t)) if t._tape is not None else -1 for t in tensors]
     kept = [np.array(v) if v.__class__ is np.ndarray else v for v in outs] if shared else outs
-    idx = record(T, node, refs, kept, None, (op.name, _template(args, edges), params))
+    idx = record(T, node, refs, kept, None, (op.name, _template(args, edges, op.reads), params))
     return [tensor_of_entry(T, i, v) for i, v in zip(idx, outs)]
 
 
@@ -197,19 +200,37 @@ def view_through(a, steps):
     return a
 
 
-def _template(args, edges=None):
+def _template(args, edges=None, reads=None):
     """The arguments of a recorded call, each tensor that requires grad replaced by its
     input number (a tensor without grad, or past the op's ``edges``, is a constant: kept as
-    a tensor of its value)."""
+    a tensor of its value, noting the version of the memory it shares where the op's rule
+    reads it)."""
     out, k = [], 0
-    for a in args:
+    for pos, a in enumerate(args):
         if isinstance(a, Tensor):
             live = a._tape is not None and (edges is None or k < edges)
-            out.append(Arg(k) if live else wrap(a._value))
+            if live:
+                out.append(Arg(k))
+            else:
+                c = wrap(a._value)
+                if a._value.__class__ is not float and (reads is None or pos in reads):
+                    c.__dict__["_constant_of"] = (a, a._version)
+                out.append(c)
             k += 1
         else:
             out.append(a)
     return tuple(out)
+
+
+def constant_changed(py):
+    """Was a tensor that array op ``py`` took as a constant (no grad) changed in place since
+    it was recorded?  Its rule would read the new value (PyTorch's version counter raises)."""
+    for a in py.fwd[1]:
+        if a.__class__ is Tensor:
+            src = a.__dict__.get("_constant_of")
+            if src is not None and src[0]._version != src[1]:
+                return True
+    return False
 
 
 def _axes(dim, ndim):
@@ -1199,7 +1220,7 @@ def _index_put_node(x, idx, v):
     return "IndexPutBackward0" if len(steps) == 1 and is_advanced_index(steps[0]) else "CopySlices"
 
 
-@defop("index_put", _index_put_node, method=False)
+@defop("index_put", _index_put_node, method=False, reads=(1,))   # (x, v: only their shapes)
 def index_put(x, idx, v):
     """``x`` with ``x[idx] = v``; ``v``'s leading dims of size 1 are dropped first and the
     rest broadcasts, as in PyTorch."""

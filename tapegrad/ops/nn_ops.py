@@ -163,8 +163,9 @@ def l1_loss(x, y, reduction="mean"):
 
 @l1_loss.defvjp
 def _(g, ans, x, y, reduction="mean"):
-    # d/dx |x - y| = sign(x - y) = -d/dy  (0 at x == y, as PyTorch)
-    gd = _per_element(g, reduction, _size(x, y)) * (x - y).sign()
+    # d/dx |x - y| = sgn(x - y) = -d/dy  (0 at x == y; PyTorch's abs rule, grad * sgn, whose
+    # own derivative is a zero tensor)
+    gd = _per_element(g, reduction, _size(x, y)) * (x - y).sgn()
     return (gd, lambda: -gd)
 
 

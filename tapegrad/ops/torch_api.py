@@ -231,8 +231,8 @@ def _matmul_decomposed(a, b):
         if sb[0] == 1 and b._tape is not None:
             return matmul(a, squeeze(b, 0))
     if na >= 3 and nb <= 2:   # fold a's batch into its rows: one mm (or mv)
-        rows = int(np.prod(sa[:-1], dtype=np.int64))
-        out = call("matmul", call("reshape", a, shape=(rows, sa[-1])), b)
+        rows = int(np.prod(sa[:-1], dtype=np.int64))   # (a view, or a copy as PyTorch's)
+        out = call("matmul", reshape(a, (rows, sa[-1])), b)
         return call("view_node", out, sa[:-1] + sb[1:], node="UnsafeViewBackward0")
     if nb >= 3 and na <= 2 and a._tape is not None:   # fold b's batch: (b^T a^T)^T
         bt = transpose(b, -1, -2)
