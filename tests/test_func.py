@@ -214,7 +214,8 @@ def test_vmap_over_samples_whose_branches_differ_is_right():
         assert batched.last_path == "replay"
         batched = tg.func.vmap(tg.func.jacrev(tg.func.grad(total)))
         _close(batched(_t(tg, X)), want)
-        assert batched.last_path.startswith("eager")   # (both hold a where)
+        # (both hold a prod, whose recorded derivative divides by x: right away from zeros)
+        assert batched.last_path.startswith("eager")
 
 
 def test_vmap_jacobians_match_central_differences():
@@ -430,3 +431,31 @@ def test_vmap_hessian_through_maximum_replays_with_torchs_structure(argnums):
                            in_dims=(0, 0, None))(_t(torch, X), _t(torch, Y), 2.0)
     assert batched.last_path == "replay"
     _close(got, want)
+
+
+# create_graph rules that branch (where, maximum, minimum, clamp, relu): their conditions
+# are recorded comparisons, so second derivatives record whole and replay over the batch
+PIECEWISE = lambda m: lambda x: ((x.clamp(-0.5, 0.5) * x.sin()).sum()  # noqa: E731
+                                 + (m.maximum(x, x.cos()) * x).sum()
+                                 + m.where(x > 0.2, x ** 3, m.minimum(x, 0.1 * x) * x).sum()
+                                 + (m.relu(x - 0.4) * x[0]).sum())
+
+
+@needs_torch
+@pytest.mark.parametrize("transform", ["hessian", "jacrev(grad)"])
+def test_vmap_second_derivatives_through_branching_rules_replay(transform):
+    # samples on both sides of every branch (clamp's bounds, maximum's, where's, relu's)
+    X = np.array([[1.0, 2.0, 0.5], [-1.0, 0.2, -0.3], [0.7, -2.0, 1.2], [-0.4, 0.9, 0.1],
+                  [0.6, 0.6, -2.0], [0.3, -0.1, 0.8], [0.45, 0.75, 0.35]])
+    make = {"hessian": lambda m: m.func.hessian,
+            "jacrev(grad)": lambda m: lambda f: m.func.jacrev(m.func.grad(f))}[transform]
+    tg.func.clear_cache()
+    recordings = tg.func.PATHS["recordings"]
+    batched = tg.func.vmap(make(tg)(PIECEWISE(tg)))
+    got = batched(_t(tg, X))
+    assert batched.last_path == "replay"
+    assert tg.func.PATHS["recordings"] == recordings + 1   # one recording: no guard, no retry
+    want = torch.func.vmap(make(torch)(PIECEWISE(torch)))(_t(torch, X))
+    _close(got, want)
+    for x, w in zip(X, want):   # and each sample against the eager transform
+        _close(make(tg)(PIECEWISE(tg))(_t(tg, x)), w)

@@ -121,10 +121,60 @@ def test_hessian_through_array_ops():
     np.testing.assert_allclose(H, want, rtol=1e-14, atol=1e-14)
 
 
-def test_a_create_graph_tape_that_branched_on_values_refuses_to_replay():
-    x = tg.tensor(0.5, requires_grad=True)
+# create_graph rules that branch: their conditions are recorded comparisons (where's
+# condition), so the tape of a gradient replays at points where the branches go another way
+BRANCHING_RULES = {
+    "maximum": lambda x: tg.maximum(x, x * 0.5) * x,
+    "minimum": lambda x: tg.minimum(x.sin(), x * x) * x,
+    "where": lambda x: tg.where(x > 0.5, x.sin(), x.cos()) * x,
+    "clamp by numbers": lambda x: x.clamp(-0.5, 0.5) * x,
+    "clamp by tensors": lambda x: tg.clamp(x * x, -x, x.cos()) * x,
+    "relu": lambda x: tg.relu(x) * x,
+    "atan2": lambda x: tg.atan2(x, x - 0.3) * x,
+    "pow": lambda x: (x * x) ** (x - 0.2),
+    "elu": lambda x: tg.nn.functional.elu(x) * x,
+}
+RECORDED_AT = [0.3, -0.7, 1.1]
+FLIPPED = [[-0.3, 0.7, 0.2], [1.0, 0.6, -2.0], [0.55, -0.45, 0.0], [0.0, 0.3, 0.25]]
+
+
+def _create_graph_gradient(f, xv):
     with tg.Tape() as tape:
-        x = tg.tensor(0.5, requires_grad=True)
-        (g,) = tg.autograd.grad(tg.maximum(x, x * 0.5) * x, x, create_graph=True)
-    with pytest.raises(tg.RetraceRequired, match="create_graph=True backward through maximum"):
+        x = tg.tensor(xv, requires_grad=True)
+        (g,) = tg.autograd.grad(f(x).sum(), x, create_graph=True)
+    return tape, x, g
+
+
+@pytest.mark.parametrize("name", list(BRANCHING_RULES))
+def test_create_graph_tapes_through_branching_rules_replay_where_branches_flip(name):
+    f = BRANCHING_RULES[name]
+    tape, x, g = _create_graph_gradient(f, RECORDED_AT)
+    assert not tape._reads
+    v = tg.tensor([0.5, 1.0, -0.4])
+    with tape:
+        hv = (g * v).sum()   # its gradient is the Hessian times v: a replayed second derivative
+    gradient, hessian_v = tape.compile([x], g), tape.compile([x], hv)
+    for p in [RECORDED_AT] + FLIPPED:
+        _, xp, gp = _create_graph_gradient(f, p)
+        (want_hv,) = tg.autograd.grad((gp * v).sum(), xp)
+        np.testing.assert_allclose(gradient(np.array(p)), gp.detach().numpy(),
+                                   rtol=1e-13, atol=1e-15, equal_nan=True)
+        np.testing.assert_allclose(hessian_v.jacobian(np.array(p)).reshape(-1),
+                                   want_hv.numpy(), rtol=1e-12, atol=1e-14, equal_nan=True)
+
+
+def test_a_create_graph_choice_between_constants_still_refuses_to_replay():
+    with tg.Tape() as tape:
+        x = tg.tensor([0.3, -0.7], requires_grad=True)
+        (g,) = tg.autograd.grad(tg.where(x > 0, x, -x).sum(), x, create_graph=True)
+        assert not g.requires_grad   # (as PyTorch's: the slope of |x| is piecewise constant)
+        y = (g * x).sum()            # so the recording holds the signs as a constant
+    with pytest.raises(tg.RetraceRequired, match="create_graph=True backward through where"):
+        tape.compile([x], y)
+    with tg.Tape() as tape:
+        x = tg.tensor([0.3, -0.7], requires_grad=True)
+        (g,) = tg.autograd.grad(x.prod(), x, create_graph=True)   # divides by x: no zeros here
+    with pytest.raises(tg.RetraceRequired, match="create_graph=True backward through prod"):
         tape.compile([x], g)
+
+

@@ -842,16 +842,18 @@ def _ternary(op, k):
 class _GraphRule:
     """Turn a partial-derivative formula into Python over tensors, for ``create_graph``:
     the branch values become recorded tensor expressions (so they can be differentiated
-    again); the conditions are only selectors, evaluated on plain values (``xv``...)."""
+    again); a condition on recorded operands becomes recorded comparisons (``where``'s
+    condition: a replay re-evaluates it), one on numbers only a plain value (``xv``...)."""
 
     FUNCS = {"sqrt", "exp", "log", "sin", "cos", "sinh", "cosh", "erf", "sign"}
     scalar_overloads = False   # the op being generated has them
+    op_name = ""               # the op being generated (named by a replay's refusal)
 
     def tensor(self, node):
         import ast
         if isinstance(node, ast.IfExp):   # (branches are values here: _sel's where)
             return (f"_sel({self.cond(node.test)}, {self.tensor(node.body)}, "
-                    f"{self.tensor(node.orelse)})")
+                    f"{self.tensor(node.orelse)}, {self.op_name!r})")
         if isinstance(node, ast.Call):
             args = ', '.join(self.tensor(a) for a in node.args)
             if node.func.id in self.FUNCS:
@@ -887,7 +889,8 @@ class _GraphRule:
                         f"{self.term(node.orelse, fixed)})")
             if _specializes(node):   # (PyTorch's rule is the general formula: its derivatives)
                 return self.term(node.orelse, fixed)
-            sel = f"_sel({self.cond(node.test)}, {self.term(node.body)}, {self.term(node.orelse)})"
+            sel = (f"_sel({self.cond(node.test)}, {self.term(node.body)}, "
+                   f"{self.term(node.orelse)}, {self.op_name!r})")
             if "out" in reads or not self.scalar_overloads:
                 return sel
             return (f"({sel} if {' or '.join('t' + v for v in reads)} else "
@@ -903,15 +906,19 @@ class _GraphRule:
         ``(y < 0).type_as(grad)``, which multiplies, so NaN times it stays NaN)."""
         import ast
         if isinstance(node, ast.IfExp):
-            return f"_sel({self.cond(node.test)}, {self.graph(node.body)}, {self.graph(node.orelse)})"
+            return (f"_sel({self.cond(node.test)}, {self.graph(node.body)}, "
+                    f"{self.graph(node.orelse)}, {self.op_name!r})")
         if isinstance(node, ast.Constant) and node.value == 0.0:
             return "None"
         return self.tensor(node)
 
     def cond(self, node):
+        """The condition over the operands as recorded tensors where they are recorded (a
+        comparison of them records, so that replay re-evaluates it; see ``_sel``), else over
+        plain values."""
         import ast
         if isinstance(node, ast.BoolOp):
-            fn = "np.logical_and" if isinstance(node.op, ast.And) else "np.logical_or"
+            fn = "_both" if isinstance(node.op, ast.And) else "_either"
             return f"{fn}({self.cond(node.values[0])}, {self.cond(node.values[1])})"
         if isinstance(node, (ast.Compare, ast.BinOp)):
             op, right = (node.ops[0], node.comparators[0]) if isinstance(node, ast.Compare) \
@@ -920,7 +927,7 @@ class _GraphRule:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             return f"(-{self.cond(node.operand)})"
         if isinstance(node, ast.Name):
-            return node.id + "v"
+            return f"_operand({node.id}, {node.id}v)"
         if isinstance(node, ast.Constant):
             return repr(node.value)
         raise ValueError(ast.dump(node))
@@ -978,6 +985,7 @@ def graph_rules_source() -> List[str]:
     for op in OPS:
         parts = []
         rule.scalar_overloads = bool(op.node_c or op.node_r)
+        rule.op_name = op.name
         for v, f, gf in zip("xyz", _partials(op), _graph_forms(op)):
             body = ast.parse(f, mode="eval").body
             # a partial that is 0 everywhere is PyTorch's zeros_like(grad): a zero gradient
@@ -997,20 +1005,6 @@ def graph_rules_source() -> List[str]:
                    + "".join(f"    {n} = None\n" for n in shared)
                    + f"    return ({', '.join(parts)},)\n\n")
     out.append("GRAPH_PARTIALS = (" + ", ".join(f"_gp_{op.name}" for op in OPS) + ",)")
-    # which values each partial's branch conditions read (a create_graph tape built through
-    # such a condition on a recorded value is value-dependent: replay must refuse it)
-    conds = []
-    for op in OPS:
-        per = []
-        for f, gf in zip(_partials(op), _graph_forms(op)):
-            f = gf or f
-            names = set()
-            for node in ast.walk(ast.parse(f or "0.0", mode="eval")):
-                if isinstance(node, ast.IfExp):
-                    names |= {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
-            per.append(tuple(sorted(names)))
-        conds.append(tuple(per))
-    out.append("\n\nGRAPH_CONDITIONS = " + repr(tuple(conds)))
     return out
 
 
@@ -1041,11 +1035,68 @@ def _recorded(t):
     return isinstance(t, Tensor) and t._tape is not None
 
 
-def _sel(cond, a, b):
-    """``a`` where ``cond`` else ``b`` (``cond``: plain values, not recorded; None: a mask).
-    With a recorded branch this records PyTorch's ``where``, also on one element: the branch
-    not taken stays in the graph, so a second backward sends it zeros, which an infinite
-    partial there turns into NaN, as in PyTorch (``x ** y`` at ``x = y = 0``)."""
+def _comparison_of(c):
+    """The ``(tape, entry)`` that recorded comparison ``c``, or None (a plain condition)."""
+    return getattr(c, "_comparison", None) if isinstance(c, Tensor) else None
+
+
+def _operand(t, v):
+    """An operand of a rule's condition: the recorded tensor, so that comparing it records
+    a comparison that replay re-evaluates at new points; else its plain value."""
+    if _recorded(t):
+        return t
+    # (a NumPy value compared with a recorded tensor on its right would call its __array__)
+    return wrap(np.asarray(v)) if isinstance(v, (np.ndarray, np.generic)) else v
+
+
+def _plain(c):
+    return c._value if isinstance(c, Tensor) else c
+
+
+def _as_float(c):
+    """Condition ``c`` as 0/1 floats: the recorded comparison's own entry, or a constant."""
+    g = _comparison_of(c)
+    if g is None:
+        return wrap(np.asarray(_plain(c), dtype=np.float64))
+    v = c._value
+    return tensor_of_entry(g[0], g[1], float(v) if np.ndim(v) == 0 else v.astype(np.float64))
+
+
+def _both(a, b):
+    """``a and b`` elementwise; recorded (a comparison of recorded 0/1s) when either is."""
+    if _comparison_of(a) is None and _comparison_of(b) is None:
+        return np.logical_and(_plain(a), _plain(b))
+    return (_as_float(a) * _as_float(b)) != 0.0
+
+
+def _either(a, b):
+    """``a or b`` elementwise; recorded when either is."""
+    if _comparison_of(a) is None and _comparison_of(b) is None:
+        return np.logical_or(_plain(a), _plain(b))
+    return (_as_float(a) + _as_float(b)) != 0.0
+
+
+def _sel(cond, a, b, op):
+    """``a`` where ``cond`` else ``b`` (None: a mask).  With a recorded branch this records
+    PyTorch's ``where``, also on one element: the branch not taken stays in the graph, so a
+    second backward sends it zeros, which an infinite partial there turns into NaN, as in
+    PyTorch (``x ** y`` at ``x = y = 0``).  A recorded comparison as ``cond`` is that
+    ``where``'s condition, so a replay follows it; choosing between branches that do not
+    record by a recorded comparison makes a constant a replay cannot follow: the tape
+    notes it (``compile`` refuses)."""
+    rec = _comparison_of(cond)
+    if rec is not None:
+        if a is None and b is None:
+            return None
+        if _recorded(a) or _recorded(b):
+            shape = np.broadcast_shapes(*(np.shape(_plain(t)) for t in (cond, a, b)
+                                          if t is not None))
+            if np.ndim(cond._value) and np.shape(cond._value) != shape:
+                cond = (_as_float(cond) + wrap(np.zeros(shape))) != 0.0   # (one per element)
+            return where_(cond, 0.0 if a is None else a, 0.0 if b is None else b)
+        note_comparison_use(rec[0], rec, f"a create_graph=True backward through {op} "
+                                         "(its derivative branches on a recorded value)")
+    cond = _plain(cond)
     if np.ndim(cond) == 0 and not (_recorded(a) or _recorded(b)):
         return a if bool(cond) else b
     if a is None and b is None:
@@ -1104,7 +1155,7 @@ def methods_source() -> str:
            "import math", "", "import numpy as np", "",
            "from .tape import CHUNK as _CHUNK, boot as _boot, rec_get as _rec_get",
            "from .tensor import Tensor, compare as _compare, elementwise_fallback as _generic",
-           "from .tensor import ieee_value as _ieee, wrap", "",
+           "from .tensor import ieee_value as _ieee, note_comparison_use, tensor_of_entry, wrap", "",
            "# results are made without calling Tensor(): that is tg.Tensor(data)'s __init__",
            "_new = object.__new__", "", ""]
     for k, op in enumerate(OPS):

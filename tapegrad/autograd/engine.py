@@ -32,11 +32,11 @@ import numpy as np
 from ..core import kernels as K
 from ..core import optable
 from ..core.elementwise import FUNCTIONS as ELEMENTWISE
-from ..core.elementwise import GRAPH_CONDITIONS, GRAPH_PARTIALS, EfficientZero
+from ..core.elementwise import GRAPH_PARTIALS, EfficientZero
 from ..core.grad_mode import grad_mode
 from ..core.numba_jit import jit
 from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC, PYOUT,
-                         SECOND_BACKWARD, Tape, fresh_default_tape, thread_state)
+                         SECOND_BACKWARD, Tape, fresh_default_tape)
 from ..core.dtypes import Size
 from ..core.graph import LEAF_STATE, node_input_slots, node_name, node_state
 from ..core.tensor import Tensor, tensor_of_entry, wrap
@@ -46,7 +46,6 @@ from .graph import pack_pending, release_saved, unpack_entry
 
 _EMPTY_I = np.zeros(0, dtype=np.int64)
 _EMPTY_F = np.zeros(0, dtype=np.float64)
-_OPERAND = {"x": 0, "y": 1, "z": 2}
 _ARITY, _NO_GRAD = K.ARITY, K.NO_GRAD
 _INDEXING = threading.Lock()
 
@@ -612,13 +611,6 @@ def entry_grads(adj, i, g, changed=None):
     parts = GRAPH_PARTIALS[code](g, ts[0], ts[1], ts[2], adj.saved(i) if out is None else out,
                                  vs[0], vs[1], vs[2], T._value(i) if out is None else out._value,
                                  *need, *tensors)
-    if adj.create_graph and thread_state.grad_enabled:   # (not a detect_anomaly walk)
-        for r, names in zip(refs, GRAPH_CONDITIONS[code]):
-            if r >= 0 and any((refs[_OPERAND[n]] if n != "out" else i) >= 0 for n in names
-                              if n == "out" or _OPERAND[n] < len(refs)):
-                T._reads.append((i, f"a create_graph=True backward through {OP_NAMES[code]}"
-                                    " (its derivative branches on a recorded value)"))
-                break
     # None: the partial masks, PyTorch's where(mask, grad, 0): zeros that keep g's graph
     # and flow on (an op below multiplies them as usual)
     grads = [None if r < 0 else (_masked(g) if p is None else p) for r, p in zip(refs, parts)]

@@ -8,7 +8,7 @@ import numpy as np
 
 from .tape import CHUNK as _CHUNK, boot as _boot, rec_get as _rec_get
 from .tensor import Tensor, compare as _compare, elementwise_fallback as _generic
-from .tensor import ieee_value as _ieee, wrap
+from .tensor import ieee_value as _ieee, note_comparison_use, tensor_of_entry, wrap
 
 # results are made without calling Tensor(): that is tg.Tensor(data)'s __init__
 _new = object.__new__
@@ -2886,11 +2886,68 @@ def _recorded(t):
     return isinstance(t, Tensor) and t._tape is not None
 
 
-def _sel(cond, a, b):
-    """``a`` where ``cond`` else ``b`` (``cond``: plain values, not recorded; None: a mask).
-    With a recorded branch this records PyTorch's ``where``, also on one element: the branch
-    not taken stays in the graph, so a second backward sends it zeros, which an infinite
-    partial there turns into NaN, as in PyTorch (``x ** y`` at ``x = y = 0``)."""
+def _comparison_of(c):
+    """The ``(tape, entry)`` that recorded comparison ``c``, or None (a plain condition)."""
+    return getattr(c, "_comparison", None) if isinstance(c, Tensor) else None
+
+
+def _operand(t, v):
+    """An operand of a rule's condition: the recorded tensor, so that comparing it records
+    a comparison that replay re-evaluates at new points; else its plain value."""
+    if _recorded(t):
+        return t
+    # (a NumPy value compared with a recorded tensor on its right would call its __array__)
+    return wrap(np.asarray(v)) if isinstance(v, (np.ndarray, np.generic)) else v
+
+
+def _plain(c):
+    return c._value if isinstance(c, Tensor) else c
+
+
+def _as_float(c):
+    """Condition ``c`` as 0/1 floats: the recorded comparison's own entry, or a constant."""
+    g = _comparison_of(c)
+    if g is None:
+        return wrap(np.asarray(_plain(c), dtype=np.float64))
+    v = c._value
+    return tensor_of_entry(g[0], g[1], float(v) if np.ndim(v) == 0 else v.astype(np.float64))
+
+
+def _both(a, b):
+    """``a and b`` elementwise; recorded (a comparison of recorded 0/1s) when either is."""
+    if _comparison_of(a) is None and _comparison_of(b) is None:
+        return np.logical_and(_plain(a), _plain(b))
+    return (_as_float(a) * _as_float(b)) != 0.0
+
+
+def _either(a, b):
+    """``a or b`` elementwise; recorded when either is."""
+    if _comparison_of(a) is None and _comparison_of(b) is None:
+        return np.logical_or(_plain(a), _plain(b))
+    return (_as_float(a) + _as_float(b)) != 0.0
+
+
+def _sel(cond, a, b, op):
+    """``a`` where ``cond`` else ``b`` (None: a mask).  With a recorded branch this records
+    PyTorch's ``where``, also on one element: the branch not taken stays in the graph, so a
+    second backward sends it zeros, which an infinite partial there turns into NaN, as in
+    PyTorch (``x ** y`` at ``x = y = 0``).  A recorded comparison as ``cond`` is that
+    ``where``'s condition, so a replay follows it; choosing between branches that do not
+    record by a recorded comparison makes a constant a replay cannot follow: the tape
+    notes it (``compile`` refuses)."""
+    rec = _comparison_of(cond)
+    if rec is not None:
+        if a is None and b is None:
+            return None
+        if _recorded(a) or _recorded(b):
+            shape = np.broadcast_shapes(*(np.shape(_plain(t)) for t in (cond, a, b)
+                                          if t is not None))
+            if np.ndim(cond._value) and np.shape(cond._value) != shape:
+                cond = (_as_float(cond) + wrap(np.zeros(shape))) != 0.0   # (one per element)
+            return where_(cond, 0.0 if a is None else a, 0.0 if b is None else b)
+        note_comparison_use(rec[0], rec, f"a create_graph=True backward through {op} "
+                                         "(its derivative branches on a recorded value)")
+    cond = _plain(cond)
     if np.ndim(cond) == 0 and not (_recorded(a) or _recorded(b)):
         return a if bool(cond) else b
     if a is None and b is None:
@@ -2941,20 +2998,20 @@ def _gp_div(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
 
 
 def _gp_pow(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return ((_sel((yv == 0.0), None, (g * (y * (x ** (y - 1.0))))) if ty else (_zeros(g) if (yv == 0.0) else (g * (y * (x ** (y - 1.0)))))) if nx else None, (g * _sel(np.logical_and((xv == 0.0), (yv >= 0.0)), 0.0, (out * _f_log(x)))) if ny else None,)
+    return ((_sel((_operand(y, yv) == 0.0), None, (g * (y * (x ** (y - 1.0)))), 'pow') if ty else (_zeros(g) if (_operand(y, yv) == 0.0) else (g * (y * (x ** (y - 1.0)))))) if nx else None, (g * _sel(_both((_operand(x, xv) == 0.0), (_operand(y, yv) >= 0.0)), 0.0, (out * _f_log(x)), 'pow')) if ny else None,)
 
 
 def _gp_atan2(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     recip = None
-    return (((g * y) * (recip if recip is not None else (recip := _sel((((xv * xv) + (yv * yv)) == 0.0), 0.0, reciprocal_(((x * x) + (y * y))))))) if nx else None, ((g * (-x)) * (recip if recip is not None else (recip := _sel((((xv * xv) + (yv * yv)) == 0.0), 0.0, reciprocal_(((x * x) + (y * y))))))) if ny else None,)
+    return (((g * y) * (recip if recip is not None else (recip := _sel((((_operand(x, xv) * _operand(x, xv)) + (_operand(y, yv) * _operand(y, yv))) == 0.0), 0.0, reciprocal_(((x * x) + (y * y))), 'atan2')))) if nx else None, ((g * (-x)) * (recip if recip is not None else (recip := _sel((((_operand(x, xv) * _operand(x, xv)) + (_operand(y, yv) * _operand(y, yv))) == 0.0), 0.0, reciprocal_(((x * x) + (y * y))), 'atan2')))) if ny else None,)
 
 
 def _gp_maximum(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return (_sel((xv < yv), None, _sel((xv == yv), (g * 0.5), g)) if nx else None, _sel((yv < xv), None, _sel((xv == yv), (g * 0.5), g)) if ny else None,)
+    return (_sel((_operand(x, xv) < _operand(y, yv)), None, _sel((_operand(x, xv) == _operand(y, yv)), (g * 0.5), g, 'maximum'), 'maximum') if nx else None, _sel((_operand(y, yv) < _operand(x, xv)), None, _sel((_operand(x, xv) == _operand(y, yv)), (g * 0.5), g, 'maximum'), 'maximum') if ny else None,)
 
 
 def _gp_minimum(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return (_sel((xv > yv), None, _sel((xv == yv), (g * 0.5), g)) if nx else None, _sel((yv > xv), None, _sel((xv == yv), (g * 0.5), g)) if ny else None,)
+    return (_sel((_operand(x, xv) > _operand(y, yv)), None, _sel((_operand(x, xv) == _operand(y, yv)), (g * 0.5), g, 'minimum'), 'minimum') if nx else None, _sel((_operand(y, yv) > _operand(x, xv)), None, _sel((_operand(x, xv) == _operand(y, yv)), (g * 0.5), g, 'minimum'), 'minimum') if ny else None,)
 
 
 def _gp_neg(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
@@ -3078,11 +3135,11 @@ def _gp_ne(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
 
 
 def _gp_clamp(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return (_sel(np.logical_and((xv >= yv), (xv <= zv)), g, None) if nx else None, _sel(np.logical_and((xv < yv), (yv < zv)), g, None) if ny else None, _sel(np.logical_or((xv > zv), (zv < yv)), g, None) if nz else None,)
+    return (_sel(_both((_operand(x, xv) >= _operand(y, yv)), (_operand(x, xv) <= _operand(z, zv))), g, None, 'clamp') if nx else None, _sel(_both((_operand(x, xv) < _operand(y, yv)), (_operand(y, yv) < _operand(z, zv))), g, None, 'clamp') if ny else None, _sel(_either((_operand(x, xv) > _operand(z, zv)), (_operand(z, zv) < _operand(y, yv))), g, None, 'clamp') if nz else None,)
 
 
 def _gp_where(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return (_zeros(g) if nx else None, _sel((xv != 0.0), g, None) if ny else None, _sel((xv != 0.0), None, g) if nz else None,)
+    return (_zeros(g) if nx else None, _sel((_operand(x, xv) != 0.0), g, None, 'where') if ny else None, _sel((_operand(x, xv) != 0.0), None, g, 'where') if nz else None,)
 
 
 def _gp_reciprocal(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
@@ -3110,7 +3167,7 @@ def _gp_leaky_relu_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, t
 
 
 def _gp_elu_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return (elu_backward_(g, y, z) if nx else None, (elu_backward_((g * x), y, z) * _sel((yv < 0.0), 1.0, 0.0)) if ny else None, _zeros(g) if nz else None,)
+    return (elu_backward_(g, y, z) if nx else None, (elu_backward_((g * x), y, z) * _sel((_operand(y, yv) < 0.0), 1.0, 0.0, 'elu_backward')) if ny else None, _zeros(g) if nz else None,)
 
 
 def _gp_gelu_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
@@ -3120,7 +3177,7 @@ def _gp_gelu_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz)
 
 
 def _gp_softplus_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return (softplus_backward_(g, y, z) if nx else None, (sigmoid_backward_((g * x), sigmoid_(y)) * _sel((yv < zv), 1.0, 0.0)) if ny else None, _zeros(g) if nz else None,)
+    return (softplus_backward_(g, y, z) if nx else None, (sigmoid_backward_((g * x), sigmoid_(y)) * _sel((_operand(y, yv) < _operand(z, zv)), 1.0, 0.0, 'softplus_backward')) if ny else None, _zeros(g) if nz else None,)
 
 
 def _gp_mse_loss_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
@@ -3132,7 +3189,7 @@ def _gp_binary_cross_entropy_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny,
 
 
 def _gp_smooth_l1_backward(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
-    return (smooth_l1_backward_(g, y, z) if nx else None, (((g * x) * _sel(np.logical_and((yv < zv), ((-yv) < zv)), 1.0, 0.0)) / z) if ny else None, _zeros(g) if nz else None,)
+    return (smooth_l1_backward_(g, y, z) if nx else None, (((g * x) * _sel(_both((_operand(y, yv) < _operand(z, zv)), ((-_operand(y, yv)) < _operand(z, zv))), 1.0, 0.0, 'smooth_l1_backward')) / z) if ny else None, _zeros(g) if nz else None,)
 
 
 def _gp_sgn(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
@@ -3140,9 +3197,6 @@ def _gp_sgn(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
 
 
 GRAPH_PARTIALS = (_gp_add, _gp_sub, _gp_mul, _gp_div, _gp_pow, _gp_atan2, _gp_maximum, _gp_minimum, _gp_neg, _gp_abs, _gp_exp, _gp_log, _gp_log1p, _gp_expm1, _gp_sqrt, _gp_sin, _gp_cos, _gp_tan, _gp_asin, _gp_acos, _gp_atan, _gp_sinh, _gp_cosh, _gp_tanh, _gp_sigmoid, _gp_relu, _gp_erf, _gp_sign, _gp_round, _gp_floor, _gp_ceil, _gp_trunc, _gp_lt, _gp_le, _gp_gt, _gp_ge, _gp_eq, _gp_ne, _gp_clamp, _gp_where, _gp_reciprocal, _gp_clone, _gp_sigmoid_backward, _gp_tanh_backward, _gp_threshold_backward, _gp_leaky_relu_backward, _gp_elu_backward, _gp_gelu_backward, _gp_softplus_backward, _gp_mse_loss_backward, _gp_binary_cross_entropy_backward, _gp_smooth_l1_backward, _gp_sgn,)
-
-
-GRAPH_CONDITIONS = (((), ()), ((), ()), ((), ()), ((), ()), (('y',), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), (('x', 'y'), ('x', 'y')), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((),), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), ((), ()), (('x', 'y', 'z'), ('x', 'y', 'z'), ('x', 'y', 'z')), ((), ('x',), ('x',)), ((),), ((),), ((), ()), ((), ()), ((), ()), ((), (), ()), ((), ('y',), ()), ((), ()), ((), ('y', 'z'), ()), ((), (), ()), ((), (), ()), ((), ('y', 'z'), ()), ((),))
 REFLECTED = {'add': add_, 'sub': rsub_, 'mul': mul_, 'div': rdiv_, 'pow': rpow_}
 for _name, _fn in list(FUNCTIONS.items()) + [('r' + k, f) for k, f in REFLECTED.items()
                                            if f is not FUNCTIONS[k]] + list(WITH_ALPHA.items()):

@@ -391,6 +391,12 @@ class Vmapped:
             elif len(entry.tapes) < MAX_RECORDINGS:
                 compiled = self.record_with(entry, flat, dims, spec, int(pending[0]), kwargs,
                                             entry.mode == "sweeps")
+                if compiled is None and entry.mode == "outputs" and sweepable(self.func):
+                    # another branch's recorded derivative cannot replay (a prod's rule
+                    # divides by x away from zeros): every sample by sweeps, as in ``record``
+                    entry.__init__()
+                    entry.mode = "sweeps"
+                    return self.replay(entry, flat, dims, spec, size, kwargs)
                 if compiled is None:
                     return None
             else:   # too many branch patterns: the rest one sample at a time, eagerly

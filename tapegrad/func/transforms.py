@@ -24,7 +24,7 @@ from ..autograd import grad as autograd_grad
 from ..core.grad_mode import enable_grad
 from ..core.tape import Tape
 from ..core.tensor import Tensor
-from ..ops.factories import zeros, zeros_like
+from ..ops.factories import ones_like, zeros, zeros_like
 from ..ops.torch_api import FUNCTIONS as TORCH_FUNCTIONS
 from .pytree import tree_flatten, tree_map, tree_unflatten
 
@@ -100,6 +100,13 @@ def gradients(outputs, inputs, grad_outputs, create_graph):
     pairs = [(o, g) for o, g in zip(outputs, grad_outputs) if o.requires_grad]
     if not pairs:
         return [zeros_like(x).detach() for x in inputs]
+    if create_graph and LEVELS.recording is not None:
+        # while vmap records, the seeds are recorded (leaves replay takes as constants):
+        # a rule that branches on a recorded comparison then records its where, which a
+        # replay follows, instead of choosing between constants, which it cannot
+        pairs = [(o, g if isinstance(g, Tensor) and g.requires_grad else
+                  (ones_like(o) if g is None else g).detach().requires_grad_())
+                 for o, g in pairs]
     got = autograd_grad([o for o, _ in pairs], inputs, [g for _, g in pairs],
                         retain_graph=True, create_graph=create_graph, allow_unused=True)
     return [zeros_like(x).detach() if g is None else g for g, x in zip(got, inputs)]

@@ -364,6 +364,7 @@ def _(g, ans, x, dim=None, keepdim=False):
     if not shape:
         return (g,)
     if np.all(_value(x) != 0):
+        _note_no_zeros(x, "prod")
         return (_spread(g, x, dim, keepdim) * (_spread(ans, x, dim, keepdim) / x),)
     if dim is None:
         if not is_grad_enabled() and np.count_nonzero(_value(x) == 0) > 1:
@@ -372,6 +373,16 @@ def _(g, ans, x, dim=None, keepdim=False):
     if shape[dim] == 1 or 0 in shape:   # out is x: g (in x's shape), as PyTorch
         return (_spread(g, x, dim, keepdim),)
     return (_spread(g, x, dim, keepdim) * _exclusive_products(x, dim),)
+
+
+def _note_no_zeros(x, op):
+    """A recorded rule that divides by ``x`` holds only where ``x`` has no zeros (PyTorch's
+    rule branches there too): a replay at a zero would divide by it, so the tape notes the
+    read and ``compile`` refuses."""
+    T = recording()
+    if T is not None and isinstance(x, Tensor) and x._tape is T:
+        note_comparison_use(T, (T, x._entry), f"a create_graph=True backward through {op} "
+                                              "(it divides by the input away from zeros)")
 
 
 def _exclusive_products(x, dim):
@@ -624,6 +635,7 @@ def _(g, ans, x, dim):
     if not shape or shape[dim] == 1 or 0 in shape:   # out is x: g as it is, as PyTorch
         return (g,)
     if np.all(_value(x) != 0):
+        _note_no_zeros(x, "cumprod")
         return (_reverse_cumsum(ans * g, dim) / x,)
     xm, gm = call("transpose", x, dim, -1), call("transpose", g, dim, -1)
     if not is_grad_enabled():

@@ -107,6 +107,8 @@ class CompiledTape:
             # array entries: run the tape again on elements, into a tape of scalar entries
             self.in_shapes = [tuple(x.shape) for x in inputs]
             tape, inputs, outputs, self.out_shape = scalarize_tape(tape, inputs, outputs)
+            if not at_recorded_point:
+                self._check_reads(tape)   # (a value the run on elements could not follow)
             op, a, b, val = tape._arrays()
             end = max([t._entry for t in outputs] + [g[0] for g in tape._guards]) + 1
         self._finish(tape, inputs, outputs, op, a, b, val, end, optimize)

@@ -521,8 +521,10 @@ NN_RULES = {
     "softplus": _softplus,
     "gelu": _gelu,
     "silu": lambda x: _E(_T(x) * _T(x).sigmoid()),
+    # (expm1 of x where x <= 0, else of 0: no overflow in the branch not taken, and slope
+    # alpha at x = 0 as PyTorch's, where minimum(x, 0) would give its tie's half)
     "elu": lambda x, alpha=1.0: _E(_where(_T(x) > 0.0, _T(x),
-                                          FUNCTIONS["minimum"](_T(x), 0.0).expm1() * alpha)),
+                                          _where(_T(x) > 0.0, 0.0, _T(x)).expm1() * alpha)),
     "mse_loss": lambda x, y, reduction="mean": _reduced((_T(x) - _T(y)) ** 2.0, reduction),
     "l1_loss": lambda x, y, reduction="mean": _reduced((_T(x) - _T(y)).abs(), reduction),
     "smooth_l1_loss": _smooth_l1,
@@ -627,7 +629,9 @@ def scalarize_tape(T, inputs, outputs):
         for i in range(end):
             code, ra, rb = T._entry(i)
             if code < N_ELEMENTWISE:
-                vals[i] = elementwise(code, [_as_arg(get(r)) for r in T._inputs(i)])
+                args = [_as_arg(get(r)) for r in T._inputs(i)]
+                vals[i] = elementwise(code, [a if code == _WHERE and k == 0 else _as_number(a)
+                                             for k, a in enumerate(args)])
             elif code == LEAF:
                 t = T._leaves[i]
                 k = where.get(id(t))
@@ -674,6 +678,19 @@ def scalarize_tape(T, inputs, outputs):
         elif not (isinstance(e, Tensor) and e._tape is S):
             outs[k] = constant_entry(S, e)   # a constant output (x[0] = 1.5): gradient 0
     return S, leaves, outs, shape
+
+
+def _as_number(v):
+    """An operand of an arithmetic entry: a comparison's elements as recorded 0/1 entries
+    (``where(cmp, 1, 0)``).  The tape holds a comparison as 0/1, and create_graph rules
+    combine recorded comparisons arithmetically (``a and b`` as ``a * b != 0``); on
+    elements a comparison is a bool tensor, which an arithmetic op would take as a
+    constant."""
+    elems = v._elems.reshape(-1) if isinstance(v, Elements) else [v]
+    if any(isinstance(e, Tensor) and getattr(e, "_comparison", None) is not None
+           for e in elems):
+        return _as_arg(elementwise(_WHERE, [v, 1.0, 0.0]))
+    return v
 
 
 def constant_entry(S, value):
