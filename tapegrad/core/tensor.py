@@ -357,7 +357,9 @@ class Tensor:
     def _base(self):
         """The tensor whose memory this view shares (None for a tensor that is not a view)."""
         info = self._view
-        return None if info is None or self._detached else info[0]
+        if info is None:
+            return None
+        return self.__dict__.get("_detached_base") if self._detached else info[0]
 
     # -- autograd attributes ----------------------------------------------------------
     @property
@@ -645,6 +647,10 @@ class Tensor:
         if grad_on and self._tape is not None and self.is_leaf:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                                "operation.")
+        # a new version, as PyTorch's every in-place op: what saved this tensor by reference
+        # must not use it.  (Before compute: a constant it records holds the old value, which
+        # a recorded op replaces rather than writes.)  self is no view here: views go above.
+        self._vc = getattr(self, "_vc", 0) + 1
         r = compute(self)
         old = self._tape
         if old.__class__ is Tape:
@@ -665,9 +671,6 @@ class Tensor:
                 self._value[...] = v            # really in place: .data and aliases see it
             else:
                 self._value = v
-        # a new version, as PyTorch's every in-place op: what saved it by reference must not
-        # use it (self is no view here: views take the path above)
-        self._vc = getattr(self, "_vc", 0) + 1
         return self
 
     def add_(self, other, alpha=1):

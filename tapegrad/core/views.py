@@ -43,8 +43,10 @@ def register_view(view, src, step):
     else:
         root, steps = info[0], info[1] + (step,)
     view._view = (root, steps)
-    if src._detached:
+    if src._detached:   # (its _base is the detached tensor, not the memory's root)
         view._detached = True
+        view._detached_base = src._detached_base if src._view is not None and \
+            "_detached_base" in src.__dict__ else src
     _remember(root, view)
 
 

@@ -133,31 +133,40 @@ def _inplace_detached(self, compute, root, steps, views):
     with ``root`` is written and its version moves on, so what saved it raises at backward
     (PyTorch's rule), but no history changes: the root keeps its own, and ``self`` gets
     one only when the op records (an operand that requires grad)."""
+    T = recording()
+    if T is not None and _is_leaf_or_unregistered(self):   # x.detach().requires_grad_()
+        raise RuntimeError(LEAF)
     memory = root._value
     if memory.__class__ is float:   # a 0-d float64 root holds a Python float: no memory to
         place = None                # write into, so the root's value is replaced
     else:
         place = _written_place(self, root, steps)
-    T = recording()
     start = len(T) if T is not None else 0
+    root._vc = getattr(root, "_vc", 0) + 1   # (before: the op's own constants are current)
     r = compute(self)
     recorded = r._tape.__class__ is Tape
+    if recorded:   # the op saved self's memory as a constant (d.mul_(w)): keep the old value
+        arrays = r._tape._arr
+        for e in range(start, len(r._tape)):
+            saved = arrays.get(e)
+            if saved is not None and place is not None and np.may_share_memory(saved, place):
+                arrays[e] = saved.copy()
     _keep_saved([root] + views, memory, r._tape if recorded else None, start)
     if place is None:
         root._value = v = float(r._value)
     else:
         v = _as_dtype(r._value, place)
         place[...] = v
-    if _is_leaf_on_tape(root):   # registered again with its new value on next use
-        root._tape._leaf_of.pop(id(root), None)
-        root._tape = UNREGISTERED_LEAF
+    for t in (root, self):
+        if _is_leaf_on_tape(t):   # registered again with its new value on next use
+            t._tape._leaf_of.pop(id(t), None)
+            t._tape = UNREGISTERED_LEAF
     if recorded:
         self._tape, self._entry = r._tape, r._entry
     for w in views:
         _reread(w, root._value)
     if place is None or self._value.__class__ is float:
         self._value = float(v) if place is None else float(place)
-    root._vc = getattr(root, "_vc", 0) + 1
     return self
 
 
