@@ -23,6 +23,7 @@ from . import utils
 from .utils.serialization import load, save   # tensors and state dicts; compiled tapes too
 from . import jit  # the module is the decorator: @tg.jit, tg.jit.sigmoid, ...
 from . import func  # tg.func.vmap, grad, jacrev, ... (torch.func)
+from . import distributions  # tg.distributions.Normal, Categorical, kl_divergence, ...
 from .jit import JitFunction
 from .core import optable as _optable
 from .core.elementwise import FUNCTIONS as _ELEMENTWISE

@@ -16,9 +16,10 @@ from pathlib import Path
 # Lowest layer first.  A module may import from lower layers and from its own folder only,
 # so nn, viz and func (all 4) must not import one another.  The top package and __main__ are 6.
 LAYERS = {"core": 0, "ops": 1, "autograd": 2, "replay": 3, "jit": 3, "nn": 4, "viz": 4, "func": 4,
+          "distributions": 4,
           "optim": 5, "utils": 5}
 TOP = 6
-NAMES = {0: "core", 1: "ops", 2: "autograd", 3: "replay, jit", 4: "nn, viz, func", 5: "optim, utils",
+NAMES = {0: "core", 1: "ops", 2: "autograd", 3: "replay, jit", 4: "nn, viz, func, distributions", 5: "optim, utils",
          6: "top"}
 
 

@@ -33,7 +33,7 @@ from .printing import format_value
 from .shapes import broadcast_error, wrap_dim
 from .pyop import record_broadcast
 from .tape import CHUNK, ARG, CONST, Tape, boot, rec_get, recording, thread_state
-from .views import forget_views
+from .views import forget_views, register_detached
 
 import builtins as _b  # noqa: E402  (methods named float/int/... below read the builtins)
 
@@ -333,6 +333,7 @@ class Tensor:
     # set on views and their roots only (core/views.py): here, what every other tensor reads
     _view = None
     _views = None
+    _detached = False   # x.detach(): a view in memory and version only (core/views.py)
     __hash__ = object.__hash__
     # A subclass whose ops record differently (tg.compile's Elements) sets these to
     # handler(code, args) and handler(array op name, args, params).
@@ -356,7 +357,9 @@ class Tensor:
     def _base(self):
         """The tensor whose memory this view shares (None for a tensor that is not a view)."""
         info = self._view
-        return None if info is None else info[0]
+        if info is None:
+            return None
+        return self.__dict__.get("_detached_base") if self._detached else info[0]
 
     # -- autograd attributes ----------------------------------------------------------
     @property
@@ -465,7 +468,9 @@ class Tensor:
             # a recorded value taken as a constant: a replay of the tape would keep the
             # recorded value where the program computes a new one (compile refuses)
             _note_read(self)
-        return wrap(value)
+        out = wrap(value)
+        register_detached(out, self)   # PyTorch's: one version counter with self
+        return out
 
     def detach_(self):
         """Cut this tensor from the graph in place (it becomes a leaf without grad)."""
@@ -642,6 +647,10 @@ class Tensor:
         if grad_on and self._tape is not None and self.is_leaf:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                                "operation.")
+        # a new version, as PyTorch's every in-place op: what saved this tensor by reference
+        # must not use it.  (Before compute: a constant it records holds the old value, which
+        # a recorded op replaces rather than writes.)  self is no view here: views go above.
+        self._vc = getattr(self, "_vc", 0) + 1
         r = compute(self)
         old = self._tape
         if old.__class__ is Tape:
@@ -660,8 +669,6 @@ class Tensor:
             if v.__class__ is not float and self._value.__class__ is not float and \
                     self._value.flags.writeable:
                 self._value[...] = v            # really in place: .data and aliases see it
-                # a new version of the memory: what saved it by reference must not use it
-                self._version = getattr(self, "_version", 0) + 1
             else:
                 self._value = v
         return self

@@ -16,6 +16,12 @@ defaults of None, so no op that makes a tensor pays for them):
 
 A 0-d float64 view (an element ``x[i]``) holds a Python float, as every 0-d float64 tensor
 does (the fast path): an in-place change of the memory refreshes its value.
+
+A detached tensor (``x.detach()``) is registered as a view with ``_detached`` set: it shares
+the memory and the version counter (PyTorch's ``detach``) but no history, so an in-place
+change through it marks what saved the memory modified and never rebases the base's
+history; views of a detached tensor are detached too.  (``x.data`` is not registered: PyTorch
+documents that its in-place changes bump no version.)
 """
 from __future__ import annotations
 
@@ -37,6 +43,23 @@ def register_view(view, src, step):
     else:
         root, steps = info[0], info[1] + (step,)
     view._view = (root, steps)
+    if src._detached:   # (its _base is the detached tensor, not the memory's root)
+        view._detached = True
+        view._detached_base = src._detached_base if src._view is not None and \
+            "_detached_base" in src.__dict__ else src
+    _remember(root, view)
+
+
+def register_detached(alias, src):
+    """Note that tensor ``alias`` is ``src.detach()``: same memory, same version counter."""
+    info = src._view
+    root, steps = (src, ()) if info is None else info
+    alias._view = (root, steps)
+    alias._detached = True
+    _remember(root, alias)
+
+
+def _remember(root, view):
     refs = root._views
     if refs is None:
         refs = root._views = ViewRefs()

@@ -81,6 +81,8 @@ def inplace_view(self, compute):
     views = live_views(root)
     if not steps and not views:
         return None
+    if self._detached:
+        return _inplace_detached(self, compute, root, steps, views)
     memory = root._value
     T = recording()
     if T is not None and root._tape is not None:
@@ -101,20 +103,70 @@ def inplace_view(self, compute):
         place[...] = v
         root._tape, root._entry = new_root._tape, new_root._entry
         for w in views:   # each view is the base's new value viewed again, but one made
-            if w is self or w._tape is not None or not tracked:   # under no_grad (PyTorch
+            if w._detached:   # under no_grad (PyTorch refuses its later use) or detached
+                _reread(w, memory)
+            elif w is self or w._tape is not None or not tracked:
                 nv = replay_view(root, root_and_steps(w)[1])      # refuses its later use)
                 w._tape, w._entry, w._value = nv._tape, nv._entry, nv._value
-            elif w._value.__class__ is float:
-                w._value = float(view_through(memory, root_and_steps(w)[1]))
+            else:
+                _reread(w, memory)
     else:
         place[...] = v
         if _is_leaf_on_tape(root):   # registered again with its new value on next use
             root._tape._leaf_of.pop(id(root), None)
             root._tape = UNREGISTERED_LEAF
-        for w in views:   # elements hold Python floats: read again
-            if w._value.__class__ is float:
-                w._value = float(view_through(memory, root_and_steps(w)[1]))
+        for w in views:
+            _reread(w, memory)
     root._vc = getattr(root, "_vc", 0) + 1
+    return self
+
+
+def _reread(view, memory):
+    """Elements hold Python floats: read again after ``memory`` changed."""
+    if view._value.__class__ is float:
+        view._value = float(view_through(memory, root_and_steps(view)[1])) \
+            if memory.__class__ is not float else memory
+
+
+def _inplace_detached(self, compute, root, steps, views):
+    """``self = compute(self)`` for a detached tensor (``x.detach()``): the memory it shares
+    with ``root`` is written and its version moves on, so what saved it raises at backward
+    (PyTorch's rule), but no history changes: the root keeps its own, and ``self`` gets
+    one only when the op records (an operand that requires grad)."""
+    T = recording()
+    if T is not None and _is_leaf_or_unregistered(self):   # x.detach().requires_grad_()
+        raise RuntimeError(LEAF)
+    memory = root._value
+    if memory.__class__ is float:   # a 0-d float64 root holds a Python float: no memory to
+        place = None                # write into, so the root's value is replaced
+    else:
+        place = _written_place(self, root, steps)
+    start = len(T) if T is not None else 0
+    root._vc = getattr(root, "_vc", 0) + 1   # (before: the op's own constants are current)
+    r = compute(self)
+    recorded = r._tape.__class__ is Tape
+    if recorded:   # the op saved self's memory as a constant (d.mul_(w)): keep the old value
+        arrays = r._tape._arr
+        for e in range(start, len(r._tape)):
+            saved = arrays.get(e)
+            if saved is not None and place is not None and np.may_share_memory(saved, place):
+                arrays[e] = saved.copy()
+    _keep_saved([root] + views, memory, r._tape if recorded else None, start)
+    if place is None:
+        root._value = v = float(r._value)
+    else:
+        v = _as_dtype(r._value, place)
+        place[...] = v
+    for t in (root, self):
+        if _is_leaf_on_tape(t):   # registered again with its new value on next use
+            t._tape._leaf_of.pop(id(t), None)
+            t._tape = UNREGISTERED_LEAF
+    if recorded:
+        self._tape, self._entry = r._tape, r._entry
+    for w in views:
+        _reread(w, root._value)
+    if place is None or self._value.__class__ is float:
+        self._value = float(v) if place is None else float(place)
     return self
 
 
