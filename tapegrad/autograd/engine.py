@@ -25,6 +25,7 @@ rows) stay on the tape until it is dropped, but no backward looks at them again.
 """
 from __future__ import annotations
 
+import itertools
 import threading
 
 import numpy as np
@@ -418,11 +419,13 @@ class FloatAdjoints:
         flat = [k for k in swept.tolist() if k in arrays] if arrays else ()
         if not flat:    # (no offsets at all: a fill as long as the tape is not free)
             return _EMPTY_I, _EMPTY_I, _EMPTY_F
-        off = np.full(n, -1, np.int64)
-        arrs = [T._arr[k] for k in flat]
-        sizes = np.fromiter((x.size for x in arrs), np.int64, len(arrs))
+        arrs = [arrays[k] for k in flat]
+        sizes = [x.size for x in arrs]
+        starts = list(itertools.accumulate(sizes, initial=0))
+        off = np.empty(n, np.int64)
+        off.fill(-1)
         nel = np.zeros(n, np.int64)
-        off[flat] = np.cumsum(sizes) - sizes
+        off[flat] = starts[:-1]
         nel[flat] = sizes
         aval = np.concatenate(arrs, axis=None, dtype=np.float64)
         return off, nel, aval
@@ -462,7 +465,9 @@ class FloatAdjoints:
             return
         o = self._flat(i)
         if o >= 0:
-            self.aadj[o:o + self.nel[i]] = np.broadcast_to(g, arr.shape).ravel()
+            # (into a view shaped like the entry: NumPy broadcasts g there, as broadcast_to
+            # would, without broadcast_to's cost)
+            self.aadj[o:o + self.nel[i]].reshape(arr.shape)[...] = g
         else:
             self.side[i] = np.array(np.broadcast_to(g, arr.shape), dtype=np.float64)
 
@@ -475,7 +480,8 @@ class FloatAdjoints:
             return
         o = self._flat(i)
         if o >= 0:
-            self.aadj[o:o + self.nel[i]] += np.broadcast_to(g, arr.shape).ravel()
+            slot = self.aadj[o:o + self.nel[i]].reshape(arr.shape)
+            slot += g
         else:
             cur = self.side.get(i)
             if cur is not None:
