@@ -25,6 +25,7 @@ rows) stay on the tape until it is dropped, but no backward looks at them again.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 
@@ -134,6 +135,7 @@ _SMALL = 4096
 
 
 _FALSE = wrap(np.False_)
+_NO_SWITCH = contextlib.nullcontext()
 
 
 def _masked(g):
@@ -846,49 +848,53 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
         adj.add(i, g)
         reached[i] = 1
     pos = start
-    for s in stops:
-        adj.segment(pos, s)
-        pos = s
-        pruned = needed is not None and not needed[s]
-        if not reached[s] or (pruned and not (one_root and s in seeds)):
-            continue
-        hooks = T._hooks.get(s)
-        if hooks:
-            g = adj.tensor(s)
-            if before_hooks is not None and s in before_hooks:
-                before_hooks[s] = g if create_graph else wrap(np.array(g._value, copy=True))
-            for hook in list(hooks):
-                g = run_hook(hook, g)
-            adj.set(s, g)
-        py = None if pruned else T._py.get(s)
-        state = None if pruned else node_state(T, s)   # hooks on the node (autograd.graph)
-        if py is not None:
-            _check_saved(A, s, py)
-            # None for an output no gradient reached, as node hooks see it in PyTorch; a
-            # custom Function materializes zeros itself unless told not to, an array op here
-            grads = [adj.tensor(s + 1 + k) if reached[s + 1 + k] else None
-                     for k in range(py.nout)]
-            if state is not None and state.pre:
-                grads = state.run_pre(grads)
-            seen = grads
-            if py.backward_fn is None:
-                grads = [adj.tensor(s + 1 + k) if g is None else g for k, g in enumerate(grads)]
-            grads_in = pyop_backward(py, grads, adj.saved,
-                                     [adj.saved(s + 1 + k) for k in range(py.nout)])
-            if state is not None and state.post:
-                grads_in = state.run_post(grads_in, seen)
-            if is_anomaly_enabled():
-                check_nan(py.name, grads_in)
-            for r, g in zip(py.inputs, grads_in):
-                if g is not None and r >= 0:
-                    adj.add(r, g)
-                    reached[r] = 1
-            pos = s - 1
-        elif not pruned and A.op[s] < N_ELEMENTWISE and not K.NO_GRAD[A.op[s]]:
-            changed = unpack_entry(T, s)    # saved_tensors_hooks
-            if changed is not None or (state is not None and (state.pre or state.post)):
-                run_node(adj, s, state, changed)
+    # Python code runs at the stops only (hooks, Python backwards) and sees grad mode set
+    # to create_graph, as in PyTorch; a walk without stops does not switch it (the
+    # recorded walk, whose every entry records, runs under it as a whole: run_backward)
+    with grad_mode(create_graph) if stops else _NO_SWITCH:
+        for s in stops:
+            adj.segment(pos, s)
+            pos = s
+            pruned = needed is not None and not needed[s]
+            if not reached[s] or (pruned and not (one_root and s in seeds)):
+                continue
+            hooks = T._hooks.get(s)
+            if hooks:
+                g = adj.tensor(s)
+                if before_hooks is not None and s in before_hooks:
+                    before_hooks[s] = g if create_graph else wrap(np.array(g._value, copy=True))
+                for hook in list(hooks):
+                    g = run_hook(hook, g)
+                adj.set(s, g)
+            py = None if pruned else T._py.get(s)
+            state = None if pruned else node_state(T, s)   # hooks on the node (autograd.graph)
+            if py is not None:
+                _check_saved(A, s, py)
+                # None for an output no gradient reached, as node hooks see it in PyTorch; a
+                # custom Function materializes zeros itself unless told not to, an array op here
+                grads = [adj.tensor(s + 1 + k) if reached[s + 1 + k] else None
+                         for k in range(py.nout)]
+                if state is not None and state.pre:
+                    grads = state.run_pre(grads)
+                seen = grads
+                if py.backward_fn is None:
+                    grads = [adj.tensor(s + 1 + k) if g is None else g for k, g in enumerate(grads)]
+                grads_in = pyop_backward(py, grads, adj.saved,
+                                         [adj.saved(s + 1 + k) for k in range(py.nout)])
+                if state is not None and state.post:
+                    grads_in = state.run_post(grads_in, seen)
+                if is_anomaly_enabled():
+                    check_nan(py.name, grads_in)
+                for r, g in zip(py.inputs, grads_in):
+                    if g is not None and r >= 0:
+                        adj.add(r, g)
+                        reached[r] = 1
                 pos = s - 1
+            elif not pruned and A.op[s] < N_ELEMENTWISE and not K.NO_GRAD[A.op[s]]:
+                changed = unpack_entry(T, s)    # saved_tensors_hooks
+                if changed is not None or (state is not None and (state.pre or state.post)):
+                    run_node(adj, s, state, changed)
+                    pos = s - 1
     if pos >= low:   # (nothing below the lowest reachable entry has work)
         adj.segment(pos, low - 1)
     adj.needed = needed
@@ -962,7 +968,9 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
                 targets.append((pos, x._tape, x._entry))
 
     walked = []
-    with grad_mode(create_graph):
+    # (the float walk sets grad mode where it runs Python code: walk_tape)
+    recorded = create_graph or is_anomaly_enabled()
+    with grad_mode(create_graph) if recorded else _NO_SWITCH:
         while work:
             _, (T, seeds) = work.popitem()
             # a non-leaf input whose node runs on (another input lies beyond it) is captured
