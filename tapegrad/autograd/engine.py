@@ -129,9 +129,13 @@ def _check_saved(A, s, py):
 # bounds each segment itself (by the reach pass's lowest entry), and counting the reached
 # entries of a segment costs the segment again
 _UNBOUNDED = 1 << 62
-# tapes up to this many entries are set up for a walk by whole-array fills, not per reached
-# entry (NumPy's per-call cost is more than the fill's)
+# A walk's setup takes the cheaper of two ways by size; both compute the same (the tests
+# run both, see the ``both_walks`` fixture): tapes up to _SMALL entries get their
+# adjoints by a whole-array fill, not per reached entry, and walks that reach up to
+# _FEW_HITS entries read and mark them in a Python loop, not in NumPy (whose per-call cost
+# is more than the loop's there).
 _SMALL = 4096
+_FEW_HITS = 32
 
 
 _FALSE = wrap(np.False_)
@@ -506,7 +510,7 @@ class FloatAdjoints:
         if not leaves:
             return [], []
         hits = self.hits
-        if len(hits) <= 32:   # (NumPy's per-call cost is more than the loop's)
+        if len(hits) <= _FEW_HITS:
             reached = self.reached
             hit = [i for i in hits.tolist() if i in leaves and reached[i]]
             ts = [leaves[i] for i in hit]
@@ -1003,7 +1007,7 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
         for adj in walked:
             T = adj.tape
             hits, reached, freed = adj.hits, adj.reached, T._freed
-            if len(hits) <= 32:   # (NumPy's per-call cost is more than the loop's)
+            if len(hits) <= _FEW_HITS:
                 for i in hits.tolist():
                     if reached[i]:
                         freed[i] = 1
