@@ -857,7 +857,8 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
     # recorded walk, whose every entry records, runs under it as a whole: run_backward)
     with grad_mode(create_graph) if stops else _NO_SWITCH:
         for s in stops:
-            adj.segment(pos, s)
+            if pos > s:   # (a stop right below the last: nothing between, no kernel call)
+                adj.segment(pos, s)
             pos = s
             pruned = needed is not None and not needed[s]
             if not reached[s] or (pruned and not (one_root and s in seeds)):
