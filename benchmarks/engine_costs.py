@@ -10,7 +10,9 @@ PyTorch CPU (float64, one thread), medians.
     small array expression of two 0-d parameters) whose Jacobian is taken with one
     ``backward(retain_graph=True)`` per residual, run 5 times on one tape; run 5 against
     run 1.  Target: 1.0x.
-(c) **fixed cost of a tiny backward**: ``(w * 3.0).backward()`` on a 0-d leaf.
+(c) **fixed cost of a tiny backward**: ``(w * 3.0).backward()`` on a 0-d leaf; and the
+    same for a small array graph with a reduction (an array op with a Python backward):
+    ``(x * 2.0).sin().sum().backward()`` on a 3-element leaf.
 (d) **per-op record cost** on an 8-element array: ``y = y * 1.0001`` (y requires grad),
     against the NumPy ufunc alone.
 (e) **log-sum-exp gradient**: ``logsumexp(x, 0).backward()`` at n = 2,500, 20,000, 160,000.
@@ -159,6 +161,14 @@ def bench_tiny(repeats):
     return interleaved(fns, repeats)
 
 
+def bench_tiny_array(repeats):
+    fns = {}
+    for name, L in libs().items():
+        x = L.tensor([1.0, 2.0, 3.0], dtype=L.float64, requires_grad=True)
+        fns[name] = (lambda x: lambda: (x * 2.0).sin().sum().backward())(x)
+    return interleaved(fns, repeats)
+
+
 # -- (d) per-op record cost ----------------------------------------------------------------
 def bench_record(repeats, chain=100):
     fns = {}
@@ -218,6 +228,7 @@ def main(argv=None):
     unrelated = bench_unrelated((0, 1000, 5000), reps)
     repeated = bench_repeated(repeats=2 if args.quick else 5)
     tiny = bench_tiny(reps * 10)
+    tiny_array = bench_tiny_array(reps * 10)
     record = bench_record(reps)
     lse = bench_lse((2500, 20000, 160000), max(10, reps // 4))
 
@@ -231,6 +242,9 @@ def main(argv=None):
               f"{fmt_t(r['run_s'][-1])}: run 5 / run 1 = {r['last_over_first']:.2f}x")
     print(f"{'(c) tiny backward (one op recorded + backward)':<58} {fmt_t(tiny['tapegrad']):>10} "
           f"{fmt_t(tiny.get('torch')):>10} {ratio(tiny):>7}")
+    print(f"{'(c) same, (x * 2.0).sin().sum() on 3 elements':<58} "
+          f"{fmt_t(tiny_array['tapegrad']):>10} {fmt_t(tiny_array.get('torch')):>10} "
+          f"{ratio(tiny_array):>7}")
     print(f"{'(d) record one op on 8 elements':<58} {fmt_t(record['tapegrad']):>10} "
           f"{fmt_t(record.get('torch')):>10} {ratio(record):>7}   "
           f"(NumPy ufunc alone {fmt_t(record['numpy ufunc'])})")
@@ -244,7 +258,8 @@ def main(argv=None):
             "machine": platform.machine(), "processor": platform.processor(),
             "cpus": os.cpu_count(), "repeats": reps}
     res = {"backward_with_unrelated_graphs_s": unrelated, "repeated_evaluations": repeated,
-           "tiny_backward_s": tiny, "record_op_8_elements_s": record, "logsumexp_backward_s": lse}
+           "tiny_backward_s": tiny, "tiny_array_backward_s": tiny_array,
+           "record_op_8_elements_s": record, "logsumexp_backward_s": lse}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"meta": meta, "results": res}, indent=2) + "\n")
     print(f"\nwrote {args.out}")

@@ -1,6 +1,7 @@
 """Shared fixtures.
 
-``both_walks``: run a test twice, once with the float reverse walk and once with the
+``both_walks``: run a test three times: with the float reverse walk (its setup for small
+graphs, then the one for large graphs forced on the same graph), and with the
 recorded-tensor walk of ``create_graph=True`` forced underneath ``backward()`` and
 ``autograd.grad()``.  The two modes are one walk with different adjoints; semantic tests
 (hooks, retain_grad, links between tapes, custom Functions, freed graphs, in-place checks)
@@ -8,11 +9,16 @@ must give the same results in both.
 """
 import pytest
 
-from tapegrad.autograd import gradients
+from tapegrad.autograd import engine, gradients
 
 
-@pytest.fixture(params=["float walk", "recorded walk"])
+@pytest.fixture(params=["float walk", "float walk, large-graph setup", "recorded walk"])
 def both_walks(request, monkeypatch):
+    if request.param == "float walk, large-graph setup":
+        # the setup a walk over a long tape or a large graph takes (NumPy over the reached
+        # entries), forced on the small graphs of the tests: it must compute the same
+        monkeypatch.setattr(engine, "_SMALL", -1)
+        monkeypatch.setattr(engine, "_FEW_HITS", -1)
     if request.param == "recorded walk":
         run = gradients.run_backward
 

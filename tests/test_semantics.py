@@ -747,6 +747,25 @@ def test_custom_function_needs_input_grad():
     assert x.grad.item() == 2.0
 
 
+def test_leaf_a_backward_passes_none_gets_no_grad():
+    # the walk's reach marks both leaves (a superset: it cannot know what a Python backward
+    # returns); only the one that got a gradient gets .grad, in every setup of the walk
+    class FirstOnly(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            return x * y
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2, None
+
+    for shape in ((), (3,)):
+        x, y = leaf(np.ones(shape)), leaf(np.ones(shape))
+        FirstOnly.apply(x, y).sum().backward()
+        assert np.array_equal(x.grad.numpy(), np.full(shape, 2.0))
+        assert y.grad is None
+
+
 def test_custom_function_without_grad_inputs_is_not_tracked():
     out = MyFn.apply(tg.tensor(2.0), tg.tensor(3.0))
     assert out.item() == 6.0

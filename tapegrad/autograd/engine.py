@@ -25,6 +25,8 @@ rows) stay on the tape until it is dropped, but no backward looks at them again.
 """
 from __future__ import annotations
 
+import contextlib
+import itertools
 import threading
 
 import numpy as np
@@ -128,9 +130,17 @@ def _check_saved(A, s, py):
 # bounds each segment itself (by the reach pass's lowest entry), and counting the reached
 # entries of a segment costs the segment again
 _UNBOUNDED = 1 << 62
+# A walk's setup takes the cheaper of two ways by size; both compute the same (the tests
+# run both, see the ``both_walks`` fixture): tapes up to _SMALL entries get their
+# adjoints by a whole-array fill, not per reached entry, and walks that reach up to
+# _FEW_HITS entries read and mark them in a Python loop, not in NumPy (whose per-call cost
+# is more than the loop's there).
+_SMALL = 4096
+_FEW_HITS = 32
 
 
 _FALSE = wrap(np.False_)
+_NO_SWITCH = contextlib.nullcontext()
 
 
 def _masked(g):
@@ -163,17 +173,17 @@ class WalkIndex:
 
     def _update(self, T, n):
         c = T._c
-        if self.consts is None or len(self.consts) < len(c):
-            grown = np.empty(max(len(c), 2 * self.nconsts, 64), np.float64)
-            grown[:self.nconsts] = self.consts[:self.nconsts] if self.consts is not None else ()
-            self.consts = grown
-        if self.nconsts < len(c):
-            k = len(c)
-            self.consts[self.nconsts:k] = c[self.nconsts:k]
-            self.nconsts = k
+        nc = len(c)
+        if self.nconsts < nc:
+            if self.consts is None or len(self.consts) < nc:
+                grown = np.empty(max(nc, 2 * self.nconsts, 64), np.float64)
+                grown[:self.nconsts] = self.consts[:self.nconsts] if self.consts is not None else ()
+                self.consts = grown
+            self.consts[self.nconsts:nc] = c[self.nconsts:nc]
+            self.nconsts = nc
         stops = T._stops
-        new = [int(s) for s in stops[self.nstops:len(stops)]]
-        size = max([n] + new) + 1
+        new = [int(s) for s in stops[self.nstops:len(stops)]] if self.nstops < len(stops) else ()
+        size = max(n, *new) + 1 if new else n + 1
         if self.stopmark is None or len(self.stopmark) < size:
             grown = np.zeros(max(size, 2 * (0 if self.stopmark is None else len(self.stopmark)),
                                  1024), np.uint8)
@@ -188,13 +198,23 @@ class WalkIndex:
             # hook) repeats an earlier entry
             heads = [h for h in new if h > last and h in py]
             if heads:
-                refs = [py[h].inputs for h in heads]
-                sizes = np.fromiter(map(len, refs), np.int64, len(refs))
-                self.heads = np.concatenate((self.heads, np.array(heads, np.int64)))
-                self.head_ptr = np.concatenate((self.head_ptr, self.head_ptr[-1] + np.cumsum(sizes)))
-                self.head_refs = np.concatenate(
-                    (self.head_refs, np.fromiter((r for rs in refs for r in rs), np.int64,
-                                                 int(sizes.sum()))))
+                # (offsets and references summed in Python: a backward of a small graph
+                # indexes a fresh tape, where NumPy's per-call cost would dominate)
+                ptr, refs = [], []
+                end = int(self.head_ptr[-1])
+                for h in heads:
+                    inputs = py[h].inputs
+                    refs.extend(inputs)
+                    end += len(inputs)
+                    ptr.append(end)
+                if len(self.heads):
+                    self.heads = np.concatenate((self.heads, np.array(heads, np.int64)))
+                    self.head_ptr = np.concatenate((self.head_ptr, np.array(ptr, np.int64)))
+                    self.head_refs = np.concatenate((self.head_refs, np.array(refs, np.int64)))
+                else:
+                    self.heads = np.array(heads, np.int64)
+                    self.head_ptr = np.array([0] + ptr, np.int64)
+                    self.head_refs = np.array(refs, np.int64)
             self.nstops += len(new)
 
 
@@ -211,15 +231,19 @@ def walk_index(T, n):
 
 
 @jit
-def _reach(op, a, b, seeds, heads, head_ptr, head_refs, mark, hits):
+def _reach(op, a, b, seeds, heads, head_ptr, head_refs, stopmark, mark, hits, swept, stops):
     """Mark in ``mark`` (and list in ``hits``) every entry a walk from ``seeds`` can reach:
     operands of elementwise entries (not of comparisons, which pass no gradient), a
     ``pyout``'s head, a head's operands.  A superset of what the walk reaches (a Python
     backward may return None for an operand).  Elementwise entries and their operands
     are marked 2: the Numba sweep reads their values and adjoints (the flat layout of
     array entries).  Stops when every marked entry that has operands was visited;
-    returns ``(number of hits, lowest such entry)``: the walk never looks below it,
-    however long the tape."""
+    the walk never looks below the lowest such entry, however long the tape.
+
+    Then (here, not in NumPy afterwards: at a backward's fixed cost each NumPy call counts)
+    ``hits`` is sorted, and the entries marked 2 are copied to ``swept`` and the stops among
+    the hits (``stopmark``) to ``stops``, in descending order (the walk's).  Returns
+    ``(number of hits, lowest entry with operands, number swept, number of stops)``."""
     m = 0
     pending = 0
     low = op.shape[0]
@@ -277,7 +301,23 @@ def _reach(op, a, b, seeds, heads, head_ptr, head_refs, mark, hits):
                         pending += 1
                 mark[r] = 2
         i -= 1
-    return m, low
+    hits[:m].sort()
+    nswept = 0
+    nstops = 0
+    for k in range(m):
+        h = hits[k]
+        if mark[h] == 2:
+            swept[nswept] = h
+            nswept += 1
+        if stopmark[h] != 0:
+            nstops += 1
+    j = nstops
+    for k in range(m):
+        h = hits[k]
+        if stopmark[h] != 0:
+            j -= 1
+            stops[j] = h
+    return m, low, nswept, nstops
 
 
 class TapeArrays:
@@ -330,15 +370,17 @@ class TapeArrays:
             self.dirty[stale] = n + 1   # changed after every entry that could have saved it
 
     def reach(self, seeds):
-        """``(hits, low, swept)``: the entries a walk from ``seeds`` can reach, ascending,
-        the lowest of them that has operands, and those the Numba sweep reads (see
-        ``_reach``)."""
-        mark = np.zeros(self.n, np.uint8)
-        hits = np.empty(self.n, np.int64)
-        m, low = _reach(self.op, self.a, self.b, np.fromiter(seeds, np.int64, len(seeds)),
-                        *self.heads, mark, hits)
-        hits = np.sort(hits[:m])
-        return hits, low, hits[mark[hits] == 2]
+        """``(hits, low, swept, stops)``: the entries a walk from ``seeds`` can reach,
+        ascending, the lowest of them that has operands, those the Numba sweep reads, and
+        the stops among them from the top, as a list (see ``_reach``)."""
+        n = self.n
+        found = np.empty(3 * n, np.int64)   # (one allocation for the three lists)
+        hits, swept, stops = found[:n], found[n:2 * n], found[2 * n:]
+        m, low, nswept, nstops = _reach(self.op, self.a, self.b,
+                                        np.fromiter(seeds, np.int64, len(seeds)), *self.heads,
+                                        self.stopmark, np.zeros(n, np.uint8), hits, swept,
+                                        stops)
+        return hits[:m], low, swept[:nswept], stops[:nstops].tolist()
 
 
 class FloatAdjoints:
@@ -348,7 +390,7 @@ class FloatAdjoints:
 
     create_graph = False
     __slots__ = ("tape", "arrays", "adj", "reached", "off", "nel", "aval", "aadj", "side", "owned",
-                 "needed", "hits")
+                 "needed", "hits", "stops")
 
     def __init__(self, arrays, hits, swept):
         T = self.tape = arrays.tape
@@ -358,12 +400,20 @@ class FloatAdjoints:
         # keeps PyTorch's sign where 0.0 + -0.0 would lose it.  Only the entries the walk
         # can reach are set: zeros come from the allocator at no cost, a fill would cost
         # the whole tape.
-        self.adj = np.zeros(n)
-        self.adj[hits] = -0.0
+        if n <= _SMALL:   # (a fill of a short tape costs less than the scattered store)
+            self.adj = np.empty(n)
+            self.adj.fill(-0.0)
+        else:
+            self.adj = np.zeros(n)
+            self.adj[hits] = -0.0
         self.reached = np.zeros(n, np.uint8)
         self.hits = hits
         self.off, self.nel, self.aval = self._layout(T, n, swept)
-        self.aadj = np.full(len(self.aval), -0.0)
+        if len(self.aval):
+            self.aadj = np.empty(len(self.aval))
+            self.aadj.fill(-0.0)
+        else:
+            self.aadj = _EMPTY_F
         self.side = {}
         self.owned = set()
 
@@ -376,11 +426,13 @@ class FloatAdjoints:
         flat = [k for k in swept.tolist() if k in arrays] if arrays else ()
         if not flat:    # (no offsets at all: a fill as long as the tape is not free)
             return _EMPTY_I, _EMPTY_I, _EMPTY_F
-        off = np.full(n, -1, np.int64)
-        arrs = [T._arr[k] for k in flat]
-        sizes = np.fromiter((x.size for x in arrs), np.int64, len(arrs))
+        arrs = [arrays[k] for k in flat]
+        sizes = [x.size for x in arrs]
+        starts = list(itertools.accumulate(sizes, initial=0))
+        off = np.empty(n, np.int64)
+        off.fill(-1)
         nel = np.zeros(n, np.int64)
-        off[flat] = np.cumsum(sizes) - sizes
+        off[flat] = starts[:-1]
         nel[flat] = sizes
         aval = np.concatenate(arrs, axis=None, dtype=np.float64)
         return off, nel, aval
@@ -420,7 +472,9 @@ class FloatAdjoints:
             return
         o = self._flat(i)
         if o >= 0:
-            self.aadj[o:o + self.nel[i]] = np.broadcast_to(g, arr.shape).ravel()
+            # (into a view shaped like the entry: NumPy broadcasts g there, as broadcast_to
+            # would, without broadcast_to's cost)
+            self.aadj[o:o + self.nel[i]].reshape(arr.shape)[...] = g
         else:
             self.side[i] = np.array(np.broadcast_to(g, arr.shape), dtype=np.float64)
 
@@ -433,7 +487,8 @@ class FloatAdjoints:
             return
         o = self._flat(i)
         if o >= 0:
-            self.aadj[o:o + self.nel[i]] += np.broadcast_to(g, arr.shape).ravel()
+            slot = self.aadj[o:o + self.nel[i]].reshape(arr.shape)
+            slot += g
         else:
             cur = self.side.get(i)
             if cur is not None:
@@ -456,12 +511,16 @@ class FloatAdjoints:
         if not leaves:
             return [], []
         hits = self.hits
-        if len(hits) <= 32:   # (NumPy's per-call cost is more than the loop's)
+        if len(hits) <= _FEW_HITS:
             reached = self.reached
             hit = [i for i in hits.tolist() if i in leaves and reached[i]]
-        else:
-            idx = hits[self.arrays.op[hits] == LEAF]
-            hit = idx[self.reached[idx] != 0].tolist()
+            ts = [leaves[i] for i in hit]
+            if T._arr:
+                return ts, [self.get(i) for i in hit]
+            item = self.adj.item
+            return ts, [item(i) for i in hit]
+        idx = hits[self.arrays.op[hits] == LEAF]
+        hit = idx[self.reached[idx] != 0].tolist()
         ts = [leaves[i] for i in hit]
         if T._arr:
             return ts, [self.get(i) for i in hit]
@@ -474,7 +533,7 @@ class GraphAdjoints:
     op table's partials evaluated in recorded ops."""
 
     create_graph = True
-    __slots__ = ("tape", "arrays", "adj", "reached", "views", "needed", "hits")
+    __slots__ = ("tape", "arrays", "adj", "reached", "views", "needed", "hits", "stops")
 
     def __init__(self, arrays, hits, swept=None):   # (swept: the float walk's layout)
         self.tape = arrays.tape
@@ -775,7 +834,7 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
     ``before_hooks``: ``{entry: None}`` filled with those entries' gradients as they were
     before their hooks ran (what ``autograd.grad`` returns for a non-leaf input)."""
     A = TapeArrays(T, _EMPTY_I)   # (in-place changes looked up once the reach is known)
-    hits, low, swept = A.reach(seeds)
+    hits, low, swept, stops = A.reach(seeds)
     A.find_dirty(hits)
     start = max(seeds)
     needed = None if inputs is None else needed_entries(T, A, inputs, low, start)
@@ -786,55 +845,59 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
     for i, g in seeds.items():
         adj.add(i, g)
         reached[i] = 1
-    # the stops the walk can reach, from the top: a stop it cannot reach has nothing to run
-    stops = hits[A.stopmark[hits] != 0][::-1].tolist()
     pos = start
-    for s in stops:
-        adj.segment(pos, s)
-        pos = s
-        pruned = needed is not None and not needed[s]
-        if not reached[s] or (pruned and not (one_root and s in seeds)):
-            continue
-        hooks = T._hooks.get(s)
-        if hooks:
-            g = adj.tensor(s)
-            if before_hooks is not None and s in before_hooks:
-                before_hooks[s] = g if create_graph else wrap(np.array(g._value, copy=True))
-            for hook in list(hooks):
-                g = run_hook(hook, g)
-            adj.set(s, g)
-        py = None if pruned else T._py.get(s)
-        state = None if pruned else node_state(T, s)   # hooks on the node (autograd.graph)
-        if py is not None:
-            _check_saved(A, s, py)
-            # None for an output no gradient reached, as node hooks see it in PyTorch; a
-            # custom Function materializes zeros itself unless told not to, an array op here
-            grads = [adj.tensor(s + 1 + k) if reached[s + 1 + k] else None
-                     for k in range(py.nout)]
-            if state is not None and state.pre:
-                grads = state.run_pre(grads)
-            seen = grads
-            if py.backward_fn is None:
-                grads = [adj.tensor(s + 1 + k) if g is None else g for k, g in enumerate(grads)]
-            grads_in = pyop_backward(py, grads, adj.saved,
-                                     [adj.saved(s + 1 + k) for k in range(py.nout)])
-            if state is not None and state.post:
-                grads_in = state.run_post(grads_in, seen)
-            if is_anomaly_enabled():
-                check_nan(py.name, grads_in)
-            for r, g in zip(py.inputs, grads_in):
-                if g is not None and r >= 0:
-                    adj.add(r, g)
-                    reached[r] = 1
-            pos = s - 1
-        elif not pruned and A.op[s] < N_ELEMENTWISE and not K.NO_GRAD[A.op[s]]:
-            changed = unpack_entry(T, s)    # saved_tensors_hooks
-            if changed is not None or (state is not None and (state.pre or state.post)):
-                run_node(adj, s, state, changed)
+    # Python code runs at the stops only (hooks, Python backwards) and sees grad mode set
+    # to create_graph, as in PyTorch; a walk without stops does not switch it (the
+    # recorded walk, whose every entry records, runs under it as a whole: run_backward)
+    with grad_mode(create_graph) if stops else _NO_SWITCH:
+        for s in stops:
+            if pos > s:   # (a stop right below the last: nothing between, no kernel call)
+                adj.segment(pos, s)
+            pos = s
+            pruned = needed is not None and not needed[s]
+            if not reached[s] or (pruned and not (one_root and s in seeds)):
+                continue
+            hooks = T._hooks.get(s)
+            if hooks:
+                g = adj.tensor(s)
+                if before_hooks is not None and s in before_hooks:
+                    before_hooks[s] = g if create_graph else wrap(np.array(g._value, copy=True))
+                for hook in list(hooks):
+                    g = run_hook(hook, g)
+                adj.set(s, g)
+            py = None if pruned else T._py.get(s)
+            state = None if pruned else node_state(T, s)   # hooks on the node (autograd.graph)
+            if py is not None:
+                _check_saved(A, s, py)
+                # None for an output no gradient reached, as node hooks see it in PyTorch; a
+                # custom Function materializes zeros itself unless told not to, an array op here
+                grads = [adj.tensor(s + 1 + k) if reached[s + 1 + k] else None
+                         for k in range(py.nout)]
+                if state is not None and state.pre:
+                    grads = state.run_pre(grads)
+                seen = grads
+                if py.backward_fn is None:
+                    grads = [adj.tensor(s + 1 + k) if g is None else g for k, g in enumerate(grads)]
+                grads_in = pyop_backward(py, grads, adj.saved,
+                                         [adj.saved(s + 1 + k) for k in range(py.nout)])
+                if state is not None and state.post:
+                    grads_in = state.run_post(grads_in, seen)
+                if is_anomaly_enabled():
+                    check_nan(py.name, grads_in)
+                for r, g in zip(py.inputs, grads_in):
+                    if g is not None and r >= 0:
+                        adj.add(r, g)
+                        reached[r] = 1
                 pos = s - 1
+            elif not pruned and A.op[s] < N_ELEMENTWISE and not K.NO_GRAD[A.op[s]]:
+                changed = unpack_entry(T, s)    # saved_tensors_hooks
+                if changed is not None or (state is not None and (state.pre or state.post)):
+                    run_node(adj, s, state, changed)
+                    pos = s - 1
     if pos >= low:   # (nothing below the lowest reachable entry has work)
         adj.segment(pos, low - 1)
     adj.needed = needed
+    adj.stops = stops
     return adj
 
 
@@ -904,12 +967,14 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
                 targets.append((pos, x._tape, x._entry))
 
     walked = []
-    with grad_mode(create_graph):
+    # (the float walk sets grad mode where it runs Python code: walk_tape)
+    recorded = create_graph or is_anomaly_enabled()
+    with grad_mode(create_graph) if recorded else _NO_SWITCH:
         while work:
             _, (T, seeds) = work.popitem()
             # a non-leaf input whose node runs on (another input lies beyond it) is captured
             # before its hooks; one whose node does not run, after them (PyTorch's order)
-            before = {j: None for j in _runs_on(T, targets, inputs)}
+            before = {j: None for j in _runs_on(T, targets, inputs)} if targets else {}
             adj = walk_tape(T, seeds, create_graph, inputs, before, len(tensors) == 1)
             walked.append(adj)
             reached = adj.reached
@@ -937,17 +1002,13 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
         for adj in walked:
             T = adj.tape
             hits, reached, freed = adj.hits, adj.reached, T._freed
-            if len(hits) <= 32:   # (NumPy's per-call cost is more than the loop's)
-                hit = hits.tolist()
-                for i in hit:
+            if len(hits) <= _FEW_HITS:
+                for i in hits.tolist():
                     if reached[i]:
                         freed[i] = 1
-                stopmark = adj.arrays.stopmark
-                stops = [i for i in hit if stopmark[i]]
             else:
                 freed[hits] |= reached[hits]
-                stops = hits[adj.arrays.stopmark[hits] != 0].tolist()
-            release_saved(T, reached, stops)   # what hooks packed and Functions saved goes too
+            release_saved(T, reached, adj.stops)   # what hooks packed and Functions saved goes too
             fresh_default_tape(T)
     if inputs is not None:
         for pos, x in enumerate(inputs):
@@ -976,6 +1037,9 @@ def accumulate(acc, only=None, create_graph=False):
     if create_graph:
         with grad_mode(True):
             _accumulate_recorded(acc, only)
+        return
+    if not LEAF_STATE and not any(getattr(t, "_hooks", None) for t in acc.ts):
+        _accumulate_values(acc, only)   # (no hook to run: grad mode does not matter)
         return
     with grad_mode(False):   # hooks run with grad mode off, as in PyTorch
         _accumulate_values(acc, only)

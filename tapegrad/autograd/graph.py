@@ -376,6 +376,8 @@ def pack_pending():
     """Pack what built-in ops saved since the active ``saved_tensors_hooks`` were entered
     and is not packed yet (when they exit and when a backward starts); the innermost block
     packs what was recorded inside it."""
+    if not _local.frames:
+        return
     T = recording()
     for frame in reversed(_local.frames):
         if T is not None:
