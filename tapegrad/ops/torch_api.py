@@ -638,10 +638,21 @@ def getitem(input: Tensor, idx) -> Tensor:
             r._tape = r._grad = r._hooks = None
             register_view(r, input, ("getitem", (idx,), _NO_PARAMS))
             return r
+    if input.__class__ is Tensor and input._value.__class__ is _ND and input._value.ndim and (
+            (idx.__class__ is int and -input._value.shape[0] <= idx < input._value.shape[0])
+            or (idx.__class__ is slice and _plain_slice(idx))):
+        return call("getitem", input, idx)   # one step, nothing to check: c[3], c[0:3]
     note_recorded_index(idx)
     idx = index_value(idx)
     check_index(input, idx)
     return index(input, idx)
+
+
+def _plain_slice(s):
+    """A slice of ints (or Nones) with a step that is not 0: valid on any dim."""
+    start, stop, step = s.start, s.stop, s.step
+    return ((start is None or start.__class__ is int) and (stop is None or stop.__class__ is int)
+            and (step is None or (step.__class__ is int and step != 0)))
 
 
 def iterate(self):
@@ -1320,9 +1331,13 @@ def cross(input, other, dim=None):
 
 
 def _broadcast_shape(a, b):
-    """The broadcast shape of two tensors, or PyTorch's error."""
-    _broadcast_error(_array(a), _array(b))
-    return np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+    """The broadcast shape of two tensors, or PyTorch's error (from their shapes alone: no
+    value is read)."""
+    sa, sb = tuple(a.shape), tuple(b.shape)
+    if sa == sb:
+        return sa
+    _broadcast_error(a, b)
+    return np.broadcast_shapes(sa, sb)
 
 
 def linalg_cross(input, other, *, dim=-1):
