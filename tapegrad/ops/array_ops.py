@@ -75,6 +75,7 @@ def defop(name, node, method=True, outputs=None, cast=True, edges=None, saves=Tr
 
 
 _F64 = np.float64
+_DT64 = np.dtype(np.float64)
 
 
 def _np(v):
@@ -118,6 +119,8 @@ def _record_call(op, node, args, outs, params, edges=None, shared=False, tensors
         return [wrap(v) for v in outs]
     kept = [np.array(v) if v.__class__ is np.ndarray else v for v in outs] if shared else outs
     idx = record(T, node, refs, kept, None, (op.name, _template(args, edges), params))
+    if len(idx) == 1:
+        return [tensor_of_entry(T, idx[0], outs[0])]
     return [tensor_of_entry(T, i, v) for i, v in zip(idx, outs)]
 
 
@@ -203,10 +206,16 @@ def call(name, *args, **params):
         edges = edges(*vals, **params)
     if op.view and vals[0].__class__ is np.ndarray:
         return _view_call(op, node, args, ans, params, edges, tensors)
-    if ans.__class__ is tuple or isinstance(ans, tuple):  # several differentiable outputs
+    if ans.__class__ is _F64 and (dt is None or dt is _DT64):   # (a float64 reduction)
+        out = float(ans)
+    elif ans.__class__ is np.ndarray and (dt is None or ans.dtype is dt) and ans.ndim:
+        out = ans
+    elif isinstance(ans, tuple):  # several differentiable outputs (split, chunk)
         return tuple(_record_call(op, node, args, [_out(v, dt) for v in ans], params, edges,
                                   False, tensors))
-    res = _record_call(op, node, args, [_out(ans, dt)], params, edges, False, tensors)[0]
+    else:
+        out = _out(ans, dt)
+    res = _record_call(op, node, args, [out], params, edges, False, tensors)[0]
     return res if extra is None else (res, wrap(extra))
 
 
@@ -953,13 +962,13 @@ def _(g, ans, *xs, dim=0):
 @defop("stack", "StackBackward0", method=False, saves=False)
 def stack(*xs, dim=0):
     axis = wrap_dim(dim, xs[0].ndim + 1)
-    first = xs[0]
-    if first.__class__ is np.ndarray and builtins.all(
-            x.__class__ is np.ndarray and x.shape == first.shape for x in xs):
-        # what np.stack does once it has checked the shapes, without its dispatch
-        at = (slice(None),) * axis + (None,)
-        return np.concatenate([x[at] for x in xs], axis=axis)
-    return np.stack(xs, axis=axis)
+    shape = xs[0].shape if xs[0].__class__ is np.ndarray else None
+    for x in xs:
+        if x.__class__ is not np.ndarray or x.shape != shape:
+            return np.stack(xs, axis=axis)
+    # what np.stack does once it has checked the shapes, without its dispatch
+    at = (slice(None),) * axis + (None,)
+    return np.concatenate([x[at] for x in xs], axis=axis)
 
 
 # each input's slice of g
@@ -1231,6 +1240,36 @@ def without_leading_ones(shape):
     while shape and shape[0] == 1:
         shape = shape[1:]
     return shape
+
+
+_NO_PARAMS = {}   # (the params of a one-step index: shared, never written)
+
+
+def basic_index(x, idx):
+    """``call("getitem", x, idx)`` for the common one-step index of a tensor ``x`` (exactly a
+    ``Tensor``, holding an array of 1 dim or more): an int in range or a slice of ints with a
+    step that is not 0 (``c[3]``, ``c[0:3]``), which need no analysis; the caller checks
+    that.  The same value, node, tape entry and view as the general path, at a third of its
+    cost."""
+    v = x._value
+    if idx.__class__ is int:
+        part, node = v[idx, ...], "SelectBackward0"
+    else:
+        part, node = v[idx], "SliceBackward0"
+    shared = np.may_share_memory(part, v)   # (an empty slice shares nothing)
+    out = part if part.ndim or part.dtype != np.float64 else float(part)
+    T = recording()
+    tape = x._tape
+    if T is None or tape is None:
+        r = wrap(out)
+    else:
+        ref = x._entry if tape is T else T._ref(x)
+        kept = np.array(out) if shared and out.__class__ is np.ndarray else out
+        i = record(T, node, (ref,), [kept], None, ("getitem", (_ARGS[0], idx), _NO_PARAMS))[0]
+        r = tensor_of_entry(T, i, out)
+    if shared:
+        register_view(r, x, ("getitem", (idx,), _NO_PARAMS))
+    return r
 
 
 def index(x, idx):

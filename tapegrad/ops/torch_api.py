@@ -24,7 +24,7 @@ from ..core.views import register_view, root_and_steps
 from . import everyday_ops, inplace_views, special
 from .factories import (LEGACY_CONSTRUCTORS, factory_shape, legacy_new, random_source,
                         tensor as _new_tensor, tensor_init)
-from .array_ops import (call, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
+from .array_ops import (basic_index, call, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
                         view_through, without_leading_ones, wrap_dim)
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
@@ -521,7 +521,9 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Concatenate tensors along ``dim``."""
     if not len(tensors):
         raise ValueError("torch.cat(): expected a non-empty list of Tensors")
-    shapes = [tuple(t.shape) for t in tensors]
+    shapes = _shapes(tensors)
+    if shapes[0] and shapes.count(shapes[0]) == len(shapes):   # (equal shapes: nothing to check)
+        return call("cat", *tensors, dim=wrap_dim(dim, len(shapes[0])))
     for k, s in enumerate(shapes):
         if not s:
             raise RuntimeError(f"zero-dimensional tensor (at position {k}) cannot be concatenated")
@@ -541,11 +543,21 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
 concat = cat
 
 
+def _shapes(tensors):
+    """The shape of each tensor, as a tuple (read from its array where it has one)."""
+    out = []
+    for t in tensors:
+        v = t._value if t.__class__ is Tensor else None
+        out.append(v.shape if v.__class__ is _ND else () if v.__class__ is _float
+                   else tuple(t.shape))
+    return out
+
+
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Stack tensors along a new dimension ``dim``."""
     if not len(tensors):
         raise RuntimeError("stack expects a non-empty TensorList")
-    shapes = [tuple(t.shape) for t in tensors]
+    shapes = _shapes(tensors)
     dim = wrap_dim(dim, len(shapes[0]) + 1)
     for k, s in enumerate(shapes):
         if s != shapes[0]:
@@ -641,7 +653,7 @@ def getitem(input: Tensor, idx) -> Tensor:
     if input.__class__ is Tensor and input._value.__class__ is _ND and input._value.ndim and (
             (idx.__class__ is int and -input._value.shape[0] <= idx < input._value.shape[0])
             or (idx.__class__ is slice and _plain_slice(idx))):
-        return call("getitem", input, idx)   # one step, nothing to check: c[3], c[0:3]
+        return basic_index(input, idx)   # one step, nothing to check: c[3], c[0:3]
     note_recorded_index(idx)
     idx = index_value(idx)
     check_index(input, idx)
