@@ -140,13 +140,21 @@ def pyop_backward(py, grads, saved, outs):
         return py.backward_fn(grads)
     name, template, params = py.fwd
     op = ARRAY_OPS[name]
-    tensor_pos = [k for k, a in enumerate(template) if isinstance(a, (Arg, Tensor))][:len(py.inputs)]
-    args = [saved(py.inputs[int(a)]) if isinstance(a, Arg) else a for a in template]
+    inputs = py.inputs
+    args, tensor_pos = [], []
+    for k, a in enumerate(template):
+        if isinstance(a, Arg):
+            tensor_pos.append(k)
+            a = saved(inputs[int(a)])
+        elif isinstance(a, Tensor):
+            tensor_pos.append(k)
+        args.append(a)
+    del tensor_pos[len(inputs):]
     multi = py.nout > 1 or name == "split"
     g, ans = (grads, outs) if multi else (grads[0], outs[0])
     gs = op.vjp(g, ans, *args, **params)
     return [_graph_shape(gs[k], args[k]) if r >= 0 else None
-            for r, k in zip(py.inputs, tensor_pos)]
+            for r, k in zip(inputs, tensor_pos)]
 
 
 def call(name, *args, **params):
@@ -288,6 +296,12 @@ def _name(base, dim):
 
 
 def _shape(x):
+    if x.__class__ is Tensor:   # (read from the value: most calls, in every backward)
+        v = x._value
+        if v.__class__ is np.ndarray:
+            return v.shape
+        if v.__class__ is float:
+            return ()
     return tuple(x.shape) if isinstance(x, Tensor) else np.shape(x)
 
 
