@@ -170,8 +170,8 @@ def call(name, *args, **params):
                 T = recording()                       # ops on its elements are scalar entries
                 if T is not None and T.rewrite_array_op is not None:
                     return T.rewrite_array_op(name, args, params)
-            elif getattr(a, "_comparison", None) is not None:
-                compared = True
+            elif a._tape is None and getattr(a, "_comparison", None) is not None:
+                compared = True   # (only matters when no argument has a tape)
             if v.__class__ is float:
                 v = _F64(v)
             else:

@@ -296,6 +296,8 @@ def dot(input: Tensor, other: Tensor) -> Tensor:
     """Dot product of two 1-D tensors."""
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
+    if input.shape == other.shape:   # (what matmul does with two vectors, without its checks)
+        return call("matmul", input, other)
     return matmul(input, other)
 
 
@@ -1327,18 +1329,20 @@ def _check_einsum(equation, operands):
 def cross(input, other, dim=None):
     """The cross product of 3-vectors along ``dim`` (the first dim of size 3 when None, as
     ``torch.cross``); operands broadcast."""
-    if input.ndim != other.ndim:
+    sa, sb = _shapes((input, other))
+    if len(sa) != len(sb):
         raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
     if dim is None:
         shape = _broadcast_shape(input, other)
         dim = next((k for k, n in enumerate(shape) if n == 3), None)
         if dim is None:
             raise RuntimeError("no dimension of size 3 in input")
-    d = wrap_dim(dim, input.ndim)
-    if input.shape[d] != 3 or other.shape[d] != 3:
+    d = wrap_dim(dim, len(sa))
+    if sa[d] != 3 or sb[d] != 3:
         raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
-                           f"{input.shape[d]} and {other.shape[d]}")
-    _broadcast_shape(input, other)
+                           f"{sa[d]} and {sb[d]}")
+    if sa != sb:
+        _broadcast_shape(input, other)
     return call("cross", input, other, dim=d)
 
 
