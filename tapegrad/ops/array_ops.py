@@ -381,6 +381,8 @@ def _reverse_cumsum(g, dim):
 @defop("sum", lambda x, dim=None, keepdim=False: _name("Sum", dim), saves=False)
 def sum(x, dim=None, keepdim=False):  # noqa: A001
     if x.__class__ is np.ndarray:   # what np.sum calls for an ndarray, without its dispatch
+        if dim is None and not keepdim and x.ndim == 1:
+            return np.add.reduce(x)   # (a vector: axis 0 is every axis)
         return np.add.reduce(x, axis=None if dim is None else _axes(dim, x.ndim),
                              keepdims=keepdim)
     return np.sum(x, axis=_axes(dim, x.ndim), keepdims=keepdim)

@@ -52,6 +52,8 @@ def _as(input, dtype):
 
 def sum(input: Tensor, dim: Dim = None, keepdim: bool = False, dtype=None) -> Tensor:  # noqa: A001
     """Sum of all elements, or over ``dim`` (int or tuple)."""
+    if dim is None and dtype is None:   # (the common case: nothing to convert)
+        return call("sum", input, dim=None, keepdim=keepdim)
     return call("sum", _as(input, dtype), dim=_dims(dim, input.ndim), keepdim=keepdim)
 
 
