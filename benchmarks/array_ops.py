@@ -8,7 +8,12 @@ per op, in microseconds per op (medians over repeats, the backends interleaved):
 
 - **record**: the op alone, called ``--ops`` times in a loop (tapegrad records each on one
   tape; the tape is dropped after the batch);
-- **record + backward**: the op, then ``out.backward(ones)`` on its result.
+- **record + backward**: the op, then ``out.backward(ones)`` on its result (batches of a
+  tenth as many).
+
+Batches are short (a few hundred microseconds), so that on a busy machine most run without
+being preempted and the median is one of those; the ratio of the median process CPU times
+(``time.process_time``, which leaves out the time spent waiting for a core) is given too.
 
 Results: a table on stdout and JSON in ``benchmarks/results/array_ops.json`` (``--out``).
 
@@ -50,6 +55,7 @@ except ImportError:      # the PyTorch column is left out
 
 DEFAULT_OUT = HERE / "results" / "array_ops.json"
 perf = time.perf_counter
+cpu_time = time.process_time
 
 
 def ops(L):
@@ -92,17 +98,21 @@ def backward_loop(L, fn, n):
 
 
 def interleaved(fns, repeats, warmup=2):
+    """Median wall-clock and process CPU seconds of each function, called in turn."""
     for _ in range(warmup):
         for fn in fns.values():
             fn()
-    times = {k: [] for k in fns}
+    wall, cpu = {k: [] for k in fns}, {k: [] for k in fns}
     gc.collect()
     for _ in range(repeats):
         for k, fn in fns.items():
-            t0 = perf()
+            t0, c0 = perf(), cpu_time()
             fn()
-            times[k].append(perf() - t0)
-    return {k: statistics.median(v) for k, v in times.items()}
+            c1, t1 = cpu_time(), perf()
+            wall[k].append(t1 - t0)
+            cpu[k].append(c1 - c0)
+    return ({k: statistics.median(v) for k, v in wall.items()},
+            {k: statistics.median(v) for k, v in cpu.items()})
 
 
 def measure(n, repeats):
@@ -111,13 +121,15 @@ def measure(n, repeats):
     rows = {}
     for op in tables["tapegrad"]:
         row = {}
-        for what, loop in (("record", record_loop), ("record+backward", backward_loop)):
-            fns = {lib: loop(libs[lib], tables[lib][op], n) for lib in libs}
-            t = interleaved(fns, repeats)
+        for what, loop, k in (("record", record_loop, n),
+                              ("record+backward", backward_loop, max(n // 10, 1))):
+            fns = {lib: loop(libs[lib], tables[lib][op], k) for lib in libs}
+            t, c = interleaved(fns, repeats)
             for lib, s in t.items():
-                row[f"{lib} {what} us"] = s / n * 1e6
+                row[f"{lib} {what} us"] = s / k * 1e6
             if torch is not None:
                 row[f"{what} tapegrad/torch"] = t["tapegrad"] / t["torch"]
+                row[f"{what} tapegrad/torch cpu"] = c["tapegrad"] / c["torch"]
         rows[op] = row
     return rows
 
@@ -125,22 +137,24 @@ def measure(n, repeats):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=1)   # (read by _blas before numpy)
-    p.add_argument("--ops", type=int, default=500, help="ops per timed batch")
-    p.add_argument("--repeats", type=int, default=15)
+    p.add_argument("--ops", type=int, default=50, help="ops per timed batch of records")
+    p.add_argument("--repeats", type=int, default=61)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = p.parse_args(argv)
-    repeats = 5 if args.quick else args.repeats
+    repeats = 11 if args.quick else args.repeats
     rows = measure(args.ops, repeats)
     cols = ["tapegrad record us", "torch record us", "record tapegrad/torch",
             "tapegrad record+backward us", "torch record+backward us",
             "record+backward tapegrad/torch"]
     cols = [c for c in cols if any(c in r for r in rows.values())]
-    heads = ["op"] + [c.replace(" us", " (us)") for c in cols]
+    heads = ["op"] + [c.replace(" us", " (us)").replace("/torch", "/torch (CPU)")
+                      for c in cols]
     print("| " + " | ".join(heads) + " |")
     print("|" + "---|" + "---:|" * len(cols))
     for op, r in rows.items():
-        cells = [f"{r[c]:.2f}x" if "/" in c else f"{r[c]:.2f}" for c in cols]
+        cells = [f"{r[c]:.2f}x ({r[c + ' cpu']:.2f}x)" if "/" in c else f"{r[c]:.2f}"
+                 for c in cols]
         print(f"| `{op}` | " + " | ".join(cells) + " |")
     result = {
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
