@@ -107,18 +107,24 @@ def _record_call(op, node, args, outs, params, edges=None, shared=False, tensors
         tensors = tensors[:edges]
     if T is None:
         return [wrap(v) for v in outs]
-    refs, live = [], False
+    refs, live, dead = [], False, False
     for t in tensors:   # (a tape reference is taken only once one input is known to be live)
         tt = t._tape
         if tt is None:
             refs.append(-1)
+            dead = True
         else:
             live = True
             refs.append(t._entry if tt is T else T._ref(t))
     if not live:
         return [wrap(v) for v in outs]
     kept = [np.array(v) if v.__class__ is np.ndarray else v for v in outs] if shared else outs
-    idx = record(T, node, refs, kept, None, (op.name, _template(args, edges), params))
+    n = len(args)
+    if not dead and n == len(refs) and n < len(_ARG_TUPLES):   # every argument an input
+        template = _ARG_TUPLES[n]
+    else:
+        template = _template(args, edges)
+    idx = record(T, node, refs, kept, None, (op.name, template, params))
     if len(idx) == 1:
         return [tensor_of_entry(T, idx[0], outs[0])]
     return [tensor_of_entry(T, i, v) for i, v in zip(idx, outs)]
@@ -258,6 +264,7 @@ def view_through(a, steps):
 
 
 _ARGS = tuple(Arg(k) for k in range(16))   # (made once: an Arg is immutable)
+_ARG_TUPLES = tuple(_ARGS[:n] for n in range(len(_ARGS) + 1))
 
 
 def _template(args, edges=None):
