@@ -985,10 +985,15 @@ def _(g, ans, *xs, dim=0):
 @defop("stack", "StackBackward0", method=False, saves=False)
 def stack(*xs, dim=0):
     axis = wrap_dim(dim, xs[0].ndim + 1)
-    shape = xs[0].shape if xs[0].__class__ is np.ndarray else None
+    first = xs[0]
+    shape, dtype = (first.shape, first.dtype) if first.__class__ is np.ndarray else (None, None)
+    same_dtype = True
     for x in xs:
         if x.__class__ is not np.ndarray or x.shape != shape:
             return np.stack(xs, axis=axis)
+        same_dtype = same_dtype and x.dtype == dtype
+    if axis == 0 and same_dtype:   # (arrays of one shape and dtype, one after another)
+        return np.array(xs)
     # what np.stack does once it has checked the shapes, without its dispatch
     at = (slice(None),) * axis + (None,)
     return np.concatenate([x[at] for x in xs], axis=axis)
