@@ -12,6 +12,14 @@ import tapegrad as tg
 torch = pytest.importorskip("torch")
 
 LIBS = (tg, torch)
+
+
+@pytest.fixture(autouse=True)
+def _torch_float64():
+    torch.set_default_dtype(torch.float64)   # (tensor(1.25) is float64, as tapegrad's)
+    yield
+    torch.set_default_dtype(torch.float32)
+
 DATA = np.array([0.5, -1.25, 2.0, -0.0, 3.5, -4.0, 1.0])
 
 
@@ -149,3 +157,43 @@ def test_a_tape_that_used_the_fast_paths_replays_at_a_new_point():
     np.testing.assert_allclose(value, ty.item(), rtol=1e-13)
     np.testing.assert_allclose(grad, np.concatenate([ta.grad.numpy(), tb.grad.numpy()]),
                                rtol=1e-13)
+
+
+# an array with a 0-d tensor (a leaf, a recorded value, a constant), either side: the
+# elementwise fast path records the 0-d operand as it is, broadcast in the sweep
+MIXED = {
+    "c * s": lambda c, s: c * s,
+    "s * c": lambda c, s: s * c,
+    "c / s": lambda c, s: c / s,
+    "s - c": lambda c, s: s - c,
+    "c + s.sin()": lambda c, s: c + s.sin(),
+    "c ** s": lambda c, s: c.abs() ** s,
+    "c * const": lambda c, s: c * lib_of(c).tensor(1.5),
+    "const / c": lambda c, s: lib_of(c).tensor(-2.0) / (c * c + 1.0),
+    "atan2(c, s)": lambda c, s: lib_of(c).atan2(c, s),
+}
+
+
+@pytest.mark.parametrize("name", MIXED)
+def test_an_array_with_a_0d_tensor_as_pytorch(name):
+    fn = MIXED[name]
+    outs = {}
+    for lib in LIBS:
+        c, s = _leaf(lib), lib.tensor(1.25, requires_grad=True)
+        y = fn(c, s)
+        node = type(y.grad_fn).__name__ if lib is torch else y.grad_fn.name()
+        y.backward(lib.tensor(np.linspace(-1.0, 2.0, y.numel())))
+        outs[lib] = (y.detach().numpy(), c.grad.numpy(), None if s.grad is None else s.grad.item(),
+                     node)
+    (yt, gt, st, nt), (yp, gp, sp, np_) = outs[tg], outs[torch]
+    assert nt == np_
+    np.testing.assert_allclose(yt, yp, rtol=1e-15, atol=0.0)
+    np.testing.assert_allclose(gt, gp, rtol=1e-13, atol=1e-300)
+    assert (st is None) == (sp is None)
+    if st is not None:
+        np.testing.assert_allclose(st, sp, rtol=1e-13)
+
+
+@pytest.mark.parametrize("name", MIXED)
+def test_an_array_with_a_0d_tensor_matches_finite_differences(name):
+    assert tg.autograd.gradcheck(MIXED[name], (_leaf(tg), tg.tensor(1.25, requires_grad=True)))
