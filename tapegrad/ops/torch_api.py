@@ -654,7 +654,8 @@ def getitem(input: Tensor, idx) -> Tensor:
             r._tape = r._grad = r._hooks = None
             register_view(r, input, ("getitem", (idx,), _NO_PARAMS))
             return r
-    if input.__class__ is Tensor and input._value.__class__ is _ND and input._value.ndim and (
+    if input.__class__ is Tensor and input._tape is not None and input._value.__class__ is _ND \
+            and input._value.ndim and (
             (idx.__class__ is int and -input._value.shape[0] <= idx < input._value.shape[0])
             or (idx.__class__ is slice and _plain_slice(idx))):
         return basic_index(input, idx)   # one step, nothing to check: c[3], c[0:3]
