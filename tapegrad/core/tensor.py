@@ -165,8 +165,9 @@ _ND = np.ndarray
 def elementwise_fallback(code, args):
     """Every case the generated scalar fast paths do not take: arrays, float32, mixed.
 
-    First a fast path for float64 arrays of one shape mixed with Python numbers (the common
-    array case): the NumPy ufunc runs without ``np.errstate`` (which costs more than the
+    First a fast path for float64 arrays of one shape mixed with Python numbers and 0-d
+    float64 tensors (the common array case; a 0-d operand broadcasts in the sweep itself,
+    as ``_operand_ref`` records it): the NumPy ufunc runs without ``np.errstate`` (which costs more than the
     ufunc on small arrays), so NumPy may warn about inf/nan results there."""
     shape = None
     rg = False
@@ -175,6 +176,11 @@ def elementwise_fallback(code, args):
         c = a.__class__
         if c is Tensor:
             v = a._value
+            if v.__class__ is _b.float:
+                vals.append(v)
+                if a._tape is not None:
+                    rg = True
+                continue
             if v.__class__ is not _ND or v.dtype is not _F64 or (shape is not None and v.shape != shape):
                 break
             shape = v.shape
@@ -199,7 +205,9 @@ def elementwise_fallback(code, args):
             x = args[0]
             if x.__class__ is Tensor:
                 t = x._tape
-                ra = x._entry if t is T else (T._ref(x) if t is not None else T._push_const(x, x._value))
+                ra = x._entry if t is T else T._ref(x) if t is not None else \
+                    T._push_const(x, x._value) if x._value.__class__ is not _b.float else \
+                    T._const_t(x._value)
             else:
                 ra = T._cmap.get(x) or T._const(x)   # (a known number: its reference, never 0)
             rb = -1
@@ -207,7 +215,9 @@ def elementwise_fallback(code, args):
                 y = args[1]
                 if y.__class__ is Tensor:
                     t = y._tape
-                    rb = y._entry if t is T else (T._ref(y) if t is not None else T._push_const(y, y._value))
+                    rb = y._entry if t is T else T._ref(y) if t is not None else \
+                        T._push_const(y, y._value) if y._value.__class__ is not _b.float else \
+                        T._const_t(y._value)
                 else:
                     rb = T._cmap.get(y) or T._const(y)
             vs = T._rec_val

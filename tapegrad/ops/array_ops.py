@@ -77,13 +77,18 @@ def defop(name, node, method=True, outputs=None, cast=True, edges=None, saves=Tr
     return register
 
 
+_F64 = np.float64
+_DT64 = np.dtype(np.float64)
+
+
 def _np(v):
     return np.asarray(v) if v.__class__ is not float else np.float64(v)
 
 
 def _out(v, like=None):
     """A forward result as a tensor value: 0-d float64 becomes a Python float."""
-    v = np.asarray(v)
+    if v.__class__ is not np.ndarray:
+        v = np.asarray(v)
     if like is not None and v.dtype != like and like.kind == "f":
         v = v.astype(like)
     if v.ndim == 0 and v.dtype == np.float64:
@@ -91,19 +96,40 @@ def _out(v, like=None):
     return v
 
 
-def _record_call(op, node, args, outs, params, edges=None, shared=False):
+def _record_call(op, node, args, outs, params, edges=None, shared=False, tensors=None):
     """Record array op ``op`` applied to ``args`` with results ``outs``; returns the result
     tensors.  The entry keeps the call (``PyOp.fwd``): the walk finds the rule from it; the
     node's inputs are the first ``edges`` tensors (all for None).  ``shared``: the results
     view the input's memory, so the tape keeps its own copies (an in-place change through
-    a view must not change what autograd saved)."""
+    a view must not change what autograd saved).  ``tensors``: the tensors among ``args``
+    when the caller has them already."""
     T = recording()
-    tensors = [a for a in args if isinstance(a, Tensor)][:edges]
-    if T is None or not any(t._tape is not None for t in tensors):
+    if tensors is None:
+        tensors = [a for a in args if isinstance(a, Tensor)]
+    if edges is not None:
+        tensors = tensors[:edges]
+    if T is None:
         return [wrap(v) for v in outs]
-    refs = [(t._entry if t._tape is T else T._ref(t)) if t._tape is not None else -1 for t in tensors]
+    refs, live, dead = [], False, False
+    for t in tensors:   # (a tape reference is taken only once one input is known to be live)
+        tt = t._tape
+        if tt is None:
+            refs.append(-1)
+            dead = True
+        else:
+            live = True
+            refs.append(t._entry if tt is T else T._ref(t))
+    if not live:
+        return [wrap(v) for v in outs]
     kept = [np.array(v) if v.__class__ is np.ndarray else v for v in outs] if shared else outs
-    idx = record(T, node, refs, kept, None, (op.name, _template(args, edges, op.reads), params))
+    n = len(args)
+    if not dead and n == len(refs) and n < len(_ARG_TUPLES):   # every argument an input
+        template = _ARG_TUPLES[n]
+    else:
+        template = _template(args, edges, op.reads)
+    idx = record(T, node, refs, kept, None, (op.name, template, params))
+    if len(idx) == 1:
+        return [tensor_of_entry(T, idx[0], outs[0])]
     return [tensor_of_entry(T, i, v) for i, v in zip(idx, outs)]
 
 
@@ -123,61 +149,101 @@ def pyop_backward(py, grads, saved, outs):
         return py.backward_fn(grads)
     name, template, params = py.fwd
     op = ARRAY_OPS[name]
-    tensor_pos = [k for k, a in enumerate(template) if isinstance(a, (Arg, Tensor))][:len(py.inputs)]
-    args = [saved(py.inputs[int(a)]) if isinstance(a, Arg) else a for a in template]
+    inputs = py.inputs
+    args, tensor_pos = [], []
+    for k, a in enumerate(template):
+        if isinstance(a, Arg):
+            tensor_pos.append(k)
+            a = saved(inputs[int(a)])
+        elif isinstance(a, Tensor):
+            tensor_pos.append(k)
+        args.append(a)
+    del tensor_pos[len(inputs):]
     multi = py.nout > 1 or name == "split"
     g, ans = (grads, outs) if multi else (grads[0], outs[0])
     gs = op.vjp(g, ans, *args, **params)
     return [_graph_shape(gs[k], args[k]) if r >= 0 else None
-            for r, k in zip(py.inputs, tensor_pos)]
+            for r, k in zip(inputs, tensor_pos)]
 
 
 def call(name, *args, **params):
     """Apply array op ``name`` to tensors/constants ``args``; records when grad is on."""
+    # one pass over the arguments (this is every array op's fixed cost): the tensors, their
+    # NumPy values, the first array's dtype, and the hooks of tg.compile and comparisons
     compared = False
-    for a in args:   # inside tg.compile: array ops on its elements become scalar entries
-        if a.__class__ is not Tensor:
+    tensors, vals, dt = [], [], None
+    for a in args:
+        if a.__class__ is Tensor:
+            v = a._value
+            if v.__class__ is float and a._tape is not None:   # inside tg.compile: array
+                T = recording()                       # ops on its elements are scalar entries
+                if T is not None and T.rewrite_array_op is not None:
+                    return T.rewrite_array_op(name, args, params)
+            elif a._tape is None and getattr(a, "_comparison", None) is not None:
+                compared = True   # (only matters when no argument has a tape)
+            if v.__class__ is float:
+                v = _F64(v)
+            else:
+                if v.__class__ is not np.ndarray:
+                    v = np.asarray(v)
+                if dt is None:
+                    dt = v.dtype
+            tensors.append(a)
+            vals.append(v)
+        else:
             handler = getattr(a, "__tapegrad_array_op__", None)
             if handler is not None:
                 return handler(name, args, params)
-        elif a._value.__class__ is float and a._tape is not None:
-            T = recording()
-            if T is not None and T.rewrite_array_op is not None:
-                return T.rewrite_array_op(name, args, params)
-        elif getattr(a, "_comparison", None) is not None:
-            compared = True
+            if isinstance(a, Tensor):   # (a subclass)
+                v = a._value
+                v = _F64(v) if v.__class__ is float else np.asarray(v)
+                if dt is None and a._value.__class__ is not float:
+                    dt = v.dtype
+                tensors.append(a)
+            else:
+                v = a
+            vals.append(v)
     op = ARRAY_OPS[name]
-    tensors = [a for a in args if isinstance(a, Tensor)]
     if compared and not any(t._tape is not None for t in tensors):
         T = recording()
         g = recorded_comparison(T, tensors) if T is not None else None
         if g is not None:
             note_comparison_use(T, g)
-    vals = [_np(a._value) if isinstance(a, Tensor) else a for a in args]
     ans = op.forward(*vals, **params)
     extra = None
     if op.outputs is not None:
         ans, extra = op.outputs(ans)
-    dt = next((np.asarray(a._value).dtype for a in tensors if a._value.__class__ is not float), None) \
-        if op.cast else None
-    node = op.node(*vals, **params) if callable(op.node) else op.node
-    edges = op.edges(*vals, **params) if callable(op.edges) else op.edges
+    if not op.cast:
+        dt = None
+    node = op.node
+    if node.__class__ is not str:
+        node = node(*vals, **params)
+    edges = op.edges
+    if edges is not None and edges.__class__ is not int:
+        edges = edges(*vals, **params)
     if op.view and vals[0].__class__ is np.ndarray:
-        return _view_call(op, node, args, ans, params, edges)
-    if isinstance(ans, tuple):  # several differentiable outputs (split, chunk)
-        return tuple(_record_call(op, node, args, [_out(v, dt) for v in ans], params, edges))
-    res = _record_call(op, node, args, [_out(ans, dt)], params, edges)[0]
+        return _view_call(op, node, args, ans, params, edges, tensors)
+    if ans.__class__ is _F64 and (dt is None or dt is _DT64):   # (a float64 reduction)
+        out = float(ans)
+    elif ans.__class__ is np.ndarray and (dt is None or ans.dtype is dt) and ans.ndim:
+        out = ans
+    elif isinstance(ans, tuple):  # several differentiable outputs (split, chunk)
+        return tuple(_record_call(op, node, args, [_out(v, dt) for v in ans], params, edges,
+                                  False, tensors))
+    else:
+        out = _out(ans, dt)
+    res = _record_call(op, node, args, [out], params, edges, False, tensors)[0]
     return res if extra is None else (res, wrap(extra))
 
 
-def _view_call(op, node, args, ans, params, edges):
+def _view_call(op, node, args, ans, params, edges, tensors=None):
     """A view op's results: each that shares the input's memory is registered as a view of
     it (one step: this call; a ``split`` part: the slice it is)."""
     x = args[0]
     if ans.__class__ is tuple:   # split: a view per part
         parts, base = ans, x._value
         shared = [np.may_share_memory(p, base) for p in parts]
-        res = _record_call(op, node, args, list(parts), params, edges, any(shared))
+        res = _record_call(op, node, args, list(parts), params, edges, any(shared), tensors)
         slices = split_slices(base.shape, parts, args[1:], params)
         for r, s, idx in zip(res, shared, slices):
             if s:
@@ -186,7 +252,7 @@ def _view_call(op, node, args, ans, params, edges):
     shared = ans.__class__ is np.ndarray and np.may_share_memory(ans, x._value)
     out = ans if ans.__class__ is not np.ndarray or ans.ndim or ans.dtype != np.float64 \
         else float(ans)
-    r = _record_call(op, node, args, [out], params, edges, shared)[0]
+    r = _record_call(op, node, args, [out], params, edges, shared, tensors)[0]
     if shared:
         register_view(r, x, (op.name, args[1:], params))
     return r
@@ -200,6 +266,10 @@ def view_through(a, steps):
     return a
 
 
+_ARGS = tuple(Arg(k) for k in range(16))   # (made once: an Arg is immutable)
+_ARG_TUPLES = tuple(_ARGS[:n] for n in range(len(_ARGS) + 1))
+
+
 def _template(args, edges=None, reads=None):
     """The arguments of a recorded call, each tensor that requires grad replaced by its
     input number (a tensor without grad, or past the op's ``edges``, is a constant: kept as
@@ -210,7 +280,7 @@ def _template(args, edges=None, reads=None):
         if isinstance(a, Tensor):
             live = a._tape is not None and (edges is None or k < edges)
             if live:
-                out.append(Arg(k))
+                out.append(_ARGS[k] if k < len(_ARGS) else Arg(k))
             else:
                 c = wrap(a._value)
                 if a._value.__class__ is not float and (reads is None or pos in reads):
@@ -254,6 +324,12 @@ def _name(base, dim):
 
 
 def _shape(x):
+    if x.__class__ is Tensor:   # (read from the value: most calls, in every backward)
+        v = x._value
+        if v.__class__ is np.ndarray:
+            return v.shape
+        if v.__class__ is float:
+            return ()
     return tuple(x.shape) if isinstance(x, Tensor) else np.shape(x)
 
 
@@ -332,6 +408,11 @@ def _reverse_cumsum(g, dim):
 
 @defop("sum", lambda x, dim=None, keepdim=False: _name("Sum", dim), saves=False)
 def sum(x, dim=None, keepdim=False):  # noqa: A001
+    if x.__class__ is np.ndarray:   # what np.sum calls for an ndarray, without its dispatch
+        if dim is None and not keepdim and x.ndim == 1:
+            return np.add.reduce(x)   # (a vector: axis 0 is every axis)
+        return np.add.reduce(x, axis=None if dim is None else _axes(dim, x.ndim),
+                             keepdims=keepdim)
     return np.sum(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
 
 
@@ -936,7 +1017,19 @@ def _(g, ans, *xs, dim=0):
 
 @defop("stack", "StackBackward0", method=False, saves=False)
 def stack(*xs, dim=0):
-    return np.stack(xs, axis=wrap_dim(dim, xs[0].ndim + 1))
+    axis = wrap_dim(dim, xs[0].ndim + 1)
+    first = xs[0]
+    shape, dtype = (first.shape, first.dtype) if first.__class__ is np.ndarray else (None, None)
+    same_dtype = True
+    for x in xs:
+        if x.__class__ is not np.ndarray or x.shape != shape:
+            return np.stack(xs, axis=axis)
+        same_dtype = same_dtype and x.dtype == dtype
+    if axis == 0 and same_dtype:   # (arrays of one shape and dtype, one after another)
+        return np.array(xs)
+    # what np.stack does once it has checked the shapes, without its dispatch
+    at = (slice(None),) * axis + (None,)
+    return np.concatenate([x[at] for x in xs], axis=axis)
 
 
 # each input's slice of g
@@ -1096,6 +1189,10 @@ def index_steps(shape, idx):
 
 
 def _index_node(idx):
+    if idx.__class__ is int:   # (the common cases first)
+        return "SelectBackward0"
+    if idx.__class__ is slice:
+        return "SliceBackward0"
     parts = idx if isinstance(idx, tuple) else (idx,)
     if any(isinstance(p, (list, np.ndarray)) for p in parts):
         return "IndexBackward0"
@@ -1111,6 +1208,8 @@ def _index_node(idx):
 def getitem(x, idx):
     """``x[idx]``: a view for basic indices (an element as a 0-d view), a copy for
     advanced ones."""
+    if idx.__class__ is int:   # an element or a row: its view at once
+        return x[idx, ...]
     r = x[idx]
     if r.__class__ is not np.ndarray:   # an element: the 0-d view of it
         r = x[(idx if isinstance(idx, tuple) else (idx,)) + (Ellipsis,)]
@@ -1202,6 +1301,36 @@ def without_leading_ones(shape):
     while shape and shape[0] == 1:
         shape = shape[1:]
     return shape
+
+
+_NO_PARAMS = {}   # (the params of a one-step index: shared, never written)
+
+
+def basic_index(x, idx):
+    """``call("getitem", x, idx)`` for the common one-step index of a tensor ``x`` with
+    history (exactly a ``Tensor``, holding an array of 1 dim or more; so not a recorded
+    comparison, whose use ``call`` notes): an int in range or a slice of ints with a step
+    that is not 0 (``c[3]``, ``c[0:3]``), which need no analysis; the caller checks that.  The same value, node, tape entry and view as the general path, at a third of its
+    cost."""
+    v = x._value
+    if idx.__class__ is int:
+        part, node = v[idx, ...], "SelectBackward0"
+    else:
+        part, node = v[idx], "SliceBackward0"
+    shared = np.may_share_memory(part, v)   # (an empty slice shares nothing)
+    out = part if part.ndim or part.dtype != np.float64 else float(part)
+    T = recording()
+    tape = x._tape
+    if T is None or tape is None:
+        r = wrap(out)
+    else:
+        ref = x._entry if tape is T else T._ref(x)
+        kept = np.array(out) if shared and out.__class__ is np.ndarray else out
+        i = record(T, node, (ref,), [kept], None, ("getitem", (_ARGS[0], idx), _NO_PARAMS))[0]
+        r = tensor_of_entry(T, i, out)
+    if shared:
+        register_view(r, x, ("getitem", (idx,), _NO_PARAMS))
+    return r
 
 
 def index(x, idx):

@@ -413,6 +413,14 @@ einsum.defvjp(lambda g, ans, equation, *xs:
 
 @defop("cross", "LinalgCrossBackward0", method=False)
 def cross(a, b, dim=-1):
+    if a.__class__ is np.ndarray and b.__class__ is np.ndarray and a.shape == b.shape == (3,) \
+            and a.dtype == b.dtype == np.float64:
+        # two 3-vectors (bundle adjustment's rotations): np.cross's formula and order of
+        # operations, without its axis moving, which costs ten times the arithmetic
+        a0, a1, a2 = a.tolist()
+        b0, b1, b2 = b.tolist()
+        wrap_dim(dim, 1)
+        return np.array([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0])
     return np.cross(a, b, axis=wrap_dim(dim, max(np.ndim(a), np.ndim(b))))
 
 

@@ -24,7 +24,7 @@ from ..core.views import register_view, root_and_steps
 from . import everyday_ops, inplace_views, special
 from .factories import (LEGACY_CONSTRUCTORS, factory_shape, legacy_new, random_source,
                         tensor as _new_tensor, tensor_init)
-from .array_ops import (call, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
+from .array_ops import (basic_index, call, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
                         view_through, without_leading_ones, wrap_dim)
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
@@ -52,6 +52,8 @@ def _as(input, dtype):
 
 def sum(input: Tensor, dim: Dim = None, keepdim: bool = False, dtype=None) -> Tensor:  # noqa: A001
     """Sum of all elements, or over ``dim`` (int or tuple)."""
+    if dim is None and dtype is None:   # (the common case: nothing to convert)
+        return call("sum", input, dim=None, keepdim=keepdim)
     return call("sum", _as(input, dtype), dim=_dims(dim, input.ndim), keepdim=keepdim)
 
 
@@ -296,6 +298,8 @@ def dot(input: Tensor, other: Tensor) -> Tensor:
     """Dot product of two 1-D tensors."""
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
+    if input.shape == other.shape:   # (what matmul does with two vectors, without its checks)
+        return call("matmul", input, other)
     return matmul(input, other)
 
 
@@ -521,7 +525,9 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Concatenate tensors along ``dim``."""
     if not len(tensors):
         raise ValueError("torch.cat(): expected a non-empty list of Tensors")
-    shapes = [tuple(t.shape) for t in tensors]
+    shapes = _shapes(tensors)
+    if shapes[0] and shapes.count(shapes[0]) == len(shapes):   # (equal shapes: nothing to check)
+        return call("cat", *tensors, dim=wrap_dim(dim, len(shapes[0])))
     for k, s in enumerate(shapes):
         if not s:
             raise RuntimeError(f"zero-dimensional tensor (at position {k}) cannot be concatenated")
@@ -541,11 +547,21 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
 concat = cat
 
 
+def _shapes(tensors):
+    """The shape of each tensor, as a tuple (read from its array where it has one)."""
+    out = []
+    for t in tensors:
+        v = t._value if t.__class__ is Tensor else None
+        out.append(v.shape if v.__class__ is _ND else () if v.__class__ is _float
+                   else tuple(t.shape))
+    return out
+
+
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Stack tensors along a new dimension ``dim``."""
     if not len(tensors):
         raise RuntimeError("stack expects a non-empty TensorList")
-    shapes = [tuple(t.shape) for t in tensors]
+    shapes = _shapes(tensors)
     dim = wrap_dim(dim, len(shapes[0]) + 1)
     for k, s in enumerate(shapes):
         if s != shapes[0]:
@@ -638,10 +654,22 @@ def getitem(input: Tensor, idx) -> Tensor:
             r._tape = r._grad = r._hooks = None
             register_view(r, input, ("getitem", (idx,), _NO_PARAMS))
             return r
+    if input.__class__ is Tensor and input._tape is not None and input._value.__class__ is _ND \
+            and input._value.ndim and (
+            (idx.__class__ is int and -input._value.shape[0] <= idx < input._value.shape[0])
+            or (idx.__class__ is slice and _plain_slice(idx))):
+        return basic_index(input, idx)   # one step, nothing to check: c[3], c[0:3]
     note_recorded_index(idx)
     idx = index_value(idx)
     check_index(input, idx)
     return index(input, idx)
+
+
+def _plain_slice(s):
+    """A slice of ints (or Nones) with a step that is not 0: valid on any dim."""
+    start, stop, step = s.start, s.stop, s.step
+    return ((start is None or start.__class__ is int) and (stop is None or stop.__class__ is int)
+            and (step is None or (step.__class__ is int and step != 0)))
 
 
 def iterate(self):
@@ -1304,25 +1332,31 @@ def _check_einsum(equation, operands):
 def cross(input, other, dim=None):
     """The cross product of 3-vectors along ``dim`` (the first dim of size 3 when None, as
     ``torch.cross``); operands broadcast."""
-    if input.ndim != other.ndim:
+    sa, sb = _shapes((input, other))
+    if len(sa) != len(sb):
         raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
     if dim is None:
         shape = _broadcast_shape(input, other)
         dim = next((k for k, n in enumerate(shape) if n == 3), None)
         if dim is None:
             raise RuntimeError("no dimension of size 3 in input")
-    d = wrap_dim(dim, input.ndim)
-    if input.shape[d] != 3 or other.shape[d] != 3:
+    d = wrap_dim(dim, len(sa))
+    if sa[d] != 3 or sb[d] != 3:
         raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
-                           f"{input.shape[d]} and {other.shape[d]}")
-    _broadcast_shape(input, other)
+                           f"{sa[d]} and {sb[d]}")
+    if sa != sb:
+        _broadcast_shape(input, other)
     return call("cross", input, other, dim=d)
 
 
 def _broadcast_shape(a, b):
-    """The broadcast shape of two tensors, or PyTorch's error."""
-    _broadcast_error(_array(a), _array(b))
-    return np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+    """The broadcast shape of two tensors, or PyTorch's error (from their shapes alone: no
+    value is read)."""
+    sa, sb = tuple(a.shape), tuple(b.shape)
+    if sa == sb:
+        return sa
+    _broadcast_error(a, b)
+    return np.broadcast_shapes(sa, sb)
 
 
 def linalg_cross(input, other, *, dim=-1):

@@ -1,0 +1,199 @@
+"""The fast paths of recording array ops on small tensors (``benchmarks/array_ops.py``) give
+what the general paths give, as PyTorch (torch 2.13; skipped without it): ``c[3]``,
+``c[0:3]`` on a tensor with history, ``sum``, ``stack``, ``cross`` of two 3-vectors.
+Values, gradients, ``grad_fn`` names, views sharing memory and version counters, errors,
+float64 finite differences, and replays of tapes that used them.
+"""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+torch = pytest.importorskip("torch")
+
+LIBS = (tg, torch)
+
+
+@pytest.fixture(autouse=True)
+def _torch_float64():
+    torch.set_default_dtype(torch.float64)   # (tensor(1.25) is float64, as tapegrad's)
+    yield
+    torch.set_default_dtype(torch.float32)
+
+DATA = np.array([0.5, -1.25, 2.0, -0.0, 3.5, -4.0, 1.0])
+
+
+def _leaf(lib, data=DATA):
+    return lib.tensor(data, requires_grad=True)
+
+
+# name -> function of a leaf (7,) that requires grad: the recorded op on it, or on a
+# non-leaf made from it
+PROGRAMS = {
+    "c[3]": lambda c: c[3],
+    "c[-1]": lambda c: c[-1],
+    "c[0:3]": lambda c: c[0:3],
+    "c[::2]": lambda c: c[::2],
+    "c[5:1]": lambda c: c[5:1],
+    "c[-3:]": lambda c: c[-3:],
+    "c[1:6:2]": lambda c: c[1:6:2],
+    "(c * 2)[2]": lambda c: (c * 2.0)[2],
+    "(c * 2)[1:4]": lambda c: (c * 2.0)[1:4],
+    "c.reshape(7, 1)[2]": lambda c: c.reshape(7, 1)[2],
+    "c[2:5][1]": lambda c: c[2:5][1],
+    "c.sum()": lambda c: c.sum(),
+    "c.reshape(7, 1).sum(0)": lambda c: c.reshape(7, 1).sum(0),
+    "c.reshape(7, 1).sum(-1, keepdim=True)": lambda c: c.reshape(7, 1).sum(-1, keepdim=True),
+    "c.sum((0,))": lambda c: c.sum((0,)),
+    "c[2].sum()": lambda c: c[2].sum(),
+    "dot(c, c)": lambda c: c.dot(c),
+    "stack([c, c * 2])": lambda c: stack_of(c, (c, c * 2.0)),
+    "stack([c, c], 1)": lambda c: stack_of(c, (c, c), 1),
+    "stack([c, c], -1)": lambda c: stack_of(c, (c, c), -1),
+    "stack([c[0], c[1]])": lambda c: stack_of(c, (c[0], c[1])),
+    "cat([c, c])": lambda c: cat_of(c, (c, c)),
+    "cross(c[:3], c[3:6])": lambda c: lib_of(c).linalg.cross(c[:3], c[3:6]),
+    "cross(c[1:4], c[4:])": lambda c: lib_of(c).linalg.cross(c[1:4], c[4:], dim=0),
+    "cross(c[:3], c[:3])": lambda c: lib_of(c).linalg.cross(c[:3], c[:3]),
+}
+
+
+def lib_of(t):
+    return tg if isinstance(t, tg.Tensor) else torch
+
+
+def stack_of(c, parts, dim=0):
+    return lib_of(c).stack(list(parts), dim)
+
+
+def cat_of(c, parts, dim=0):
+    return lib_of(c).cat(list(parts), dim)
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_values_gradients_and_nodes_as_pytorch(name):
+    fn = PROGRAMS[name]
+    outs = {}
+    for lib in LIBS:
+        c = _leaf(lib)
+        y = fn(c)
+        node = type(y.grad_fn).__name__ if lib is torch else y.grad_fn.name()
+        g = lib.tensor(np.linspace(-1.0, 2.0, y.numel()).reshape(tuple(y.shape)))
+        y.backward(g)
+        outs[lib] = (y.detach().numpy(), c.grad.numpy(), node, tuple(y.shape))
+    (yt, gt, nt, st), (yp, gp, np_, sp) = outs[tg], outs[torch]
+    assert st == sp and nt == np_
+    np.testing.assert_array_equal(yt, yp)
+    np.testing.assert_array_equal(np.signbit(yt), np.signbit(yp))   # -0. stays -0.
+    np.testing.assert_allclose(gt, gp, rtol=1e-14, atol=0.0)
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_gradients_match_finite_differences(name):
+    assert tg.autograd.gradcheck(PROGRAMS[name], (_leaf(tg),))
+
+
+# (an empty slice, c[5:1], is left out: its version stays 0 where PyTorch's is the base's,
+# on every path)
+@pytest.mark.parametrize("name", [n for n in PROGRAMS if n.startswith("c[") and n != "c[5:1]"
+                                  and "sum" not in n])
+def test_index_of_a_recorded_tensor_is_a_view_with_one_version(name):
+    fn = PROGRAMS[name]
+    for lib in LIBS:
+        c = _leaf(lib)
+        h = c * 1.0
+        v = fn(h)
+        with lib.no_grad():
+            h.add_(1.0)
+        np.testing.assert_array_equal(v.detach().numpy(), fn(DATA + 1.0))
+        assert v._version == h._version == 1
+
+
+@pytest.mark.parametrize("idx", [7, -8, 100])
+def test_an_index_out_of_range_raises_as_pytorch(idx):
+    msgs = []
+    for lib in LIBS:
+        c = _leaf(lib) * 1.0
+        with pytest.raises(IndexError) as e:
+            c[idx]
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]
+
+
+def test_a_zero_step_slice_raises_as_pytorch():
+    for lib in LIBS:
+        with pytest.raises(ValueError if lib is torch else (ValueError, IndexError)):
+            (_leaf(lib) * 1.0)[::0]
+
+
+def test_cross_of_float32_vectors_keeps_float32_as_pytorch():
+    a32, b32 = DATA[:3].astype(np.float32), DATA[3:6].astype(np.float32)
+    res = [lib.linalg.cross(lib.tensor(a32), lib.tensor(b32)) for lib in LIBS]
+    assert str(res[0].dtype).split(".")[-1] == str(res[1].dtype).split(".")[-1] == "float32"
+    np.testing.assert_array_equal(res[0].numpy(), res[1].numpy())
+
+
+def test_cross_with_a_bad_dim_raises_as_pytorch():
+    for lib in LIBS:
+        with pytest.raises(IndexError, match="Dimension out of range"):
+            lib.linalg.cross(_leaf(lib)[:3], _leaf(lib)[3:6], dim=1)
+
+
+def test_a_tape_that_used_the_fast_paths_replays_at_a_new_point():
+    def f(lib, a, b):
+        r = lib.cat([a * b, b])
+        return (r[0] * r[1:3].sum() + lib.stack([a, b])[1][2]) * a.dot(b)
+
+    a, b = _leaf(tg, DATA[:3]), _leaf(tg, DATA[3:6])
+    T = tg.Tape()
+    with T:
+        y = f(tg, a, b)
+    replay = T.compile([a, b], [y])
+    pa, pb = DATA[1:4] * 1.5, DATA[4:7] - 0.25
+    ta, tb = _leaf(torch, pa), _leaf(torch, pb)
+    ty = f(torch, ta, tb)
+    ty.backward()
+    value, grad = replay.value_and_grad(np.concatenate([pa, pb]))
+    np.testing.assert_allclose(value, ty.item(), rtol=1e-13)
+    np.testing.assert_allclose(grad, np.concatenate([ta.grad.numpy(), tb.grad.numpy()]),
+                               rtol=1e-13)
+
+
+# an array with a 0-d tensor (a leaf, a recorded value, a constant), either side: the
+# elementwise fast path records the 0-d operand as it is, broadcast in the sweep
+MIXED = {
+    "c * s": lambda c, s: c * s,
+    "s * c": lambda c, s: s * c,
+    "c / s": lambda c, s: c / s,
+    "s - c": lambda c, s: s - c,
+    "c + s.sin()": lambda c, s: c + s.sin(),
+    "c ** s": lambda c, s: c.abs() ** s,
+    "c * const": lambda c, s: c * lib_of(c).tensor(1.5),
+    "const / c": lambda c, s: lib_of(c).tensor(-2.0) / (c * c + 1.0),
+    "atan2(c, s)": lambda c, s: lib_of(c).atan2(c, s),
+}
+
+
+@pytest.mark.parametrize("name", MIXED)
+def test_an_array_with_a_0d_tensor_as_pytorch(name):
+    fn = MIXED[name]
+    outs = {}
+    for lib in LIBS:
+        c, s = _leaf(lib), lib.tensor(1.25, requires_grad=True)
+        y = fn(c, s)
+        node = type(y.grad_fn).__name__ if lib is torch else y.grad_fn.name()
+        y.backward(lib.tensor(np.linspace(-1.0, 2.0, y.numel())))
+        outs[lib] = (y.detach().numpy(), c.grad.numpy(), None if s.grad is None else s.grad.item(),
+                     node)
+    (yt, gt, st, nt), (yp, gp, sp, np_) = outs[tg], outs[torch]
+    assert nt == np_
+    np.testing.assert_allclose(yt, yp, rtol=1e-15, atol=0.0)
+    np.testing.assert_allclose(gt, gp, rtol=1e-13, atol=1e-300)
+    assert (st is None) == (sp is None)
+    if st is not None:
+        np.testing.assert_allclose(st, sp, rtol=1e-13)
+
+
+@pytest.mark.parametrize("name", MIXED)
+def test_an_array_with_a_0d_tensor_matches_finite_differences(name):
+    assert tg.autograd.gradcheck(MIXED[name], (_leaf(tg), tg.tensor(1.25, requires_grad=True)))
