@@ -144,7 +144,15 @@ def _detached_made_a_leaf_that_requires_grad(lib):
         return x.tolist(), d.grad.tolist(), x._version, str(e)
 
 
-PROGRAMS = [_detached_made_a_leaf_that_requires_grad, _detached_of_leaf_changed, _detached_of_saved_leaf_changed,
+def _view_of_a_detached_leaf_that_requires_grad(lib):
+    d = _leaf(lib).detach().requires_grad_()
+    try:
+        d[0].fill_(3.0)   # a view of a leaf that requires grad: PyTorch's error
+    except RuntimeError as e:
+        return str(e)
+
+
+PROGRAMS = [_view_of_a_detached_leaf_that_requires_grad, _detached_made_a_leaf_that_requires_grad, _detached_of_leaf_changed, _detached_of_saved_leaf_changed,
             _detached_of_saved_result_changed, _detached_of_unsaved_result_changed,
             _source_changed_under_a_detached, _detached_of_a_view, _view_of_a_detached,
             _detached_takes_a_history_of_its_own, _scalar_detached,

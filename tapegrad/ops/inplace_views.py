@@ -134,8 +134,12 @@ def _inplace_detached(self, compute, root, steps, views):
     (PyTorch's rule), but no history changes: the root keeps its own, and ``self`` gets
     one only when the op records (an operand that requires grad)."""
     T = recording()
-    if T is not None and _is_leaf_or_unregistered(self):   # x.detach().requires_grad_()
-        raise RuntimeError(LEAF)
+    if T is not None:
+        if _is_leaf_or_unregistered(self):   # x.detach().requires_grad_()
+            raise RuntimeError(LEAF)
+        base = self._base   # (a view of such a leaf: its base is the detached tensor)
+        if base is not None and base is not self and _is_leaf_or_unregistered(base):
+            raise RuntimeError(LEAF_VIEW)
     memory = root._value
     if memory.__class__ is float:   # a 0-d float64 root holds a Python float: no memory to
         place = None                # write into, so the root's value is replaced
