@@ -1,7 +1,7 @@
 """Shared fixtures.
 
 ``both_walks``: run a test three times: with the float reverse walk (its setup for small
-graphs, then the one for large graphs forced on the same graph), and with the
+graphs, then the one for large graphs and large arrays forced on the same graph), and with the
 recorded-tensor walk of ``create_graph=True`` forced underneath ``backward()`` and
 ``autograd.grad()``.  The two modes are one walk with different adjoints; semantic tests
 (hooks, retain_grad, links between tapes, custom Functions, freed graphs, in-place checks)
@@ -19,6 +19,8 @@ def both_walks(request, monkeypatch):
         # entries), forced on the small graphs of the tests: it must compute the same
         monkeypatch.setattr(engine, "_SMALL", -1)
         monkeypatch.setattr(engine, "_FEW_HITS", -1)
+        # and every array entry run alone on its own arrays, as large ones are
+        monkeypatch.setattr(engine, "_LARGE", 1)
     if request.param == "recorded walk":
         run = gradients.run_backward
 

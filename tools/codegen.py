@@ -218,6 +218,7 @@ def kernels_source() -> str:
         out.append(f"    {'if' if k == 0 else 'elif'} o == {k}:  # {op.name}")
         out.append(f"        return {parts}")
     out += ["    return 0.0, 0.0, 0.0", ""]
+    out += array_loops()
     out.append(f"HESSIAN_PAIRS = {hessian_pairs()!r}")
     out.append(REVERSE)
     out += batch_kernels()
@@ -527,6 +528,39 @@ def hvp_kernels() -> List[str]:
     return fwd + rev
 
 
+def array_loops() -> List[str]:
+    """``array_loop``: the terms of an array entry with the op's branch taken once per entry,
+    not once per element (``terms`` inside a loop branches at every element), so that the
+    loop over the elements is plain arithmetic; the same expressions as ``terms``.  The
+    stores are written out in each loop: a call per element (``put``) is not inlined and
+    costs ten times the loop."""
+    out = ["", "@jit",
+           "def put(k, dx, dy, dz, gx, mx, sx, gy, my, sy, gz, mz, sz):",
+           '    """Terms ``dx``/``dy``/``dz`` of element ``k`` into the operands\' adjoints (see',
+           '    ``array_terms``)."""']
+    for v in "xyz":
+        out += [f"    if m{v} == 1:", f"        g{v}[k * s{v}] += d{v}",
+                f"    elif m{v} == 2:", f"        g{v}[k * s{v}] = d{v}"]
+    out += ["", "", "@jit",
+            "def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):",
+            '    """``array_terms`` of an entry that a gradient reached (not only zero tensors),',
+            '    one loop per op."""']
+    for k, op in enumerate(OPS):
+        parts = ", ".join(adjoint_term(op, v) for v in "xyz")
+        out += [f"    {'if' if k == 0 else 'elif'} o == {k}:  # {op.name}",
+                "        for k in range(n):",
+                "            g = gv[k]",
+                "            x = xv[k * sx]",
+                "            y = yv[k * sy]",
+                "            z = zv[k * sz]",
+                "            out = ov[k]",
+                f"            dx, dy, dz = {parts}"]
+        for v in "xyz":
+            out += [f"            if m{v} == 1:", f"                g{v}[k * s{v}] += d{v}",
+                    f"            elif m{v} == 2:", f"                g{v}[k * s{v}] = d{v}"]
+    return out + [""]
+
+
 REVERSE = '''
 @jit
 def saved_state(o, i, ra, rb, rc, op, freed, dirty, has_dirty):
@@ -573,6 +607,67 @@ def reach(r, by_zero_tensor, reached, stop):
     elif reached[r] == 0:
         reached[r] = 2
     return new
+
+
+@jit
+def array_terms(o, zero, zx, zy, zz, n, g, out, x, sx, y, sy, z, sz, gx, mx, gy, my, gz, mz):
+    """The adjoint terms of an array entry of op ``o`` (``n`` elements, adjoint ``g``, value
+    ``out``; ``zero`` and ``z*`` as in ``reverse``) added into its operands' adjoints, element
+    by element in order.  ``x``/``y``/``z`` are the operands' values and ``gx``/``gy``/``gz``
+    their adjoints, read at step ``s*``: 1 for an array, 0 for a number broadcast over the
+    entry (whose adjoint sums the terms).  ``m*``: 0 leaves the operand's adjoint alone (a
+    constant), 1 adds to it, 2 sets it (a buffer no term reached yet: -0.0 + t is t, bit for
+    bit, so the buffer needs no fill)."""
+    if not zero:
+        array_loop(o, n, g, out, x, sx, y, sy, z, sz, gx, mx, gy, my, gz, mz)
+        return
+    for k in range(n):
+        dx, dy, dz = terms(o, 0.0, x[k * sx], y[k * sy], z[k * sz], out[k])
+        dx, dy, dz = zero_terms(dx, dy, dz, zx, zy, zz)
+        put(k, dx, dy, dz, gx, mx, sx, gy, my, sy, gz, mz, sz)
+
+
+@jit
+def _operand(r, off, n, val, consts, aval, adj, aadj):
+    """Operand ``r`` of an array entry of ``n`` elements in the flat layout: its values, their
+    step (1 an array, 0 a number) and its adjoint's slots."""
+    if r >= 0 and off[r] >= 0:
+        return aval[off[r]:off[r] + n], 1, aadj[off[r]:off[r] + n]
+    if r >= 0:
+        return val[r:r + 1], 0, adj[r:r + 1]
+    return consts[-r - 1:-r], 0, adj[0:0]
+
+
+@jit
+def reverse_entry(op, a, b, adj, reached, freed, dirty, i, g, out, x, sx, y, sy, z, sz,
+                  gx, mx, gy, my, gz, mz):
+    """Array entry ``i`` alone, on arrays of its own rather than ``reverse``'s flat layout (a
+    large entry: laying it out would copy it): the same checks, terms (``array_terms``) and
+    reach marks as ``reverse``.  Returns ``reverse``'s status."""
+    o = op[i]
+    if reached[i] == 0 or NO_GRAD[o]:
+        return 0
+    ra = a[i]
+    rb = b[i]
+    rc = -1
+    if ARITY[o] == 3:
+        rc = b[rb]
+        rb = a[rb]
+    has_dirty = dirty.shape[0] > 0
+    if SAVES[o] and (freed[i] != 0 or has_dirty):
+        status = saved_state(o, i, ra, rb, rc, op, freed, dirty, has_dirty)
+        if status != 0:
+            return status
+    zero = reached[i] == 2 or ZERO_TENSOR[o]
+    zx = zero and ZERO_MODE[o, 0] == 0
+    zy = zero and ZERO_MODE[o, 1] == 0
+    zz = zero and ZERO_MODE[o, 2] == 0
+    array_terms(o, zero, zx, zy, zz, out.shape[0], g, out, x, sx, y, sy, z, sz,
+                gx, mx, gy, my, gz, mz)
+    reach(ra, zx, reached, -1)
+    reach(rb, zy, reached, -1)
+    reach(rc, zz, reached, -1)
+    return 0
 
 
 @jit
@@ -628,35 +723,13 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
             # array entry: elementwise over its elements; an operand that is a scalar
             # entry or a constant broadcasts (its adjoint sums over the elements)
             oi = off[i]
-            xa = off[ra] if ra >= 0 else -1
-            ya = off[rb] if rb >= 0 else -1
-            za = off[rc] if rc >= 0 else -1
-            x = val[ra] if ra >= 0 else consts[-ra - 1]
-            y = val[rb] if rb >= 0 else consts[-rb - 1]
-            z = val[rc] if rc >= 0 else consts[-rc - 1]
-            for k in range(nel[i]):
-                if xa >= 0:
-                    x = aval[xa + k]
-                if ya >= 0:
-                    y = aval[ya + k]
-                if za >= 0:
-                    z = aval[za + k]
-                g = 0.0 if zero else aadj[oi + k]
-                dx, dy, dz = terms(o, g, x, y, z, aval[oi + k])
-                if zero:
-                    dx, dy, dz = zero_terms(dx, dy, dz, zx, zy, zz)
-                if xa >= 0:
-                    aadj[xa + k] += dx
-                elif ra >= 0:
-                    adj[ra] += dx
-                if ya >= 0:
-                    aadj[ya + k] += dy
-                elif rb >= 0:
-                    adj[rb] += dy
-                if za >= 0:
-                    aadj[za + k] += dz
-                elif rc >= 0:
-                    adj[rc] += dz
+            n = nel[i]
+            x, sx, gx = _operand(ra, off, n, val, consts, aval, adj, aadj)
+            y, sy, gy = _operand(rb, off, n, val, consts, aval, adj, aadj)
+            z, sz, gz = _operand(rc, off, n, val, consts, aval, adj, aadj)
+            array_terms(o, zero, zx, zy, zz, n, aadj[oi:oi + n], aval[oi:oi + n],
+                        x, sx, y, sy, z, sz, gx, 1 if ra >= 0 else 0, gy, 1 if rb >= 0 else 0,
+                        gz, 1 if rc >= 0 else 0)
         else:
             x = val[ra] if ra >= 0 else consts[-ra - 1]
             y = val[rb] if rb >= 0 else consts[-rb - 1]

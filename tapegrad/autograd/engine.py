@@ -137,6 +137,12 @@ _UNBOUNDED = 1 << 62
 # is more than the loop's there).
 _SMALL = 4096
 _FEW_HITS = 32
+# Array entries of at least _LARGE elements stay out of the flat layout of the Numba sweep
+# (laying them out copies every value and fills every adjoint): the walk stops at each
+# such elementwise entry and runs it alone on the arrays themselves (``K.reverse_entry``),
+# with the adjoints of it and its operands in buffers of their own.  Below that size one
+# Numba call per entry costs more than the copy.
+_LARGE = 4096
 
 
 _FALSE = wrap(np.False_)
@@ -390,7 +396,7 @@ class FloatAdjoints:
 
     create_graph = False
     __slots__ = ("tape", "arrays", "adj", "reached", "off", "nel", "aval", "aadj", "side", "owned",
-                 "needed", "hits", "stops")
+                 "needed", "hits", "stops", "large")
 
     def __init__(self, arrays, hits, swept):
         T = self.tape = arrays.tape
@@ -408,7 +414,7 @@ class FloatAdjoints:
             self.adj[hits] = -0.0
         self.reached = np.zeros(n, np.uint8)
         self.hits = hits
-        self.off, self.nel, self.aval = self._layout(T, n, swept)
+        self.off, self.nel, self.aval, self.large = self._layout(T, n, swept)
         if len(self.aval):
             self.aadj = np.empty(len(self.aval))
             self.aadj.fill(-0.0)
@@ -420,12 +426,23 @@ class FloatAdjoints:
     @staticmethod
     def _layout(T, n, swept):
         """Flat layout of the array entries among ``swept`` (the reachable elementwise
-        entries and their operands): offsets, sizes, values.  Other array entries (inputs
-        and outputs of Python ops only) keep their adjoints in ``side``."""
+        entries and their operands) under ``_LARGE`` elements: offsets, sizes, values; and
+        the large elementwise entries, which the walk runs one by one (``entry``).  Other
+        array entries (large ones, inputs and outputs of Python ops only) keep their
+        adjoints in ``side``."""
         arrays = T._arr
         flat = [k for k in swept.tolist() if k in arrays] if arrays else ()
+        large = ()
+        if flat:
+            # (the operands of an array entry have its size, or are numbers: a large
+            # entry's operands are large too, so no flat entry refers to a large one)
+            large = [k for k in flat if arrays[k].size >= _LARGE]
+            if large:
+                flat = [k for k in flat if arrays[k].size < _LARGE]
+                op = T._arrays()[0]
+                large = [k for k in large if op[k] < N_ELEMENTWISE]
         if not flat:    # (no offsets at all: a fill as long as the tape is not free)
-            return _EMPTY_I, _EMPTY_I, _EMPTY_F
+            return _EMPTY_I, _EMPTY_I, _EMPTY_F, large
         arrs = [arrays[k] for k in flat]
         sizes = [x.size for x in arrs]
         starts = list(itertools.accumulate(sizes, initial=0))
@@ -435,7 +452,7 @@ class FloatAdjoints:
         off[flat] = starts[:-1]
         nel[flat] = sizes
         aval = np.concatenate(arrs, axis=None, dtype=np.float64)
-        return off, nel, aval
+        return off, nel, aval, large
 
     def segment(self, start, stop):
         """Sweep entries ``start`` down to ``stop + 1`` in Numba."""
@@ -444,6 +461,49 @@ class FloatAdjoints:
                               A.dirty, self.off, self.nel, self.aval, self.aadj, start, stop,
                               _UNBOUNDED)
         _check(self.tape, status, i)
+
+    def entry(self, i):
+        """Large array entry ``i`` in Numba on its own arrays (see ``_LARGE``), as the sweep
+        would run it in the flat layout."""
+        A, T = self.arrays, self.tape
+        arrays, side = T._arr, self.side
+        o = int(A.op[i])
+        if not self.reached[i] or K.NO_GRAD[o]:   # (before any buffer is made for operands)
+            return
+        ra, rb, rc = int(A.a[i]), int(A.b[i]), -1
+        if K.ARITY[o] == 3:
+            ra, rb, rc = ra, int(A.a[rb]), int(A.b[rb])
+        out = _elements(arrays[i])
+        g = side.get(i)
+        g = _elements(g) if g is not None else np.full(out.shape, -0.0)
+        vals, adjs = [], []   # (value, step) and (adjoint, mode) per operand
+        for r in (ra, rb, rc):
+            if r < 0:     # a constant number (or the unused operand): no adjoint
+                vals += [A.consts[-r - 1:-r], 0]
+                adjs += [_EMPTY_F, 0]
+            elif r not in arrays:   # a number entry broadcast over the elements
+                vals += [A.val[r:r + 1], 0]
+                adjs += [self.adj[r:r + 1], 1]
+            elif A.op[r] == CONST:  # (nothing reads a constant's adjoint)
+                vals += [_elements(arrays[r]), 1]
+                adjs += [_EMPTY_F, 0]
+            else:
+                # a buffer no term reached yet is set by the first term (an operand used
+                # twice, x * x: the later one adds), not filled with -0.0 first
+                buf = side.get(r)
+                mode = 1
+                if buf is None:
+                    buf = side[r] = np.empty(arrays[r].shape)
+                    self.owned.add(id(buf))
+                    mode = 2
+                elif not buf.flags.c_contiguous:   # (an adopted array: written through a view)
+                    buf = side[r] = np.ascontiguousarray(buf)
+                    self.owned.add(id(buf))
+                vals += [_elements(arrays[r]), 1]
+                adjs += [buf.reshape(-1), mode]
+        status = K.reverse_entry(A.op, A.a, A.b, self.adj, self.reached, A.freed, A.dirty, i, g,
+                                 out, *vals, *adjs)
+        _check(T, status, i)
 
     def _flat(self, i):
         """Offset of array entry ``i`` in ``aadj``, or -1 when it lives in ``side``."""
@@ -527,6 +587,11 @@ class FloatAdjoints:
         return ts, self.adj[hit].tolist()
 
 
+def _elements(v):
+    """Array ``v``'s elements as a flat float64 array (a view where it is one already)."""
+    return np.ascontiguousarray(v, dtype=np.float64).reshape(-1)
+
+
 class GraphAdjoints:
     """Adjoints as recorded tensors (``create_graph=True``): a dict entry -> tensor (or a
     number where nothing recorded flowed in yet); entries are walked in Python with the
@@ -534,6 +599,7 @@ class GraphAdjoints:
 
     create_graph = True
     __slots__ = ("tape", "arrays", "adj", "reached", "views", "needed", "hits", "stops")
+    large = ()   # (every entry is walked in Python)
 
     def __init__(self, arrays, hits, swept=None):   # (swept: the float walk's layout)
         self.tape = arrays.tape
@@ -845,6 +911,10 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
     for i, g in seeds.items():
         adj.add(i, g)
         reached[i] = 1
+    large = adj.large
+    if large:   # (each runs alone, at a stop of its own)
+        stops = sorted(set(stops).union(large), reverse=True)
+        large = set(large)
     pos = start
     # Python code runs at the stops only (hooks, Python backwards) and sees grad mode set
     # to create_graph, as in PyTorch; a walk without stops does not switch it (the
@@ -856,6 +926,9 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
             pos = s
             pruned = needed is not None and not needed[s]
             if not reached[s] or (pruned and not (one_root and s in seeds)):
+                if s in large:   # (pruning skips hooks and Python rules, not the sweep)
+                    adj.entry(s)
+                    pos = s - 1
                 continue
             hooks = T._hooks.get(s)
             if hooks:
@@ -894,6 +967,9 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
                 if changed is not None or (state is not None and (state.pre or state.post)):
                     run_node(adj, s, state, changed)
                     pos = s - 1
+            if pos == s and s in large:
+                adj.entry(s)
+                pos = s - 1
     if pos >= low:   # (nothing below the lowest reachable entry has work)
         adj.segment(pos, low - 1)
     adj.needed = needed

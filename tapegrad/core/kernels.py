@@ -274,6 +274,1090 @@ def terms(o, g, x, y, z, out):
         return 0.0, 0.0, 0.0
     return 0.0, 0.0, 0.0
 
+
+@jit
+def put(k, dx, dy, dz, gx, mx, sx, gy, my, sy, gz, mz, sz):
+    """Terms ``dx``/``dy``/``dz`` of element ``k`` into the operands' adjoints (see
+    ``array_terms``)."""
+    if mx == 1:
+        gx[k * sx] += dx
+    elif mx == 2:
+        gx[k * sx] = dx
+    if my == 1:
+        gy[k * sy] += dy
+    elif my == 2:
+        gy[k * sy] = dy
+    if mz == 1:
+        gz[k * sz] += dz
+    elif mz == 2:
+        gz[k * sz] = dz
+
+
+@jit
+def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
+    """``array_terms`` of an entry that a gradient reached (not only zero tensors),
+    one loop per op."""
+    if o == 0:  # add
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = g, g, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 1:  # sub
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = g, (-g), 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 2:  # mul
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = g * (y), g * (x), 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 3:  # div
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = (g / y), (-g * ((x / y) / y)), 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 4:  # pow
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0)))), (g * (0.0 * out)) if x == 0.0 and y >= 0.0 else (g * (out * log(x))), 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 5:  # atan2
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = (g * (0.0 * y)) if x * x + y * y == 0.0 else (g * (y / (x * x + y * y))), (g * (-0.0 * x)) if x * x + y * y == 0.0 else (g * (-x / (x * x + y * y))), 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 6:  # maximum
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = (0.0) if x < y else ((g * (0.5)) if x == y else (g)), (0.0) if y < x else ((g * (0.5)) if x == y else (g)), 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 7:  # minimum
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = (0.0) if x > y else ((g * (0.5)) if x == y else (g)), (0.0) if y > x else ((g * (0.5)) if x == y else (g)), 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 8:  # neg
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = (-g), 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 9:  # abs
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = g * (sign(x)), 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 10:  # exp
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = g * (out), 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 11:  # log
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = (g / x), 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 12:  # log1p
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = (g / (x + 1.0)), 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 13:  # expm1
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = g * (out + 1.0), 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 14:  # sqrt
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = (g / (2.0 * out)), 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 15:  # sin
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = g * (cos(x)), 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 16:  # cos
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = g * (-sin(x)), 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 17:  # tan
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = (g * (1.0 + out ** 2.0)), 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 18:  # asin
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = g * (1.0 / sqrt(1.0 - x * x)), 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 19:  # acos
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = g * (-1.0 / sqrt(1.0 - x * x)), 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 20:  # atan
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = (g / (x * x + 1.0)), 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 21:  # sinh
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = g * (cosh(x)), 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 22:  # cosh
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = g * (sinh(x)), 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 23:  # tanh
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = g * (1.0 - out * out), 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 24:  # sigmoid
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = g * (out * (1.0 - out)), 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 25:  # relu
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = (0.0) if x <= 0.0 else (g), 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 26:  # erf
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = (1.1283791670955126 * exp(-(x ** 2.0)) * g), 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 27:  # sign
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = 0.0, 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 28:  # round
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = 0.0, 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 29:  # floor
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = 0.0, 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 30:  # ceil
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = 0.0, 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 31:  # trunc
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = 0.0, 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 32:  # lt
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = 0.0, 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 33:  # le
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = 0.0, 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 34:  # gt
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = 0.0, 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 35:  # ge
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = 0.0, 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 36:  # eq
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = 0.0, 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 37:  # ne
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = 0.0, 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 38:  # clamp
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = (g) if x >= y and x <= z else (0.0), (g) if x < y and y < z else (0.0), (g) if x > z or z < y else (0.0)
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 39:  # where
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = 0.0, (g) if x != 0.0 else (0.0), (0.0) if x != 0.0 else (g)
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 40:  # reciprocal
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = (-g * (out * out)), 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 41:  # clone
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = g, 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 42:  # sigmoid_backward
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = g * ((1.0 - y) * y), g * (x * (-2.0 * y + 1.0)), 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 43:  # tanh_backward
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = g * (1.0 - y * y), g * (-2.0 * y * x), 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 44:  # threshold_backward
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = (0.0) if y <= 0.0 else (g), 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 45:  # leaky_relu_backward
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = (g) if y > 0.0 else (g * (z)), 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 46:  # elu_backward
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = (g * (z * exp(y))) if y <= 0.0 else (g), g * ((x * z * exp(y) if y <= 0.0 else x) * (1.0 if y < 0.0 else 0.0)), 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 47:  # gelu_backward
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = g * (0.5 * (1.0 + erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * exp(y * y * -0.5))), g * (x * (2.0 * (0.3989422804014327 * exp(-0.5 * (y * y))) - y * y * (0.3989422804014327 * exp(-0.5 * (y * y))))), 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 48:  # softplus_backward
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = (g) if y > z else (g * (exp(y) / (exp(y) + 1.0))), g * (x * (1.0 - 1.0 / (1.0 + exp(-y))) * (1.0 / (1.0 + exp(-y))) * (1.0 if y < z else 0.0)), 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 49:  # mse_loss_backward
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = g * (2.0 * (y - z)), g * (2.0 * x), g * (-2.0 * x)
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 50:  # binary_cross_entropy_backward
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = g * ((y - z) / ((y + 1e-12) * (1.0 - y + 1e-12))), g * ((y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * x), g * (-x / max((1.0 - y) * y, 1e-12))
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 51:  # smooth_l1_backward
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = (g * (-1.0)) if y <= -z else ((g) if y >= z else (g * (y / z))), g * (x * (1.0 if y < z and -y < z else 0.0) / z), 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+    elif o == 52:  # sgn
+        for k in range(n):
+            g = gv[k]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            dx, dy, dz = 0.0, 0.0, 0.0
+            if mx == 1:
+                gx[k * sx] += dx
+            elif mx == 2:
+                gx[k * sx] = dx
+            if my == 1:
+                gy[k * sy] += dy
+            elif my == 2:
+                gy[k * sy] = dy
+            if mz == 1:
+                gz[k * sz] += dz
+            elif mz == 2:
+                gz[k * sz] = dz
+
 HESSIAN_PAIRS = ((), (), ((0, 1),), ((0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), (), (), (), (), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), (), ((0, 0),), (), (), (), (), (), (), (), (), (), (), (), (), (), ((0, 0),), (), ((0, 1), (1, 1)), ((0, 1), (1, 1)), (), ((0, 2),), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (1, 1)), ((0, 1), (1, 1)), ((0, 1), (0, 2)), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (0, 2), (1, 2)), ())
 
 @jit
@@ -321,6 +1405,67 @@ def reach(r, by_zero_tensor, reached, stop):
     elif reached[r] == 0:
         reached[r] = 2
     return new
+
+
+@jit
+def array_terms(o, zero, zx, zy, zz, n, g, out, x, sx, y, sy, z, sz, gx, mx, gy, my, gz, mz):
+    """The adjoint terms of an array entry of op ``o`` (``n`` elements, adjoint ``g``, value
+    ``out``; ``zero`` and ``z*`` as in ``reverse``) added into its operands' adjoints, element
+    by element in order.  ``x``/``y``/``z`` are the operands' values and ``gx``/``gy``/``gz``
+    their adjoints, read at step ``s*``: 1 for an array, 0 for a number broadcast over the
+    entry (whose adjoint sums the terms).  ``m*``: 0 leaves the operand's adjoint alone (a
+    constant), 1 adds to it, 2 sets it (a buffer no term reached yet: -0.0 + t is t, bit for
+    bit, so the buffer needs no fill)."""
+    if not zero:
+        array_loop(o, n, g, out, x, sx, y, sy, z, sz, gx, mx, gy, my, gz, mz)
+        return
+    for k in range(n):
+        dx, dy, dz = terms(o, 0.0, x[k * sx], y[k * sy], z[k * sz], out[k])
+        dx, dy, dz = zero_terms(dx, dy, dz, zx, zy, zz)
+        put(k, dx, dy, dz, gx, mx, sx, gy, my, sy, gz, mz, sz)
+
+
+@jit
+def _operand(r, off, n, val, consts, aval, adj, aadj):
+    """Operand ``r`` of an array entry of ``n`` elements in the flat layout: its values, their
+    step (1 an array, 0 a number) and its adjoint's slots."""
+    if r >= 0 and off[r] >= 0:
+        return aval[off[r]:off[r] + n], 1, aadj[off[r]:off[r] + n]
+    if r >= 0:
+        return val[r:r + 1], 0, adj[r:r + 1]
+    return consts[-r - 1:-r], 0, adj[0:0]
+
+
+@jit
+def reverse_entry(op, a, b, adj, reached, freed, dirty, i, g, out, x, sx, y, sy, z, sz,
+                  gx, mx, gy, my, gz, mz):
+    """Array entry ``i`` alone, on arrays of its own rather than ``reverse``'s flat layout (a
+    large entry: laying it out would copy it): the same checks, terms (``array_terms``) and
+    reach marks as ``reverse``.  Returns ``reverse``'s status."""
+    o = op[i]
+    if reached[i] == 0 or NO_GRAD[o]:
+        return 0
+    ra = a[i]
+    rb = b[i]
+    rc = -1
+    if ARITY[o] == 3:
+        rc = b[rb]
+        rb = a[rb]
+    has_dirty = dirty.shape[0] > 0
+    if SAVES[o] and (freed[i] != 0 or has_dirty):
+        status = saved_state(o, i, ra, rb, rc, op, freed, dirty, has_dirty)
+        if status != 0:
+            return status
+    zero = reached[i] == 2 or ZERO_TENSOR[o]
+    zx = zero and ZERO_MODE[o, 0] == 0
+    zy = zero and ZERO_MODE[o, 1] == 0
+    zz = zero and ZERO_MODE[o, 2] == 0
+    array_terms(o, zero, zx, zy, zz, out.shape[0], g, out, x, sx, y, sy, z, sz,
+                gx, mx, gy, my, gz, mz)
+    reach(ra, zx, reached, -1)
+    reach(rb, zy, reached, -1)
+    reach(rc, zz, reached, -1)
+    return 0
 
 
 @jit
@@ -376,35 +1521,13 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
             # array entry: elementwise over its elements; an operand that is a scalar
             # entry or a constant broadcasts (its adjoint sums over the elements)
             oi = off[i]
-            xa = off[ra] if ra >= 0 else -1
-            ya = off[rb] if rb >= 0 else -1
-            za = off[rc] if rc >= 0 else -1
-            x = val[ra] if ra >= 0 else consts[-ra - 1]
-            y = val[rb] if rb >= 0 else consts[-rb - 1]
-            z = val[rc] if rc >= 0 else consts[-rc - 1]
-            for k in range(nel[i]):
-                if xa >= 0:
-                    x = aval[xa + k]
-                if ya >= 0:
-                    y = aval[ya + k]
-                if za >= 0:
-                    z = aval[za + k]
-                g = 0.0 if zero else aadj[oi + k]
-                dx, dy, dz = terms(o, g, x, y, z, aval[oi + k])
-                if zero:
-                    dx, dy, dz = zero_terms(dx, dy, dz, zx, zy, zz)
-                if xa >= 0:
-                    aadj[xa + k] += dx
-                elif ra >= 0:
-                    adj[ra] += dx
-                if ya >= 0:
-                    aadj[ya + k] += dy
-                elif rb >= 0:
-                    adj[rb] += dy
-                if za >= 0:
-                    aadj[za + k] += dz
-                elif rc >= 0:
-                    adj[rc] += dz
+            n = nel[i]
+            x, sx, gx = _operand(ra, off, n, val, consts, aval, adj, aadj)
+            y, sy, gy = _operand(rb, off, n, val, consts, aval, adj, aadj)
+            z, sz, gz = _operand(rc, off, n, val, consts, aval, adj, aadj)
+            array_terms(o, zero, zx, zy, zz, n, aadj[oi:oi + n], aval[oi:oi + n],
+                        x, sx, y, sy, z, sz, gx, 1 if ra >= 0 else 0, gy, 1 if rb >= 0 else 0,
+                        gz, 1 if rc >= 0 else 0)
         else:
             x = val[ra] if ra >= 0 else consts[-ra - 1]
             y = val[rb] if rb >= 0 else consts[-rb - 1]
