@@ -542,14 +542,14 @@ def array_loops() -> List[str]:
         out += [f"    if m{v} == 1:", f"        g{v}[k * s{v}] += d{v}",
                 f"    elif m{v} == 2:", f"        g{v}[k * s{v}] = d{v}"]
     out += ["", "", "@jit",
-            "def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):",
+            "def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):",
             '    """``array_terms`` of an entry that a gradient reached (not only zero tensors),',
             '    one loop per op."""']
     for k, op in enumerate(OPS):
         parts = ", ".join(adjoint_term(op, v) for v in "xyz")
         out += [f"    {'if' if k == 0 else 'elif'} o == {k}:  # {op.name}",
                 "        for k in range(n):",
-                "            g = gv[k]",
+                "            g = gv[k * sg]",
                 "            x = xv[k * sx]",
                 "            y = yv[k * sy]",
                 "            z = zv[k * sz]",
@@ -610,16 +610,16 @@ def reach(r, by_zero_tensor, reached, stop):
 
 
 @jit
-def array_terms(o, zero, zx, zy, zz, n, g, out, x, sx, y, sy, z, sz, gx, mx, gy, my, gz, mz):
-    """The adjoint terms of an array entry of op ``o`` (``n`` elements, adjoint ``g``, value
-    ``out``; ``zero`` and ``z*`` as in ``reverse``) added into its operands' adjoints, element
+def array_terms(o, zero, zx, zy, zz, n, g, sg, out, x, sx, y, sy, z, sz, gx, mx, gy, my, gz, mz):
+    """The adjoint terms of an array entry of op ``o`` (``n`` elements, adjoint ``g`` at step
+    ``sg``, value ``out``; ``zero`` and ``z*`` as in ``reverse``) added into its operands' adjoints, element
     by element in order.  ``x``/``y``/``z`` are the operands' values and ``gx``/``gy``/``gz``
     their adjoints, read at step ``s*``: 1 for an array, 0 for a number broadcast over the
     entry (whose adjoint sums the terms).  ``m*``: 0 leaves the operand's adjoint alone (a
     constant), 1 adds to it, 2 sets it (a buffer no term reached yet: -0.0 + t is t, bit for
     bit, so the buffer needs no fill)."""
     if not zero:
-        array_loop(o, n, g, out, x, sx, y, sy, z, sz, gx, mx, gy, my, gz, mz)
+        array_loop(o, n, g, sg, out, x, sx, y, sy, z, sz, gx, mx, gy, my, gz, mz)
         return
     for k in range(n):
         dx, dy, dz = terms(o, 0.0, x[k * sx], y[k * sy], z[k * sz], out[k])
@@ -639,7 +639,7 @@ def _operand(r, off, n, val, consts, aval, adj, aadj):
 
 
 @jit
-def reverse_entry(op, a, b, adj, reached, freed, dirty, i, g, out, x, sx, y, sy, z, sz,
+def reverse_entry(op, a, b, adj, reached, freed, dirty, i, g, sg, out, x, sx, y, sy, z, sz,
                   gx, mx, gy, my, gz, mz):
     """Array entry ``i`` alone, on arrays of its own rather than ``reverse``'s flat layout (a
     large entry: laying it out would copy it): the same checks, terms (``array_terms``) and
@@ -662,7 +662,7 @@ def reverse_entry(op, a, b, adj, reached, freed, dirty, i, g, out, x, sx, y, sy,
     zx = zero and ZERO_MODE[o, 0] == 0
     zy = zero and ZERO_MODE[o, 1] == 0
     zz = zero and ZERO_MODE[o, 2] == 0
-    array_terms(o, zero, zx, zy, zz, out.shape[0], g, out, x, sx, y, sy, z, sz,
+    array_terms(o, zero, zx, zy, zz, out.shape[0], g, sg, out, x, sx, y, sy, z, sz,
                 gx, mx, gy, my, gz, mz)
     reach(ra, zx, reached, -1)
     reach(rb, zy, reached, -1)
@@ -727,7 +727,7 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
             x, sx, gx = _operand(ra, off, n, val, consts, aval, adj, aadj)
             y, sy, gy = _operand(rb, off, n, val, consts, aval, adj, aadj)
             z, sz, gz = _operand(rc, off, n, val, consts, aval, adj, aadj)
-            array_terms(o, zero, zx, zy, zz, n, aadj[oi:oi + n], aval[oi:oi + n],
+            array_terms(o, zero, zx, zy, zz, n, aadj[oi:oi + n], 1, aval[oi:oi + n],
                         x, sx, y, sy, z, sz, gx, 1 if ra >= 0 else 0, gy, 1 if rb >= 0 else 0,
                         gz, 1 if rc >= 0 else 0)
         else:

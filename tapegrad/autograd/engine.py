@@ -396,7 +396,7 @@ class FloatAdjoints:
 
     create_graph = False
     __slots__ = ("tape", "arrays", "adj", "reached", "off", "nel", "aval", "aadj", "side", "owned",
-                 "needed", "hits", "stops", "large")
+                 "spread", "needed", "hits", "stops", "large")
 
     def __init__(self, arrays, hits, swept):
         T = self.tape = arrays.tape
@@ -422,6 +422,10 @@ class FloatAdjoints:
             self.aadj = _EMPTY_F
         self.side = {}
         self.owned = set()
+        # entries whose ``side`` adjoint is still one number broadcast (a read-only view, as
+        # a sum's gradient comes): large entries read it as it is, anything else gets it
+        # written out first
+        self.spread = set()
 
     @staticmethod
     def _layout(T, n, swept):
@@ -474,8 +478,13 @@ class FloatAdjoints:
         if K.ARITY[o] == 3:
             ra, rb, rc = ra, int(A.a[rb]), int(A.b[rb])
         out = _elements(arrays[i])
-        g = side.get(i)
-        g = _elements(g) if g is not None else np.full(out.shape, -0.0)
+        g, step = side.get(i), 1
+        if g is None:
+            g = np.full(out.shape, -0.0)
+        elif i in self.spread:
+            g, step = _elements(g.flat[0]), 0
+        else:
+            g = _elements(g)
         vals, adjs = [], []   # (value, step) and (adjoint, mode) per operand
         for r in (ra, rb, rc):
             if r < 0:     # a constant number (or the unused operand): no adjoint
@@ -496,13 +505,15 @@ class FloatAdjoints:
                     buf = side[r] = np.empty(arrays[r].shape)
                     self.owned.add(id(buf))
                     mode = 2
-                elif not buf.flags.c_contiguous:   # (an adopted array: written through a view)
-                    buf = side[r] = np.ascontiguousarray(buf)
+                elif r in self.spread or not buf.flags.c_contiguous:
+                    # written out: the terms add into it in place, through a flat view
+                    self.spread.discard(r)
+                    buf = side[r] = np.array(buf, dtype=np.float64, order="C")
                     self.owned.add(id(buf))
                 vals += [_elements(arrays[r]), 1]
                 adjs += [buf.reshape(-1), mode]
         status = K.reverse_entry(A.op, A.a, A.b, self.adj, self.reached, A.freed, A.dirty, i, g,
-                                 out, *vals, *adjs)
+                                 step, out, *vals, *adjs)
         _check(T, status, i)
 
     def _flat(self, i):
@@ -518,7 +529,13 @@ class FloatAdjoints:
         if o >= 0:   # a view: entry i's slot no longer changes once the sweep is past it
             return self.aadj[o:o + self.nel[i]].reshape(arr.shape)
         g = self.side.get(i)
-        return np.zeros(arr.shape) if g is None else g
+        if g is None:
+            return np.zeros(arr.shape)
+        if i in self.spread:
+            self.spread.discard(i)
+            g = self.side[i] = np.array(g, dtype=np.float64, order="C")
+            self.owned.add(id(g))
+        return g
 
     def tensor(self, i):
         return wrap(self.get(i))
@@ -537,6 +554,12 @@ class FloatAdjoints:
             self.aadj[o:o + self.nel[i]].reshape(arr.shape)[...] = g
         else:
             self.side[i] = np.array(np.broadcast_to(g, arr.shape), dtype=np.float64)
+            self.spread.discard(i)
+
+    def seed(self, i, g):
+        """Entry ``i``'s gradient from the caller: never adopted (the caller's array must not
+        change when other gradients add into the entry)."""
+        self.set(i, g)
 
     def add(self, i, g):
         if isinstance(g, Tensor):
@@ -552,7 +575,18 @@ class FloatAdjoints:
         else:
             cur = self.side.get(i)
             if cur is not None:
-                cur += g
+                if i in self.spread:   # (a read-only view: the sum is a new array)
+                    self.spread.discard(i)
+                    cur = self.side[i] = np.add(cur, g, dtype=np.float64)
+                    self.owned.add(id(cur))
+                else:
+                    cur += g
+            elif (g.__class__ is np.ndarray and g.dtype == np.float64 and g.ndim
+                  and not any(g.strides) and g.shape == arr.shape):
+                # one number broadcast (a sum's gradient): kept so, read-only, over a copy
+                # of the number (whatever g views is not ours)
+                self.side[i] = np.broadcast_to(np.array(g.flat[0]), arr.shape)
+                self.spread.add(i)
             elif (g.__class__ is np.ndarray and g.base is None and g.flags.writeable
                   and g.shape == arr.shape and g.dtype == np.float64 and id(g) not in self.owned):
                 self.side[i] = g          # a fresh array from a vjp: adopt it, no copy
@@ -600,6 +634,9 @@ class GraphAdjoints:
     create_graph = True
     __slots__ = ("tape", "arrays", "adj", "reached", "views", "needed", "hits", "stops")
     large = ()   # (every entry is walked in Python)
+
+    def seed(self, i, g):
+        self.add(i, g)
 
     def __init__(self, arrays, hits, swept=None):   # (swept: the float walk's layout)
         self.tape = arrays.tape
@@ -909,7 +946,7 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
                                                                                 swept)
     reached = adj.reached
     for i, g in seeds.items():
-        adj.add(i, g)
+        adj.seed(i, g)
         reached[i] = 1
     large = adj.large
     if large:   # (each runs alone, at a stop of its own)

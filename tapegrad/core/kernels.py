@@ -294,12 +294,12 @@ def put(k, dx, dy, dz, gx, mx, sx, gy, my, sy, gz, mz, sz):
 
 
 @jit
-def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
+def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
     """``array_terms`` of an entry that a gradient reached (not only zero tensors),
     one loop per op."""
     if o == 0:  # add
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -319,7 +319,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 1:  # sub
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -339,7 +339,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 2:  # mul
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -359,7 +359,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 3:  # div
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -379,7 +379,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 4:  # pow
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -399,7 +399,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 5:  # atan2
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -419,7 +419,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 6:  # maximum
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -439,7 +439,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 7:  # minimum
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -459,7 +459,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 8:  # neg
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -479,7 +479,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 9:  # abs
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -499,7 +499,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 10:  # exp
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -519,7 +519,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 11:  # log
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -539,7 +539,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 12:  # log1p
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -559,7 +559,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 13:  # expm1
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -579,7 +579,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 14:  # sqrt
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -599,7 +599,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 15:  # sin
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -619,7 +619,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 16:  # cos
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -639,7 +639,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 17:  # tan
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -659,7 +659,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 18:  # asin
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -679,7 +679,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 19:  # acos
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -699,7 +699,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 20:  # atan
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -719,7 +719,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 21:  # sinh
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -739,7 +739,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 22:  # cosh
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -759,7 +759,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 23:  # tanh
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -779,7 +779,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 24:  # sigmoid
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -799,7 +799,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 25:  # relu
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -819,7 +819,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 26:  # erf
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -839,7 +839,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 27:  # sign
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -859,7 +859,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 28:  # round
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -879,7 +879,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 29:  # floor
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -899,7 +899,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 30:  # ceil
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -919,7 +919,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 31:  # trunc
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -939,7 +939,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 32:  # lt
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -959,7 +959,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 33:  # le
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -979,7 +979,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 34:  # gt
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -999,7 +999,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 35:  # ge
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -1019,7 +1019,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 36:  # eq
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -1039,7 +1039,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 37:  # ne
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -1059,7 +1059,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 38:  # clamp
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -1079,7 +1079,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 39:  # where
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -1099,7 +1099,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 40:  # reciprocal
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -1119,7 +1119,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 41:  # clone
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -1139,7 +1139,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 42:  # sigmoid_backward
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -1159,7 +1159,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 43:  # tanh_backward
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -1179,7 +1179,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 44:  # threshold_backward
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -1199,7 +1199,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 45:  # leaky_relu_backward
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -1219,7 +1219,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 46:  # elu_backward
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -1239,7 +1239,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 47:  # gelu_backward
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -1259,7 +1259,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 48:  # softplus_backward
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -1279,7 +1279,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 49:  # mse_loss_backward
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -1299,7 +1299,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 50:  # binary_cross_entropy_backward
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -1319,7 +1319,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 51:  # smooth_l1_backward
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -1339,7 +1339,7 @@ def array_loop(o, n, gv, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
                 gz[k * sz] = dz
     elif o == 52:  # sgn
         for k in range(n):
-            g = gv[k]
+            g = gv[k * sg]
             x = xv[k * sx]
             y = yv[k * sy]
             z = zv[k * sz]
@@ -1408,16 +1408,16 @@ def reach(r, by_zero_tensor, reached, stop):
 
 
 @jit
-def array_terms(o, zero, zx, zy, zz, n, g, out, x, sx, y, sy, z, sz, gx, mx, gy, my, gz, mz):
-    """The adjoint terms of an array entry of op ``o`` (``n`` elements, adjoint ``g``, value
-    ``out``; ``zero`` and ``z*`` as in ``reverse``) added into its operands' adjoints, element
+def array_terms(o, zero, zx, zy, zz, n, g, sg, out, x, sx, y, sy, z, sz, gx, mx, gy, my, gz, mz):
+    """The adjoint terms of an array entry of op ``o`` (``n`` elements, adjoint ``g`` at step
+    ``sg``, value ``out``; ``zero`` and ``z*`` as in ``reverse``) added into its operands' adjoints, element
     by element in order.  ``x``/``y``/``z`` are the operands' values and ``gx``/``gy``/``gz``
     their adjoints, read at step ``s*``: 1 for an array, 0 for a number broadcast over the
     entry (whose adjoint sums the terms).  ``m*``: 0 leaves the operand's adjoint alone (a
     constant), 1 adds to it, 2 sets it (a buffer no term reached yet: -0.0 + t is t, bit for
     bit, so the buffer needs no fill)."""
     if not zero:
-        array_loop(o, n, g, out, x, sx, y, sy, z, sz, gx, mx, gy, my, gz, mz)
+        array_loop(o, n, g, sg, out, x, sx, y, sy, z, sz, gx, mx, gy, my, gz, mz)
         return
     for k in range(n):
         dx, dy, dz = terms(o, 0.0, x[k * sx], y[k * sy], z[k * sz], out[k])
@@ -1437,7 +1437,7 @@ def _operand(r, off, n, val, consts, aval, adj, aadj):
 
 
 @jit
-def reverse_entry(op, a, b, adj, reached, freed, dirty, i, g, out, x, sx, y, sy, z, sz,
+def reverse_entry(op, a, b, adj, reached, freed, dirty, i, g, sg, out, x, sx, y, sy, z, sz,
                   gx, mx, gy, my, gz, mz):
     """Array entry ``i`` alone, on arrays of its own rather than ``reverse``'s flat layout (a
     large entry: laying it out would copy it): the same checks, terms (``array_terms``) and
@@ -1460,7 +1460,7 @@ def reverse_entry(op, a, b, adj, reached, freed, dirty, i, g, out, x, sx, y, sy,
     zx = zero and ZERO_MODE[o, 0] == 0
     zy = zero and ZERO_MODE[o, 1] == 0
     zz = zero and ZERO_MODE[o, 2] == 0
-    array_terms(o, zero, zx, zy, zz, out.shape[0], g, out, x, sx, y, sy, z, sz,
+    array_terms(o, zero, zx, zy, zz, out.shape[0], g, sg, out, x, sx, y, sy, z, sz,
                 gx, mx, gy, my, gz, mz)
     reach(ra, zx, reached, -1)
     reach(rb, zy, reached, -1)
@@ -1525,7 +1525,7 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
             x, sx, gx = _operand(ra, off, n, val, consts, aval, adj, aadj)
             y, sy, gy = _operand(rb, off, n, val, consts, aval, adj, aadj)
             z, sz, gz = _operand(rc, off, n, val, consts, aval, adj, aadj)
-            array_terms(o, zero, zx, zy, zz, n, aadj[oi:oi + n], aval[oi:oi + n],
+            array_terms(o, zero, zx, zy, zz, n, aadj[oi:oi + n], 1, aval[oi:oi + n],
                         x, sx, y, sy, z, sz, gx, 1 if ra >= 0 else 0, gy, 1 if rb >= 0 else 0,
                         gz, 1 if rc >= 0 else 0)
         else:
