@@ -531,7 +531,8 @@ def hvp_kernels() -> List[str]:
 def array_loops() -> List[str]:
     """``array_loop``: the terms of an array entry with the op's branch taken once per entry,
     not once per element (``terms`` inside a loop branches at every element), so that the
-    loop over the elements is plain arithmetic; the same expressions as ``terms``.  The
+    loop over the elements is plain arithmetic; the same expressions as ``terms`` (which
+    read values only, never adjoints: computed term by term, they are the same).  The
     stores are written out in each loop: a call per element (``put``) is not inlined and
     costs ten times the loop."""
     out = ["", "@jit",
@@ -546,18 +547,19 @@ def array_loops() -> List[str]:
             '    """``array_terms`` of an entry that a gradient reached (not only zero tensors),',
             '    one loop per op."""']
     for k, op in enumerate(OPS):
-        parts = ", ".join(adjoint_term(op, v) for v in "xyz")
         out += [f"    {'if' if k == 0 else 'elif'} o == {k}:  # {op.name}",
                 "        for k in range(n):",
                 "            g = gv[k * sg]",
                 "            x = xv[k * sx]",
                 "            y = yv[k * sy]",
                 "            z = zv[k * sz]",
-                "            out = ov[k]",
-                f"            dx, dy, dz = {parts}"]
+                "            out = ov[k]"]
+        # a term is computed only for an operand that takes it (pow's exponent term
+        # calls log at every element, for a constant exponent that takes none)
         for v in "xyz":
-            out += [f"            if m{v} == 1:", f"                g{v}[k * s{v}] += d{v}",
-                    f"            elif m{v} == 2:", f"                g{v}[k * s{v}] = d{v}"]
+            term = adjoint_term(op, v)
+            out += [f"            if m{v} == 1:", f"                g{v}[k * s{v}] += {term}",
+                    f"            elif m{v} == 2:", f"                g{v}[k * s{v}] = {term}"]
     return out + [""]
 
 

@@ -304,19 +304,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = g, g, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += g
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = g
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += g
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = g
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 1:  # sub
         for k in range(n):
             g = gv[k * sg]
@@ -324,19 +323,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = g, (-g), 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += g
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = g
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += (-g)
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = (-g)
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 2:  # mul
         for k in range(n):
             g = gv[k * sg]
@@ -344,19 +342,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = g * (y), g * (x), 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += g * (y)
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = g * (y)
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += g * (x)
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = g * (x)
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 3:  # div
         for k in range(n):
             g = gv[k * sg]
@@ -364,19 +361,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = (g / y), (-g * ((x / y) / y)), 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += (g / y)
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = (g / y)
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += (-g * ((x / y) / y))
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = (-g * ((x / y) / y))
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 4:  # pow
         for k in range(n):
             g = gv[k * sg]
@@ -384,19 +380,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0)))), (g * (0.0 * out)) if x == 0.0 and y >= 0.0 else (g * (out * log(x))), 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0))))
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0))))
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += (g * (0.0 * out)) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = (g * (0.0 * out)) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 5:  # atan2
         for k in range(n):
             g = gv[k * sg]
@@ -404,19 +399,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = (g * (0.0 * y)) if x * x + y * y == 0.0 else (g * (y / (x * x + y * y))), (g * (-0.0 * x)) if x * x + y * y == 0.0 else (g * (-x / (x * x + y * y))), 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += (g * (0.0 * y)) if x * x + y * y == 0.0 else (g * (y / (x * x + y * y)))
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = (g * (0.0 * y)) if x * x + y * y == 0.0 else (g * (y / (x * x + y * y)))
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += (g * (-0.0 * x)) if x * x + y * y == 0.0 else (g * (-x / (x * x + y * y)))
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = (g * (-0.0 * x)) if x * x + y * y == 0.0 else (g * (-x / (x * x + y * y)))
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 6:  # maximum
         for k in range(n):
             g = gv[k * sg]
@@ -424,19 +418,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = (0.0) if x < y else ((g * (0.5)) if x == y else (g)), (0.0) if y < x else ((g * (0.5)) if x == y else (g)), 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += (0.0) if x < y else ((g * (0.5)) if x == y else (g))
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = (0.0) if x < y else ((g * (0.5)) if x == y else (g))
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += (0.0) if y < x else ((g * (0.5)) if x == y else (g))
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = (0.0) if y < x else ((g * (0.5)) if x == y else (g))
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 7:  # minimum
         for k in range(n):
             g = gv[k * sg]
@@ -444,19 +437,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = (0.0) if x > y else ((g * (0.5)) if x == y else (g)), (0.0) if y > x else ((g * (0.5)) if x == y else (g)), 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += (0.0) if x > y else ((g * (0.5)) if x == y else (g))
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = (0.0) if x > y else ((g * (0.5)) if x == y else (g))
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += (0.0) if y > x else ((g * (0.5)) if x == y else (g))
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = (0.0) if y > x else ((g * (0.5)) if x == y else (g))
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 8:  # neg
         for k in range(n):
             g = gv[k * sg]
@@ -464,19 +456,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = (-g), 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += (-g)
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = (-g)
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 9:  # abs
         for k in range(n):
             g = gv[k * sg]
@@ -484,19 +475,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = g * (sign(x)), 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += g * (sign(x))
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = g * (sign(x))
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 10:  # exp
         for k in range(n):
             g = gv[k * sg]
@@ -504,19 +494,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = g * (out), 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += g * (out)
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = g * (out)
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 11:  # log
         for k in range(n):
             g = gv[k * sg]
@@ -524,19 +513,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = (g / x), 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += (g / x)
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = (g / x)
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 12:  # log1p
         for k in range(n):
             g = gv[k * sg]
@@ -544,19 +532,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = (g / (x + 1.0)), 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += (g / (x + 1.0))
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = (g / (x + 1.0))
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 13:  # expm1
         for k in range(n):
             g = gv[k * sg]
@@ -564,19 +551,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = g * (out + 1.0), 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += g * (out + 1.0)
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = g * (out + 1.0)
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 14:  # sqrt
         for k in range(n):
             g = gv[k * sg]
@@ -584,19 +570,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = (g / (2.0 * out)), 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += (g / (2.0 * out))
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = (g / (2.0 * out))
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 15:  # sin
         for k in range(n):
             g = gv[k * sg]
@@ -604,19 +589,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = g * (cos(x)), 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += g * (cos(x))
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = g * (cos(x))
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 16:  # cos
         for k in range(n):
             g = gv[k * sg]
@@ -624,19 +608,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = g * (-sin(x)), 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += g * (-sin(x))
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = g * (-sin(x))
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 17:  # tan
         for k in range(n):
             g = gv[k * sg]
@@ -644,19 +627,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = (g * (1.0 + out ** 2.0)), 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += (g * (1.0 + out ** 2.0))
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = (g * (1.0 + out ** 2.0))
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 18:  # asin
         for k in range(n):
             g = gv[k * sg]
@@ -664,19 +646,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = g * (1.0 / sqrt(1.0 - x * x)), 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += g * (1.0 / sqrt(1.0 - x * x))
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = g * (1.0 / sqrt(1.0 - x * x))
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 19:  # acos
         for k in range(n):
             g = gv[k * sg]
@@ -684,19 +665,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = g * (-1.0 / sqrt(1.0 - x * x)), 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += g * (-1.0 / sqrt(1.0 - x * x))
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = g * (-1.0 / sqrt(1.0 - x * x))
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 20:  # atan
         for k in range(n):
             g = gv[k * sg]
@@ -704,19 +684,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = (g / (x * x + 1.0)), 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += (g / (x * x + 1.0))
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = (g / (x * x + 1.0))
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 21:  # sinh
         for k in range(n):
             g = gv[k * sg]
@@ -724,19 +703,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = g * (cosh(x)), 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += g * (cosh(x))
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = g * (cosh(x))
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 22:  # cosh
         for k in range(n):
             g = gv[k * sg]
@@ -744,19 +722,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = g * (sinh(x)), 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += g * (sinh(x))
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = g * (sinh(x))
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 23:  # tanh
         for k in range(n):
             g = gv[k * sg]
@@ -764,19 +741,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = g * (1.0 - out * out), 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += g * (1.0 - out * out)
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = g * (1.0 - out * out)
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 24:  # sigmoid
         for k in range(n):
             g = gv[k * sg]
@@ -784,19 +760,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = g * (out * (1.0 - out)), 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += g * (out * (1.0 - out))
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = g * (out * (1.0 - out))
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 25:  # relu
         for k in range(n):
             g = gv[k * sg]
@@ -804,19 +779,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = (0.0) if x <= 0.0 else (g), 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += (0.0) if x <= 0.0 else (g)
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = (0.0) if x <= 0.0 else (g)
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 26:  # erf
         for k in range(n):
             g = gv[k * sg]
@@ -824,19 +798,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = (1.1283791670955126 * exp(-(x ** 2.0)) * g), 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += (1.1283791670955126 * exp(-(x ** 2.0)) * g)
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = (1.1283791670955126 * exp(-(x ** 2.0)) * g)
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 27:  # sign
         for k in range(n):
             g = gv[k * sg]
@@ -844,19 +817,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = 0.0, 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 28:  # round
         for k in range(n):
             g = gv[k * sg]
@@ -864,19 +836,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = 0.0, 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 29:  # floor
         for k in range(n):
             g = gv[k * sg]
@@ -884,19 +855,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = 0.0, 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 30:  # ceil
         for k in range(n):
             g = gv[k * sg]
@@ -904,19 +874,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = 0.0, 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 31:  # trunc
         for k in range(n):
             g = gv[k * sg]
@@ -924,19 +893,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = 0.0, 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 32:  # lt
         for k in range(n):
             g = gv[k * sg]
@@ -944,19 +912,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = 0.0, 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 33:  # le
         for k in range(n):
             g = gv[k * sg]
@@ -964,19 +931,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = 0.0, 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 34:  # gt
         for k in range(n):
             g = gv[k * sg]
@@ -984,19 +950,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = 0.0, 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 35:  # ge
         for k in range(n):
             g = gv[k * sg]
@@ -1004,19 +969,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = 0.0, 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 36:  # eq
         for k in range(n):
             g = gv[k * sg]
@@ -1024,19 +988,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = 0.0, 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 37:  # ne
         for k in range(n):
             g = gv[k * sg]
@@ -1044,19 +1007,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = 0.0, 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 38:  # clamp
         for k in range(n):
             g = gv[k * sg]
@@ -1064,19 +1026,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = (g) if x >= y and x <= z else (0.0), (g) if x < y and y < z else (0.0), (g) if x > z or z < y else (0.0)
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += (g) if x >= y and x <= z else (0.0)
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = (g) if x >= y and x <= z else (0.0)
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += (g) if x < y and y < z else (0.0)
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = (g) if x < y and y < z else (0.0)
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += (g) if x > z or z < y else (0.0)
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = (g) if x > z or z < y else (0.0)
     elif o == 39:  # where
         for k in range(n):
             g = gv[k * sg]
@@ -1084,19 +1045,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = 0.0, (g) if x != 0.0 else (0.0), (0.0) if x != 0.0 else (g)
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += (g) if x != 0.0 else (0.0)
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = (g) if x != 0.0 else (0.0)
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += (0.0) if x != 0.0 else (g)
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = (0.0) if x != 0.0 else (g)
     elif o == 40:  # reciprocal
         for k in range(n):
             g = gv[k * sg]
@@ -1104,19 +1064,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = (-g * (out * out)), 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += (-g * (out * out))
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = (-g * (out * out))
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 41:  # clone
         for k in range(n):
             g = gv[k * sg]
@@ -1124,19 +1083,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = g, 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += g
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = g
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 42:  # sigmoid_backward
         for k in range(n):
             g = gv[k * sg]
@@ -1144,19 +1102,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = g * ((1.0 - y) * y), g * (x * (-2.0 * y + 1.0)), 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += g * ((1.0 - y) * y)
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = g * ((1.0 - y) * y)
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += g * (x * (-2.0 * y + 1.0))
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = g * (x * (-2.0 * y + 1.0))
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 43:  # tanh_backward
         for k in range(n):
             g = gv[k * sg]
@@ -1164,19 +1121,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = g * (1.0 - y * y), g * (-2.0 * y * x), 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += g * (1.0 - y * y)
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = g * (1.0 - y * y)
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += g * (-2.0 * y * x)
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = g * (-2.0 * y * x)
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 44:  # threshold_backward
         for k in range(n):
             g = gv[k * sg]
@@ -1184,19 +1140,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = (0.0) if y <= 0.0 else (g), 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += (0.0) if y <= 0.0 else (g)
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = (0.0) if y <= 0.0 else (g)
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 45:  # leaky_relu_backward
         for k in range(n):
             g = gv[k * sg]
@@ -1204,19 +1159,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = (g) if y > 0.0 else (g * (z)), 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += (g) if y > 0.0 else (g * (z))
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = (g) if y > 0.0 else (g * (z))
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 46:  # elu_backward
         for k in range(n):
             g = gv[k * sg]
@@ -1224,19 +1178,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = (g * (z * exp(y))) if y <= 0.0 else (g), g * ((x * z * exp(y) if y <= 0.0 else x) * (1.0 if y < 0.0 else 0.0)), 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += (g * (z * exp(y))) if y <= 0.0 else (g)
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = (g * (z * exp(y))) if y <= 0.0 else (g)
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += g * ((x * z * exp(y) if y <= 0.0 else x) * (1.0 if y < 0.0 else 0.0))
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = g * ((x * z * exp(y) if y <= 0.0 else x) * (1.0 if y < 0.0 else 0.0))
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 47:  # gelu_backward
         for k in range(n):
             g = gv[k * sg]
@@ -1244,19 +1197,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = g * (0.5 * (1.0 + erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * exp(y * y * -0.5))), g * (x * (2.0 * (0.3989422804014327 * exp(-0.5 * (y * y))) - y * y * (0.3989422804014327 * exp(-0.5 * (y * y))))), 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += g * (0.5 * (1.0 + erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * exp(y * y * -0.5)))
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = g * (0.5 * (1.0 + erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * exp(y * y * -0.5)))
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += g * (x * (2.0 * (0.3989422804014327 * exp(-0.5 * (y * y))) - y * y * (0.3989422804014327 * exp(-0.5 * (y * y)))))
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = g * (x * (2.0 * (0.3989422804014327 * exp(-0.5 * (y * y))) - y * y * (0.3989422804014327 * exp(-0.5 * (y * y)))))
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 48:  # softplus_backward
         for k in range(n):
             g = gv[k * sg]
@@ -1264,19 +1216,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = (g) if y > z else (g * (exp(y) / (exp(y) + 1.0))), g * (x * (1.0 - 1.0 / (1.0 + exp(-y))) * (1.0 / (1.0 + exp(-y))) * (1.0 if y < z else 0.0)), 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += (g) if y > z else (g * (exp(y) / (exp(y) + 1.0)))
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = (g) if y > z else (g * (exp(y) / (exp(y) + 1.0)))
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += g * (x * (1.0 - 1.0 / (1.0 + exp(-y))) * (1.0 / (1.0 + exp(-y))) * (1.0 if y < z else 0.0))
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = g * (x * (1.0 - 1.0 / (1.0 + exp(-y))) * (1.0 / (1.0 + exp(-y))) * (1.0 if y < z else 0.0))
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 49:  # mse_loss_backward
         for k in range(n):
             g = gv[k * sg]
@@ -1284,19 +1235,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = g * (2.0 * (y - z)), g * (2.0 * x), g * (-2.0 * x)
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += g * (2.0 * (y - z))
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = g * (2.0 * (y - z))
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += g * (2.0 * x)
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = g * (2.0 * x)
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += g * (-2.0 * x)
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = g * (-2.0 * x)
     elif o == 50:  # binary_cross_entropy_backward
         for k in range(n):
             g = gv[k * sg]
@@ -1304,19 +1254,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = g * ((y - z) / ((y + 1e-12) * (1.0 - y + 1e-12))), g * ((y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * x), g * (-x / max((1.0 - y) * y, 1e-12))
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += g * ((y - z) / ((y + 1e-12) * (1.0 - y + 1e-12)))
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = g * ((y - z) / ((y + 1e-12) * (1.0 - y + 1e-12)))
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += g * ((y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * x)
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = g * ((y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * x)
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += g * (-x / max((1.0 - y) * y, 1e-12))
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = g * (-x / max((1.0 - y) * y, 1e-12))
     elif o == 51:  # smooth_l1_backward
         for k in range(n):
             g = gv[k * sg]
@@ -1324,19 +1273,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = (g * (-1.0)) if y <= -z else ((g) if y >= z else (g * (y / z))), g * (x * (1.0 if y < z and -y < z else 0.0) / z), 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += (g * (-1.0)) if y <= -z else ((g) if y >= z else (g * (y / z)))
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = (g * (-1.0)) if y <= -z else ((g) if y >= z else (g * (y / z)))
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += g * (x * (1.0 if y < z and -y < z else 0.0) / z)
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = g * (x * (1.0 if y < z and -y < z else 0.0) / z)
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
     elif o == 52:  # sgn
         for k in range(n):
             g = gv[k * sg]
@@ -1344,19 +1292,18 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             y = yv[k * sy]
             z = zv[k * sz]
             out = ov[k]
-            dx, dy, dz = 0.0, 0.0, 0.0
             if mx == 1:
-                gx[k * sx] += dx
+                gx[k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = dx
+                gx[k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += dy
+                gy[k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = dy
+                gy[k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += dz
+                gz[k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = dz
+                gz[k * sz] = 0.0
 
 HESSIAN_PAIRS = ((), (), ((0, 1),), ((0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), (), (), (), (), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), (), ((0, 0),), (), (), (), (), (), (), (), (), (), (), (), (), (), ((0, 0),), (), ((0, 1), (1, 1)), ((0, 1), (1, 1)), (), ((0, 2),), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (1, 1)), ((0, 1), (1, 1)), ((0, 1), (0, 2)), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (0, 2), (1, 2)), ())
 
