@@ -547,8 +547,11 @@ def _evenly(g, ans, x):
     # d max / dx for the max of all elements, PyTorch's evenly_distribute_backward: g split
     # among the elements equal to it (the NaNs, for a NaN max), exactly 0 elsewhere.  (Three
     # passes over x, not nine: the ties as a mask, counted, the share put where they are.)
-    ties = x != x if bool(ans != ans) else x == ans
-    return (_where(ties, g / call("sum", ties), 0.0),)
+    # The count is a number in both walks (no gradient flows through it): counted by NumPy,
+    # it divides as a float, g / 3.0 being g / 3 bit for bit.
+    a = ans._value
+    ties = x != x if a != a else x == ans
+    return (_where(ties, g / float(np.count_nonzero(ties._value)), 0.0),)
 
 
 max_all.defvjp(_evenly)
