@@ -560,6 +560,27 @@ def array_loops() -> List[str]:
             term = adjoint_term(op, v)
             out += [f"            if m{v} == 1:", f"                g{v}[k * s{v}] += {term}",
                     f"            elif m{v} == 2:", f"                g{v}[k * s{v}] = {term}"]
+    out += ["", "", "@jit",
+            "def fast_loop(o, want, n, G, O, X, Y, Z, tx, ty, tz):",
+            '    """The terms of an array entry of one or two operands into ``tx``/``ty`` (set, not',
+            '    added), for the operands in ``want`` (bit 1 x, 2 y): every array contiguous, of ``n``',
+            '    elements, numbers written out as arrays, so that the loop vectorizes where its',
+            '    arithmetic can (``array_loop`` indexes by step and branches on modes per element).',
+            '    Returns False for an op it does not cover (three operands)."""']
+    first = True
+    for k, op in enumerate(OPS):
+        if op.arity > 2:
+            continue
+        out.append(f"    {'if' if first else 'elif'} o == {k}:  # {op.name}")
+        first = False
+        for want in ((1,) if op.arity == 1 else (1, 2, 3)):
+            vs = [v for b, v in ((1, "x"), (2, "y")) if want & b]
+            out += [f"        {'if' if want == 1 else 'elif'} want == {want}:",
+                    "            for k in range(n):",
+                    "                g = G[k]", "                x = X[k]", "                y = Y[k]",
+                    "                out = O[k]"]
+            out += [f"                t{v}[k] = {adjoint_term(op, v)}" for v in vs]
+    out += ["    else:", "        return False", "    return True", ""]
     return out + [""]
 
 
@@ -642,10 +663,12 @@ def _operand(r, off, n, val, consts, aval, adj, aadj):
 
 @jit
 def reverse_entry(op, a, b, adj, reached, freed, dirty, i, g, sg, out, x, sx, y, sy, z, sz,
-                  gx, mx, gy, my, gz, mz):
+                  gx, mx, gy, my, gz, mz, want, tx, ty):
     """Array entry ``i`` alone, on arrays of its own rather than ``reverse``'s flat layout (a
     large entry: laying it out would copy it): the same checks, terms (``array_terms``) and
-    reach marks as ``reverse``.  Returns ``reverse``'s status."""
+    reach marks as ``reverse``; with ``want`` (see ``fast_loop``, whose arrays ``g``, ``out``,
+    ``x``, ``y`` then are) and a gradient, not zero tensors, reaching the entry, the terms go
+    to ``tx``/``ty`` instead.  Returns ``reverse``'s status."""
     o = op[i]
     if reached[i] == 0 or NO_GRAD[o]:
         return 0
@@ -664,8 +687,9 @@ def reverse_entry(op, a, b, adj, reached, freed, dirty, i, g, sg, out, x, sx, y,
     zx = zero and ZERO_MODE[o, 0] == 0
     zy = zero and ZERO_MODE[o, 1] == 0
     zz = zero and ZERO_MODE[o, 2] == 0
-    array_terms(o, zero, zx, zy, zz, out.shape[0], g, sg, out, x, sx, y, sy, z, sz,
-                gx, mx, gy, my, gz, mz)
+    if want == 0 or zero or not fast_loop(o, want, out.shape[0], g, out, x, y, z, tx, ty, ty):
+        array_terms(o, zero, zx, zy, zz, out.shape[0], g, sg, out, x, sx, y, sy, z, sz,
+                    gx, mx, gy, my, gz, mz)
     reach(ra, zx, reached, -1)
     reach(rb, zy, reached, -1)
     reach(rc, zz, reached, -1)

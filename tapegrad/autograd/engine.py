@@ -512,9 +512,40 @@ class FloatAdjoints:
                     self.owned.add(id(buf))
                 vals += [_elements(arrays[r]), 1]
                 adjs += [buf.reshape(-1), mode]
+        # The vectorizable loop (``K.fast_loop``) takes one or two operands, arrays only, and
+        # sets its terms: numbers are written out as arrays, a term for a buffer that has
+        # some already goes through a scratch array added after (the same sum, in the same
+        # order, as adding in the loop).  Not for zero tensors, nor for a number entry's
+        # adjoint, which sums the terms one by one, in order.
+        want, scratch = 0, []
+        if (K.ARITY[o] <= 2 and self.reached[i] == 1 and not K.ZERO_TENSOR[o]
+                and not any(adjs[2 * k + 1] == 1 and vals[2 * k + 1] == 0 for k in range(2))):
+            n = out.shape[0]
+            if step == 0:
+                g, step = np.full(n, g[0]), 1
+            for k in range(K.ARITY[o]):
+                if vals[2 * k + 1] == 0:
+                    vals[2 * k], vals[2 * k + 1] = np.full(n, vals[2 * k][0]), 1
+            if K.ARITY[o] == 1:   # (y is not read: any array of n elements)
+                vals[2], vals[3] = vals[0], 1
+            targets = []
+            for k in range(2):
+                buf, mode = adjs[2 * k], adjs[2 * k + 1]
+                if mode:
+                    want |= 1 << k
+                    t = buf if mode == 2 else np.empty(n)
+                    if mode == 1:
+                        scratch.append((buf, t))
+                    targets.append(t)
+                else:
+                    targets.append(_EMPTY_F)
+        else:
+            targets = [_EMPTY_F, _EMPTY_F]
         status = K.reverse_entry(A.op, A.a, A.b, self.adj, self.reached, A.freed, A.dirty, i, g,
-                                 step, out, *vals, *adjs)
+                                 step, out, *vals, *adjs, want, *targets)
         _check(T, status, i)
+        for buf, t in scratch:
+            buf += t
 
     def _flat(self, i):
         """Offset of array entry ``i`` in ``aadj``, or -1 when it lives in ``side``."""

@@ -1305,6 +1305,649 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             elif mz == 2:
                 gz[k * sz] = 0.0
 
+
+@jit
+def fast_loop(o, want, n, G, O, X, Y, Z, tx, ty, tz):
+    """The terms of an array entry of one or two operands into ``tx``/``ty`` (set, not
+    added), for the operands in ``want`` (bit 1 x, 2 y): every array contiguous, of ``n``
+    elements, numbers written out as arrays, so that the loop vectorizes where its
+    arithmetic can (``array_loop`` indexes by step and branches on modes per element).
+    Returns False for an op it does not cover (three operands)."""
+    if o == 0:  # add
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g
+        elif want == 2:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                ty[k] = g
+        elif want == 3:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g
+                ty[k] = g
+    elif o == 1:  # sub
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g
+        elif want == 2:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                ty[k] = (-g)
+        elif want == 3:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g
+                ty[k] = (-g)
+    elif o == 2:  # mul
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g * (y)
+        elif want == 2:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                ty[k] = g * (x)
+        elif want == 3:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g * (y)
+                ty[k] = g * (x)
+    elif o == 3:  # div
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (g / y)
+        elif want == 2:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                ty[k] = (-g * ((x / y) / y))
+        elif want == 3:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (g / y)
+                ty[k] = (-g * ((x / y) / y))
+    elif o == 4:  # pow
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0))))
+        elif want == 2:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                ty[k] = (g * (0.0 * out)) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
+        elif want == 3:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0))))
+                ty[k] = (g * (0.0 * out)) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
+    elif o == 5:  # atan2
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (g * (0.0 * y)) if x * x + y * y == 0.0 else (g * (y / (x * x + y * y)))
+        elif want == 2:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                ty[k] = (g * (-0.0 * x)) if x * x + y * y == 0.0 else (g * (-x / (x * x + y * y)))
+        elif want == 3:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (g * (0.0 * y)) if x * x + y * y == 0.0 else (g * (y / (x * x + y * y)))
+                ty[k] = (g * (-0.0 * x)) if x * x + y * y == 0.0 else (g * (-x / (x * x + y * y)))
+    elif o == 6:  # maximum
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (0.0) if x < y else ((g * (0.5)) if x == y else (g))
+        elif want == 2:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                ty[k] = (0.0) if y < x else ((g * (0.5)) if x == y else (g))
+        elif want == 3:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (0.0) if x < y else ((g * (0.5)) if x == y else (g))
+                ty[k] = (0.0) if y < x else ((g * (0.5)) if x == y else (g))
+    elif o == 7:  # minimum
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (0.0) if x > y else ((g * (0.5)) if x == y else (g))
+        elif want == 2:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                ty[k] = (0.0) if y > x else ((g * (0.5)) if x == y else (g))
+        elif want == 3:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (0.0) if x > y else ((g * (0.5)) if x == y else (g))
+                ty[k] = (0.0) if y > x else ((g * (0.5)) if x == y else (g))
+    elif o == 8:  # neg
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (-g)
+    elif o == 9:  # abs
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g * (sign(x))
+    elif o == 10:  # exp
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g * (out)
+    elif o == 11:  # log
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (g / x)
+    elif o == 12:  # log1p
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (g / (x + 1.0))
+    elif o == 13:  # expm1
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g * (out + 1.0)
+    elif o == 14:  # sqrt
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (g / (2.0 * out))
+    elif o == 15:  # sin
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g * (cos(x))
+    elif o == 16:  # cos
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g * (-sin(x))
+    elif o == 17:  # tan
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (g * (1.0 + out ** 2.0))
+    elif o == 18:  # asin
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g * (1.0 / sqrt(1.0 - x * x))
+    elif o == 19:  # acos
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g * (-1.0 / sqrt(1.0 - x * x))
+    elif o == 20:  # atan
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (g / (x * x + 1.0))
+    elif o == 21:  # sinh
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g * (cosh(x))
+    elif o == 22:  # cosh
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g * (sinh(x))
+    elif o == 23:  # tanh
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g * (1.0 - out * out)
+    elif o == 24:  # sigmoid
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g * (out * (1.0 - out))
+    elif o == 25:  # relu
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (0.0) if x <= 0.0 else (g)
+    elif o == 26:  # erf
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (1.1283791670955126 * exp(-(x ** 2.0)) * g)
+    elif o == 27:  # sign
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = 0.0
+    elif o == 28:  # round
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = 0.0
+    elif o == 29:  # floor
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = 0.0
+    elif o == 30:  # ceil
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = 0.0
+    elif o == 31:  # trunc
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = 0.0
+    elif o == 32:  # lt
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = 0.0
+        elif want == 2:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                ty[k] = 0.0
+        elif want == 3:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = 0.0
+                ty[k] = 0.0
+    elif o == 33:  # le
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = 0.0
+        elif want == 2:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                ty[k] = 0.0
+        elif want == 3:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = 0.0
+                ty[k] = 0.0
+    elif o == 34:  # gt
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = 0.0
+        elif want == 2:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                ty[k] = 0.0
+        elif want == 3:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = 0.0
+                ty[k] = 0.0
+    elif o == 35:  # ge
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = 0.0
+        elif want == 2:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                ty[k] = 0.0
+        elif want == 3:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = 0.0
+                ty[k] = 0.0
+    elif o == 36:  # eq
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = 0.0
+        elif want == 2:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                ty[k] = 0.0
+        elif want == 3:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = 0.0
+                ty[k] = 0.0
+    elif o == 37:  # ne
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = 0.0
+        elif want == 2:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                ty[k] = 0.0
+        elif want == 3:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = 0.0
+                ty[k] = 0.0
+    elif o == 40:  # reciprocal
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (-g * (out * out))
+    elif o == 41:  # clone
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g
+    elif o == 42:  # sigmoid_backward
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g * ((1.0 - y) * y)
+        elif want == 2:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                ty[k] = g * (x * (-2.0 * y + 1.0))
+        elif want == 3:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g * ((1.0 - y) * y)
+                ty[k] = g * (x * (-2.0 * y + 1.0))
+    elif o == 43:  # tanh_backward
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g * (1.0 - y * y)
+        elif want == 2:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                ty[k] = g * (-2.0 * y * x)
+        elif want == 3:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g * (1.0 - y * y)
+                ty[k] = g * (-2.0 * y * x)
+    elif o == 44:  # threshold_backward
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (0.0) if y <= 0.0 else (g)
+        elif want == 2:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                ty[k] = 0.0
+        elif want == 3:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (0.0) if y <= 0.0 else (g)
+                ty[k] = 0.0
+    elif o == 47:  # gelu_backward
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g * (0.5 * (1.0 + erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * exp(y * y * -0.5)))
+        elif want == 2:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                ty[k] = g * (x * (2.0 * (0.3989422804014327 * exp(-0.5 * (y * y))) - y * y * (0.3989422804014327 * exp(-0.5 * (y * y)))))
+        elif want == 3:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = g * (0.5 * (1.0 + erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * exp(y * y * -0.5)))
+                ty[k] = g * (x * (2.0 * (0.3989422804014327 * exp(-0.5 * (y * y))) - y * y * (0.3989422804014327 * exp(-0.5 * (y * y)))))
+    elif o == 52:  # sgn
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = 0.0
+    else:
+        return False
+    return True
+
+
 HESSIAN_PAIRS = ((), (), ((0, 1),), ((0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), (), (), (), (), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), (), ((0, 0),), (), (), (), (), (), (), (), (), (), (), (), (), (), ((0, 0),), (), ((0, 1), (1, 1)), ((0, 1), (1, 1)), (), ((0, 2),), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (1, 1)), ((0, 1), (1, 1)), ((0, 1), (0, 2)), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (0, 2), (1, 2)), ())
 
 @jit
@@ -1385,10 +2028,12 @@ def _operand(r, off, n, val, consts, aval, adj, aadj):
 
 @jit
 def reverse_entry(op, a, b, adj, reached, freed, dirty, i, g, sg, out, x, sx, y, sy, z, sz,
-                  gx, mx, gy, my, gz, mz):
+                  gx, mx, gy, my, gz, mz, want, tx, ty):
     """Array entry ``i`` alone, on arrays of its own rather than ``reverse``'s flat layout (a
     large entry: laying it out would copy it): the same checks, terms (``array_terms``) and
-    reach marks as ``reverse``.  Returns ``reverse``'s status."""
+    reach marks as ``reverse``; with ``want`` (see ``fast_loop``, whose arrays ``g``, ``out``,
+    ``x``, ``y`` then are) and a gradient, not zero tensors, reaching the entry, the terms go
+    to ``tx``/``ty`` instead.  Returns ``reverse``'s status."""
     o = op[i]
     if reached[i] == 0 or NO_GRAD[o]:
         return 0
@@ -1407,8 +2052,9 @@ def reverse_entry(op, a, b, adj, reached, freed, dirty, i, g, sg, out, x, sx, y,
     zx = zero and ZERO_MODE[o, 0] == 0
     zy = zero and ZERO_MODE[o, 1] == 0
     zz = zero and ZERO_MODE[o, 2] == 0
-    array_terms(o, zero, zx, zy, zz, out.shape[0], g, sg, out, x, sx, y, sy, z, sz,
-                gx, mx, gy, my, gz, mz)
+    if want == 0 or zero or not fast_loop(o, want, out.shape[0], g, out, x, y, z, tx, ty, ty):
+        array_terms(o, zero, zx, zy, zz, out.shape[0], g, sg, out, x, sx, y, sy, z, sz,
+                    gx, mx, gy, my, gz, mz)
     reach(ra, zx, reached, -1)
     reach(rb, zy, reached, -1)
     reach(rc, zz, reached, -1)
