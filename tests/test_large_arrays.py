@@ -164,3 +164,16 @@ def test_large_gradient_buffers_are_not_shared():
     (x * 3.0).backward(seed)
     np.testing.assert_array_equal(x.grad.numpy(), 2 * first)
     np.testing.assert_array_equal(seed.numpy(), np.full(n, 2.0))
+
+
+def test_a_callers_gradient_array_is_never_written():
+    """``grad_tensors`` seed the walk: an output that another output depends on gets more
+    gradient added, which must go into the walk's own buffer, not the caller's array (it
+    did, for the outputs of array ops, when the seed array was adopted as the buffer)."""
+    for n in (2, engine._LARGE):
+        x = tg.tensor(np.ones((n, 2)), requires_grad=True)
+        for y in (x @ tg.tensor(np.ones((2, 2))), x * 2.0):   # an array op's, an entry's output
+            z = y.sum(0)
+            gy = np.ones((n, 2))
+            tg.autograd.backward([z, y], [tg.tensor(np.ones(2)), tg.from_numpy(gy)])
+            np.testing.assert_array_equal(gy, np.ones((n, 2)))
