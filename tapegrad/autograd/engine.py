@@ -653,8 +653,11 @@ class FloatAdjoints:
 
 
 def _elements(v):
-    """Array ``v``'s elements as a flat float64 array (a view where it is one already)."""
-    return np.ascontiguousarray(v, dtype=np.float64).reshape(-1)
+    """Array ``v``'s elements as a flat, writable float64 array (a view where it is one
+    already).  Writable even where only read: Numba compiles the kernels again for every
+    combination of read-only arguments (minutes of compilation for broadcast constants)."""
+    a = np.ascontiguousarray(v, dtype=np.float64).reshape(-1)
+    return a if a.flags.writeable else a.copy()
 
 
 class GraphAdjoints:
