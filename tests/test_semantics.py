@@ -987,3 +987,31 @@ def test_constant_changed_in_place_after_an_array_op(name):
         want = {"cat then sum": np.ones(3),
                 "l1_loss": np.sign(np.array([1.598, -0.598, -0.0]) - c0) / 3}[name]
         np.testing.assert_array_equal(x.grad.numpy(), want)
+
+
+def test_in_place_op_recorded_on_a_constant_owns_the_value_it_replaced():
+    # c.div_(w): c (no grad) takes the recorded result; the division keeps c's old value as
+    # its own (PyTorch saves a clone of the original self), so a later write into c -- here
+    # through a view -- changes nothing the backward reads: no error, PyTorch's gradient.
+    w = tg.tensor([-1.532, 3.0, -0.252, -0.044], requires_grad=True)
+    c = tg.tensor([0.5, 0.508, 1e-300, 0.451])
+    c.div_(w)
+    first = c[0]
+    first[()] = -1.795
+    first.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.zeros(4))
+    assert all(math.copysign(1, g) < 0 for g in w.grad.tolist())   # -0.: grad * -c / w**2
+    # a constant used before the in-place op still counts as changed (PyTorch: same tensor)
+    w2 = tg.tensor([2.0, 4.0, 8.0], requires_grad=True)
+    x = tg.tensor([1.0, 1.0, 1.0], requires_grad=True)
+    c = tg.tensor([1.0, 2.0, 3.0])
+    y = x * c
+    c.div_(w2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+    # the later write is to the result, which the division did not save
+    c = tg.tensor([1.0, 2.0, 3.0])
+    c.div_(w2)
+    c.add_(1)
+    c.sum().backward()
+    np.testing.assert_array_equal(w2.grad.numpy(), [-1.0 / 4, -2.0 / 16, -3.0 / 64])

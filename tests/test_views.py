@@ -470,3 +470,32 @@ def test_compiled_in_place_on_an_expanded_view_raises():
 
     with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
         tg.compile(fn)(np.ones(3))
+
+
+# Results PyTorch writes in its own layout whatever the input's (reductions, scans, softmax,
+# copies) or in the input's (sort, flip): what a later flatten/view makes of them depends on it.
+LAYOUT_OPS = {
+    "sum(1)": lambda L, t: t.sum(1), "mean(1, keepdim)": lambda L, t: t.mean(1, keepdim=True),
+    "amax(1)": lambda L, t: t.amax(1), "prod(1)": lambda L, t: t.prod(1),
+    "std(1)": lambda L, t: t.std(1), "norm(dim=1)": lambda L, t: t.norm(dim=1),
+    "logsumexp(1)": lambda L, t: L.logsumexp(t, 1), "cumsum(0)": lambda L, t: t.cumsum(0),
+    "cumprod(0)": lambda L, t: t.cumprod(0), "softmax(1)": lambda L, t: t.softmax(1),
+    "log_softmax(0)": lambda L, t: t.log_softmax(0), "roll": lambda L, t: t.roll(1, 0),
+    "tril": lambda L, t: t.tril(), "masked_fill": lambda L, t: t.masked_fill(t > 0, 1.0),
+    "cat": lambda L, t: L.cat([t, t], 0), "sort(1)": lambda L, t: t.sort(1)[0],
+    "flip(0)": lambda L, t: t.flip(0), "exp": lambda L, t: t.exp(),
+}
+
+
+@pytest.mark.parametrize("name", LAYOUT_OPS)
+def test_result_layout_as_pytorch(name):
+    out = []
+    for lib in LIBS:
+        base = lib.tensor(np.arange(48.0).reshape(3, 4, 4) % 7 - 3, requires_grad=True)
+        r = LAYOUT_OPS[name](lib, base.permute(2, 0, 1))
+        f = r.flatten()
+        out.append((r.is_contiguous(), tuple(r.stride()), f.grad_fn.name()))
+        f.sum().backward()
+        out.append(np.array(base.grad.tolist()))
+    assert out[0] == out[2]
+    np.testing.assert_allclose(out[1], out[3], rtol=1e-12, atol=1e-15)

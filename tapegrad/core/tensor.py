@@ -661,6 +661,8 @@ class Tensor:
         # must not use it.  (Before compute: a constant it records holds the old value, which
         # a recorded op replaces rather than writes.)  self is no view here: views go above.
         self._vc = getattr(self, "_vc", 0) + 1
+        rec = recording()
+        start = len(rec) if rec is not None else 0
         r = compute(self)
         old = self._tape
         if old.__class__ is Tape:
@@ -671,6 +673,8 @@ class Tensor:
         elif v.__class__ is not float and v.dtype != self.dtype.np:
             v = v.astype(self.dtype.np)
         if r._tape.__class__ is Tape:          # recorded: self is now the new entry
+            if rec is r._tape:
+                _own_the_old_value(rec, start, self)
             self._tape, self._entry, self._value = r._tape, r._entry, v
         else:
             if old.__class__ is Tape and old._leaves.get(self._entry) is self:
@@ -723,6 +727,23 @@ class _HookHandle:
     def remove(self):
         if self._hook in self._hooks:
             self._hooks.remove(self._hook)
+
+
+def _own_the_old_value(T, start, t):
+    """The entries ``T`` recorded from ``start`` for an in-place op on ``t`` (no grad) hold
+    ``t``'s value before the op as a constant.  ``t`` now takes the op's result as its value,
+    so that array is the entries' own (PyTorch saves a clone of the original self): a later
+    in-place change of ``t`` does not touch it, and must not mark it modified."""
+    sources, pys = T._const_sources, T._py
+    for k in range(start, len(T)):     # (the op's own few entries)
+        s = sources.get(k)
+        if s is not None and s[0] is t:
+            del sources[k]
+        py = pys.get(k)
+        if py is not None:
+            for a in py.fwd[1]:
+                if a.__class__ is Tensor and a.__dict__.get("_constant_of", (None,))[0] is t:
+                    del a.__dict__["_constant_of"]
 
 
 def _note_read(t):

@@ -81,6 +81,22 @@ _F64 = np.float64
 _DT64 = np.dtype(np.float64)
 
 
+def contiguous(v):
+    """``v`` laid out in row-major order, as PyTorch writes the results of reductions,
+    scans and copies whatever the input's layout (a later ``view``/``flatten`` of it is a
+    view there, so ``grad_fn`` names and ``view``'s errors follow from the layout)."""
+    return v if v.__class__ is not np.ndarray or v.flags.c_contiguous else v.copy()
+
+
+def like_layout(v, x):
+    """``v`` laid out as ``x`` (PyTorch's sort and flip keep their input's strides)."""
+    if x.__class__ is not np.ndarray or x.flags.c_contiguous or v.shape != x.shape:
+        return v
+    out = np.empty_like(x, dtype=v.dtype)
+    out[...] = v
+    return out
+
+
 def _np(v):
     return np.asarray(v) if v.__class__ is not float else np.float64(v)
 
@@ -411,8 +427,8 @@ def sum(x, dim=None, keepdim=False):  # noqa: A001
     if x.__class__ is np.ndarray:   # what np.sum calls for an ndarray, without its dispatch
         if dim is None and not keepdim and x.ndim == 1:
             return np.add.reduce(x)   # (a vector: axis 0 is every axis)
-        return np.add.reduce(x, axis=None if dim is None else _axes(dim, x.ndim),
-                             keepdims=keepdim)
+        return contiguous(np.add.reduce(x, axis=None if dim is None else _axes(dim, x.ndim),
+                                         keepdims=keepdim))
     return np.sum(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
 
 
@@ -425,7 +441,7 @@ def mean(x, dim=None, keepdim=False):
     if x.dtype.kind not in "fc":
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a "
                            f"floating point or complex dtype. Got: {scalar_type_name(x.dtype)}")
-    return np.mean(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
+    return contiguous(np.mean(x, axis=_axes(dim, x.ndim), keepdims=keepdim))
 
 
 # d mean / dx_i = 1 / N
@@ -435,7 +451,7 @@ mean.defvjp(lambda g, ans, x, dim=None, keepdim=False:
 
 @defop("prod", lambda x, dim=None, keepdim=False: _name("Prod", dim))
 def prod(x, dim=None, keepdim=False):
-    return np.prod(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
+    return contiguous(np.prod(x, axis=_axes(dim, x.ndim), keepdims=keepdim))
 
 
 @prod.defvjp
@@ -482,7 +498,7 @@ def _exclusive_products(x, dim):
 @defop("amax", "AmaxBackward0")
 def amax(x, dim=None, keepdim=False):
     _nonempty("amax", x, dim)
-    return np.amax(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
+    return contiguous(np.amax(x, axis=_axes(dim, x.ndim), keepdims=keepdim))
 
 
 amax.defvjp(_ties)
@@ -491,7 +507,7 @@ amax.defvjp(_ties)
 @defop("amin", "AminBackward0")
 def amin(x, dim=None, keepdim=False):
     _nonempty("amin", x, dim)
-    return np.amin(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
+    return contiguous(np.amin(x, axis=_axes(dim, x.ndim), keepdims=keepdim))
 
 
 amin.defvjp(_ties)
@@ -586,7 +602,7 @@ def _variance(x, dim, unbiased, keepdim, correction, name):
                       UserWarning, stacklevel=5)
     with np.errstate(divide="ignore", invalid="ignore"):
         d = x - np.sum(x, axis=ax, keepdims=True) / n
-        return np.sum(d * d, axis=ax, keepdims=keepdim) / builtins.max(dof, 0)
+        return contiguous(np.sum(d * d, axis=ax, keepdims=keepdim) / builtins.max(dof, 0))
 
 
 @defop("var", "VarBackward0")
@@ -619,6 +635,10 @@ std.defvjp(lambda g, ans, x, dim=None, unbiased=True, keepdim=False, correction=
 
 @defop("norm", "LinalgVectorNormBackward0")
 def norm(x, p=2, dim=None, keepdim=False):
+    return contiguous(_vector_norm(x, p, dim, keepdim))
+
+
+def _vector_norm(x, p, dim, keepdim):
     if x.dtype.kind not in "fc":
         raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as "
                            f"input. Got {scalar_type_name(x.dtype)}")
@@ -656,7 +676,7 @@ def logsumexp(x, dim, keepdim=False):
     m = np.max(x, axis=ax, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
     out = np.log(np.sum(np.exp(x - m), axis=ax, keepdims=True)) + m
-    return out if keepdim else np.squeeze(out, ax)
+    return contiguous(out if keepdim else np.squeeze(out, ax))
 
 
 # d lse / dx = softmax(x) = exp(x - lse)
@@ -666,7 +686,8 @@ logsumexp.defvjp(lambda g, ans, x, dim, keepdim=False:
 
 @defop("softmax", "SoftmaxBackward0")
 def softmax(x, dim):
-    return _along(_softmax, x, dim)
+    # contiguous, as PyTorch's softmax kernels write it (a later flatten is a view)
+    return contiguous(_along(_softmax, x, dim))
 
 
 def _softmax(x, dim):
@@ -681,7 +702,7 @@ softmax.defvjp(lambda g, ans, x, dim:
 
 @defop("log_softmax", "LogSoftmaxBackward0")
 def log_softmax(x, dim):
-    return _along(_log_softmax, x, dim)
+    return contiguous(_along(_log_softmax, x, dim))
 
 
 def _log_softmax(x, dim):
@@ -697,7 +718,7 @@ log_softmax.defvjp(lambda g, ans, x, dim:
 @defop("cumsum", "CumsumBackward0", saves=False)
 def cumsum(x, dim):
     # + 0.: PyTorch's running sum starts from 0., so it is never -0.
-    return _along(np.cumsum, x + 0.0 if x.dtype.kind in "fc" else x, dim)
+    return contiguous(_along(np.cumsum, x + 0.0 if x.dtype.kind in "fc" else x, dim))
 
 
 # d out_j / dx_i = 1 for j >= i: the reversed cumulative sum
@@ -706,7 +727,7 @@ cumsum.defvjp(lambda g, ans, x, dim: (_reverse_cumsum(g, dim),))
 
 @defop("cumprod", "CumprodBackward0")
 def cumprod(x, dim):
-    return _along(np.cumprod, x, dim)
+    return contiguous(_along(np.cumprod, x, dim))
 
 
 @cumprod.defvjp
@@ -972,7 +993,7 @@ expand.defvjp(lambda g, ans, x, shape: (sum_to(g, _shape(x)),))
 
 @defop("flip", "FlipBackward0", saves=False)
 def flip(x, dims):
-    return np.flip(x, axis=_axes(dims, x.ndim)).copy()
+    return like_layout(np.flip(x, axis=_axes(dims, x.ndim)), x)
 
 
 # a flip is its own inverse
@@ -986,7 +1007,7 @@ def roll(x, shifts, dims=None):
                          "but tensor has no dimensions")
     if dims is not None:
         dims = wrap_dims(dims, x.ndim) if isinstance(dims, tuple) else wrap_dim(dims, x.ndim)
-    return np.roll(x, shifts, axis=dims)
+    return contiguous(np.roll(x, shifts, axis=dims))
 
 
 # rolled back
@@ -1004,7 +1025,7 @@ def _slices(g, xs, dim, pick):
 
 @defop("cat", "CatBackward0", method=False, saves=False)
 def cat(*xs, dim=0):
-    return np.concatenate(xs, axis=wrap_dim(dim, xs[0].ndim))
+    return contiguous(np.concatenate(xs, axis=wrap_dim(dim, xs[0].ndim)))
 
 
 @cat.defvjp
