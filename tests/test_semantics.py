@@ -1015,3 +1015,34 @@ def test_in_place_op_recorded_on_a_constant_owns_the_value_it_replaced():
     c.add_(1)
     c.sum().backward()
     np.testing.assert_array_equal(w2.grad.numpy(), [-1.0 / 4, -2.0 / 16, -3.0 / 64])
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_softmax_backward_signed_zeros_and_double_backward_as_pytorch(name, dim):
+    # PyTorch's backward kernels: along the last dim the sum starts from its first term, so
+    # an all -0. gradient gives +0.; along other dims -0.  (Recorded on torch 2.13.)
+    x = tg.tensor([[0.468, -0.451, 0.5], [1.568, 1.479, -0.052]], requires_grad=True)
+    g = tg.tensor([[-0.0, -0.0, -0.0], [-0.0, -0.0, -0.0]])
+    for create_graph in (False, True):
+        (gx,) = tg.autograd.grad(getattr(x, name)(dim), x, g, create_graph=create_graph)
+        assert np.signbit(gx.detach().numpy()).all() == (dim == 0)
+    # the gradient is one node, whose own derivatives are PyTorch's double-backward formulas
+    (gx,) = tg.autograd.grad((getattr(x, name)(dim) * tg.tensor([[1., 2, 3], [4, 5, 6]])).sum(),
+                             x, create_graph=True)
+    assert gx.grad_fn.name() == {"softmax": "SoftmaxBackwardDataBackward0",
+                                 "log_softmax": "LogSoftmaxBackwardDataBackward0"}[name]
+    w = np.array([[0.3, -1.0, 2.0], [0.5, 0.25, -0.75]])
+    (h,) = tg.autograd.grad((gx * tg.tensor(w)).sum(), x)
+
+    def first(x0):
+        t = tg.tensor(x0, requires_grad=True)
+        (d,) = tg.autograd.grad((getattr(t, name)(dim) * tg.tensor([[1., 2, 3], [4, 5, 6]])).sum(), t)
+        return float((d * tg.tensor(w)).sum())
+    x0, eps = x.detach().numpy(), 1e-6
+    fd = np.zeros_like(x0)
+    for i in np.ndindex(*x0.shape):
+        e = np.zeros_like(x0)
+        e[i] = eps
+        fd[i] = (first(x0 + e) - first(x0 - e)) / (2 * eps)
+    np.testing.assert_allclose(h.detach().numpy(), fd, rtol=1e-6, atol=1e-8)

@@ -695,9 +695,42 @@ def _softmax(x, dim):
     return e / np.sum(e, axis=dim, keepdims=True)
 
 
-# J^T g = s (g - sum(g s))
-softmax.defvjp(lambda g, ans, x, dim:
-               (ans * (g - call("sum", g * ans, dim=dim, keepdim=True)),))
+# J^T g = s (g - sum(g s)), one op as PyTorch's _softmax_backward_data: its own signed
+# zeros, its own second derivatives (below)
+softmax.defvjp(lambda g, ans, x, dim: (call("softmax_backward_data", g, ans, dim),))
+
+
+def _kernel_sum(v, dim):
+    """The sum along ``dim`` (kept) that PyTorch's softmax backward kernels compute: along
+    the last dim it starts from the first term, so terms that are all -0. sum to -0. (a
+    plain sum, as along the other dims, starts from +0.)."""
+    s = np.add.reduce(v, axis=dim, keepdims=True)
+    if dim % v.ndim == v.ndim - 1 and not s.all():
+        s = np.where(np.logical_and.reduce((v == 0) & np.signbit(v), axis=dim, keepdims=True),
+                     -0.0, s)
+    return s
+
+
+def _backward_data_args(g, out, dim):
+    g, out = np.asarray(g, np.float64), np.asarray(out, np.float64)
+    if out.ndim == 0:
+        return g.reshape(1), out.reshape(1), 0
+    return g, out, wrap_dim(dim, out.ndim)
+
+
+@defop("softmax_backward_data", "SoftmaxBackwardDataBackward0", method=False)
+def softmax_backward_data(g, out, dim):
+    shape = np.shape(out)
+    g, out, dim = _backward_data_args(g, out, dim)
+    return contiguous(((g - _kernel_sum(g * out, dim)) * out).reshape(shape))
+
+
+# PyTorch's derivatives.yaml: grad_output: _softmax_backward_data(grad, output);
+# output: softmax_double_backward(grad, grad_output, dim, output)
+softmax_backward_data.defvjp(lambda gg, ans, g, out, dim: (
+    lambda: call("softmax_backward_data", gg, out, dim),
+    lambda: g * gg - call("sum", out * g, dim=dim, keepdim=True) * gg
+    - g * call("sum", out * gg, dim=dim, keepdim=True)))
 
 
 @defop("log_softmax", "LogSoftmaxBackward0")
@@ -710,9 +743,22 @@ def _log_softmax(x, dim):
     return x - m - np.log(np.sum(np.exp(x - m), axis=dim, keepdims=True))
 
 
-# J^T g = g - softmax sum(g)
-log_softmax.defvjp(lambda g, ans, x, dim:
-                   (g - ans.exp() * call("sum", g, dim=dim, keepdim=True),))
+# J^T g = g - softmax sum(g), one op as PyTorch's _log_softmax_backward_data
+log_softmax.defvjp(lambda g, ans, x, dim: (call("log_softmax_backward_data", g, ans, dim),))
+
+
+@defop("log_softmax_backward_data", "LogSoftmaxBackwardDataBackward0", method=False)
+def log_softmax_backward_data(g, out, dim):
+    shape = np.shape(out)
+    g, out, dim = _backward_data_args(g, out, dim)
+    return contiguous((g - np.exp(out) * _kernel_sum(g, dim)).reshape(shape))
+
+
+# PyTorch's derivatives.yaml: grad_output: grad - (grad * output.exp()).sum(dim, true);
+# output: -grad_output.sum(dim, true) * output.exp() * grad
+log_softmax_backward_data.defvjp(lambda gg, ans, g, out, dim: (
+    lambda: gg - call("sum", gg * out.exp(), dim=dim, keepdim=True),
+    lambda: -call("sum", g, dim=dim, keepdim=True) * out.exp() * gg))
 
 
 @defop("cumsum", "CumsumBackward0", saves=False)
