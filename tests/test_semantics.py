@@ -1046,3 +1046,17 @@ def test_softmax_backward_signed_zeros_and_double_backward_as_pytorch(name, dim)
         e[i] = eps
         fd[i] = (first(x0 + e) - first(x0 - e)) / (2 * eps)
     np.testing.assert_allclose(h.detach().numpy(), fd, rtol=1e-6, atol=1e-8)
+
+
+def test_recorded_in_place_op_writes_the_memory_that_aliases_see():
+    # PyTorch writes the storage: from_numpy's array and .data show the new value, and the
+    # op keeps the old value for its backward (here d(c / w)/dw needs the old c)
+    a = np.array([1.0, 2.0, 4.0])
+    c = tg.from_numpy(a)
+    alias = c.data
+    w = tg.tensor([2.0, 4.0, 8.0], requires_grad=True)
+    c.div_(w)
+    np.testing.assert_array_equal(a, [0.5, 0.5, 0.5])
+    np.testing.assert_array_equal(alias.numpy(), [0.5, 0.5, 0.5])
+    c.sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [-1.0 / 4, -2.0 / 16, -4.0 / 64])

@@ -499,3 +499,13 @@ def test_result_layout_as_pytorch(name):
         out.append(np.array(base.grad.tolist()))
     assert out[0] == out[2]
     np.testing.assert_allclose(out[1], out[3], rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("name", ["flip(0)", "sort(1)", "cumsum(0)", "tril", "exp"])
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_a_result_that_is_not_a_view_does_not_share_its_input_memory(name, contiguous):
+    base = tg.tensor(np.arange(48.0).reshape(3, 4, 4) % 7 - 3)
+    x = base if contiguous else base.permute(2, 0, 1)
+    before = x.tolist()
+    LAYOUT_OPS[name](tg, x).zero_()
+    assert x.tolist() == before

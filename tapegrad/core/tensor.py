@@ -673,8 +673,16 @@ class Tensor:
         elif v.__class__ is not float and v.dtype != self.dtype.np:
             v = v.astype(self.dtype.np)
         if r._tape.__class__ is Tape:          # recorded: self is now the new entry
+            mem = self._value
             if rec is r._tape:
-                _own_the_old_value(rec, start, self)
+                _own_the_old_value(rec, start, self, mem)
+            # a tensor without grad: the op wrote its memory, as PyTorch (from_numpy's array
+            # and .data see it).  (A recorded tensor's memory is its entry's saved value.)
+            if old.__class__ is not Tape and mem.__class__ is np.ndarray and \
+                    v.__class__ is np.ndarray and mem.flags.writeable and \
+                    mem.shape == v.shape and mem.dtype == v.dtype:
+                mem[...] = v
+                v = mem
             self._tape, self._entry, self._value = r._tape, r._entry, v
         else:
             if old.__class__ is Tape and old._leaves.get(self._entry) is self:
@@ -729,21 +737,28 @@ class _HookHandle:
             self._hooks.remove(self._hook)
 
 
-def _own_the_old_value(T, start, t):
+def _own_the_old_value(T, start, t, mem):
     """The entries ``T`` recorded from ``start`` for an in-place op on ``t`` (no grad) hold
-    ``t``'s value before the op as a constant.  ``t`` now takes the op's result as its value,
-    so that array is the entries' own (PyTorch saves a clone of the original self): a later
-    in-place change of ``t`` does not touch it, and must not mark it modified."""
-    sources, pys = T._const_sources, T._py
+    ``t``'s value before the op as a constant.  The op writes ``t``'s memory ``mem``, so
+    they get their own copy (PyTorch saves a clone of the original self): a later in-place
+    change of ``t`` does not touch it, and must not mark it modified."""
+    sources, pys, arrays = T._const_sources, T._py, T._arr
+    shared = mem.__class__ is np.ndarray
     for k in range(start, len(T)):     # (the op's own few entries)
         s = sources.get(k)
         if s is not None and s[0] is t:
             del sources[k]
+            a = arrays.get(k)
+            if shared and a is not None and np.may_share_memory(a, mem):
+                arrays[k] = a.copy()
         py = pys.get(k)
         if py is not None:
             for a in py.fwd[1]:
                 if a.__class__ is Tensor and a.__dict__.get("_constant_of", (None,))[0] is t:
                     del a.__dict__["_constant_of"]
+                    if shared and a._value.__class__ is np.ndarray and \
+                            np.may_share_memory(a._value, mem):
+                        a._value = a._value.copy()
 
 
 def _note_read(t):

@@ -89,10 +89,12 @@ def contiguous(v):
 
 
 def like_layout(v, x):
-    """``v`` laid out as ``x`` (PyTorch's sort and flip keep their input's strides)."""
-    if x.__class__ is not np.ndarray or x.flags.c_contiguous or v.shape != x.shape:
-        return v
-    out = np.empty_like(x, dtype=v.dtype)
+    """``v`` (never a view of ``x``) laid out as ``x``: PyTorch's sort and flip keep their
+    input's strides."""
+    if x.__class__ is not np.ndarray or v.shape != x.shape or \
+            (x.flags.c_contiguous and not np.may_share_memory(v, x)):
+        return v if v.flags.c_contiguous else v.copy()
+    out = np.empty_like(x, dtype=v.dtype)   # (x's stride order)
     out[...] = v
     return out
 
