@@ -320,6 +320,18 @@ def _reach(op, a, b, seeds, heads, head_ptr, head_refs, stopmark, mark, hits, sw
     return m, low, nswept, nstops
 
 
+@jit
+def _place(off, nel, flat, sizes):
+    """The flat layout's offsets (-1 for entries outside it) and sizes per entry, for the
+    array entries ``flat`` of sizes ``sizes``, laid out in that order."""
+    off[:] = -1
+    start = 0
+    for k in range(flat.shape[0]):
+        off[flat[k]] = start
+        nel[flat[k]] = sizes[k]
+        start += sizes[k]
+
+
 class TapeArrays:
     """What a walk over tape ``T`` reads: its entry arrays, constants, freed and modified
     marks (the last as the tape length when an entry's tensor was changed in place)."""
@@ -423,17 +435,23 @@ class FloatAdjoints:
         entries and their operands): offsets, sizes, values.  Other array entries (inputs
         and outputs of Python ops only) keep their adjoints in ``side``."""
         arrays = T._arr
-        flat = [k for k in swept.tolist() if k in arrays] if arrays else ()
+        if not arrays:
+            return _EMPTY_I, _EMPTY_I, _EMPTY_F
+        get = arrays.get
+        flat, arrs, sizes = [], [], []
+        for k in swept.tolist():
+            x = get(k)
+            if x is not None:
+                flat.append(k)
+                arrs.append(x)
+                sizes.append(x.size)
         if not flat:    # (no offsets at all: a fill as long as the tape is not free)
             return _EMPTY_I, _EMPTY_I, _EMPTY_F
-        arrs = [arrays[k] for k in flat]
-        sizes = [x.size for x in arrs]
-        starts = list(itertools.accumulate(sizes, initial=0))
+        m = len(flat)
         off = np.empty(n, np.int64)
-        off.fill(-1)
         nel = np.zeros(n, np.int64)
-        off[flat] = starts[:-1]
-        nel[flat] = sizes
+        # (offsets summed and placed in Numba: fancy stores from lists cost more)
+        _place(off, nel, np.fromiter(flat, np.int64, m), np.fromiter(sizes, np.int64, m))
         aval = np.concatenate(arrs, axis=None, dtype=np.float64)
         return off, nel, aval
 
@@ -511,6 +529,17 @@ class FloatAdjoints:
         if not leaves:
             return [], []
         hits = self.hits
+        if len(leaves) <= _FEW_HITS:
+            # (the tape's leaves, ascending as they were pushed, not the reached entries:
+            # a chain of ops reaches many entries and a few leaves)
+            reached = self.reached
+            n = len(reached)
+            hit = [i for i in leaves if i < n and reached[i]]
+            ts = [leaves[i] for i in hit]
+            if T._arr:
+                return ts, [self.get(i) for i in hit]
+            item = self.adj.item
+            return ts, [item(i) for i in hit]
         if len(hits) <= _FEW_HITS:
             reached = self.reached
             hit = [i for i in hits.tolist() if i in leaves and reached[i]]
