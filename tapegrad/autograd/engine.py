@@ -139,6 +139,7 @@ _SMALL = 4096
 _FEW_HITS = 32
 
 
+_SIZE = np.ndarray.size.__get__   # (an array's size, for map)
 _FALSE = wrap(np.False_)
 _NO_SWITCH = contextlib.nullcontext()
 
@@ -177,7 +178,8 @@ class WalkIndex:
         if self.nconsts < nc:
             if self.consts is None or len(self.consts) < nc:
                 grown = np.empty(max(nc, 2 * self.nconsts, 64), np.float64)
-                grown[:self.nconsts] = self.consts[:self.nconsts] if self.consts is not None else ()
+                if self.nconsts:
+                    grown[:self.nconsts] = self.consts[:self.nconsts]
                 self.consts = grown
             self.consts[self.nconsts:nc] = c[self.nconsts:nc]
             self.nconsts = nc
@@ -191,7 +193,12 @@ class WalkIndex:
                 grown[:len(self.stopmark)] = self.stopmark
             self.stopmark = grown
         if new:
-            self.stopmark[new] = 1
+            mark = self.stopmark
+            if len(new) <= _FEW_HITS:   # (a fancy store from a list costs ten of these)
+                for h in new:
+                    mark[h] = 1
+            else:
+                mark[new] = 1
             last = self.heads[-1] if len(self.heads) else -1
             py = T._py
             # heads are stops appended in recording order; a later stop on a head (a node
@@ -437,21 +444,16 @@ class FloatAdjoints:
         arrays = T._arr
         if not arrays:
             return _EMPTY_I, _EMPTY_I, _EMPTY_F
-        get = arrays.get
-        flat, arrs, sizes = [], [], []
-        for k in swept.tolist():
-            x = get(k)
-            if x is not None:
-                flat.append(k)
-                arrs.append(x)
-                sizes.append(x.size)
+        flat = [k for k in swept.tolist() if k in arrays]
         if not flat:    # (no offsets at all: a fill as long as the tape is not free)
             return _EMPTY_I, _EMPTY_I, _EMPTY_F
         m = len(flat)
+        arrs = list(map(arrays.__getitem__, flat))
         off = np.empty(n, np.int64)
         nel = np.zeros(n, np.int64)
         # (offsets summed and placed in Numba: fancy stores from lists cost more)
-        _place(off, nel, np.fromiter(flat, np.int64, m), np.fromiter(sizes, np.int64, m))
+        _place(off, nel, np.fromiter(flat, np.int64, m),
+               np.fromiter(map(_SIZE, arrs), np.int64, m))
         aval = np.concatenate(arrs, axis=None, dtype=np.float64)
         return off, nel, aval
 
@@ -1035,6 +1037,9 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
                 for i in hits.tolist():
                     if reached[i]:
                         freed[i] = 1
+            elif len(reached) <= _SMALL:   # (one whole-array op: reached is 0 off the hits)
+                head = freed[:len(reached)]
+                np.bitwise_or(head, reached, out=head)
             else:
                 freed[hits] |= reached[hits]
             release_saved(T, reached, adj.stops)   # what hooks packed and Functions saved goes too
