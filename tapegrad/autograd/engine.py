@@ -218,10 +218,10 @@ class WalkIndex:
                     self.heads = np.concatenate((self.heads, np.array(heads, np.int64)))
                     self.head_ptr = np.concatenate((self.head_ptr, np.array(ptr, np.int64)))
                     self.head_refs = np.concatenate((self.head_refs, np.array(refs, np.int64)))
-                else:
-                    self.heads = np.array(heads, np.int64)
-                    self.head_ptr = np.array([0] + ptr, np.int64)
-                    self.head_refs = np.array(refs, np.int64)
+                else:   # (one array, three views: a fresh tape's index, at every backward)
+                    k = len(heads)
+                    flat = np.array(heads + [0] + ptr + refs, np.int64)
+                    self.heads, self.head_ptr, self.head_refs = flat[:k], flat[k:2 * k + 1], flat[2 * k + 1:]
             self.nstops += len(new)
 
 
@@ -467,7 +467,7 @@ class FloatAdjoints:
 
     def _flat(self, i):
         """Offset of array entry ``i`` in ``aadj``, or -1 when it lives in ``side``."""
-        return self.off[i] if len(self.off) else -1
+        return int(self.off[i]) if len(self.off) else -1
 
     def get(self, i):
         """The adjoint of entry ``i``: a float, or an ndarray shaped like its value."""
@@ -476,7 +476,7 @@ class FloatAdjoints:
             return float(self.adj[i])
         o = self._flat(i)
         if o >= 0:   # a view: entry i's slot no longer changes once the sweep is past it
-            return self.aadj[o:o + self.nel[i]].reshape(arr.shape)
+            return self.aadj[o:o + arr.size].reshape(arr.shape)
         g = self.side.get(i)
         return np.zeros(arr.shape) if g is None else g
 
@@ -494,7 +494,7 @@ class FloatAdjoints:
         if o >= 0:
             # (into a view shaped like the entry: NumPy broadcasts g there, as broadcast_to
             # would, without broadcast_to's cost)
-            self.aadj[o:o + self.nel[i]].reshape(arr.shape)[...] = g
+            self.aadj[o:o + arr.size].reshape(arr.shape)[...] = g
         else:
             self.side[i] = np.array(np.broadcast_to(g, arr.shape), dtype=np.float64)
 
@@ -507,7 +507,7 @@ class FloatAdjoints:
             return
         o = self._flat(i)
         if o >= 0:
-            slot = self.aadj[o:o + self.nel[i]].reshape(arr.shape)
+            slot = self.aadj[o:o + arr.size].reshape(arr.shape)
             slot += g
         else:
             cur = self.side.get(i)
@@ -1060,6 +1060,8 @@ def grad_value(t, g):
     v = t._value
     if v.__class__ is float:
         return float(np.sum(g)) if g.__class__ is not float else g
+    if g.__class__ is np.ndarray and g.shape == v.shape and g.dtype == v.dtype:
+        return g   # (the common case, without np.shape's and np.asarray's dispatch)
     return np.asarray(np.broadcast_to(g, v.shape), dtype=v.dtype).copy() if np.shape(g) != v.shape \
         else np.asarray(g, dtype=v.dtype)
 
