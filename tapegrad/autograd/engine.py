@@ -523,7 +523,10 @@ class FloatAdjoints:
     def saved(self, r):
         """The value entry or constant ``r`` saved, as a tensor for a Python backward."""
         T = self.tape
-        return wrap(T._c[-r - 1] if r < 0 else T._value(r))
+        if r < 0:
+            return wrap(T._c[-r - 1])
+        arr = T._arr.get(r)   # (an array entry's value without reading its opcode first)
+        return wrap(T._value(r) if arr is None else arr)
 
     def leaf_grads(self):
         T = self.tape
