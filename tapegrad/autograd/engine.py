@@ -139,6 +139,7 @@ _SMALL = 4096
 _FEW_HITS = 32
 
 
+_SIZE = np.ndarray.size.__get__   # (an array's size, for map)
 _FALSE = wrap(np.False_)
 _NO_SWITCH = contextlib.nullcontext()
 
@@ -177,7 +178,8 @@ class WalkIndex:
         if self.nconsts < nc:
             if self.consts is None or len(self.consts) < nc:
                 grown = np.empty(max(nc, 2 * self.nconsts, 64), np.float64)
-                grown[:self.nconsts] = self.consts[:self.nconsts] if self.consts is not None else ()
+                if self.nconsts:
+                    grown[:self.nconsts] = self.consts[:self.nconsts]
                 self.consts = grown
             self.consts[self.nconsts:nc] = c[self.nconsts:nc]
             self.nconsts = nc
@@ -191,7 +193,12 @@ class WalkIndex:
                 grown[:len(self.stopmark)] = self.stopmark
             self.stopmark = grown
         if new:
-            self.stopmark[new] = 1
+            mark = self.stopmark
+            if len(new) <= _FEW_HITS:   # (a fancy store from a list costs ten of these)
+                for h in new:
+                    mark[h] = 1
+            else:
+                mark[new] = 1
             last = self.heads[-1] if len(self.heads) else -1
             py = T._py
             # heads are stops appended in recording order; a later stop on a head (a node
@@ -211,10 +218,10 @@ class WalkIndex:
                     self.heads = np.concatenate((self.heads, np.array(heads, np.int64)))
                     self.head_ptr = np.concatenate((self.head_ptr, np.array(ptr, np.int64)))
                     self.head_refs = np.concatenate((self.head_refs, np.array(refs, np.int64)))
-                else:
-                    self.heads = np.array(heads, np.int64)
-                    self.head_ptr = np.array([0] + ptr, np.int64)
-                    self.head_refs = np.array(refs, np.int64)
+                else:   # (one array, three views: a fresh tape's index, at every backward)
+                    k = len(heads)
+                    flat = np.array(heads + [0] + ptr + refs, np.int64)
+                    self.heads, self.head_ptr, self.head_refs = flat[:k], flat[k:2 * k + 1], flat[2 * k + 1:]
             self.nstops += len(new)
 
 
@@ -320,6 +327,18 @@ def _reach(op, a, b, seeds, heads, head_ptr, head_refs, stopmark, mark, hits, sw
     return m, low, nswept, nstops
 
 
+@jit
+def _place(off, nel, flat, sizes):
+    """The flat layout's offsets (-1 for entries outside it) and sizes per entry, for the
+    array entries ``flat`` of sizes ``sizes``, laid out in that order."""
+    off[:] = -1
+    start = 0
+    for k in range(flat.shape[0]):
+        off[flat[k]] = start
+        nel[flat[k]] = sizes[k]
+        start += sizes[k]
+
+
 class TapeArrays:
     """What a walk over tape ``T`` reads: its entry arrays, constants, freed and modified
     marks (the last as the tape length when an entry's tensor was changed in place)."""
@@ -423,17 +442,18 @@ class FloatAdjoints:
         entries and their operands): offsets, sizes, values.  Other array entries (inputs
         and outputs of Python ops only) keep their adjoints in ``side``."""
         arrays = T._arr
-        flat = [k for k in swept.tolist() if k in arrays] if arrays else ()
+        if not arrays:
+            return _EMPTY_I, _EMPTY_I, _EMPTY_F
+        flat = [k for k in swept.tolist() if k in arrays]
         if not flat:    # (no offsets at all: a fill as long as the tape is not free)
             return _EMPTY_I, _EMPTY_I, _EMPTY_F
-        arrs = [arrays[k] for k in flat]
-        sizes = [x.size for x in arrs]
-        starts = list(itertools.accumulate(sizes, initial=0))
+        m = len(flat)
+        arrs = list(map(arrays.__getitem__, flat))
         off = np.empty(n, np.int64)
-        off.fill(-1)
         nel = np.zeros(n, np.int64)
-        off[flat] = starts[:-1]
-        nel[flat] = sizes
+        # (offsets summed and placed in Numba: fancy stores from lists cost more)
+        _place(off, nel, np.fromiter(flat, np.int64, m),
+               np.fromiter(map(_SIZE, arrs), np.int64, m))
         aval = np.concatenate(arrs, axis=None, dtype=np.float64)
         return off, nel, aval
 
@@ -447,7 +467,7 @@ class FloatAdjoints:
 
     def _flat(self, i):
         """Offset of array entry ``i`` in ``aadj``, or -1 when it lives in ``side``."""
-        return self.off[i] if len(self.off) else -1
+        return int(self.off[i]) if len(self.off) else -1
 
     def get(self, i):
         """The adjoint of entry ``i``: a float, or an ndarray shaped like its value."""
@@ -456,7 +476,7 @@ class FloatAdjoints:
             return float(self.adj[i])
         o = self._flat(i)
         if o >= 0:   # a view: entry i's slot no longer changes once the sweep is past it
-            return self.aadj[o:o + self.nel[i]].reshape(arr.shape)
+            return self.aadj[o:o + arr.size].reshape(arr.shape)
         g = self.side.get(i)
         return np.zeros(arr.shape) if g is None else g
 
@@ -474,7 +494,7 @@ class FloatAdjoints:
         if o >= 0:
             # (into a view shaped like the entry: NumPy broadcasts g there, as broadcast_to
             # would, without broadcast_to's cost)
-            self.aadj[o:o + self.nel[i]].reshape(arr.shape)[...] = g
+            self.aadj[o:o + arr.size].reshape(arr.shape)[...] = g
         else:
             self.side[i] = np.array(np.broadcast_to(g, arr.shape), dtype=np.float64)
 
@@ -487,7 +507,7 @@ class FloatAdjoints:
             return
         o = self._flat(i)
         if o >= 0:
-            slot = self.aadj[o:o + self.nel[i]].reshape(arr.shape)
+            slot = self.aadj[o:o + arr.size].reshape(arr.shape)
             slot += g
         else:
             cur = self.side.get(i)
@@ -503,7 +523,10 @@ class FloatAdjoints:
     def saved(self, r):
         """The value entry or constant ``r`` saved, as a tensor for a Python backward."""
         T = self.tape
-        return wrap(T._c[-r - 1] if r < 0 else T._value(r))
+        if r < 0:
+            return wrap(T._c[-r - 1])
+        arr = T._arr.get(r)   # (an array entry's value without reading its opcode first)
+        return wrap(T._value(r) if arr is None else arr)
 
     def leaf_grads(self):
         T = self.tape
@@ -511,6 +534,17 @@ class FloatAdjoints:
         if not leaves:
             return [], []
         hits = self.hits
+        if len(leaves) <= _FEW_HITS:
+            # (the tape's leaves, ascending as they were pushed, not the reached entries:
+            # a chain of ops reaches many entries and a few leaves)
+            reached = self.reached
+            n = len(reached)
+            hit = [i for i in leaves if i < n and reached[i]]
+            ts = [leaves[i] for i in hit]
+            if T._arr:
+                return ts, [self.get(i) for i in hit]
+            item = self.adj.item
+            return ts, [item(i) for i in hit]
         if len(hits) <= _FEW_HITS:
             reached = self.reached
             hit = [i for i in hits.tolist() if i in leaves and reached[i]]
@@ -1006,6 +1040,9 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
                 for i in hits.tolist():
                     if reached[i]:
                         freed[i] = 1
+            elif len(reached) <= _SMALL:   # (one whole-array op: reached is 0 off the hits)
+                head = freed[:len(reached)]
+                np.bitwise_or(head, reached, out=head)
             else:
                 freed[hits] |= reached[hits]
             release_saved(T, reached, adj.stops)   # what hooks packed and Functions saved goes too
@@ -1026,6 +1063,8 @@ def grad_value(t, g):
     v = t._value
     if v.__class__ is float:
         return float(np.sum(g)) if g.__class__ is not float else g
+    if g.__class__ is np.ndarray and g.shape == v.shape and g.dtype == v.dtype:
+        return g   # (the common case, without np.shape's and np.asarray's dispatch)
     return np.asarray(np.broadcast_to(g, v.shape), dtype=v.dtype).copy() if np.shape(g) != v.shape \
         else np.asarray(g, dtype=v.dtype)
 
