@@ -25,6 +25,7 @@ from ..core.dtypes import scalar_type_name
 from ..core.shapes import wrap_dim, wrap_dims
 from ..core.pyop import Arg, record
 from ..core.grad_mode import is_grad_enabled
+from ..core.numba_jit import jit
 from ..core.tape import recording
 from ..core.tensor import (Tensor, note_comparison_use, recorded_comparison, tensor_of_entry,
                            wrap)
@@ -497,25 +498,60 @@ def amin(x, dim=None, keepdim=False):
 amin.defvjp(_ties)
 
 
-def _arg_extreme(argfn):
+@jit
+def _first_extreme(x, largest):
+    """Along axis 1 of ``x`` (outer, n, inner), the index of the first smallest element (the
+    largest with ``largest``), a NaN beating every number, and that element: NumPy's
+    argmin/argmax.  (NumPy's own, along any axis but the last, copies the array first and
+    took longer than the rest of a small k-means' objective.)"""
+    outer, n, inner = x.shape
+    idx = np.zeros((outer, 1, inner), np.int64)
+    best = np.empty((outer, 1, inner), x.dtype)
+    for o in range(outer):
+        for j in range(inner):
+            best[o, 0, j] = x[o, 0, j]
+        for i in range(1, n):
+            for j in range(inner):
+                b = best[o, 0, j]
+                if b != b:
+                    continue
+                v = x[o, i, j]
+                if v != v or (v > b if largest else v < b):
+                    best[o, 0, j] = v
+                    idx[o, 0, j] = i
+    return idx, best
+
+
+def _extreme_along(x, dim, largest):
+    """``(index, value)`` of the first extreme of ``x`` along ``dim``, keeping the dim."""
+    if x.dtype == np.float64 and x.size:
+        shape = x.shape
+        x3 = np.ascontiguousarray(x).reshape(math.prod(shape[:dim]), shape[dim], -1)
+        idx, vals = _first_extreme(x3, largest)
+        kept = shape[:dim] + (1,) + shape[dim + 1:]
+        return idx.reshape(kept), vals.reshape(kept)
+    idx = (np.argmax if largest else np.argmin)(x, axis=dim, keepdims=True)
+    return idx, np.take_along_axis(x, idx, axis=dim)
+
+
+def _arg_extreme(largest):
     def forward(x, dim, keepdim=False):
         dim = wrap_dim(dim, x.ndim)
         if x.ndim == 0:
             return x.copy(), np.zeros((), np.int64)
-        idx = argfn(x, axis=dim, keepdims=True)
-        vals = np.take_along_axis(x, idx, axis=dim)
+        idx, vals = _extreme_along(x, dim, largest)
         if not keepdim:
             vals, idx = np.squeeze(vals, dim), np.squeeze(idx, dim)
-        return vals, idx.astype(np.int64)
+        return vals, idx.astype(np.int64, copy=False)
     return forward
 
 
-def _route(argfn):
+def _route(largest):
     def vjp(g, ans, x, dim, keepdim=False):
         # d max(x, dim) / dx = 1 at the index it returned, 0 elsewhere
         if not _shape(x):
             return (g,)
-        idx = argfn(_value(x), axis=dim, keepdims=True)
+        idx, _ = _extreme_along(_value(x), wrap_dim(dim, len(_shape(x))), largest)
         gk = g if keepdim else call("unsqueeze", g, dim)
         return (call("ungather", gk, _shape(x), dim, idx),)
     return vjp
@@ -523,18 +559,18 @@ def _route(argfn):
 
 @defop("max_dim", "MaxBackward0", method=False, outputs=tuple)
 def max_dim(x, dim, keepdim=False):
-    return _arg_extreme(np.argmax)(x, dim, keepdim)
+    return _arg_extreme(True)(x, dim, keepdim)
 
 
-max_dim.defvjp(_route(np.argmax))
+max_dim.defvjp(_route(True))
 
 
 @defop("min_dim", "MinBackward0", method=False, outputs=tuple)
 def min_dim(x, dim, keepdim=False):
-    return _arg_extreme(np.argmin)(x, dim, keepdim)
+    return _arg_extreme(False)(x, dim, keepdim)
 
 
-min_dim.defvjp(_route(np.argmin))
+min_dim.defvjp(_route(False))
 
 
 @defop("max_all", "MaxBackward1", method=False)
@@ -1259,7 +1295,12 @@ def ungather(g, shape, dim, index):
     """Zeros of ``shape`` with ``g`` added along ``dim`` at ``index``: gather's adjoint."""
     out = np.zeros(tuple(shape) or (1,))
     idx = along_index(index, dim)
-    np.add.at(out, idx, np.reshape(g, idx[dim].shape))
+    if np.ndim(index) and np.shape(index)[dim] == 1:
+        # one index per position along dim (max/min's): no place is hit twice, so an
+        # assignment adds (+ 0.0: 0.0 + -0.0 is 0.0), at a third of np.add.at's cost
+        out[idx] = np.reshape(g, idx[dim].shape) + 0.0
+    else:
+        np.add.at(out, idx, np.reshape(g, idx[dim].shape))
     return out.reshape(shape)
 
 
