@@ -1356,8 +1356,12 @@ def basic_index(x, idx):
     v = x._value
     if idx.__class__ is int:
         part, node = v[idx, ...], "SelectBackward0"
-    else:
+    elif idx.__class__ is slice:
         part, node = v[idx], "SliceBackward0"
+    else:   # one step of index_steps: full slices, then an int, a slice or a None
+        part, node = v[idx], _index_node(idx)
+        if part.__class__ is not np.ndarray:   # an element: the 0-d view of it
+            part = v[idx + (Ellipsis,)]
     shared = np.may_share_memory(part, v)   # (an empty slice shares nothing)
     out = part if part.ndim or part.dtype != np.float64 else float(part)
     T = recording()
@@ -1372,6 +1376,29 @@ def basic_index(x, idx):
     if shared:
         register_view(r, x, ("getitem", (idx,), _NO_PARAMS))
     return r
+
+
+def basic_steps(shape, idx):
+    """``index_steps`` of ``idx`` when it is a tuple of ints in range, slices of ints and
+    Nones (``x[None, :]``, ``x[:, 0]``, ``icf[:, 2:]``: every step a view that
+    ``basic_index`` records), else None."""
+    d, n = 0, len(shape)
+    for p in idx:
+        if p is None:
+            continue
+        if d == n:
+            return None
+        c = p.__class__
+        if c is int:
+            if not -shape[d] <= p < shape[d]:
+                return None
+        elif c is not slice or not ((p.start is None or p.start.__class__ is int)
+                                    and (p.stop is None or p.stop.__class__ is int)
+                                    and (p.step is None or (p.step.__class__ is int
+                                                            and p.step != 0))):
+            return None
+        d += 1
+    return index_steps(shape, idx)
 
 
 def index(x, idx):
