@@ -235,7 +235,56 @@ def elementwise_fallback(code, args):
             r._tape = T
             r._entry = i
             return r
+    if len(args) == 2:
+        r = _broadcast_pair(code, args)
+        if r is not None:
+            return r
     return _generic_slow(code, args)
+
+
+def _broadcast_pair(code, args):
+    """``x op y`` for float64 arrays of two shapes that broadcast (``a[None, :] +
+    b[:, None]``), or an array with a number or a 0-d float64 tensor the fast path above
+    did not take: the ufunc, then the operands recorded as ``_operand_ref`` records them.
+    None for anything else (other dtypes, comparisons used as numbers, shapes that do not
+    broadcast: ``_generic_slow`` raises PyTorch's error), which ``_generic_slow`` handles.  As
+    on the fast path above, the ufunc runs without ``np.errstate``."""
+    vals = []
+    rg = arrays = False
+    for a in args:
+        c = a.__class__
+        if c is Tensor:
+            v = a._value
+            if v.__class__ is _ND:
+                if v.dtype is not _F64:
+                    return None
+                arrays = True
+            elif v.__class__ is not _b.float:
+                return None
+            if a._tape is not None:
+                rg = True
+            elif getattr(a, "_comparison", None) is not None:
+                return None
+        elif c is _b.float or c is _b.int:
+            v = a
+        else:
+            return None
+        vals.append(v)
+    if not arrays:
+        return None
+    try:
+        v = _VF[code](*vals)
+    except (ValueError, OverflowError, TypeError):
+        return None
+    if v.__class__ is not _ND or v.dtype is not _F64 or not v.ndim:
+        return None
+    if not rg:
+        return wrap(v)
+    T = recording()
+    if T is None:
+        return wrap(v)
+    shape = v.shape
+    return _record(code, [_operand_ref(T, a, shape) for a in args], v)
 
 
 def _generic_slow(code, args):
