@@ -71,9 +71,10 @@ def tensor_of_entry(T, i, v):
     return r
 
 
-def _record(code, refs, v):
-    """Record elementwise op ``code`` with operand references ``refs`` on the current tape."""
-    T = recording()
+def _record(T, code, refs, v):
+    """Record elementwise op ``code`` with operand references ``refs`` on tape ``T``, the tape
+    they were taken on (taking one may fill a chunk of the default tape, after which
+    ``recording()`` is a fresh tape where these references mean other entries)."""
     if len(refs) == 3:
         rb = T._push(ARG, refs[1], refs[2], 0.0)
         i = T._push(code, refs[0], rb, v)
@@ -284,7 +285,7 @@ def _broadcast_pair(code, args):
     if T is None:
         return wrap(v)
     shape = v.shape
-    return _record(code, [_operand_ref(T, a, shape) for a in args], v)
+    return _record(T, code, [_operand_ref(T, a, shape) for a in args], v)
 
 
 def _generic_slow(code, args):
@@ -372,7 +373,7 @@ def _generic_slow(code, args):
                         T._push(CONST, -1, -1, np.broadcast_to(c, shape)))
         else:
             refs.append(_operand_ref(T, a, shape))
-    return _record(code, refs, v)
+    return _record(T, code, refs, v)
 
 
 def ieee_value(code, x, y, z):
@@ -843,7 +844,7 @@ def compare(code, x, y):
         return r
     shape = v.shape
     refs = [_operand_ref(T, t, shape) if isinstance(t, Tensor) else T._const(t) for t in (x, y)]
-    rec = _record(code, refs, v.astype(np.float64) if v.ndim else _b.float(v))
+    rec = _record(T, code, refs, v.astype(np.float64) if v.ndim else _b.float(v))
     r._comparison = (T, rec._entry)
     return r
 
