@@ -1349,9 +1349,10 @@ _NO_PARAMS = {}   # (the params of a one-step index: shared, never written)
 
 def basic_index(x, idx):
     """``call("getitem", x, idx)`` for the common one-step index of a tensor ``x`` with
-    history (exactly a ``Tensor``, holding an array of 1 dim or more; so not a recorded
-    comparison, whose use ``call`` notes): an int in range or a slice of ints with a step
-    that is not 0 (``c[3]``, ``c[0:3]``), which need no analysis; the caller checks that.  The same value, node, tape entry and view as the general path, at a third of its
+    history or without (exactly a ``Tensor``, holding an array of 1 dim or more; not a
+    recorded comparison, whose use ``call`` notes): an int in range or a slice of ints with a
+    step that is not 0 (``c[3]``, ``c[0:3]``), or a step of ``basic_steps``, which need no
+    analysis; the caller checks that.  The same value, node, tape entry and view as the general path, at a third of its
     cost."""
     v = x._value
     if idx.__class__ is int:
