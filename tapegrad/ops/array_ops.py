@@ -308,6 +308,8 @@ def _axes(dim, ndim):
     """NumPy axes of a reduction over ``dim`` (None: all); a 0-d tensor has none to reduce."""
     if dim is None:
         return None
+    if dim.__class__ is int and -ndim <= dim < ndim:   # (most calls: one dim, in range)
+        return (dim % ndim,)
     axes = wrap_dims(dim, ndim)
     return axes if ndim > 0 else ()
 
@@ -689,10 +691,11 @@ def _(g, ans, x, p=2, dim=None, keepdim=False):
 @defop("logsumexp", "LogsumexpBackward0")
 def logsumexp(x, dim, keepdim=False):
     ax = _axes(dim, x.ndim)
-    m = np.max(x, axis=ax, keepdims=True)
+    # (the ufuncs' own reductions: np.max and np.sum cost as much again in dispatch here)
+    m = np.maximum.reduce(x, axis=ax, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
-    out = np.log(np.sum(np.exp(x - m), axis=ax, keepdims=True)) + m
-    return out if keepdim else np.squeeze(out, ax)
+    out = np.log(np.add.reduce(np.exp(x - m), axis=ax, keepdims=True)) + m
+    return out if keepdim else out.squeeze(ax)
 
 
 # d lse / dx = softmax(x) = exp(x - lse)
