@@ -1350,20 +1350,22 @@ def without_leading_ones(shape):
 _NO_PARAMS = {}   # (the params of a one-step index: shared, never written)
 
 
-def basic_index(x, idx):
+def basic_index(x, idx, node=None):
     """``call("getitem", x, idx)`` for the common one-step index of a tensor ``x`` with
     history or without (exactly a ``Tensor``, holding an array of 1 dim or more; not a
     recorded comparison, whose use ``call`` notes): an int in range or a slice of ints with a
     step that is not 0 (``c[3]``, ``c[0:3]``), or a step of ``basic_steps``, which need no
-    analysis; the caller checks that.  The same value, node, tape entry and view as the general path, at a third of its
-    cost."""
+    analysis; the caller checks that (``node``: the step's node name, when known).  The same
+    value, node, tape entry and view as the general path, at a third of its cost."""
     v = x._value
     if idx.__class__ is int:
         part, node = v[idx, ...], "SelectBackward0"
     elif idx.__class__ is slice:
         part, node = v[idx], "SliceBackward0"
     else:   # one step of index_steps: full slices, then an int, a slice or a None
-        part, node = v[idx], _index_node(idx)
+        part = v[idx]
+        if node is None:
+            node = _index_node(idx)
         if part.__class__ is not np.ndarray:   # an element: the 0-d view of it
             part = v[idx + (Ellipsis,)]
     shared = np.may_share_memory(part, v)   # (an empty slice shares nothing)
@@ -1383,26 +1385,43 @@ def basic_index(x, idx):
 
 
 def basic_steps(shape, idx):
-    """``index_steps`` of ``idx`` when it is a tuple of ints in range, slices of ints and
-    Nones (``x[None, :]``, ``x[:, 0]``, ``icf[:, 2:]``: every step a view that
-    ``basic_index`` records), else None."""
-    d, n = 0, len(shape)
+    """``index_steps`` of ``idx``, each with its node name, when ``idx`` is a tuple of ints in
+    range, slices of ints and Nones (``x[None, :]``, ``x[:, 0]``, ``icf[:, 2:]``: every
+    step a view that ``basic_index`` records), else None.  Worked out here in one pass, as
+    ``index_steps`` would: a None adds a dim, an int removes one, a full slice makes no step."""
+    steps, d, k, n = [], 0, 0, len(shape)   # d: the dim of the result so far, k: of the input
     for p in idx:
         if p is None:
+            steps.append(((_FULL,) * d + (None,), "UnsqueezeBackward0"))
+            d += 1
             continue
-        if d == n:
+        if k == n:
             return None
         c = p.__class__
         if c is int:
-            if not -shape[d] <= p < shape[d]:
+            if not -shape[k] <= p < shape[k]:
                 return None
-        elif c is not slice or not ((p.start is None or p.start.__class__ is int)
-                                    and (p.stop is None or p.stop.__class__ is int)
-                                    and (p.step is None or (p.step.__class__ is int
-                                                            and p.step != 0))):
+            steps.append(((_FULL,) * d + (p,), "SelectBackward0"))
+        elif c is slice:
+            start, stop, step = p.start, p.stop, p.step
+            if start is None and stop is None and step is None:   # (full: no step)
+                d += 1
+                k += 1
+                continue
+            if not ((start is None or start.__class__ is int)
+                    and (stop is None or stop.__class__ is int)
+                    and (step is None or (step.__class__ is int and step != 0))):
+                return None
+            if not full_slice(p, shape[k]):
+                steps.append(((_FULL,) * d + (p,), "SliceBackward0"))
+            d += 1
+        else:
             return None
-        d += 1
-    return index_steps(shape, idx)
+        k += 1
+    return steps
+
+
+_FULL = slice(None)
 
 
 def index(x, idx):

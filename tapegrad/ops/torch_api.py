@@ -662,9 +662,9 @@ def getitem(input: Tensor, idx) -> Tensor:
     if idx.__class__ is tuple and input.__class__ is Tensor and input._value.__class__ is _ND \
             and (input._tape is not None or getattr(input, "_comparison", None) is None):
         steps = basic_steps(input._value.shape, idx)
-        if steps is not None and steps != [()]:   # views only, nothing to check
-            for step in steps:
-                input = basic_index(input, step)
+        if steps:   # views only, nothing to check
+            for step, node in steps:
+                input = basic_index(input, step, node)
             return input
     note_recorded_index(idx)
     idx = index_value(idx)
