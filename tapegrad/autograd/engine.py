@@ -387,6 +387,19 @@ class TapeArrays:
                 if k < n:
                     self.dirty[k] = max(self.dirty[k], when)
             self.dirty[stale] = n + 1   # changed after every entry that could have saved it
+            self._dirty_broadcasts(entries)
+
+    def _dirty_broadcasts(self, entries):
+        """A ``broadcast`` entry views its operand's memory: it is modified when the operand
+        is (PyTorch's version check of the operand that the op saved before broadcasting)."""
+        T, op, dirty = self.tape, self.op, self.dirty
+        outs = np.flatnonzero(op == PYOUT) if entries is None else entries[op[entries] == PYOUT]
+        for e in outs.tolist():
+            py = T._py.get(self.a[e])
+            if py is not None and py.name == "broadcast" and py.fwd is not None:
+                src = py.inputs[0]
+                if src >= 0 and dirty[src] > dirty[e]:
+                    dirty[e] = dirty[src]
 
     def reach(self, seeds):
         """``(hits, low, swept, stops)``: the entries a walk from ``seeds`` can reach,

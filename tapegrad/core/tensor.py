@@ -71,9 +71,10 @@ def tensor_of_entry(T, i, v):
     return r
 
 
-def _record(code, refs, v):
-    """Record elementwise op ``code`` with operand references ``refs`` on the current tape."""
-    T = recording()
+def _record(T, code, refs, v):
+    """Record elementwise op ``code`` with operand references ``refs`` on tape ``T``, the tape
+    they were taken on (taking one may fill a chunk of the default tape, after which
+    ``recording()`` is a fresh tape where these references mean other entries)."""
     if len(refs) == 3:
         rb = T._push(ARG, refs[1], refs[2], 0.0)
         i = T._push(code, refs[0], rb, v)
@@ -235,7 +236,56 @@ def elementwise_fallback(code, args):
             r._tape = T
             r._entry = i
             return r
+    if len(args) == 2:
+        r = _broadcast_pair(code, args)
+        if r is not None:
+            return r
     return _generic_slow(code, args)
+
+
+def _broadcast_pair(code, args):
+    """``x op y`` for float64 arrays of two shapes that broadcast (``a[None, :] +
+    b[:, None]``), or an array with a number or a 0-d float64 tensor the fast path above
+    did not take: the ufunc, then the operands recorded as ``_operand_ref`` records them.
+    None for anything else (other dtypes, comparisons used as numbers, shapes that do not
+    broadcast: ``_generic_slow`` raises PyTorch's error), which ``_generic_slow`` handles.  As
+    on the fast path above, the ufunc runs without ``np.errstate``."""
+    vals = []
+    rg = arrays = False
+    for a in args:
+        c = a.__class__
+        if c is Tensor:
+            v = a._value
+            if v.__class__ is _ND:
+                if v.dtype is not _F64:
+                    return None
+                arrays = True
+            elif v.__class__ is not _b.float:
+                return None
+            if a._tape is not None:
+                rg = True
+            elif getattr(a, "_comparison", None) is not None:
+                return None
+        elif c is _b.float or c is _b.int:
+            v = a
+        else:
+            return None
+        vals.append(v)
+    if not arrays:
+        return None
+    try:
+        v = _VF[code](*vals)
+    except (ValueError, OverflowError, TypeError):
+        return None
+    if v.__class__ is not _ND or v.dtype is not _F64 or not v.ndim:
+        return None
+    if not rg:
+        return wrap(v)
+    T = recording()
+    if T is None:
+        return wrap(v)
+    shape = v.shape
+    return _record(T, code, [_operand_ref(T, a, shape) for a in args], v)
 
 
 def _generic_slow(code, args):
@@ -323,7 +373,7 @@ def _generic_slow(code, args):
                         T._push(CONST, -1, -1, np.broadcast_to(c, shape)))
         else:
             refs.append(_operand_ref(T, a, shape))
-    return _record(code, refs, v)
+    return _record(T, code, refs, v)
 
 
 def ieee_value(code, x, y, z):
@@ -830,7 +880,7 @@ def compare(code, x, y):
         return r
     shape = v.shape
     refs = [_operand_ref(T, t, shape) if isinstance(t, Tensor) else T._const(t) for t in (x, y)]
-    rec = _record(code, refs, v.astype(np.float64) if v.ndim else _b.float(v))
+    rec = _record(T, code, refs, v.astype(np.float64) if v.ndim else _b.float(v))
     r._comparison = (T, rec._entry)
     return r
 

@@ -25,6 +25,7 @@ from ..core.dtypes import scalar_type_name
 from ..core.shapes import wrap_dim, wrap_dims
 from ..core.pyop import Arg, record
 from ..core.grad_mode import is_grad_enabled
+from ..core.numba_jit import jit
 from ..core.tape import recording
 from ..core.tensor import (Tensor, note_comparison_use, recorded_comparison, tensor_of_entry,
                            wrap)
@@ -325,6 +326,8 @@ def _axes(dim, ndim):
     """NumPy axes of a reduction over ``dim`` (None: all); a 0-d tensor has none to reduce."""
     if dim is None:
         return None
+    if dim.__class__ is int and -ndim <= dim < ndim:   # (most calls: one dim, in range)
+        return (dim % ndim,)
     axes = wrap_dims(dim, ndim)
     return axes if ndim > 0 else ()
 
@@ -515,25 +518,60 @@ def amin(x, dim=None, keepdim=False):
 amin.defvjp(_ties)
 
 
-def _arg_extreme(argfn):
+@jit
+def _first_extreme(x, largest):
+    """Along axis 1 of ``x`` (outer, n, inner), the index of the first smallest element (the
+    largest with ``largest``), a NaN beating every number, and that element: NumPy's
+    argmin/argmax.  (NumPy's own, along any axis but the last, copies the array first and
+    took longer than the rest of a small k-means' objective.)"""
+    outer, n, inner = x.shape
+    idx = np.zeros((outer, 1, inner), np.int64)
+    best = np.empty((outer, 1, inner), x.dtype)
+    for o in range(outer):
+        for j in range(inner):
+            best[o, 0, j] = x[o, 0, j]
+        for i in range(1, n):
+            for j in range(inner):
+                b = best[o, 0, j]
+                if b != b:
+                    continue
+                v = x[o, i, j]
+                if v != v or (v > b if largest else v < b):
+                    best[o, 0, j] = v
+                    idx[o, 0, j] = i
+    return idx, best
+
+
+def _extreme_along(x, dim, largest):
+    """``(index, value)`` of the first extreme of ``x`` along ``dim``, keeping the dim."""
+    if x.dtype == np.float64 and x.size:
+        shape = x.shape
+        x3 = np.ascontiguousarray(x).reshape(math.prod(shape[:dim]), shape[dim], -1)
+        idx, vals = _first_extreme(x3, largest)
+        kept = shape[:dim] + (1,) + shape[dim + 1:]
+        return idx.reshape(kept), vals.reshape(kept)
+    idx = (np.argmax if largest else np.argmin)(x, axis=dim, keepdims=True)
+    return idx, np.take_along_axis(x, idx, axis=dim)
+
+
+def _arg_extreme(largest):
     def forward(x, dim, keepdim=False):
         dim = wrap_dim(dim, x.ndim)
         if x.ndim == 0:
             return x.copy(), np.zeros((), np.int64)
-        idx = argfn(x, axis=dim, keepdims=True)
-        vals = np.take_along_axis(x, idx, axis=dim)
+        idx, vals = _extreme_along(x, dim, largest)
         if not keepdim:
             vals, idx = np.squeeze(vals, dim), np.squeeze(idx, dim)
-        return vals, idx.astype(np.int64)
+        return vals, idx.astype(np.int64, copy=False)
     return forward
 
 
-def _route(argfn):
+def _route(largest):
     def vjp(g, ans, x, dim, keepdim=False):
         # d max(x, dim) / dx = 1 at the index it returned, 0 elsewhere
         if not _shape(x):
             return (g,)
-        idx = argfn(_value(x), axis=dim, keepdims=True)
+        idx, _ = _extreme_along(_value(x), wrap_dim(dim, len(_shape(x))), largest)
         gk = g if keepdim else call("unsqueeze", g, dim)
         return (call("ungather", gk, _shape(x), dim, idx),)
     return vjp
@@ -541,18 +579,18 @@ def _route(argfn):
 
 @defop("max_dim", "MaxBackward0", method=False, outputs=tuple)
 def max_dim(x, dim, keepdim=False):
-    return _arg_extreme(np.argmax)(x, dim, keepdim)
+    return _arg_extreme(True)(x, dim, keepdim)
 
 
-max_dim.defvjp(_route(np.argmax))
+max_dim.defvjp(_route(True))
 
 
 @defop("min_dim", "MinBackward0", method=False, outputs=tuple)
 def min_dim(x, dim, keepdim=False):
-    return _arg_extreme(np.argmin)(x, dim, keepdim)
+    return _arg_extreme(False)(x, dim, keepdim)
 
 
-min_dim.defvjp(_route(np.argmin))
+min_dim.defvjp(_route(False))
 
 
 @defop("max_all", "MaxBackward1", method=False)
@@ -675,10 +713,11 @@ def _(g, ans, x, p=2, dim=None, keepdim=False):
 @defop("logsumexp", "LogsumexpBackward0")
 def logsumexp(x, dim, keepdim=False):
     ax = _axes(dim, x.ndim)
-    m = np.max(x, axis=ax, keepdims=True)
+    # (the ufuncs' own reductions: np.max and np.sum cost as much again in dispatch here)
+    m = np.maximum.reduce(x, axis=ax, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
-    out = np.log(np.sum(np.exp(x - m), axis=ax, keepdims=True)) + m
-    return contiguous(out if keepdim else np.squeeze(out, ax))
+    out = np.log(np.add.reduce(np.exp(x - m), axis=ax, keepdims=True)) + m
+    return contiguous(out if keepdim else out.squeeze(ax))
 
 
 # d lse / dx = softmax(x) = exp(x - lse)
@@ -1328,7 +1367,12 @@ def ungather(g, shape, dim, index):
     """Zeros of ``shape`` with ``g`` added along ``dim`` at ``index``: gather's adjoint."""
     out = np.zeros(tuple(shape) or (1,))
     idx = along_index(index, dim)
-    np.add.at(out, idx, np.reshape(g, idx[dim].shape))
+    if np.ndim(index) and np.shape(index)[dim] == 1:
+        # one index per position along dim (max/min's): no place is hit twice, so an
+        # assignment adds (+ 0.0: 0.0 + -0.0 is 0.0), at a third of np.add.at's cost
+        out[idx] = np.reshape(g, idx[dim].shape) + 0.0
+    else:
+        np.add.at(out, idx, np.reshape(g, idx[dim].shape))
     return out.reshape(shape)
 
 
@@ -1375,17 +1419,24 @@ def without_leading_ones(shape):
 _NO_PARAMS = {}   # (the params of a one-step index: shared, never written)
 
 
-def basic_index(x, idx):
+def basic_index(x, idx, node=None):
     """``call("getitem", x, idx)`` for the common one-step index of a tensor ``x`` with
-    history (exactly a ``Tensor``, holding an array of 1 dim or more; so not a recorded
-    comparison, whose use ``call`` notes): an int in range or a slice of ints with a step
-    that is not 0 (``c[3]``, ``c[0:3]``), which need no analysis; the caller checks that.  The same value, node, tape entry and view as the general path, at a third of its
-    cost."""
+    history or without (exactly a ``Tensor``, holding an array of 1 dim or more; not a
+    recorded comparison, whose use ``call`` notes): an int in range or a slice of ints with a
+    step that is not 0 (``c[3]``, ``c[0:3]``), or a step of ``basic_steps``, which need no
+    analysis; the caller checks that (``node``: the step's node name, when known).  The same
+    value, node, tape entry and view as the general path, at a third of its cost."""
     v = x._value
     if idx.__class__ is int:
         part, node = v[idx, ...], "SelectBackward0"
-    else:
+    elif idx.__class__ is slice:
         part, node = v[idx], "SliceBackward0"
+    else:   # one step of index_steps: full slices, then an int, a slice or a None
+        part = v[idx]
+        if node is None:
+            node = _index_node(idx)
+        if part.__class__ is not np.ndarray:   # an element: the 0-d view of it
+            part = v[idx + (Ellipsis,)]
     shared = np.may_share_memory(part, v)   # (an empty slice shares nothing)
     out = part if part.ndim or part.dtype != np.float64 else float(part)
     T = recording()
@@ -1400,6 +1451,46 @@ def basic_index(x, idx):
     if shared:
         register_view(r, x, ("getitem", (idx,), _NO_PARAMS))
     return r
+
+
+def basic_steps(shape, idx):
+    """``index_steps`` of ``idx``, each with its node name, when ``idx`` is a tuple of ints in
+    range, slices of ints and Nones (``x[None, :]``, ``x[:, 0]``, ``icf[:, 2:]``: every
+    step a view that ``basic_index`` records), else None.  Worked out here in one pass, as
+    ``index_steps`` would: a None adds a dim, an int removes one, a full slice makes no step."""
+    steps, d, k, n = [], 0, 0, len(shape)   # d: the dim of the result so far, k: of the input
+    for p in idx:
+        if p is None:
+            steps.append(((_FULL,) * d + (None,), "UnsqueezeBackward0"))
+            d += 1
+            continue
+        if k == n:
+            return None
+        c = p.__class__
+        if c is int:
+            if not -shape[k] <= p < shape[k]:
+                return None
+            steps.append(((_FULL,) * d + (p,), "SelectBackward0"))
+        elif c is slice:
+            start, stop, step = p.start, p.stop, p.step
+            if start is None and stop is None and step is None:   # (full: no step)
+                d += 1
+                k += 1
+                continue
+            if not ((start is None or start.__class__ is int)
+                    and (stop is None or stop.__class__ is int)
+                    and (step is None or (step.__class__ is int and step != 0))):
+                return None
+            if not full_slice(p, shape[k]):
+                steps.append(((_FULL,) * d + (p,), "SliceBackward0"))
+            d += 1
+        else:
+            return None
+        k += 1
+    return steps
+
+
+_FULL = slice(None)
 
 
 def index(x, idx):
