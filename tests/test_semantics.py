@@ -1060,3 +1060,13 @@ def test_recorded_in_place_op_writes_the_memory_that_aliases_see():
     np.testing.assert_array_equal(alias.numpy(), [0.5, 0.5, 0.5])
     c.sum().backward()
     np.testing.assert_array_equal(w.grad.numpy(), [-1.0 / 4, -2.0 / 16, -4.0 / 64])
+
+
+def test_broadcast_operand_gradient_sums_from_plus_zero():
+    # PyTorch reduces a broadcast operand's gradient with sum_to_size, a sum from +0.:
+    # terms that are all -0. give +0. (recorded on torch 2.13)
+    y = tg.tensor(2.0, requires_grad=True)
+    x = tg.tensor([1.0, 2.0])
+    for f in (lambda: x + y, lambda: x * y, lambda: (x * x + y * y).reciprocal()):
+        (g,) = tg.autograd.grad(f(), y, tg.tensor([-0.0, -0.0]))
+        assert g.item() == 0.0 and not math.copysign(1.0, g.item()) < 0

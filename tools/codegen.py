@@ -634,6 +634,11 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
             x = val[ra] if ra >= 0 else consts[-ra - 1]
             y = val[rb] if rb >= 0 else consts[-rb - 1]
             z = val[rc] if rc >= 0 else consts[-rc - 1]
+            # a broadcast operand's terms are summed from +0.0 first, then added to its
+            # adjoint: PyTorch's sum_to_size (all -0.0 terms give +0.0, and its rounding)
+            sx = 0.0
+            sy = 0.0
+            sz = 0.0
             for k in range(nel[i]):
                 if xa >= 0:
                     x = aval[xa + k]
@@ -647,16 +652,22 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
                     dx, dy, dz = zero_terms(dx, dy, dz, zx, zy, zz)
                 if xa >= 0:
                     aadj[xa + k] += dx
-                elif ra >= 0:
-                    adj[ra] += dx
+                else:
+                    sx += dx
                 if ya >= 0:
                     aadj[ya + k] += dy
-                elif rb >= 0:
-                    adj[rb] += dy
+                else:
+                    sy += dy
                 if za >= 0:
                     aadj[za + k] += dz
-                elif rc >= 0:
-                    adj[rc] += dz
+                else:
+                    sz += dz
+            if xa < 0 and ra >= 0:
+                adj[ra] += sx
+            if ya < 0 and rb >= 0:
+                adj[rb] += sy
+            if za < 0 and rc >= 0:
+                adj[rc] += sz
         else:
             x = val[ra] if ra >= 0 else consts[-ra - 1]
             y = val[rb] if rb >= 0 else consts[-rb - 1]
