@@ -509,3 +509,38 @@ def test_a_result_that_is_not_a_view_does_not_share_its_input_memory(name, conti
     before = x.tolist()
     LAYOUT_OPS[name](tg, x).zero_()
     assert x.tolist() == before
+
+
+MULTI_OUTPUT_CASES = {
+    "split": lambda b: b.split(2)[0].add_(1),
+    "chunk": lambda b: b.chunk(2)[1].mul_(1),
+    "unbind": lambda b: b.unbind(0)[1].mul_(1),
+    "view of a split part": lambda b: b.split(2)[0][0].add_(1),
+    "split into one part": lambda b: b.split(4)[0].add_(1),
+}
+
+
+@pytest.mark.parametrize("name", MULTI_OUTPUT_CASES)
+def test_in_place_on_a_view_of_a_multi_output_op_raises_as_pytorch(name):
+    for lib in LIBS:
+        b = lib.ones(4, 2, dtype=lib.float64, requires_grad=True) * 1
+        with pytest.raises(RuntimeError, match="is the output of a function that returns "
+                                               "multiple views"):
+            MULTI_OUTPUT_CASES[name](b)
+        with lib.no_grad():   # allowed without grad, and on a tensor without grad
+            MULTI_OUTPUT_CASES[name](b)
+        MULTI_OUTPUT_CASES[name](lib.ones(4, 2))
+        parts = b.split(2)   # the base itself may change while the parts live
+        b.div_(2.0)
+
+
+def test_a_view_of_a_leaf_still_reaches_it_after_a_write_through_a_detached_alias():
+    out = []
+    for lib in LIBS:
+        leaf = lib.tensor([[[-0.743, -0.0, 0.531]]], dtype=lib.float64, requires_grad=True)
+        view = leaf.unsqueeze(-3)
+        view.detach().mul_(1.938)
+        y = (view * view).sum()
+        grads = lib.autograd.grad([y], [leaf, view], allow_unused=True)
+        out.append((view.grad_fn.name(), [g.tolist() for g in grads]))
+    assert out[0] == out[1]

@@ -394,6 +394,8 @@ class Tensor:
     _view = None
     _views = None
     _detached = False   # x.detach(): a view in memory and version only (core/views.py)
+    _multi_output = None   # output k of split/unbind (or a view of one): PyTorch's views
+                           # of a multi-output node, which refuse in-place ops
     __hash__ = object.__hash__
     # A subclass whose ops record differently (tg.compile's Elements) sets these to
     # handler(code, args) and handler(array op name, args, params).

@@ -264,9 +264,11 @@ def _view_call(op, node, args, ans, params, edges, tensors=None):
         shared = [np.may_share_memory(p, base) for p in parts]
         res = _record_call(op, node, args, list(parts), params, edges, any(shared), tensors)
         slices = split_slices(base.shape, parts, args[1:], params)
-        for r, s, idx in zip(res, shared, slices):
+        for k, (r, s, idx) in enumerate(zip(res, shared, slices)):
             if s:
                 register_view(r, x, ("getitem", (idx,), {}))
+                if r._tape is not None:
+                    r._multi_output = k
         return tuple(res)
     shared = ans.__class__ is np.ndarray and np.may_share_memory(ans, x._value)
     out = ans if ans.__class__ is not np.ndarray or ans.ndim or ans.dtype != np.float64 \

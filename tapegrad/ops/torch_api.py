@@ -1468,7 +1468,11 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
 def unbind(input, dim=0):
     """The slices along ``dim``, as a tuple."""
     dim = wrap_dim(dim, input.ndim)
-    return tuple(getitem(input, (slice(None),) * dim + (k,)) for k in range(input.shape[dim]))
+    parts = tuple(getitem(input, (slice(None),) * dim + (k,)) for k in range(input.shape[dim]))
+    for k, part in enumerate(parts):   # (PyTorch's multi-output views: no in-place)
+        if part._tape is not None:
+            part._multi_output = k
+    return parts
 
 
 def narrow(input, dim, start, length):
