@@ -544,3 +544,14 @@ def test_a_view_of_a_leaf_still_reaches_it_after_a_write_through_a_detached_alia
         grads = lib.autograd.grad([y], [leaf, view], allow_unused=True)
         out.append((view.grad_fn.name(), [g.tolist() for g in grads]))
     assert out[0] == out[1]
+
+
+def test_a_multi_output_view_refuses_its_grad_fn_after_its_base_changed():
+    for lib in LIBS:
+        base = lib.tanh(lib.ones(4, 2, dtype=lib.float64, requires_grad=True))
+        first, second = base.split(2, 0)
+        assert first.grad_fn.name() == "SplitBackward0"
+        base.div_(2.0)
+        with pytest.raises(RuntimeError, match="Output 1 of Split is a view and its base or "
+                                               "another view of its base has been modified"):
+            second.grad_fn

@@ -394,8 +394,9 @@ class Tensor:
     _view = None
     _views = None
     _detached = False   # x.detach(): a view in memory and version only (core/views.py)
-    _multi_output = None   # output k of split/unbind (or a view of one): PyTorch's views
-                           # of a multi-output node, which refuse in-place ops
+    _multi_output = None   # (k, node, version): output k of split/unbind (or a view of one),
+                           # PyTorch's views of a multi-output node, which refuse in-place ops
+                           # and, after their memory changed, their grad_fn
     __hash__ = object.__hash__
     # A subclass whose ops record differently (tg.compile's Elements) sets these to
     # handler(code, args) and handler(array op name, args, params).
@@ -445,6 +446,9 @@ class Tensor:
         t = self._tape
         if t.__class__ is not Tape or t._leaves.get(self._entry) is self:
             return None
+        mo = self._multi_output
+        if mo is not None and self._version != mo[2]:
+            raise RuntimeError(MULTI_OUTPUT_MODIFIED.format(mo[0], mo[1]))
         return node_for(t, self._entry)
 
     @property
@@ -787,6 +791,19 @@ class _HookHandle:
     def remove(self):
         if self._hook in self._hooks:
             self._hooks.remove(self._hook)
+
+
+MULTI_OUTPUT_MODIFIED = ("Output {} of {} is a view and its base or another view of its base "
+                         "has been modified inplace. This view is the output of a function "
+                         "that returns multiple views. Such functions do not allow the output "
+                         "views to be modified inplace. You should replace the inplace "
+                         "operation by an out-of-place one.")
+
+
+def mark_multi_output(t, k, node):
+    """``t`` is output ``k`` of a view op with several outputs (``node``: PyTorch's name)."""
+    if t._tape is not None:
+        t._multi_output = (k, node, t._version)
 
 
 def _own_the_old_value(T, start, t, mem):

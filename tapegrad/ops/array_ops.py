@@ -27,8 +27,8 @@ from ..core.pyop import Arg, record
 from ..core.grad_mode import is_grad_enabled
 from ..core.numba_jit import jit
 from ..core.tape import recording
-from ..core.tensor import (Tensor, note_comparison_use, recorded_comparison, tensor_of_entry,
-                           wrap)
+from ..core.tensor import (Tensor, mark_multi_output, note_comparison_use, recorded_comparison,
+                           tensor_of_entry, wrap)
 from ..core.views import register_view
 
 
@@ -267,8 +267,7 @@ def _view_call(op, node, args, ans, params, edges, tensors=None):
         for k, (r, s, idx) in enumerate(zip(res, shared, slices)):
             if s:
                 register_view(r, x, ("getitem", (idx,), {}))
-                if r._tape is not None:
-                    r._multi_output = k
+                mark_multi_output(r, k, "Split")
         return tuple(res)
     shared = ans.__class__ is np.ndarray and np.may_share_memory(ans, x._value)
     out = ans if ans.__class__ is not np.ndarray or ans.ndim or ans.dtype != np.float64 \

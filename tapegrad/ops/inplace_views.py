@@ -96,8 +96,7 @@ def inplace_view(self, compute):
         if steps and self._tape is None:
             raise RuntimeError(NO_GRAD_VIEW)
         if self._multi_output is not None and self._tape is not None:
-            raise RuntimeError(MULTI_OUTPUT_VIEW.format(
-                self._multi_output, self.grad_fn.name().removesuffix("Backward0")))
+            raise RuntimeError(MULTI_OUTPUT_VIEW.format(*self._multi_output[:2]))
     tracked = root._tape is not None
     place = _written_place(self, root, steps)
     start = len(T) if T is not None else 0

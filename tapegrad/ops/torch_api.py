@@ -19,7 +19,7 @@ from ..core import optable
 from ..core.dtypes import (CPU, scalar_type_name, as_device, as_dtype, bool_, device as _device, float16, float32,
                            float64, get_default_dtype, int8, int16, int32, int64, uint8)
 from ..core.tape import Tape, recording
-from ..core.tensor import Tensor, check_float, note_comparison_use, wrap
+from ..core.tensor import Tensor, check_float, mark_multi_output, note_comparison_use, wrap
 from ..core.views import register_view, root_and_steps
 from . import everyday_ops, inplace_views, special
 from .factories import (LEGACY_CONSTRUCTORS, factory_shape, legacy_new, random_source,
@@ -1470,8 +1470,7 @@ def unbind(input, dim=0):
     dim = wrap_dim(dim, input.ndim)
     parts = tuple(getitem(input, (slice(None),) * dim + (k,)) for k in range(input.shape[dim]))
     for k, part in enumerate(parts):   # (PyTorch's multi-output views: no in-place)
-        if part._tape is not None:
-            part._multi_output = k
+        mark_multi_output(part, k, "Unbind")
     return parts
 
 
