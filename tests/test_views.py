@@ -555,3 +555,18 @@ def test_a_multi_output_view_refuses_its_grad_fn_after_its_base_changed():
         with pytest.raises(RuntimeError, match="Output 1 of Split is a view and its base or "
                                                "another view of its base has been modified"):
             second.grad_fn
+
+
+def test_in_place_through_a_part_of_an_expanded_view_writes_the_base():
+    out = []
+    for lib in LIBS:
+        a = lib.tensor([[[1.0], [0.608]]], dtype=lib.float64, requires_grad=True)
+        b = lib.tensor([[[0.0], [1.612]]], dtype=lib.float64, requires_grad=True)
+        base = lib.cat([a, b], dim=0)
+        expanded = base.expand((2, 2, 2, 1))
+        part = expanded[-2].add_(2.0)
+        (part * part + expanded * 3).sum().backward()
+        out.append((base.tolist(), a.grad.tolist(), b.grad.tolist(), part.grad_fn.name()))
+        with pytest.raises(RuntimeError, match="more than one element of the written-to"):
+            lib.zeros(3).expand(2, 3).add_(1)
+    assert out[0] == out[1]

@@ -1229,8 +1229,27 @@ def copy_slices(base, src, steps):
     """``base`` with ``src`` written into its view through ``steps`` (a new array): an
     in-place op through a view, as the base's history sees it (PyTorch's ``CopySlices``)."""
     out = np.array(base, dtype=np.result_type(base, src) if base.dtype.kind != "f" else base.dtype)
-    view_through(out, steps)[...] = src
+    place = view_through(out, steps)
+    if not place.flags.writeable:   # (through an expand)
+        place = writable_view(place, out)
+    place[...] = src
     return out
+
+
+def writable_view(place, memory):
+    """``place``, a read-only view of ``memory`` made through ``expand`` that holds each
+    element once (``x.expand(2, 3)[0]``), as a writable view of the same elements: PyTorch
+    writes such a part in place.  None where ``memory`` cannot be viewed so."""
+    if memory.__class__ is not np.ndarray or not memory.flags.writeable or \
+            not (memory.flags.c_contiguous or memory.flags.f_contiguous) or \
+            any(s == 0 and n > 1 for s, n in zip(place.strides, place.shape)):
+        return None
+    size = memory.itemsize
+    flat = np.lib.stride_tricks.as_strided(memory, shape=(memory.size,), strides=(size,),
+                                           writeable=True)
+    offset = place.__array_interface__["data"][0] - memory.__array_interface__["data"][0]
+    return np.lib.stride_tricks.as_strided(flat[offset // size:], shape=place.shape,
+                                           strides=place.strides, writeable=True)
 
 
 # base: g with the written part zeroed; src: g's part there

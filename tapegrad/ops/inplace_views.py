@@ -21,7 +21,7 @@ import numpy as np
 from ..core.tape import Tape, recording
 from ..core.tensor import UNREGISTERED_LEAF
 from ..core.views import live_views, root_and_steps
-from .array_ops import call, replay_view, view_through
+from .array_ops import call, replay_view, view_through, writable_view
 
 LEAF_VIEW = "a view of a leaf Variable that requires grad is being used in an in-place operation."
 LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
@@ -49,9 +49,14 @@ def _written_place(self, root, steps):
     v = self._value
     place = v if v.__class__ is np.ndarray and v.ndim else (view_through(root._value, steps)
                                                             if steps else root._value)
-    if not place.flags.writeable and any(s == 0 and n > 1
-                                         for s, n in zip(place.strides, place.shape)):
-        raise RuntimeError(OVERLAP)
+    if not place.flags.writeable:
+        if any(s == 0 and n > 1 for s, n in zip(place.strides, place.shape)):
+            raise RuntimeError(OVERLAP)
+        # a part of an expanded view that holds each element once (``x.expand(2, 3)[0]``):
+        # PyTorch writes it; NumPy's broadcast views are read-only, so view the root again
+        place = writable_view(place, root._value)
+        if place is None:
+            raise RuntimeError(OVERLAP)
     return place
 
 
