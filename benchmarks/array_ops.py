@@ -3,7 +3,9 @@
 
 The ops ADBench's bundle adjustment and LSTM spend their time in, on an 11-element leaf
 ``c`` that requires grad (``a``, ``b``: 3-vectors): ``c[0:3]``, ``c[3]``, ``c.sum()``,
-``dot(c, c)``, ``stack([c, c])``, ``cat([c, c])``, ``linalg.cross(a, b)``.  Two figures
+``dot(c, c)``, ``stack([c, c])``, ``cat([c, c])``, ``linalg.cross(a, b)``; and GMM's and
+k-means' (``m``: a 3 x 4 leaf): ``c[None, :]``, ``a[:, None] * b[None, :]`` (two indices and
+a product of operands broadcast two ways), ``max(m, 0).values``.  Two figures
 per op, in microseconds per op (medians over repeats, the backends interleaved):
 
 - **record**: the op alone, called ``--ops`` times in a loop (tapegrad records each on one
@@ -63,6 +65,7 @@ def ops(L):
     c = L.tensor(np.arange(11.0), requires_grad=True)
     a = L.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
     b = L.tensor(np.array([-2.0, 0.5, 4.0]), requires_grad=True)
+    m = L.tensor(np.arange(12.0).reshape(3, 4) % 5, requires_grad=True)
     return {
         "c[0:3]": lambda: c[0:3],
         "c[3]": lambda: c[3],
@@ -71,6 +74,9 @@ def ops(L):
         "stack([c, c])": lambda: L.stack([c, c]),
         "cat([c, c])": lambda: L.cat([c, c]),
         "linalg.cross(a, b)": lambda: L.linalg.cross(a, b),
+        "c[None, :]": lambda: c[None, :],
+        "a[:, None] * b[None, :]": lambda: a[:, None] * b[None, :],
+        "max(m, 0).values": lambda: L.max(m, 0)[0],
     }
 
 

@@ -64,21 +64,29 @@ except ImportError:      # the PyTorch columns are left out
 
 DEFAULT_OUT = HERE / "results" / "tensor.json"
 perf = time.perf_counter
+cpu_time = time.thread_time
 
 
-def interleaved(fns, repeats, warmup=3):
+def interleaved(fns, repeats, warmup=3, cpu=None):
     """Call each ``fn`` of ``fns`` (name -> callable) in turn ``repeats`` times; returns the
-    per-call times (seconds) per name."""
+    per-call times (seconds) per name.  ``cpu``: a dict that receives the per-call thread
+    CPU times likewise (on a shared machine a call that waits for a core counts its wait
+    in the wall clock, not here)."""
     for _ in range(warmup):
         for fn in fns.values():
             fn()
     times = {k: [] for k in fns}
+    cpus = {k: [] for k in fns}
     gc.collect()
     for _ in range(repeats):
         for k, fn in fns.items():
-            t0 = perf()
+            t0, c0 = perf(), cpu_time()
             fn()
-            times[k].append(perf() - t0)
+            c1, t1 = cpu_time(), perf()
+            times[k].append(t1 - t0)
+            cpus[k].append(c1 - c0)
+    if cpu is not None:
+        cpu.update(cpus)
     return times
 
 
@@ -134,11 +142,14 @@ def bench_mlp(repeats):
             tparts["optimizer step"].append(t3 - t2)
 
         fns["torch"] = torch_step
-    times = interleaved(fns, repeats)
-    out = {"tapegrad_s": med(times["tapegrad"]),
+    cpu = {}
+    times = interleaved(fns, repeats, cpu=cpu)
+    out = {"tapegrad_s": med(times["tapegrad"]), "tapegrad_cpu_s": med(cpu["tapegrad"]),
            "tapegrad_parts_s": {k: med(v[-repeats:]) for k, v in parts.items()}}
     if torch is not None:
         out["torch_s"] = med(times["torch"])
+        out["torch_cpu_s"] = med(cpu["torch"])
+        out["tapegrad_over_torch_cpu"] = out["tapegrad_cpu_s"] / out["torch_cpu_s"]
         out["torch_parts_s"] = {k: med(v[-repeats:]) for k, v in tparts.items()}
         out["tapegrad_over_torch"] = out["tapegrad_s"] / out["torch_s"]
     return out
@@ -191,12 +202,15 @@ def bench_chain(repeats):
         return h
 
     fns["numpy forward only"] = numpy_forward
-    times = interleaved(fns, repeats)
-    out = {"tapegrad_s": med(times["tapegrad"]),
+    cpu = {}
+    times = interleaved(fns, repeats, cpu=cpu)
+    out = {"tapegrad_s": med(times["tapegrad"]), "tapegrad_cpu_s": med(cpu["tapegrad"]),
            "numpy_forward_only_s": med(times["numpy forward only"]), **check}
     if torch is not None:
         out["torch_s"] = med(times["torch"])
+        out["torch_cpu_s"] = med(cpu["torch"])
         out["torch_over_tapegrad"] = out["torch_s"] / out["tapegrad_s"]
+        out["torch_over_tapegrad_cpu"] = out["torch_cpu_s"] / out["tapegrad_cpu_s"]
     out["tapegrad_us_per_op"] = 1e6 * out["tapegrad_s"] / 52     # 50 ops + sum + backward
     return out
 
@@ -287,6 +301,11 @@ def main(argv=None):
     print(f"(b) tapegrad {b['tapegrad_us_per_op']:.1f} us per op all in; numpy forward alone "
           f"{fmt_t(b['numpy_forward_only_s'])}")
     print(f"(c) numpy A @ B alone {fmt_t(c['numpy_forward_s'])}")
+    if "torch_cpu_s" in a:   # (the ratios to read on a loaded machine)
+        print(f"thread CPU time, medians: (a) {fmt_t(a['tapegrad_cpu_s'])} vs "
+              f"{fmt_t(a['torch_cpu_s'])}, tapegrad/torch = {a['tapegrad_over_torch_cpu']:.2f}x; "
+              f"(b) {fmt_t(b['tapegrad_cpu_s'])} vs {fmt_t(b['torch_cpu_s'])}, "
+              f"torch/tapegrad = {b['torch_over_tapegrad_cpu']:.2f}x")
 
     meta = {"date": _dt.datetime.now().isoformat(timespec="seconds"),
             "python": platform.python_version(), "numpy": np.__version__,

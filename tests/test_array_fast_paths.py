@@ -197,3 +197,93 @@ def test_an_array_with_a_0d_tensor_as_pytorch(name):
 @pytest.mark.parametrize("name", MIXED)
 def test_an_array_with_a_0d_tensor_matches_finite_differences(name):
     assert tg.autograd.gradcheck(MIXED[name], (_leaf(tg), tg.tensor(1.25, requires_grad=True)))
+
+
+# two arrays of shapes that broadcast (or an array and a 0-d tensor of another dtype path),
+# and tuple indices of ints, slices and Nones: their own fast paths (k-means' and GMM's
+# ``a[None, :] + b[:, None]``, ``x[:, None, :] - m[None, :, :]``)
+BROADCAST = {
+    "col + row": lambda c, r: c + r,
+    "row * col": lambda c, r: r * c,
+    "col / row": lambda c, r: c / (r * r + 1.0),
+    "row - col[None]": lambda c, r: r - c[None],
+    "pow(col, row)": lambda c, r: c.abs() ** (r + 0.25),
+    "atan2(col, row)": lambda c, r: lib_of(c).atan2(c, r),
+    "maximum(col, row)": lambda c, r: lib_of(c).maximum(c, r),
+    "col * const row": lambda c, r: c * lib_of(c).tensor([[1.0, -2.0, 0.5, 3.0]]),
+    "const col - row": lambda c, r: lib_of(c).tensor([[1.0], [0.0], [-1.0]]) - r,
+    "c[:, None, :] - c[None, :, :]": lambda c, r: (c * r)[:, None, :] - (c * r)[None, :, :],
+    "(c * r)[None, :][:, 1:3]": lambda c, r: (c * r)[None, :][:, 1:3],
+    "(c * r)[:, 0]": lambda c, r: (c * r)[:, 0],
+    "(c * r)[2, 3]": lambda c, r: (c * r)[2, 3],
+    "(c * r)[-1, None, ::2]": lambda c, r: (c * r)[-1, None, ::2],
+    "(c * r)[None, 1, None]": lambda c, r: (c * r)[None, 1, None],
+}
+
+
+def _col_row(lib):
+    return (lib.tensor([[0.5], [-1.25], [2.0]], requires_grad=True),
+            lib.tensor([[1.5, -0.0, 2.5, -3.0]], requires_grad=True))
+
+
+def _nodes(lib, y):
+    names, f = [], y.grad_fn
+    while f is not None and f.next_functions:
+        names.append(type(f).__name__ if lib is torch else f.name())
+        f = f.next_functions[0][0]
+    return names
+
+
+@pytest.mark.parametrize("name", BROADCAST)
+def test_broadcast_operands_and_tuple_indices_as_pytorch(name):
+    fn = BROADCAST[name]
+    outs = {}
+    for lib in LIBS:
+        c, r = _col_row(lib)
+        y = fn(c, r)
+        nodes = _nodes(lib, y)
+        y.backward(lib.tensor(np.linspace(-1.0, 2.0, y.numel()).reshape(tuple(y.shape))))
+        grads = [None if x.grad is None else x.grad.numpy() for x in (c, r)]
+        outs[lib] = (y.detach().numpy(), *grads, nodes, tuple(y.shape), y._base is not None)
+    t, p = outs[tg], outs[torch]
+    assert t[3:] == p[3:]
+    np.testing.assert_allclose(t[0], p[0], rtol=1e-15, atol=0.0)
+    np.testing.assert_array_equal(np.signbit(t[0]), np.signbit(p[0]))
+    for a, b in zip(t[1:3], p[1:3]):
+        assert (a is None) == (b is None)
+        if a is not None:
+            np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-300)
+
+
+@pytest.mark.parametrize("name", BROADCAST)
+def test_broadcast_operands_and_tuple_indices_match_finite_differences(name):
+    c, r = _col_row(tg)
+    assert tg.autograd.gradcheck(BROADCAST[name], (c, r))
+    assert tg.autograd.gradgradcheck(BROADCAST[name], (c, r))
+
+
+@pytest.mark.parametrize("idx", [(3, 0), (0, 4), (None, 0, 0, 0), (0, "a"), (slice(0, 2.5),)])
+def test_a_bad_tuple_index_raises_as_pytorch(idx):
+    errors = []
+    for lib in LIBS:
+        c, r = _col_row(lib)
+        with pytest.raises((IndexError, TypeError, ValueError)) as e:
+            (c * r)[idx]
+        errors.append(e.type)
+    assert errors[0] is errors[1] or IndexError in errors
+
+
+def test_shapes_that_do_not_broadcast_raise_as_pytorch():
+    msgs = []
+    for lib in LIBS:
+        a = lib.tensor(np.ones((3, 2)), requires_grad=True)
+        with pytest.raises(RuntimeError) as e:
+            a + lib.ones(3)
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]
+
+
+def test_float32_beside_float64_broadcasts_as_pytorch():
+    res = [lib.tensor(np.ones((3, 1), np.float32)) * lib.tensor(np.ones((1, 2)), requires_grad=True)
+           for lib in LIBS]
+    assert str(res[0].dtype).split(".")[-1] == str(res[1].dtype).split(".")[-1] == "float64"

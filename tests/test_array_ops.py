@@ -102,6 +102,23 @@ CASES["unindex"] = [(lambda v: array_ops.call("unindex", v, (3, 4), (slice(None)
                     (lambda v: array_ops.call("unindex", v, (4,), ([0, 2, 0],)), [(3,)])]
 CASES["ungather"] = [(lambda v: array_ops.call("ungather", v, (3, 4), 1,
                                                np.array([[0, 0], [1, 3], [2, 2]])), [(3, 2)])]
+
+
+def _backward_data(name, g, out, dim):
+    """PyTorch's ``_softmax_backward_data``-style functions: on torch tensors (the
+    comparisons run each case there) torch's own, else tapegrad's array op."""
+    if not isinstance(g, tg.Tensor):
+        import torch
+        return getattr(torch, "_" + name)(g, out, dim, torch.float64)
+    return array_ops.call(name, g, out, dim)
+
+
+CASES["softmax_backward_data"] = [
+    (lambda g, o: _backward_data("softmax_backward_data", g, o, 1), [(3, 4), (3, 4)]),
+    (lambda g, o: _backward_data("softmax_backward_data", g, o, 0), [(3, 4), (3, 4)])]
+CASES["log_softmax_backward_data"] = [
+    (lambda g, o: _backward_data("log_softmax_backward_data", g, o, -1), [(3, 4), (3, 4)]),
+    (lambda g, o: _backward_data("log_softmax_backward_data", g, o, 0), [(5,), (5,)])]
 ALL_CASES = [(n, k) for n, cs in CASES.items() for k in range(len(cs))]
 
 

@@ -987,3 +987,86 @@ def test_constant_changed_in_place_after_an_array_op(name):
         want = {"cat then sum": np.ones(3),
                 "l1_loss": np.sign(np.array([1.598, -0.598, -0.0]) - c0) / 3}[name]
         np.testing.assert_array_equal(x.grad.numpy(), want)
+
+
+def test_in_place_op_recorded_on_a_constant_owns_the_value_it_replaced():
+    # c.div_(w): c (no grad) takes the recorded result; the division keeps c's old value as
+    # its own (PyTorch saves a clone of the original self), so a later write into c -- here
+    # through a view -- changes nothing the backward reads: no error, PyTorch's gradient.
+    w = tg.tensor([-1.532, 3.0, -0.252, -0.044], requires_grad=True)
+    c = tg.tensor([0.5, 0.508, 1e-300, 0.451])
+    c.div_(w)
+    first = c[0]
+    first[()] = -1.795
+    first.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.zeros(4))
+    assert all(math.copysign(1, g) < 0 for g in w.grad.tolist())   # -0.: grad * -c / w**2
+    # a constant used before the in-place op still counts as changed (PyTorch: same tensor)
+    w2 = tg.tensor([2.0, 4.0, 8.0], requires_grad=True)
+    x = tg.tensor([1.0, 1.0, 1.0], requires_grad=True)
+    c = tg.tensor([1.0, 2.0, 3.0])
+    y = x * c
+    c.div_(w2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+    # the later write is to the result, which the division did not save
+    c = tg.tensor([1.0, 2.0, 3.0])
+    c.div_(w2)
+    c.add_(1)
+    c.sum().backward()
+    np.testing.assert_array_equal(w2.grad.numpy(), [-1.0 / 4, -2.0 / 16, -3.0 / 64])
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_softmax_backward_signed_zeros_and_double_backward_as_pytorch(name, dim):
+    # PyTorch's backward kernels: along the last dim the sum starts from its first term, so
+    # an all -0. gradient gives +0.; along other dims -0.  (Recorded on torch 2.13.)
+    x = tg.tensor([[0.468, -0.451, 0.5], [1.568, 1.479, -0.052]], requires_grad=True)
+    g = tg.tensor([[-0.0, -0.0, -0.0], [-0.0, -0.0, -0.0]])
+    for create_graph in (False, True):
+        (gx,) = tg.autograd.grad(getattr(x, name)(dim), x, g, create_graph=create_graph)
+        assert np.signbit(gx.detach().numpy()).all() == (dim == 0)
+    # the gradient is one node, whose own derivatives are PyTorch's double-backward formulas
+    (gx,) = tg.autograd.grad((getattr(x, name)(dim) * tg.tensor([[1., 2, 3], [4, 5, 6]])).sum(),
+                             x, create_graph=True)
+    assert gx.grad_fn.name() == {"softmax": "SoftmaxBackwardDataBackward0",
+                                 "log_softmax": "LogSoftmaxBackwardDataBackward0"}[name]
+    w = np.array([[0.3, -1.0, 2.0], [0.5, 0.25, -0.75]])
+    (h,) = tg.autograd.grad((gx * tg.tensor(w)).sum(), x)
+
+    def first(x0):
+        t = tg.tensor(x0, requires_grad=True)
+        (d,) = tg.autograd.grad((getattr(t, name)(dim) * tg.tensor([[1., 2, 3], [4, 5, 6]])).sum(), t)
+        return float((d * tg.tensor(w)).sum())
+    x0, eps = x.detach().numpy(), 1e-6
+    fd = np.zeros_like(x0)
+    for i in np.ndindex(*x0.shape):
+        e = np.zeros_like(x0)
+        e[i] = eps
+        fd[i] = (first(x0 + e) - first(x0 - e)) / (2 * eps)
+    np.testing.assert_allclose(h.detach().numpy(), fd, rtol=1e-6, atol=1e-8)
+
+
+def test_recorded_in_place_op_writes_the_memory_that_aliases_see():
+    # PyTorch writes the storage: from_numpy's array and .data show the new value, and the
+    # op keeps the old value for its backward (here d(c / w)/dw needs the old c)
+    a = np.array([1.0, 2.0, 4.0])
+    c = tg.from_numpy(a)
+    alias = c.data
+    w = tg.tensor([2.0, 4.0, 8.0], requires_grad=True)
+    c.div_(w)
+    np.testing.assert_array_equal(a, [0.5, 0.5, 0.5])
+    np.testing.assert_array_equal(alias.numpy(), [0.5, 0.5, 0.5])
+    c.sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [-1.0 / 4, -2.0 / 16, -4.0 / 64])
+
+
+def test_broadcast_operand_gradient_sums_from_plus_zero():
+    # PyTorch reduces a broadcast operand's gradient with sum_to_size, a sum from +0.:
+    # terms that are all -0. give +0. (recorded on torch 2.13)
+    y = tg.tensor(2.0, requires_grad=True)
+    x = tg.tensor([1.0, 2.0])
+    for f in (lambda: x + y, lambda: x * y, lambda: (x * x + y * y).reciprocal()):
+        (g,) = tg.autograd.grad(f(), y, tg.tensor([-0.0, -0.0]))
+        assert g.item() == 0.0 and not math.copysign(1.0, g.item()) < 0

@@ -213,3 +213,37 @@ def test_evaluations_without_backward_free_their_tapes():
         float(a * 2.0)
     (g,) = tg.autograd.grad(kept * kept, a)
     assert float(g) == 2 * 3.0 * 1.5 * 3.0
+
+
+@pytest.mark.parametrize("op", ["broadcast", "comparison"])
+def test_an_op_whose_operands_fill_the_chunk_records_on_their_tape(op):
+    """Recording a broadcast operand (or a constant array) may fill the default tape's chunk,
+    which rolls the default tape over: the op itself still goes on the tape its operand
+    references point into (it went on the fresh one, whose flush then raised an internal
+    error: a GMM objective evaluated 2340 times without backward)."""
+    import threading
+
+    from tapegrad.core.tape import CHUNK
+    out = {}
+
+    def run():   # (a thread of its own: a fresh default tape, so the roll-over is certain)
+        col = tg.tensor([[0.5], [-1.0], [2.0]], requires_grad=True)
+        row = tg.tensor([[1.0, 2.0, -3.0, 0.25]], requires_grad=True)
+        y = None
+        for _ in range(CHUNK // 3 + 10):
+            if op == "comparison":
+                (col < row).sum()           # (recorded: its operands are)
+                y = (col * row).sum()
+            else:
+                y = (col + row).sum()
+        (out["col"], out["row"]) = tg.autograd.grad(y, (col, row))
+        out["len"] = len(tg.current_tape())
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    # d/dcol sum(col + row) = 4 (columns), d/drow = 3 (rows); d/dcol sum(col * row) = sum(row)
+    expected = {"broadcast": (4.0, 3.0), "comparison": (0.25, 1.5)}[op]
+    np.testing.assert_array_equal(out["col"].numpy(), np.full((3, 1), expected[0]))
+    np.testing.assert_array_equal(out["row"].numpy(), np.full((1, 4), expected[1]))
+    assert out["len"] < CHUNK

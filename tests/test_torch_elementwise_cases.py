@@ -460,3 +460,27 @@ def test_zero_tensor_through_abs_as_pytorch(xv):
         assert _same(_through_abs(torch, xv), ZERO_TENSOR[xv])
     finally:
         torch.set_default_dtype(torch.float32)
+
+
+def _erf_abs_second_derivative(lib):
+    x = lib.tensor([-0.0, 0.5], requires_grad=True)
+    (g,) = lib.autograd.grad(lib.erf(x.abs()).sum(), [x], create_graph=True)
+    (h,) = lib.autograd.grad(g.sum(), [x])
+    return math.copysign(1.0, float(h[0])), float(h[1])
+
+
+def test_zero_tensor_met_by_another_gradient_deviation():
+    # README deviation: sgn's zero tensor and the gradient through abs's other factor reach
+    # x = -0. together; tapegrad adds a +0. there, PyTorch leaves the zero tensor out
+    sign, rest = _erf_abs_second_derivative(tg)
+    assert sign == 1.0 and rest == pytest.approx(-2 * 0.5 * 2 / math.sqrt(math.pi) * math.exp(-0.25))
+
+
+@needs_torch
+def test_zero_tensor_met_by_another_gradient_deviation_pytorch_side():
+    torch.set_default_dtype(torch.float64)
+    try:
+        sign, rest = _erf_abs_second_derivative(torch)
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert sign == -1.0 and rest == pytest.approx(_erf_abs_second_derivative(tg)[1])

@@ -470,3 +470,103 @@ def test_compiled_in_place_on_an_expanded_view_raises():
 
     with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
         tg.compile(fn)(np.ones(3))
+
+
+# Results PyTorch writes in its own layout whatever the input's (reductions, scans, softmax,
+# copies) or in the input's (sort, flip): what a later flatten/view makes of them depends on it.
+LAYOUT_OPS = {
+    "sum(1)": lambda L, t: t.sum(1), "mean(1, keepdim)": lambda L, t: t.mean(1, keepdim=True),
+    "amax(1)": lambda L, t: t.amax(1), "prod(1)": lambda L, t: t.prod(1),
+    "std(1)": lambda L, t: t.std(1), "norm(dim=1)": lambda L, t: t.norm(dim=1),
+    "logsumexp(1)": lambda L, t: L.logsumexp(t, 1), "cumsum(0)": lambda L, t: t.cumsum(0),
+    "cumprod(0)": lambda L, t: t.cumprod(0), "softmax(1)": lambda L, t: t.softmax(1),
+    "log_softmax(0)": lambda L, t: t.log_softmax(0), "roll": lambda L, t: t.roll(1, 0),
+    "tril": lambda L, t: t.tril(), "masked_fill": lambda L, t: t.masked_fill(t > 0, 1.0),
+    "cat": lambda L, t: L.cat([t, t], 0), "sort(1)": lambda L, t: t.sort(1)[0],
+    "flip(0)": lambda L, t: t.flip(0), "exp": lambda L, t: t.exp(),
+}
+
+
+@pytest.mark.parametrize("name", LAYOUT_OPS)
+def test_result_layout_as_pytorch(name):
+    out = []
+    for lib in LIBS:
+        base = lib.tensor(np.arange(48.0).reshape(3, 4, 4) % 7 - 3, requires_grad=True)
+        r = LAYOUT_OPS[name](lib, base.permute(2, 0, 1))
+        f = r.flatten()
+        out.append((r.is_contiguous(), tuple(r.stride()), f.grad_fn.name()))
+        f.sum().backward()
+        out.append(np.array(base.grad.tolist()))
+    assert out[0] == out[2]
+    np.testing.assert_allclose(out[1], out[3], rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("name", ["flip(0)", "sort(1)", "cumsum(0)", "tril", "exp"])
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_a_result_that_is_not_a_view_does_not_share_its_input_memory(name, contiguous):
+    base = tg.tensor(np.arange(48.0).reshape(3, 4, 4) % 7 - 3)
+    x = base if contiguous else base.permute(2, 0, 1)
+    before = x.tolist()
+    LAYOUT_OPS[name](tg, x).zero_()
+    assert x.tolist() == before
+
+
+MULTI_OUTPUT_CASES = {
+    "split": lambda b: b.split(2)[0].add_(1),
+    "chunk": lambda b: b.chunk(2)[1].mul_(1),
+    "unbind": lambda b: b.unbind(0)[1].mul_(1),
+    "view of a split part": lambda b: b.split(2)[0][0].add_(1),
+    "split into one part": lambda b: b.split(4)[0].add_(1),
+}
+
+
+@pytest.mark.parametrize("name", MULTI_OUTPUT_CASES)
+def test_in_place_on_a_view_of_a_multi_output_op_raises_as_pytorch(name):
+    for lib in LIBS:
+        b = lib.ones(4, 2, dtype=lib.float64, requires_grad=True) * 1
+        with pytest.raises(RuntimeError, match="is the output of a function that returns "
+                                               "multiple views"):
+            MULTI_OUTPUT_CASES[name](b)
+        with lib.no_grad():   # allowed without grad, and on a tensor without grad
+            MULTI_OUTPUT_CASES[name](b)
+        MULTI_OUTPUT_CASES[name](lib.ones(4, 2))
+        parts = b.split(2)   # the base itself may change while the parts live
+        b.div_(2.0)
+
+
+def test_a_view_of_a_leaf_still_reaches_it_after_a_write_through_a_detached_alias():
+    out = []
+    for lib in LIBS:
+        leaf = lib.tensor([[[-0.743, -0.0, 0.531]]], dtype=lib.float64, requires_grad=True)
+        view = leaf.unsqueeze(-3)
+        view.detach().mul_(1.938)
+        y = (view * view).sum()
+        grads = lib.autograd.grad([y], [leaf, view], allow_unused=True)
+        out.append((view.grad_fn.name(), [g.tolist() for g in grads]))
+    assert out[0] == out[1]
+
+
+def test_a_multi_output_view_refuses_its_grad_fn_after_its_base_changed():
+    for lib in LIBS:
+        base = lib.tanh(lib.ones(4, 2, dtype=lib.float64, requires_grad=True))
+        first, second = base.split(2, 0)
+        assert first.grad_fn.name() == "SplitBackward0"
+        base.div_(2.0)
+        with pytest.raises(RuntimeError, match="Output 1 of Split is a view and its base or "
+                                               "another view of its base has been modified"):
+            second.grad_fn
+
+
+def test_in_place_through_a_part_of_an_expanded_view_writes_the_base():
+    out = []
+    for lib in LIBS:
+        a = lib.tensor([[[1.0], [0.608]]], dtype=lib.float64, requires_grad=True)
+        b = lib.tensor([[[0.0], [1.612]]], dtype=lib.float64, requires_grad=True)
+        base = lib.cat([a, b], dim=0)
+        expanded = base.expand((2, 2, 2, 1))
+        part = expanded[-2].add_(2.0)
+        (part * part + expanded * 3).sum().backward()
+        out.append((base.tolist(), a.grad.tolist(), b.grad.tolist(), part.grad_fn.name()))
+        with pytest.raises(RuntimeError, match="more than one element of the written-to"):
+            lib.zeros(3).expand(2, 3).add_(1)
+    assert out[0] == out[1]

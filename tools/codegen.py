@@ -712,6 +712,7 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
     """
     has_arr = off.shape[0] > 0
     has_dirty = dirty.shape[0] > 0
+    total = np.zeros(3)
     for i in range(start, stop, -1):
         if pending == 0:
             break
@@ -753,9 +754,26 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
             x, sx, gx = _operand(ra, off, n, val, consts, aval, adj, aadj)
             y, sy, gy = _operand(rb, off, n, val, consts, aval, adj, aadj)
             z, sz, gz = _operand(rc, off, n, val, consts, aval, adj, aadj)
+            # a number broadcast over the entry: its terms are summed from +0.0 first, then
+            # added to its adjoint (PyTorch's sum_to_size: all -0.0 terms give +0.0)
+            total[0] = 0.0
+            total[1] = 0.0
+            total[2] = 0.0
+            if sx == 0:
+                gx = total[0:1]
+            if sy == 0:
+                gy = total[1:2]
+            if sz == 0:
+                gz = total[2:3]
             array_terms(o, zero, zx, zy, zz, n, aadj[oi:oi + n], 1, aval[oi:oi + n],
                         x, sx, y, sy, z, sz, gx, 1 if ra >= 0 else 0, gy, 1 if rb >= 0 else 0,
                         gz, 1 if rc >= 0 else 0)
+            if sx == 0 and ra >= 0:
+                adj[ra] += total[0]
+            if sy == 0 and rb >= 0:
+                adj[rb] += total[1]
+            if sz == 0 and rc >= 0:
+                adj[rc] += total[2]
         else:
             x = val[ra] if ra >= 0 else consts[-ra - 1]
             y = val[rb] if rb >= 0 else consts[-rb - 1]
@@ -822,6 +840,48 @@ _PLAIN = """\
 """
 
 
+_PUSH_ARRAY = """\
+{ind}vs = T._rec_val
+{ind}n = len(vs)
+{ind}if n >= _CHUNK:
+{ind}    n = T._flush()
+{ind}i = T._base + n
+{ind}T._rec_op.append({code})
+{ind}T._rec_a.append(rx)
+{ind}T._rec_b.append(ry)
+{ind}vs.append(_NAN)
+{ind}T._arr[i] = v
+{ind}r = _new(Tensor)
+{ind}r._value = v
+{ind}r._tape = T
+{ind}r._entry = i
+{ind}return r
+"""
+
+# an operand of an array entry: a tensor without grad is saved as a constant (an array
+# constant entry, or a number for a 0-d tensor), as ``elementwise_fallback`` saves it
+_ARRAY_OPERAND = """\
+{ind}if {t}t is T:
+{ind}    r{t} = t{t}._entry
+{ind}elif {t}t is None:
+{ind}    r{t} = {const}
+{ind}else:
+{ind}    r{t} = T._ref(t{t})
+"""
+
+
+def _array_branch(k, ind, operands, consts):
+    """The recording of an array entry once its value ``v`` is computed: a plain result
+    without grad, else the operands' references and the push."""
+    tapes = " and ".join(f"{t}t is None" for t in operands)
+    src = [f"{ind}" + "\n{ind}".join(f"{t}t = t{t}._tape" for t in operands).format(ind=ind),
+           f"{ind}if {tapes}:", _PLAIN.format(ind=ind + "    "), _rec_lines(ind),
+           _PLAIN.format(ind=ind + "    ")]
+    for t, const in zip(operands, consts):
+        src.append(_ARRAY_OPERAND.format(ind=ind, t=t, const=const))
+    return src
+
+
 def _rec_lines(ind):
     """The current recording tape (None under no_grad), booting a new thread's state."""
     return (f"{ind}try:\n{ind}    T = _rec_get()\n{ind}except LookupError:\n{ind}    T = _boot()\n"
@@ -865,6 +925,24 @@ def _binary(op, k):
     src.append(_PLAIN.format(ind=i4 + "    "))
     src.append(_OPERAND.format(ind=i4, t="x") + _CONST.format(ind=i4, t="y"))
     src.append(_PUSH.format(ind=i4, code=k))
+    # float64 arrays of one shape, with a 0-d tensor or a Python number: what
+    # elementwise_fallback's first path records, without its dispatch (a third of an op's
+    # cost on small arrays)
+    src.append(f"        elif x.__class__ is _ND and x.dtype is _F64:\n{i3}cy = ty.__class__\n"
+               f"{i3}if cy is Tensor:\n{i4}y = ty._value\n"
+               f"{i4}if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or "
+               f"y.__class__ is float:\n{i5}v = _forward_{op.name}(x, y)")
+    src += _array_branch(k, i5, "xy", ("T._push_const(tx, x)",
+                                       "T._const_t(y) if y.__class__ is float else T._push_const(ty, y)"))
+    src.append(_PUSH_ARRAY.format(ind=i5, code=k))
+    src.append(f"{i3}elif cy is float or cy is int:\n{i4}v = _forward_{op.name}(x, ty)\n"
+               f"{i4}xt = tx._tape\n{i4}if xt is None:")
+    src.append(_PLAIN.format(ind=i4 + "    "))
+    src.append(_rec_lines(i4))
+    src.append(_PLAIN.format(ind=i4 + "    "))
+    src.append(_ARRAY_OPERAND.format(ind=i4, t="x", const="T._push_const(tx, x)"))
+    src.append(f"{i4}ry = T._cmap.get(ty) or T._const(ty)   # (never 0: a known number's reference)")
+    src.append(_PUSH_ARRAY.format(ind=i4, code=k))
     if op.wraps_number_first:
         src.append("    if tx.__class__ is float or tx.__class__ is int:\n"
                    "        tx = wrap(tx)   # the function with a number first, as torch's")
@@ -916,6 +994,11 @@ def _unary(op, k):
     src.append(_PLAIN.format(ind=i3 + "    "))
     src.append(_OPERAND.format(ind=i3, t="x") + f"{i3}ry = -1\n")
     src.append(_PUSH.format(ind=i3, code=k))
+    # a float64 array: elementwise_fallback's first path, without its dispatch
+    src.append(f"        elif x.__class__ is _ND and x.dtype is _F64:\n{i3}v = _forward_{op.name}(x)")
+    src += _array_branch(k, i3, "x", ("T._push_const(tx, x)",))
+    src.append(f"{i3}ry = -1")
+    src.append(_PUSH_ARRAY.format(ind=i3, code=k))
     src.append(f"    return _generic({k}, (tx,))\n")
     src = _pytorch_names(src, op)
     return "\n".join(s.rstrip("\n") for s in src) + "\n"
@@ -1252,11 +1335,18 @@ def forward_source() -> str:
 def methods_source() -> str:
     out = [HEADER, '"""Recording fast paths, one function per op of the table."""',
            "import math", "", "import numpy as np", "",
+           "from .forward import ARRAY_FORWARD as _ARRAY_FORWARD",
            "from .tape import CHUNK as _CHUNK, boot as _boot, rec_get as _rec_get",
            "from .tensor import Tensor, compare as _compare, elementwise_fallback as _generic",
            "from .tensor import ieee_value as _ieee, note_comparison_use, tensor_of_entry, wrap", "",
            "# results are made without calling Tensor(): that is tg.Tensor(data)'s __init__",
-           "_new = object.__new__", "", ""]
+           "_new = object.__new__",
+           "_ND = np.ndarray",
+           "_F64 = np.dtype(np.float64)",
+           "_NAN = math.nan", "", ""]
+    # each op's NumPy forward under a name of its own (a global read, not a tuple index)
+    out += [f"_forward_{op.name} = _ARRAY_FORWARD[{k}]" for k, op in enumerate(OPS)
+            if op.arity < 3 and not op.compare] + ["", ""]
     for k, op in enumerate(OPS):
         if op.compare:
             out.append(f"def {op.name}_(input, other):\n"

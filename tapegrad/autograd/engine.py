@@ -26,7 +26,6 @@ rows) stay on the tape until it is dropped, but no backward looks at them again.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import threading
 
 import numpy as np
@@ -145,6 +144,7 @@ _FEW_HITS = 32
 _LARGE = 4096
 
 
+_SIZE = np.ndarray.size.__get__   # (an array's size, for map)
 _FALSE = wrap(np.False_)
 _NO_SWITCH = contextlib.nullcontext()
 
@@ -183,7 +183,8 @@ class WalkIndex:
         if self.nconsts < nc:
             if self.consts is None or len(self.consts) < nc:
                 grown = np.empty(max(nc, 2 * self.nconsts, 64), np.float64)
-                grown[:self.nconsts] = self.consts[:self.nconsts] if self.consts is not None else ()
+                if self.nconsts:
+                    grown[:self.nconsts] = self.consts[:self.nconsts]
                 self.consts = grown
             self.consts[self.nconsts:nc] = c[self.nconsts:nc]
             self.nconsts = nc
@@ -197,7 +198,12 @@ class WalkIndex:
                 grown[:len(self.stopmark)] = self.stopmark
             self.stopmark = grown
         if new:
-            self.stopmark[new] = 1
+            mark = self.stopmark
+            if len(new) <= _FEW_HITS:   # (a fancy store from a list costs ten of these)
+                for h in new:
+                    mark[h] = 1
+            else:
+                mark[new] = 1
             last = self.heads[-1] if len(self.heads) else -1
             py = T._py
             # heads are stops appended in recording order; a later stop on a head (a node
@@ -217,10 +223,10 @@ class WalkIndex:
                     self.heads = np.concatenate((self.heads, np.array(heads, np.int64)))
                     self.head_ptr = np.concatenate((self.head_ptr, np.array(ptr, np.int64)))
                     self.head_refs = np.concatenate((self.head_refs, np.array(refs, np.int64)))
-                else:
-                    self.heads = np.array(heads, np.int64)
-                    self.head_ptr = np.array([0] + ptr, np.int64)
-                    self.head_refs = np.array(refs, np.int64)
+                else:   # (one array, three views: a fresh tape's index, at every backward)
+                    k = len(heads)
+                    flat = np.array(heads + [0] + ptr + refs, np.int64)
+                    self.heads, self.head_ptr, self.head_refs = flat[:k], flat[k:2 * k + 1], flat[2 * k + 1:]
             self.nstops += len(new)
 
 
@@ -326,6 +332,18 @@ def _reach(op, a, b, seeds, heads, head_ptr, head_refs, stopmark, mark, hits, sw
     return m, low, nswept, nstops
 
 
+@jit
+def _place(off, nel, flat, sizes):
+    """The flat layout's offsets (-1 for entries outside it) and sizes per entry, for the
+    array entries ``flat`` of sizes ``sizes``, laid out in that order."""
+    off[:] = -1
+    start = 0
+    for k in range(flat.shape[0]):
+        off[flat[k]] = start
+        nel[flat[k]] = sizes[k]
+        start += sizes[k]
+
+
 class TapeArrays:
     """What a walk over tape ``T`` reads: its entry arrays, constants, freed and modified
     marks (the last as the tape length when an entry's tensor was changed in place)."""
@@ -374,6 +392,19 @@ class TapeArrays:
                 if k < n:
                     self.dirty[k] = max(self.dirty[k], when)
             self.dirty[stale] = n + 1   # changed after every entry that could have saved it
+            self._dirty_broadcasts(entries)
+
+    def _dirty_broadcasts(self, entries):
+        """A ``broadcast`` entry views its operand's memory: it is modified when the operand
+        is (PyTorch's version check of the operand that the op saved before broadcasting)."""
+        T, op, dirty = self.tape, self.op, self.dirty
+        outs = np.flatnonzero(op == PYOUT) if entries is None else entries[op[entries] == PYOUT]
+        for e in outs.tolist():
+            py = T._py.get(self.a[e])
+            if py is not None and py.name == "broadcast" and py.fwd is not None:
+                src = py.inputs[0]
+                if src >= 0 and dirty[src] > dirty[e]:
+                    dirty[e] = dirty[src]
 
     def reach(self, seeds):
         """``(hits, low, swept, stops)``: the entries a walk from ``seeds`` can reach,
@@ -447,14 +478,13 @@ class FloatAdjoints:
                 large = [k for k in large if op[k] < N_ELEMENTWISE]
         if not flat:    # (no offsets at all: a fill as long as the tape is not free)
             return _EMPTY_I, _EMPTY_I, _EMPTY_F, large
-        arrs = [arrays[k] for k in flat]
-        sizes = [x.size for x in arrs]
-        starts = list(itertools.accumulate(sizes, initial=0))
+        m = len(flat)
+        arrs = list(map(arrays.__getitem__, flat))
         off = np.empty(n, np.int64)
-        off.fill(-1)
         nel = np.zeros(n, np.int64)
-        off[flat] = starts[:-1]
-        nel[flat] = sizes
+        # (offsets summed and placed in Numba: fancy stores from lists cost more)
+        _place(off, nel, np.fromiter(flat, np.int64, m),
+               np.fromiter(map(_SIZE, arrs), np.int64, m))
         aval = np.concatenate(arrs, axis=None, dtype=np.float64)
         return off, nel, aval, large
 
@@ -485,14 +515,16 @@ class FloatAdjoints:
             g, step = _elements(g.flat[0]), 0
         else:
             g = _elements(g)
-        vals, adjs = [], []   # (value, step) and (adjoint, mode) per operand
+        vals, adjs, sums = [], [], []   # (value, step) and (adjoint, mode) per operand
         for r in (ra, rb, rc):
             if r < 0:     # a constant number (or the unused operand): no adjoint
                 vals += [A.consts[-r - 1:-r], 0]
                 adjs += [_EMPTY_F, 0]
-            elif r not in arrays:   # a number entry broadcast over the elements
-                vals += [A.val[r:r + 1], 0]
-                adjs += [self.adj[r:r + 1], 1]
+            elif r not in arrays:   # a number entry broadcast over the elements: its terms
+                vals += [A.val[r:r + 1], 0]   # summed from +0. first, then added to its
+                total = np.zeros(1)           # adjoint (PyTorch's sum_to_size)
+                sums.append((r, total))
+                adjs += [total, 1]
             elif A.op[r] == CONST:  # (nothing reads a constant's adjoint)
                 vals += [_elements(arrays[r]), 1]
                 adjs += [_EMPTY_F, 0]
@@ -546,10 +578,12 @@ class FloatAdjoints:
         _check(T, status, i)
         for buf, t in scratch:
             buf += t
+        for r, total in sums:
+            self.adj[r] += total[0]
 
     def _flat(self, i):
         """Offset of array entry ``i`` in ``aadj``, or -1 when it lives in ``side``."""
-        return self.off[i] if len(self.off) else -1
+        return int(self.off[i]) if len(self.off) else -1
 
     def get(self, i):
         """The adjoint of entry ``i``: a float, or an ndarray shaped like its value."""
@@ -558,7 +592,7 @@ class FloatAdjoints:
             return float(self.adj[i])
         o = self._flat(i)
         if o >= 0:   # a view: entry i's slot no longer changes once the sweep is past it
-            return self.aadj[o:o + self.nel[i]].reshape(arr.shape)
+            return self.aadj[o:o + arr.size].reshape(arr.shape)
         g = self.side.get(i)
         if g is None:
             return np.zeros(arr.shape)
@@ -582,7 +616,7 @@ class FloatAdjoints:
         if o >= 0:
             # (into a view shaped like the entry: NumPy broadcasts g there, as broadcast_to
             # would, without broadcast_to's cost)
-            self.aadj[o:o + self.nel[i]].reshape(arr.shape)[...] = g
+            self.aadj[o:o + arr.size].reshape(arr.shape)[...] = g
         else:
             self.side[i] = np.array(np.broadcast_to(g, arr.shape), dtype=np.float64)
             self.spread.discard(i)
@@ -601,7 +635,7 @@ class FloatAdjoints:
             return
         o = self._flat(i)
         if o >= 0:
-            slot = self.aadj[o:o + self.nel[i]].reshape(arr.shape)
+            slot = self.aadj[o:o + arr.size].reshape(arr.shape)
             slot += g
         else:
             cur = self.side.get(i)
@@ -628,7 +662,10 @@ class FloatAdjoints:
     def saved(self, r):
         """The value entry or constant ``r`` saved, as a tensor for a Python backward."""
         T = self.tape
-        return wrap(T._c[-r - 1] if r < 0 else T._value(r))
+        if r < 0:
+            return wrap(T._c[-r - 1])
+        arr = T._arr.get(r)   # (an array entry's value without reading its opcode first)
+        return wrap(T._value(r) if arr is None else arr)
 
     def leaf_grads(self):
         T = self.tape
@@ -636,6 +673,17 @@ class FloatAdjoints:
         if not leaves:
             return [], []
         hits = self.hits
+        if len(leaves) <= _FEW_HITS:
+            # (the tape's leaves, ascending as they were pushed, not the reached entries:
+            # a chain of ops reaches many entries and a few leaves)
+            reached = self.reached
+            n = len(reached)
+            hit = [i for i in leaves if i < n and reached[i]]
+            ts = [leaves[i] for i in hit]
+            if T._arr:
+                return ts, [self.get(i) for i in hit]
+            item = self.adj.item
+            return ts, [item(i) for i in hit]
         if len(hits) <= _FEW_HITS:
             reached = self.reached
             hit = [i for i in hits.tolist() if i in leaves and reached[i]]
@@ -1153,6 +1201,9 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
                 for i in hits.tolist():
                     if reached[i]:
                         freed[i] = 1
+            elif len(reached) <= _SMALL:   # (one whole-array op: reached is 0 off the hits)
+                head = freed[:len(reached)]
+                np.bitwise_or(head, reached, out=head)
             else:
                 freed[hits] |= reached[hits]
             release_saved(T, reached, adj.stops)   # what hooks packed and Functions saved goes too
@@ -1173,6 +1224,8 @@ def grad_value(t, g):
     v = t._value
     if v.__class__ is float:
         return float(np.sum(g)) if g.__class__ is not float else g
+    if g.__class__ is np.ndarray and g.shape == v.shape and g.dtype == v.dtype:
+        return g   # (the common case, without np.shape's and np.asarray's dispatch)
     return np.asarray(np.broadcast_to(g, v.shape), dtype=v.dtype).copy() if np.shape(g) != v.shape \
         else np.asarray(g, dtype=v.dtype)
 

@@ -6,12 +6,57 @@ import math
 
 import numpy as np
 
+from .forward import ARRAY_FORWARD as _ARRAY_FORWARD
 from .tape import CHUNK as _CHUNK, boot as _boot, rec_get as _rec_get
 from .tensor import Tensor, compare as _compare, elementwise_fallback as _generic
 from .tensor import ieee_value as _ieee, note_comparison_use, tensor_of_entry, wrap
 
 # results are made without calling Tensor(): that is tg.Tensor(data)'s __init__
 _new = object.__new__
+_ND = np.ndarray
+_F64 = np.dtype(np.float64)
+_NAN = math.nan
+
+
+_forward_add = _ARRAY_FORWARD[0]
+_forward_sub = _ARRAY_FORWARD[1]
+_forward_mul = _ARRAY_FORWARD[2]
+_forward_div = _ARRAY_FORWARD[3]
+_forward_pow = _ARRAY_FORWARD[4]
+_forward_atan2 = _ARRAY_FORWARD[5]
+_forward_maximum = _ARRAY_FORWARD[6]
+_forward_minimum = _ARRAY_FORWARD[7]
+_forward_neg = _ARRAY_FORWARD[8]
+_forward_abs = _ARRAY_FORWARD[9]
+_forward_exp = _ARRAY_FORWARD[10]
+_forward_log = _ARRAY_FORWARD[11]
+_forward_log1p = _ARRAY_FORWARD[12]
+_forward_expm1 = _ARRAY_FORWARD[13]
+_forward_sqrt = _ARRAY_FORWARD[14]
+_forward_sin = _ARRAY_FORWARD[15]
+_forward_cos = _ARRAY_FORWARD[16]
+_forward_tan = _ARRAY_FORWARD[17]
+_forward_asin = _ARRAY_FORWARD[18]
+_forward_acos = _ARRAY_FORWARD[19]
+_forward_atan = _ARRAY_FORWARD[20]
+_forward_sinh = _ARRAY_FORWARD[21]
+_forward_cosh = _ARRAY_FORWARD[22]
+_forward_tanh = _ARRAY_FORWARD[23]
+_forward_sigmoid = _ARRAY_FORWARD[24]
+_forward_relu = _ARRAY_FORWARD[25]
+_forward_erf = _ARRAY_FORWARD[26]
+_forward_sign = _ARRAY_FORWARD[27]
+_forward_round = _ARRAY_FORWARD[28]
+_forward_floor = _ARRAY_FORWARD[29]
+_forward_ceil = _ARRAY_FORWARD[30]
+_forward_trunc = _ARRAY_FORWARD[31]
+_forward_reciprocal = _ARRAY_FORWARD[40]
+_forward_clone = _ARRAY_FORWARD[41]
+_forward_sigmoid_backward = _ARRAY_FORWARD[42]
+_forward_tanh_backward = _ARRAY_FORWARD[43]
+_forward_threshold_backward = _ARRAY_FORWARD[44]
+_forward_gelu_backward = _ARRAY_FORWARD[47]
+_forward_sgn = _ARRAY_FORWARD[52]
 
 
 def add_(input, other):
@@ -110,6 +155,94 @@ def add_(input, other):
                 r._value = v
                 r._tape = T
                 r._entry = T._base + n
+                return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            cy = other.__class__
+            if cy is Tensor:
+                y = other._value
+                if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
+                    v = _forward_add(x, y)
+                    xt = input._tape
+                    yt = other._tape
+                    if xt is None and yt is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if xt is T:
+                        rx = input._entry
+                    elif xt is None:
+                        rx = T._push_const(input, x)
+                    else:
+                        rx = T._ref(input)
+                    if yt is T:
+                        ry = other._entry
+                    elif yt is None:
+                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                    else:
+                        ry = T._ref(other)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _CHUNK:
+                        n = T._flush()
+                    i = T._base + n
+                    T._rec_op.append(0)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(_NAN)
+                    T._arr[i] = v
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = T
+                    r._entry = i
+                    return r
+            elif cy is float or cy is int:
+                v = _forward_add(x, other)
+                xt = input._tape
+                if xt is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                if xt is T:
+                    rx = input._entry
+                elif xt is None:
+                    rx = T._push_const(input, x)
+                else:
+                    rx = T._ref(input)
+                ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _CHUNK:
+                    n = T._flush()
+                i = T._base + n
+                T._rec_op.append(0)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(_NAN)
+                T._arr[i] = v
+                r = _new(Tensor)
+                r._value = v
+                r._tape = T
+                r._entry = i
                 return r
     return _generic(0, (input, other))
 def add_alpha_(input, other, *, alpha=1):
@@ -211,6 +344,94 @@ def add_alpha_(input, other, *, alpha=1):
                 r._tape = T
                 r._entry = T._base + n
                 return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            cy = other.__class__
+            if cy is Tensor:
+                y = other._value
+                if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
+                    v = _forward_add(x, y)
+                    xt = input._tape
+                    yt = other._tape
+                    if xt is None and yt is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if xt is T:
+                        rx = input._entry
+                    elif xt is None:
+                        rx = T._push_const(input, x)
+                    else:
+                        rx = T._ref(input)
+                    if yt is T:
+                        ry = other._entry
+                    elif yt is None:
+                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                    else:
+                        ry = T._ref(other)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _CHUNK:
+                        n = T._flush()
+                    i = T._base + n
+                    T._rec_op.append(0)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(_NAN)
+                    T._arr[i] = v
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = T
+                    r._entry = i
+                    return r
+            elif cy is float or cy is int:
+                v = _forward_add(x, other)
+                xt = input._tape
+                if xt is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                if xt is T:
+                    rx = input._entry
+                elif xt is None:
+                    rx = T._push_const(input, x)
+                else:
+                    rx = T._ref(input)
+                ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _CHUNK:
+                    n = T._flush()
+                i = T._base + n
+                T._rec_op.append(0)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(_NAN)
+                T._arr[i] = v
+                r = _new(Tensor)
+                r._value = v
+                r._tape = T
+                r._entry = i
+                return r
     return _generic(0, (input, other))
 
 
@@ -310,6 +531,94 @@ def sub_(input, other):
                 r._value = v
                 r._tape = T
                 r._entry = T._base + n
+                return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            cy = other.__class__
+            if cy is Tensor:
+                y = other._value
+                if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
+                    v = _forward_sub(x, y)
+                    xt = input._tape
+                    yt = other._tape
+                    if xt is None and yt is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if xt is T:
+                        rx = input._entry
+                    elif xt is None:
+                        rx = T._push_const(input, x)
+                    else:
+                        rx = T._ref(input)
+                    if yt is T:
+                        ry = other._entry
+                    elif yt is None:
+                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                    else:
+                        ry = T._ref(other)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _CHUNK:
+                        n = T._flush()
+                    i = T._base + n
+                    T._rec_op.append(1)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(_NAN)
+                    T._arr[i] = v
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = T
+                    r._entry = i
+                    return r
+            elif cy is float or cy is int:
+                v = _forward_sub(x, other)
+                xt = input._tape
+                if xt is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                if xt is T:
+                    rx = input._entry
+                elif xt is None:
+                    rx = T._push_const(input, x)
+                else:
+                    rx = T._ref(input)
+                ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _CHUNK:
+                    n = T._flush()
+                i = T._base + n
+                T._rec_op.append(1)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(_NAN)
+                T._arr[i] = v
+                r = _new(Tensor)
+                r._value = v
+                r._tape = T
+                r._entry = i
                 return r
     if input.__class__ is float or input.__class__ is int:
         input = wrap(input)   # the function with a number first, as torch's
@@ -412,6 +721,94 @@ def sub_alpha_(input, other, *, alpha=1):
                 r._value = v
                 r._tape = T
                 r._entry = T._base + n
+                return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            cy = other.__class__
+            if cy is Tensor:
+                y = other._value
+                if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
+                    v = _forward_sub(x, y)
+                    xt = input._tape
+                    yt = other._tape
+                    if xt is None and yt is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if xt is T:
+                        rx = input._entry
+                    elif xt is None:
+                        rx = T._push_const(input, x)
+                    else:
+                        rx = T._ref(input)
+                    if yt is T:
+                        ry = other._entry
+                    elif yt is None:
+                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                    else:
+                        ry = T._ref(other)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _CHUNK:
+                        n = T._flush()
+                    i = T._base + n
+                    T._rec_op.append(1)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(_NAN)
+                    T._arr[i] = v
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = T
+                    r._entry = i
+                    return r
+            elif cy is float or cy is int:
+                v = _forward_sub(x, other)
+                xt = input._tape
+                if xt is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                if xt is T:
+                    rx = input._entry
+                elif xt is None:
+                    rx = T._push_const(input, x)
+                else:
+                    rx = T._ref(input)
+                ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _CHUNK:
+                    n = T._flush()
+                i = T._base + n
+                T._rec_op.append(1)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(_NAN)
+                T._arr[i] = v
+                r = _new(Tensor)
+                r._value = v
+                r._tape = T
+                r._entry = i
                 return r
     if input.__class__ is float or input.__class__ is int:
         input = wrap(input)   # the function with a number first, as torch's
@@ -564,6 +961,94 @@ def mul_(input, other):
                 r._tape = T
                 r._entry = T._base + n
                 return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            cy = other.__class__
+            if cy is Tensor:
+                y = other._value
+                if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
+                    v = _forward_mul(x, y)
+                    xt = input._tape
+                    yt = other._tape
+                    if xt is None and yt is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if xt is T:
+                        rx = input._entry
+                    elif xt is None:
+                        rx = T._push_const(input, x)
+                    else:
+                        rx = T._ref(input)
+                    if yt is T:
+                        ry = other._entry
+                    elif yt is None:
+                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                    else:
+                        ry = T._ref(other)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _CHUNK:
+                        n = T._flush()
+                    i = T._base + n
+                    T._rec_op.append(2)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(_NAN)
+                    T._arr[i] = v
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = T
+                    r._entry = i
+                    return r
+            elif cy is float or cy is int:
+                v = _forward_mul(x, other)
+                xt = input._tape
+                if xt is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                if xt is T:
+                    rx = input._entry
+                elif xt is None:
+                    rx = T._push_const(input, x)
+                else:
+                    rx = T._ref(input)
+                ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _CHUNK:
+                    n = T._flush()
+                i = T._base + n
+                T._rec_op.append(2)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(_NAN)
+                T._arr[i] = v
+                r = _new(Tensor)
+                r._value = v
+                r._tape = T
+                r._entry = i
+                return r
     return _generic(2, (input, other))
 
 
@@ -663,6 +1148,94 @@ def div_(input, other):
                 r._value = v
                 r._tape = T
                 r._entry = T._base + n
+                return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            cy = other.__class__
+            if cy is Tensor:
+                y = other._value
+                if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
+                    v = _forward_div(x, y)
+                    xt = input._tape
+                    yt = other._tape
+                    if xt is None and yt is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if xt is T:
+                        rx = input._entry
+                    elif xt is None:
+                        rx = T._push_const(input, x)
+                    else:
+                        rx = T._ref(input)
+                    if yt is T:
+                        ry = other._entry
+                    elif yt is None:
+                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                    else:
+                        ry = T._ref(other)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _CHUNK:
+                        n = T._flush()
+                    i = T._base + n
+                    T._rec_op.append(3)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(_NAN)
+                    T._arr[i] = v
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = T
+                    r._entry = i
+                    return r
+            elif cy is float or cy is int:
+                v = _forward_div(x, other)
+                xt = input._tape
+                if xt is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                if xt is T:
+                    rx = input._entry
+                elif xt is None:
+                    rx = T._push_const(input, x)
+                else:
+                    rx = T._ref(input)
+                ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _CHUNK:
+                    n = T._flush()
+                i = T._base + n
+                T._rec_op.append(3)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(_NAN)
+                T._arr[i] = v
+                r = _new(Tensor)
+                r._value = v
+                r._tape = T
+                r._entry = i
                 return r
     return _generic(3, (input, other))
 def rdiv_(ty, tx):
@@ -766,6 +1339,94 @@ def pow_(input, exponent):
                 r._value = v
                 r._tape = T
                 r._entry = T._base + n
+                return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            cy = exponent.__class__
+            if cy is Tensor:
+                y = exponent._value
+                if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
+                    v = _forward_pow(x, y)
+                    xt = input._tape
+                    yt = exponent._tape
+                    if xt is None and yt is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if xt is T:
+                        rx = input._entry
+                    elif xt is None:
+                        rx = T._push_const(input, x)
+                    else:
+                        rx = T._ref(input)
+                    if yt is T:
+                        ry = exponent._entry
+                    elif yt is None:
+                        ry = T._const_t(y) if y.__class__ is float else T._push_const(exponent, y)
+                    else:
+                        ry = T._ref(exponent)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _CHUNK:
+                        n = T._flush()
+                    i = T._base + n
+                    T._rec_op.append(4)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(_NAN)
+                    T._arr[i] = v
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = T
+                    r._entry = i
+                    return r
+            elif cy is float or cy is int:
+                v = _forward_pow(x, exponent)
+                xt = input._tape
+                if xt is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                if xt is T:
+                    rx = input._entry
+                elif xt is None:
+                    rx = T._push_const(input, x)
+                else:
+                    rx = T._ref(input)
+                ry = T._cmap.get(exponent) or T._const(exponent)   # (never 0: a known number's reference)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _CHUNK:
+                    n = T._flush()
+                i = T._base + n
+                T._rec_op.append(4)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(_NAN)
+                T._arr[i] = v
+                r = _new(Tensor)
+                r._value = v
+                r._tape = T
+                r._entry = i
                 return r
     return _generic(4, (input, exponent))
 def rpow_(ty, tx):
@@ -916,6 +1577,94 @@ def atan2_(input, other):
                 r._tape = T
                 r._entry = T._base + n
                 return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            cy = other.__class__
+            if cy is Tensor:
+                y = other._value
+                if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
+                    v = _forward_atan2(x, y)
+                    xt = input._tape
+                    yt = other._tape
+                    if xt is None and yt is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if xt is T:
+                        rx = input._entry
+                    elif xt is None:
+                        rx = T._push_const(input, x)
+                    else:
+                        rx = T._ref(input)
+                    if yt is T:
+                        ry = other._entry
+                    elif yt is None:
+                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                    else:
+                        ry = T._ref(other)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _CHUNK:
+                        n = T._flush()
+                    i = T._base + n
+                    T._rec_op.append(5)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(_NAN)
+                    T._arr[i] = v
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = T
+                    r._entry = i
+                    return r
+            elif cy is float or cy is int:
+                v = _forward_atan2(x, other)
+                xt = input._tape
+                if xt is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                if xt is T:
+                    rx = input._entry
+                elif xt is None:
+                    rx = T._push_const(input, x)
+                else:
+                    rx = T._ref(input)
+                ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _CHUNK:
+                    n = T._flush()
+                i = T._base + n
+                T._rec_op.append(5)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(_NAN)
+                T._arr[i] = v
+                r = _new(Tensor)
+                r._value = v
+                r._tape = T
+                r._entry = i
+                return r
     return _generic(5, (input, other))
 
 
@@ -1015,6 +1764,94 @@ def maximum_(input, other):
                 r._value = v
                 r._tape = T
                 r._entry = T._base + n
+                return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            cy = other.__class__
+            if cy is Tensor:
+                y = other._value
+                if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
+                    v = _forward_maximum(x, y)
+                    xt = input._tape
+                    yt = other._tape
+                    if xt is None and yt is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if xt is T:
+                        rx = input._entry
+                    elif xt is None:
+                        rx = T._push_const(input, x)
+                    else:
+                        rx = T._ref(input)
+                    if yt is T:
+                        ry = other._entry
+                    elif yt is None:
+                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                    else:
+                        ry = T._ref(other)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _CHUNK:
+                        n = T._flush()
+                    i = T._base + n
+                    T._rec_op.append(6)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(_NAN)
+                    T._arr[i] = v
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = T
+                    r._entry = i
+                    return r
+            elif cy is float or cy is int:
+                v = _forward_maximum(x, other)
+                xt = input._tape
+                if xt is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                if xt is T:
+                    rx = input._entry
+                elif xt is None:
+                    rx = T._push_const(input, x)
+                else:
+                    rx = T._ref(input)
+                ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _CHUNK:
+                    n = T._flush()
+                i = T._base + n
+                T._rec_op.append(6)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(_NAN)
+                T._arr[i] = v
+                r = _new(Tensor)
+                r._value = v
+                r._tape = T
+                r._entry = i
                 return r
     return _generic(6, (input, other))
 
@@ -1116,6 +1953,94 @@ def minimum_(input, other):
                 r._tape = T
                 r._entry = T._base + n
                 return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            cy = other.__class__
+            if cy is Tensor:
+                y = other._value
+                if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
+                    v = _forward_minimum(x, y)
+                    xt = input._tape
+                    yt = other._tape
+                    if xt is None and yt is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if xt is T:
+                        rx = input._entry
+                    elif xt is None:
+                        rx = T._push_const(input, x)
+                    else:
+                        rx = T._ref(input)
+                    if yt is T:
+                        ry = other._entry
+                    elif yt is None:
+                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                    else:
+                        ry = T._ref(other)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _CHUNK:
+                        n = T._flush()
+                    i = T._base + n
+                    T._rec_op.append(7)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(_NAN)
+                    T._arr[i] = v
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = T
+                    r._entry = i
+                    return r
+            elif cy is float or cy is int:
+                v = _forward_minimum(x, other)
+                xt = input._tape
+                if xt is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                if xt is T:
+                    rx = input._entry
+                elif xt is None:
+                    rx = T._push_const(input, x)
+                else:
+                    rx = T._ref(input)
+                ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _CHUNK:
+                    n = T._flush()
+                i = T._base + n
+                T._rec_op.append(7)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(_NAN)
+                T._arr[i] = v
+                r = _new(Tensor)
+                r._value = v
+                r._tape = T
+                r._entry = i
+                return r
     return _generic(7, (input, other))
 
 
@@ -1162,6 +2087,45 @@ def neg_(input):
             r._value = v
             r._tape = T
             r._entry = T._base + n
+            return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_neg(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(8)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
             return r
     return _generic(8, (input,))
 
@@ -1210,6 +2174,45 @@ def abs_(input):
             r._tape = T
             r._entry = T._base + n
             return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_abs(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(9)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
+            return r
     return _generic(9, (input,))
 
 
@@ -1256,6 +2259,45 @@ def exp_(input):
             r._value = v
             r._tape = T
             r._entry = T._base + n
+            return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_exp(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(10)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
             return r
     return _generic(10, (input,))
 
@@ -1304,6 +2346,45 @@ def log_(input):
             r._tape = T
             r._entry = T._base + n
             return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_log(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(11)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
+            return r
     return _generic(11, (input,))
 
 
@@ -1350,6 +2431,45 @@ def log1p_(input):
             r._value = v
             r._tape = T
             r._entry = T._base + n
+            return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_log1p(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(12)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
             return r
     return _generic(12, (input,))
 
@@ -1398,6 +2518,45 @@ def expm1_(input):
             r._tape = T
             r._entry = T._base + n
             return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_expm1(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(13)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
+            return r
     return _generic(13, (input,))
 
 
@@ -1444,6 +2603,45 @@ def sqrt_(input):
             r._value = v
             r._tape = T
             r._entry = T._base + n
+            return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_sqrt(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(14)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
             return r
     return _generic(14, (input,))
 
@@ -1492,6 +2690,45 @@ def sin_(input):
             r._tape = T
             r._entry = T._base + n
             return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_sin(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(15)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
+            return r
     return _generic(15, (input,))
 
 
@@ -1538,6 +2775,45 @@ def cos_(input):
             r._value = v
             r._tape = T
             r._entry = T._base + n
+            return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_cos(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(16)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
             return r
     return _generic(16, (input,))
 
@@ -1586,6 +2862,45 @@ def tan_(input):
             r._tape = T
             r._entry = T._base + n
             return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_tan(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(17)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
+            return r
     return _generic(17, (input,))
 
 
@@ -1632,6 +2947,45 @@ def asin_(input):
             r._value = v
             r._tape = T
             r._entry = T._base + n
+            return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_asin(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(18)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
             return r
     return _generic(18, (input,))
 
@@ -1680,6 +3034,45 @@ def acos_(input):
             r._tape = T
             r._entry = T._base + n
             return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_acos(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(19)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
+            return r
     return _generic(19, (input,))
 
 
@@ -1726,6 +3119,45 @@ def atan_(input):
             r._value = v
             r._tape = T
             r._entry = T._base + n
+            return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_atan(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(20)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
             return r
     return _generic(20, (input,))
 
@@ -1774,6 +3206,45 @@ def sinh_(input):
             r._tape = T
             r._entry = T._base + n
             return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_sinh(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(21)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
+            return r
     return _generic(21, (input,))
 
 
@@ -1820,6 +3291,45 @@ def cosh_(input):
             r._value = v
             r._tape = T
             r._entry = T._base + n
+            return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_cosh(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(22)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
             return r
     return _generic(22, (input,))
 
@@ -1868,6 +3378,45 @@ def tanh_(input):
             r._tape = T
             r._entry = T._base + n
             return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_tanh(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(23)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
+            return r
     return _generic(23, (input,))
 
 
@@ -1914,6 +3463,45 @@ def sigmoid_(input):
             r._value = v
             r._tape = T
             r._entry = T._base + n
+            return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_sigmoid(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(24)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
             return r
     return _generic(24, (input,))
 
@@ -1962,6 +3550,45 @@ def relu_(input):
             r._tape = T
             r._entry = T._base + n
             return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_relu(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(25)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
+            return r
     return _generic(25, (input,))
 
 
@@ -2008,6 +3635,45 @@ def erf_(input):
             r._value = v
             r._tape = T
             r._entry = T._base + n
+            return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_erf(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(26)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
             return r
     return _generic(26, (input,))
 
@@ -2056,6 +3722,45 @@ def sign_(input):
             r._tape = T
             r._entry = T._base + n
             return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_sign(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(27)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
+            return r
     return _generic(27, (input,))
 
 
@@ -2102,6 +3807,45 @@ def round_(input):
             r._value = v
             r._tape = T
             r._entry = T._base + n
+            return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_round(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(28)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
             return r
     return _generic(28, (input,))
 
@@ -2150,6 +3894,45 @@ def floor_(input):
             r._tape = T
             r._entry = T._base + n
             return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_floor(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(29)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
+            return r
     return _generic(29, (input,))
 
 
@@ -2197,6 +3980,45 @@ def ceil_(input):
             r._tape = T
             r._entry = T._base + n
             return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_ceil(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(30)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
+            return r
     return _generic(30, (input,))
 
 
@@ -2243,6 +4065,45 @@ def trunc_(input):
             r._value = v
             r._tape = T
             r._entry = T._base + n
+            return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_trunc(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(31)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
             return r
     return _generic(31, (input,))
 
@@ -2331,6 +4192,45 @@ def reciprocal_(input):
             r._tape = T
             r._entry = T._base + n
             return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_reciprocal(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(40)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
+            return r
     return _generic(40, (input,))
 
 
@@ -2377,6 +4277,45 @@ def clone_(input):
             r._value = v
             r._tape = T
             r._entry = T._base + n
+            return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_clone(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(41)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
             return r
     return _generic(41, (input,))
 
@@ -2478,6 +4417,94 @@ def sigmoid_backward_(input, other):
                 r._tape = T
                 r._entry = T._base + n
                 return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            cy = other.__class__
+            if cy is Tensor:
+                y = other._value
+                if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
+                    v = _forward_sigmoid_backward(x, y)
+                    xt = input._tape
+                    yt = other._tape
+                    if xt is None and yt is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if xt is T:
+                        rx = input._entry
+                    elif xt is None:
+                        rx = T._push_const(input, x)
+                    else:
+                        rx = T._ref(input)
+                    if yt is T:
+                        ry = other._entry
+                    elif yt is None:
+                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                    else:
+                        ry = T._ref(other)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _CHUNK:
+                        n = T._flush()
+                    i = T._base + n
+                    T._rec_op.append(42)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(_NAN)
+                    T._arr[i] = v
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = T
+                    r._entry = i
+                    return r
+            elif cy is float or cy is int:
+                v = _forward_sigmoid_backward(x, other)
+                xt = input._tape
+                if xt is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                if xt is T:
+                    rx = input._entry
+                elif xt is None:
+                    rx = T._push_const(input, x)
+                else:
+                    rx = T._ref(input)
+                ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _CHUNK:
+                    n = T._flush()
+                i = T._base + n
+                T._rec_op.append(42)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(_NAN)
+                T._arr[i] = v
+                r = _new(Tensor)
+                r._value = v
+                r._tape = T
+                r._entry = i
+                return r
     return _generic(42, (input, other))
 
 
@@ -2578,6 +4605,94 @@ def tanh_backward_(input, other):
                 r._tape = T
                 r._entry = T._base + n
                 return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            cy = other.__class__
+            if cy is Tensor:
+                y = other._value
+                if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
+                    v = _forward_tanh_backward(x, y)
+                    xt = input._tape
+                    yt = other._tape
+                    if xt is None and yt is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if xt is T:
+                        rx = input._entry
+                    elif xt is None:
+                        rx = T._push_const(input, x)
+                    else:
+                        rx = T._ref(input)
+                    if yt is T:
+                        ry = other._entry
+                    elif yt is None:
+                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                    else:
+                        ry = T._ref(other)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _CHUNK:
+                        n = T._flush()
+                    i = T._base + n
+                    T._rec_op.append(43)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(_NAN)
+                    T._arr[i] = v
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = T
+                    r._entry = i
+                    return r
+            elif cy is float or cy is int:
+                v = _forward_tanh_backward(x, other)
+                xt = input._tape
+                if xt is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                if xt is T:
+                    rx = input._entry
+                elif xt is None:
+                    rx = T._push_const(input, x)
+                else:
+                    rx = T._ref(input)
+                ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _CHUNK:
+                    n = T._flush()
+                i = T._base + n
+                T._rec_op.append(43)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(_NAN)
+                T._arr[i] = v
+                r = _new(Tensor)
+                r._value = v
+                r._tape = T
+                r._entry = i
+                return r
     return _generic(43, (input, other))
 
 
@@ -2677,6 +4792,94 @@ def threshold_backward_(input, other):
                 r._value = v
                 r._tape = T
                 r._entry = T._base + n
+                return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            cy = other.__class__
+            if cy is Tensor:
+                y = other._value
+                if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
+                    v = _forward_threshold_backward(x, y)
+                    xt = input._tape
+                    yt = other._tape
+                    if xt is None and yt is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if xt is T:
+                        rx = input._entry
+                    elif xt is None:
+                        rx = T._push_const(input, x)
+                    else:
+                        rx = T._ref(input)
+                    if yt is T:
+                        ry = other._entry
+                    elif yt is None:
+                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                    else:
+                        ry = T._ref(other)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _CHUNK:
+                        n = T._flush()
+                    i = T._base + n
+                    T._rec_op.append(44)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(_NAN)
+                    T._arr[i] = v
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = T
+                    r._entry = i
+                    return r
+            elif cy is float or cy is int:
+                v = _forward_threshold_backward(x, other)
+                xt = input._tape
+                if xt is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                if xt is T:
+                    rx = input._entry
+                elif xt is None:
+                    rx = T._push_const(input, x)
+                else:
+                    rx = T._ref(input)
+                ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _CHUNK:
+                    n = T._flush()
+                i = T._base + n
+                T._rec_op.append(44)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(_NAN)
+                T._arr[i] = v
+                r = _new(Tensor)
+                r._value = v
+                r._tape = T
+                r._entry = i
                 return r
     return _generic(44, (input, other))
 
@@ -2788,6 +4991,94 @@ def gelu_backward_(input, other):
                 r._tape = T
                 r._entry = T._base + n
                 return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            cy = other.__class__
+            if cy is Tensor:
+                y = other._value
+                if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
+                    v = _forward_gelu_backward(x, y)
+                    xt = input._tape
+                    yt = other._tape
+                    if xt is None and yt is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if xt is T:
+                        rx = input._entry
+                    elif xt is None:
+                        rx = T._push_const(input, x)
+                    else:
+                        rx = T._ref(input)
+                    if yt is T:
+                        ry = other._entry
+                    elif yt is None:
+                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                    else:
+                        ry = T._ref(other)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _CHUNK:
+                        n = T._flush()
+                    i = T._base + n
+                    T._rec_op.append(47)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(_NAN)
+                    T._arr[i] = v
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = T
+                    r._entry = i
+                    return r
+            elif cy is float or cy is int:
+                v = _forward_gelu_backward(x, other)
+                xt = input._tape
+                if xt is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                if xt is T:
+                    rx = input._entry
+                elif xt is None:
+                    rx = T._push_const(input, x)
+                else:
+                    rx = T._ref(input)
+                ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _CHUNK:
+                    n = T._flush()
+                i = T._base + n
+                T._rec_op.append(47)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(_NAN)
+                T._arr[i] = v
+                r = _new(Tensor)
+                r._value = v
+                r._tape = T
+                r._entry = i
+                return r
     return _generic(47, (input, other))
 
 
@@ -2854,6 +5145,45 @@ def sgn_(input):
             r._value = v
             r._tape = T
             r._entry = T._base + n
+            return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_sgn(x)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            i = T._base + n
+            T._rec_op.append(52)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
             return r
     return _generic(52, (input,))
 

@@ -2077,6 +2077,7 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
     """
     has_arr = off.shape[0] > 0
     has_dirty = dirty.shape[0] > 0
+    total = np.zeros(3)
     for i in range(start, stop, -1):
         if pending == 0:
             break
@@ -2118,9 +2119,26 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
             x, sx, gx = _operand(ra, off, n, val, consts, aval, adj, aadj)
             y, sy, gy = _operand(rb, off, n, val, consts, aval, adj, aadj)
             z, sz, gz = _operand(rc, off, n, val, consts, aval, adj, aadj)
+            # a number broadcast over the entry: its terms are summed from +0.0 first, then
+            # added to its adjoint (PyTorch's sum_to_size: all -0.0 terms give +0.0)
+            total[0] = 0.0
+            total[1] = 0.0
+            total[2] = 0.0
+            if sx == 0:
+                gx = total[0:1]
+            if sy == 0:
+                gy = total[1:2]
+            if sz == 0:
+                gz = total[2:3]
             array_terms(o, zero, zx, zy, zz, n, aadj[oi:oi + n], 1, aval[oi:oi + n],
                         x, sx, y, sy, z, sz, gx, 1 if ra >= 0 else 0, gy, 1 if rb >= 0 else 0,
                         gz, 1 if rc >= 0 else 0)
+            if sx == 0 and ra >= 0:
+                adj[ra] += total[0]
+            if sy == 0 and rb >= 0:
+                adj[rb] += total[1]
+            if sz == 0 and rc >= 0:
+                adj[rc] += total[2]
         else:
             x = val[ra] if ra >= 0 else consts[-ra - 1]
             y = val[rb] if rb >= 0 else consts[-rb - 1]

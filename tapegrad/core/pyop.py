@@ -49,8 +49,15 @@ def record_broadcast(T, r, value, shape):
     """Reference to entry ``r`` (holding ``value``) broadcast to ``shape``: a ``broadcast``
     entry, the one place where gradients are summed back to an operand's shape.
     ``next_functions`` looks through it, as PyTorch's graph has no node for implicit
-    broadcasting.  Its rule is the array op ``expand``'s."""
-    out = np.array(np.broadcast_to(np.asarray(value, np.float64), shape))
+    broadcasting.  Its rule is the array op ``expand``'s.
+
+    The entry holds a read-only broadcast view, not a copy: copying an operand to the
+    result's size cost more than the op itself (fresh pages for every copy the tape keeps).
+    It views the value the tape holds for ``r`` (a view op's result is kept there as a
+    copy, so a later in-place change of the base cannot reach it unnoticed); an in-place
+    change of ``r`` marks this entry modified too (``find_dirty`` in the walk)."""
+    held = T._arr.get(r)
+    out = np.broadcast_to(np.asarray(value if held is None else held, np.float64), shape)
     return record(T, "broadcast", [r], [out], None,
                   ("expand", (Arg(0),), {"shape": tuple(shape)}))[0]
 

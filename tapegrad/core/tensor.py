@@ -71,9 +71,10 @@ def tensor_of_entry(T, i, v):
     return r
 
 
-def _record(code, refs, v):
-    """Record elementwise op ``code`` with operand references ``refs`` on the current tape."""
-    T = recording()
+def _record(T, code, refs, v):
+    """Record elementwise op ``code`` with operand references ``refs`` on tape ``T``, the tape
+    they were taken on (taking one may fill a chunk of the default tape, after which
+    ``recording()`` is a fresh tape where these references mean other entries)."""
     if len(refs) == 3:
         rb = T._push(ARG, refs[1], refs[2], 0.0)
         i = T._push(code, refs[0], rb, v)
@@ -235,7 +236,56 @@ def elementwise_fallback(code, args):
             r._tape = T
             r._entry = i
             return r
+    if len(args) == 2:
+        r = _broadcast_pair(code, args)
+        if r is not None:
+            return r
     return _generic_slow(code, args)
+
+
+def _broadcast_pair(code, args):
+    """``x op y`` for float64 arrays of two shapes that broadcast (``a[None, :] +
+    b[:, None]``), or an array with a number or a 0-d float64 tensor the fast path above
+    did not take: the ufunc, then the operands recorded as ``_operand_ref`` records them.
+    None for anything else (other dtypes, comparisons used as numbers, shapes that do not
+    broadcast: ``_generic_slow`` raises PyTorch's error), which ``_generic_slow`` handles.  As
+    on the fast path above, the ufunc runs without ``np.errstate``."""
+    vals = []
+    rg = arrays = False
+    for a in args:
+        c = a.__class__
+        if c is Tensor:
+            v = a._value
+            if v.__class__ is _ND:
+                if v.dtype is not _F64:
+                    return None
+                arrays = True
+            elif v.__class__ is not _b.float:
+                return None
+            if a._tape is not None:
+                rg = True
+            elif getattr(a, "_comparison", None) is not None:
+                return None
+        elif c is _b.float or c is _b.int:
+            v = a
+        else:
+            return None
+        vals.append(v)
+    if not arrays:
+        return None
+    try:
+        v = _VF[code](*vals)
+    except (ValueError, OverflowError, TypeError):
+        return None
+    if v.__class__ is not _ND or v.dtype is not _F64 or not v.ndim:
+        return None
+    if not rg:
+        return wrap(v)
+    T = recording()
+    if T is None:
+        return wrap(v)
+    shape = v.shape
+    return _record(T, code, [_operand_ref(T, a, shape) for a in args], v)
 
 
 def _generic_slow(code, args):
@@ -323,7 +373,7 @@ def _generic_slow(code, args):
                         T._push(CONST, -1, -1, np.broadcast_to(c, shape)))
         else:
             refs.append(_operand_ref(T, a, shape))
-    return _record(code, refs, v)
+    return _record(T, code, refs, v)
 
 
 def ieee_value(code, x, y, z):
@@ -344,6 +394,9 @@ class Tensor:
     _view = None
     _views = None
     _detached = False   # x.detach(): a view in memory and version only (core/views.py)
+    _multi_output = None   # (k, node, version): output k of split/unbind (or a view of one),
+                           # PyTorch's views of a multi-output node, which refuse in-place ops
+                           # and, after their memory changed, their grad_fn
     __hash__ = object.__hash__
     # A subclass whose ops record differently (tg.compile's Elements) sets these to
     # handler(code, args) and handler(array op name, args, params).
@@ -393,6 +446,9 @@ class Tensor:
         t = self._tape
         if t.__class__ is not Tape or t._leaves.get(self._entry) is self:
             return None
+        mo = self._multi_output
+        if mo is not None and self._version != mo[2]:
+            raise RuntimeError(MULTI_OUTPUT_MODIFIED.format(mo[0], mo[1]))
         return node_for(t, self._entry)
 
     @property
@@ -661,6 +717,8 @@ class Tensor:
         # must not use it.  (Before compute: a constant it records holds the old value, which
         # a recorded op replaces rather than writes.)  self is no view here: views go above.
         self._vc = getattr(self, "_vc", 0) + 1
+        rec = recording()
+        start = len(rec) if rec is not None else 0
         r = compute(self)
         old = self._tape
         if old.__class__ is Tape:
@@ -671,6 +729,16 @@ class Tensor:
         elif v.__class__ is not float and v.dtype != self.dtype.np:
             v = v.astype(self.dtype.np)
         if r._tape.__class__ is Tape:          # recorded: self is now the new entry
+            mem = self._value
+            if rec is r._tape:
+                _own_the_old_value(rec, start, self, mem)
+            # a tensor without grad: the op wrote its memory, as PyTorch (from_numpy's array
+            # and .data see it).  (A recorded tensor's memory is its entry's saved value.)
+            if old.__class__ is not Tape and mem.__class__ is np.ndarray and \
+                    v.__class__ is np.ndarray and mem.flags.writeable and \
+                    mem.shape == v.shape and mem.dtype == v.dtype:
+                mem[...] = v
+                v = mem
             self._tape, self._entry, self._value = r._tape, r._entry, v
         else:
             if old.__class__ is Tape and old._leaves.get(self._entry) is self:
@@ -723,6 +791,43 @@ class _HookHandle:
     def remove(self):
         if self._hook in self._hooks:
             self._hooks.remove(self._hook)
+
+
+MULTI_OUTPUT_MODIFIED = ("Output {} of {} is a view and its base or another view of its base "
+                         "has been modified inplace. This view is the output of a function "
+                         "that returns multiple views. Such functions do not allow the output "
+                         "views to be modified inplace. You should replace the inplace "
+                         "operation by an out-of-place one.")
+
+
+def mark_multi_output(t, k, node):
+    """``t`` is output ``k`` of a view op with several outputs (``node``: PyTorch's name)."""
+    if t._tape is not None:
+        t._multi_output = (k, node, t._version)
+
+
+def _own_the_old_value(T, start, t, mem):
+    """The entries ``T`` recorded from ``start`` for an in-place op on ``t`` (no grad) hold
+    ``t``'s value before the op as a constant.  The op writes ``t``'s memory ``mem``, so
+    they get their own copy (PyTorch saves a clone of the original self): a later in-place
+    change of ``t`` does not touch it, and must not mark it modified."""
+    sources, pys, arrays = T._const_sources, T._py, T._arr
+    shared = mem.__class__ is np.ndarray
+    for k in range(start, len(T)):     # (the op's own few entries)
+        s = sources.get(k)
+        if s is not None and s[0] is t:
+            del sources[k]
+            a = arrays.get(k)
+            if shared and a is not None and np.may_share_memory(a, mem):
+                arrays[k] = a.copy()
+        py = pys.get(k)
+        if py is not None:
+            for a in py.fwd[1]:
+                if a.__class__ is Tensor and a.__dict__.get("_constant_of", (None,))[0] is t:
+                    del a.__dict__["_constant_of"]
+                    if shared and a._value.__class__ is np.ndarray and \
+                            np.may_share_memory(a._value, mem):
+                        a._value = a._value.copy()
 
 
 def _note_read(t):
@@ -794,7 +899,7 @@ def compare(code, x, y):
         return r
     shape = v.shape
     refs = [_operand_ref(T, t, shape) if isinstance(t, Tensor) else T._const(t) for t in (x, y)]
-    rec = _record(code, refs, v.astype(np.float64) if v.ndim else _b.float(v))
+    rec = _record(T, code, refs, v.astype(np.float64) if v.ndim else _b.float(v))
     r._comparison = (T, rec._entry)
     return r
 

@@ -43,6 +43,8 @@ def register_view(view, src, step):
     else:
         root, steps = info[0], info[1] + (step,)
     view._view = (root, steps)
+    if src._multi_output is not None and view._tape is not None:
+        view._multi_output = (0, view.grad_fn.name().removesuffix("Backward0"), src._version)
     if src._detached:   # (its _base is the detached tensor, not the memory's root)
         view._detached = True
         view._detached_base = src._detached_base if src._view is not None and \

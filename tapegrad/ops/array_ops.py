@@ -25,9 +25,10 @@ from ..core.dtypes import scalar_type_name
 from ..core.shapes import wrap_dim, wrap_dims
 from ..core.pyop import Arg, record
 from ..core.grad_mode import is_grad_enabled
+from ..core.numba_jit import jit
 from ..core.tape import recording
-from ..core.tensor import (Tensor, note_comparison_use, recorded_comparison, tensor_of_entry,
-                           wrap)
+from ..core.tensor import (Tensor, mark_multi_output, note_comparison_use, recorded_comparison,
+                           tensor_of_entry, wrap)
 from ..core.views import register_view
 
 
@@ -79,6 +80,24 @@ def defop(name, node, method=True, outputs=None, cast=True, edges=None, saves=Tr
 
 _F64 = np.float64
 _DT64 = np.dtype(np.float64)
+
+
+def contiguous(v):
+    """``v`` laid out in row-major order, as PyTorch writes the results of reductions,
+    scans and copies whatever the input's layout (a later ``view``/``flatten`` of it is a
+    view there, so ``grad_fn`` names and ``view``'s errors follow from the layout)."""
+    return v if v.__class__ is not np.ndarray or v.flags.c_contiguous else v.copy()
+
+
+def like_layout(v, x):
+    """``v`` (never a view of ``x``) laid out as ``x``: PyTorch's sort and flip keep their
+    input's strides."""
+    if x.__class__ is not np.ndarray or v.shape != x.shape or \
+            (x.flags.c_contiguous and not np.may_share_memory(v, x)):
+        return v if v.flags.c_contiguous else v.copy()
+    out = np.empty_like(x, dtype=v.dtype)   # (x's stride order)
+    out[...] = v
+    return out
 
 
 def _np(v):
@@ -245,9 +264,10 @@ def _view_call(op, node, args, ans, params, edges, tensors=None):
         shared = [np.may_share_memory(p, base) for p in parts]
         res = _record_call(op, node, args, list(parts), params, edges, any(shared), tensors)
         slices = split_slices(base.shape, parts, args[1:], params)
-        for r, s, idx in zip(res, shared, slices):
+        for k, (r, s, idx) in enumerate(zip(res, shared, slices)):
             if s:
                 register_view(r, x, ("getitem", (idx,), {}))
+                mark_multi_output(r, k, "Split")
         return tuple(res)
     shared = ans.__class__ is np.ndarray and np.may_share_memory(ans, x._value)
     out = ans if ans.__class__ is not np.ndarray or ans.ndim or ans.dtype != np.float64 \
@@ -307,6 +327,8 @@ def _axes(dim, ndim):
     """NumPy axes of a reduction over ``dim`` (None: all); a 0-d tensor has none to reduce."""
     if dim is None:
         return None
+    if dim.__class__ is int and -ndim <= dim < ndim:   # (most calls: one dim, in range)
+        return (dim % ndim,)
     axes = wrap_dims(dim, ndim)
     return axes if ndim > 0 else ()
 
@@ -411,8 +433,8 @@ def sum(x, dim=None, keepdim=False):  # noqa: A001
     if x.__class__ is np.ndarray:   # what np.sum calls for an ndarray, without its dispatch
         if dim is None and not keepdim and x.ndim == 1:
             return np.add.reduce(x)   # (a vector: axis 0 is every axis)
-        return np.add.reduce(x, axis=None if dim is None else _axes(dim, x.ndim),
-                             keepdims=keepdim)
+        return contiguous(np.add.reduce(x, axis=None if dim is None else _axes(dim, x.ndim),
+                                         keepdims=keepdim))
     return np.sum(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
 
 
@@ -425,7 +447,7 @@ def mean(x, dim=None, keepdim=False):
     if x.dtype.kind not in "fc":
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a "
                            f"floating point or complex dtype. Got: {scalar_type_name(x.dtype)}")
-    return np.mean(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
+    return contiguous(np.mean(x, axis=_axes(dim, x.ndim), keepdims=keepdim))
 
 
 # d mean / dx_i = 1 / N
@@ -435,7 +457,7 @@ mean.defvjp(lambda g, ans, x, dim=None, keepdim=False:
 
 @defop("prod", lambda x, dim=None, keepdim=False: _name("Prod", dim))
 def prod(x, dim=None, keepdim=False):
-    return np.prod(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
+    return contiguous(np.prod(x, axis=_axes(dim, x.ndim), keepdims=keepdim))
 
 
 @prod.defvjp
@@ -482,7 +504,7 @@ def _exclusive_products(x, dim):
 @defop("amax", "AmaxBackward0")
 def amax(x, dim=None, keepdim=False):
     _nonempty("amax", x, dim)
-    return np.amax(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
+    return contiguous(np.amax(x, axis=_axes(dim, x.ndim), keepdims=keepdim))
 
 
 amax.defvjp(_ties)
@@ -491,31 +513,66 @@ amax.defvjp(_ties)
 @defop("amin", "AminBackward0")
 def amin(x, dim=None, keepdim=False):
     _nonempty("amin", x, dim)
-    return np.amin(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
+    return contiguous(np.amin(x, axis=_axes(dim, x.ndim), keepdims=keepdim))
 
 
 amin.defvjp(_ties)
 
 
-def _arg_extreme(argfn):
+@jit
+def _first_extreme(x, largest):
+    """Along axis 1 of ``x`` (outer, n, inner), the index of the first smallest element (the
+    largest with ``largest``), a NaN beating every number, and that element: NumPy's
+    argmin/argmax.  (NumPy's own, along any axis but the last, copies the array first and
+    took longer than the rest of a small k-means' objective.)"""
+    outer, n, inner = x.shape
+    idx = np.zeros((outer, 1, inner), np.int64)
+    best = np.empty((outer, 1, inner), x.dtype)
+    for o in range(outer):
+        for j in range(inner):
+            best[o, 0, j] = x[o, 0, j]
+        for i in range(1, n):
+            for j in range(inner):
+                b = best[o, 0, j]
+                if b != b:
+                    continue
+                v = x[o, i, j]
+                if v != v or (v > b if largest else v < b):
+                    best[o, 0, j] = v
+                    idx[o, 0, j] = i
+    return idx, best
+
+
+def _extreme_along(x, dim, largest):
+    """``(index, value)`` of the first extreme of ``x`` along ``dim``, keeping the dim."""
+    if x.dtype == np.float64 and x.size:
+        shape = x.shape
+        x3 = np.ascontiguousarray(x).reshape(math.prod(shape[:dim]), shape[dim], -1)
+        idx, vals = _first_extreme(x3, largest)
+        kept = shape[:dim] + (1,) + shape[dim + 1:]
+        return idx.reshape(kept), vals.reshape(kept)
+    idx = (np.argmax if largest else np.argmin)(x, axis=dim, keepdims=True)
+    return idx, np.take_along_axis(x, idx, axis=dim)
+
+
+def _arg_extreme(largest):
     def forward(x, dim, keepdim=False):
         dim = wrap_dim(dim, x.ndim)
         if x.ndim == 0:
             return x.copy(), np.zeros((), np.int64)
-        idx = argfn(x, axis=dim, keepdims=True)
-        vals = np.take_along_axis(x, idx, axis=dim)
+        idx, vals = _extreme_along(x, dim, largest)
         if not keepdim:
             vals, idx = np.squeeze(vals, dim), np.squeeze(idx, dim)
-        return vals, idx.astype(np.int64)
+        return vals, idx.astype(np.int64, copy=False)
     return forward
 
 
-def _route(argfn):
+def _route(largest):
     def vjp(g, ans, x, dim, keepdim=False):
         # d max(x, dim) / dx = 1 at the index it returned, 0 elsewhere
         if not _shape(x):
             return (g,)
-        idx = argfn(_value(x), axis=dim, keepdims=True)
+        idx, _ = _extreme_along(_value(x), wrap_dim(dim, len(_shape(x))), largest)
         gk = g if keepdim else call("unsqueeze", g, dim)
         return (call("ungather", gk, _shape(x), dim, idx),)
     return vjp
@@ -523,18 +580,18 @@ def _route(argfn):
 
 @defop("max_dim", "MaxBackward0", method=False, outputs=tuple)
 def max_dim(x, dim, keepdim=False):
-    return _arg_extreme(np.argmax)(x, dim, keepdim)
+    return _arg_extreme(True)(x, dim, keepdim)
 
 
-max_dim.defvjp(_route(np.argmax))
+max_dim.defvjp(_route(True))
 
 
 @defop("min_dim", "MinBackward0", method=False, outputs=tuple)
 def min_dim(x, dim, keepdim=False):
-    return _arg_extreme(np.argmin)(x, dim, keepdim)
+    return _arg_extreme(False)(x, dim, keepdim)
 
 
-min_dim.defvjp(_route(np.argmin))
+min_dim.defvjp(_route(False))
 
 
 @defop("max_all", "MaxBackward1", method=False)
@@ -590,7 +647,7 @@ def _variance(x, dim, unbiased, keepdim, correction, name):
                       UserWarning, stacklevel=5)
     with np.errstate(divide="ignore", invalid="ignore"):
         d = x - np.sum(x, axis=ax, keepdims=True) / n
-        return np.sum(d * d, axis=ax, keepdims=keepdim) / builtins.max(dof, 0)
+        return contiguous(np.sum(d * d, axis=ax, keepdims=keepdim) / builtins.max(dof, 0))
 
 
 @defop("var", "VarBackward0")
@@ -623,6 +680,10 @@ std.defvjp(lambda g, ans, x, dim=None, unbiased=True, keepdim=False, correction=
 
 @defop("norm", "LinalgVectorNormBackward0")
 def norm(x, p=2, dim=None, keepdim=False):
+    return contiguous(_vector_norm(x, p, dim, keepdim))
+
+
+def _vector_norm(x, p, dim, keepdim):
     if x.dtype.kind not in "fc":
         raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as "
                            f"input. Got {scalar_type_name(x.dtype)}")
@@ -657,10 +718,11 @@ def _(g, ans, x, p=2, dim=None, keepdim=False):
 @defop("logsumexp", "LogsumexpBackward0")
 def logsumexp(x, dim, keepdim=False):
     ax = _axes(dim, x.ndim)
-    m = np.max(x, axis=ax, keepdims=True)
+    # (the ufuncs' own reductions: np.max and np.sum cost as much again in dispatch here)
+    m = np.maximum.reduce(x, axis=ax, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
-    out = np.log(np.sum(np.exp(x - m), axis=ax, keepdims=True)) + m
-    return out if keepdim else np.squeeze(out, ax)
+    out = np.log(np.add.reduce(np.exp(x - m), axis=ax, keepdims=True)) + m
+    return contiguous(out if keepdim else out.squeeze(ax))
 
 
 # d lse / dx = softmax(x) = exp(x - lse)
@@ -670,7 +732,8 @@ logsumexp.defvjp(lambda g, ans, x, dim, keepdim=False:
 
 @defop("softmax", "SoftmaxBackward0")
 def softmax(x, dim):
-    return _along(_softmax, x, dim)
+    # contiguous, as PyTorch's softmax kernels write it (a later flatten is a view)
+    return contiguous(_along(_softmax, x, dim))
 
 
 def _softmax(x, dim):
@@ -678,14 +741,47 @@ def _softmax(x, dim):
     return e / np.sum(e, axis=dim, keepdims=True)
 
 
-# J^T g = s (g - sum(g s))
-softmax.defvjp(lambda g, ans, x, dim:
-               (ans * (g - call("sum", g * ans, dim=dim, keepdim=True)),))
+# J^T g = s (g - sum(g s)), one op as PyTorch's _softmax_backward_data: its own signed
+# zeros, its own second derivatives (below)
+softmax.defvjp(lambda g, ans, x, dim: (call("softmax_backward_data", g, ans, dim),))
+
+
+def _kernel_sum(v, dim):
+    """The sum along ``dim`` (kept) that PyTorch's softmax backward kernels compute: along
+    the last dim it starts from the first term, so terms that are all -0. sum to -0. (a
+    plain sum, as along the other dims, starts from +0.)."""
+    s = np.add.reduce(v, axis=dim, keepdims=True)
+    if dim % v.ndim == v.ndim - 1 and not s.all():
+        s = np.where(np.logical_and.reduce((v == 0) & np.signbit(v), axis=dim, keepdims=True),
+                     -0.0, s)
+    return s
+
+
+def _backward_data_args(g, out, dim):
+    g, out = np.asarray(g, np.float64), np.asarray(out, np.float64)
+    if out.ndim == 0:
+        return g.reshape(1), out.reshape(1), 0
+    return g, out, wrap_dim(dim, out.ndim)
+
+
+@defop("softmax_backward_data", "SoftmaxBackwardDataBackward0", method=False)
+def softmax_backward_data(g, out, dim):
+    shape = np.shape(out)
+    g, out, dim = _backward_data_args(g, out, dim)
+    return contiguous(((g - _kernel_sum(g * out, dim)) * out).reshape(shape))
+
+
+# PyTorch's derivatives.yaml: grad_output: _softmax_backward_data(grad, output);
+# output: softmax_double_backward(grad, grad_output, dim, output)
+softmax_backward_data.defvjp(lambda gg, ans, g, out, dim: (
+    lambda: call("softmax_backward_data", gg, out, dim),
+    lambda: g * gg - call("sum", out * g, dim=dim, keepdim=True) * gg
+    - g * call("sum", out * gg, dim=dim, keepdim=True)))
 
 
 @defop("log_softmax", "LogSoftmaxBackward0")
 def log_softmax(x, dim):
-    return _along(_log_softmax, x, dim)
+    return contiguous(_along(_log_softmax, x, dim))
 
 
 def _log_softmax(x, dim):
@@ -693,15 +789,28 @@ def _log_softmax(x, dim):
     return x - m - np.log(np.sum(np.exp(x - m), axis=dim, keepdims=True))
 
 
-# J^T g = g - softmax sum(g)
-log_softmax.defvjp(lambda g, ans, x, dim:
-                   (g - ans.exp() * call("sum", g, dim=dim, keepdim=True),))
+# J^T g = g - softmax sum(g), one op as PyTorch's _log_softmax_backward_data
+log_softmax.defvjp(lambda g, ans, x, dim: (call("log_softmax_backward_data", g, ans, dim),))
+
+
+@defop("log_softmax_backward_data", "LogSoftmaxBackwardDataBackward0", method=False)
+def log_softmax_backward_data(g, out, dim):
+    shape = np.shape(out)
+    g, out, dim = _backward_data_args(g, out, dim)
+    return contiguous((g - np.exp(out) * _kernel_sum(g, dim)).reshape(shape))
+
+
+# PyTorch's derivatives.yaml: grad_output: grad - (grad * output.exp()).sum(dim, true);
+# output: -grad_output.sum(dim, true) * output.exp() * grad
+log_softmax_backward_data.defvjp(lambda gg, ans, g, out, dim: (
+    lambda: gg - call("sum", gg * out.exp(), dim=dim, keepdim=True),
+    lambda: -call("sum", g, dim=dim, keepdim=True) * out.exp() * gg))
 
 
 @defop("cumsum", "CumsumBackward0", saves=False)
 def cumsum(x, dim):
     # + 0.: PyTorch's running sum starts from 0., so it is never -0.
-    return _along(np.cumsum, x + 0.0 if x.dtype.kind in "fc" else x, dim)
+    return contiguous(_along(np.cumsum, x + 0.0 if x.dtype.kind in "fc" else x, dim))
 
 
 # d out_j / dx_i = 1 for j >= i: the reversed cumulative sum
@@ -710,7 +819,7 @@ cumsum.defvjp(lambda g, ans, x, dim: (_reverse_cumsum(g, dim),))
 
 @defop("cumprod", "CumprodBackward0")
 def cumprod(x, dim):
-    return _along(np.cumprod, x, dim)
+    return contiguous(_along(np.cumprod, x, dim))
 
 
 @cumprod.defvjp
@@ -976,7 +1085,7 @@ expand.defvjp(lambda g, ans, x, shape: (sum_to(g, _shape(x)),))
 
 @defop("flip", "FlipBackward0", saves=False)
 def flip(x, dims):
-    return np.flip(x, axis=_axes(dims, x.ndim)).copy()
+    return like_layout(np.flip(x, axis=_axes(dims, x.ndim)), x)
 
 
 # a flip is its own inverse
@@ -990,7 +1099,7 @@ def roll(x, shifts, dims=None):
                          "but tensor has no dimensions")
     if dims is not None:
         dims = wrap_dims(dims, x.ndim) if isinstance(dims, tuple) else wrap_dim(dims, x.ndim)
-    return np.roll(x, shifts, axis=dims)
+    return contiguous(np.roll(x, shifts, axis=dims))
 
 
 # rolled back
@@ -1008,7 +1117,7 @@ def _slices(g, xs, dim, pick):
 
 @defop("cat", "CatBackward0", method=False, saves=False)
 def cat(*xs, dim=0):
-    return np.concatenate(xs, axis=wrap_dim(dim, xs[0].ndim))
+    return contiguous(np.concatenate(xs, axis=wrap_dim(dim, xs[0].ndim)))
 
 
 @cat.defvjp
@@ -1124,8 +1233,27 @@ def copy_slices(base, src, steps):
     """``base`` with ``src`` written into its view through ``steps`` (a new array): an
     in-place op through a view, as the base's history sees it (PyTorch's ``CopySlices``)."""
     out = np.array(base, dtype=np.result_type(base, src) if base.dtype.kind != "f" else base.dtype)
-    view_through(out, steps)[...] = src
+    place = view_through(out, steps)
+    if not place.flags.writeable:   # (through an expand)
+        place = writable_view(place, out)
+    place[...] = src
     return out
+
+
+def writable_view(place, memory):
+    """``place``, a read-only view of ``memory`` made through ``expand`` that holds each
+    element once (``x.expand(2, 3)[0]``), as a writable view of the same elements: PyTorch
+    writes such a part in place.  None where ``memory`` cannot be viewed so."""
+    if memory.__class__ is not np.ndarray or not memory.flags.writeable or \
+            not (memory.flags.c_contiguous or memory.flags.f_contiguous) or \
+            any(s == 0 and n > 1 for s, n in zip(place.strides, place.shape)):
+        return None
+    size = memory.itemsize
+    flat = np.lib.stride_tricks.as_strided(memory, shape=(memory.size,), strides=(size,),
+                                           writeable=True)
+    offset = place.__array_interface__["data"][0] - memory.__array_interface__["data"][0]
+    return np.lib.stride_tricks.as_strided(flat[offset // size:], shape=place.shape,
+                                           strides=place.strides, writeable=True)
 
 
 # base: g with the written part zeroed; src: g's part there
@@ -1263,7 +1391,12 @@ def ungather(g, shape, dim, index):
     """Zeros of ``shape`` with ``g`` added along ``dim`` at ``index``: gather's adjoint."""
     out = np.zeros(tuple(shape) or (1,))
     idx = along_index(index, dim)
-    np.add.at(out, idx, np.reshape(g, idx[dim].shape))
+    if np.ndim(index) and np.shape(index)[dim] == 1:
+        # one index per position along dim (max/min's): no place is hit twice, so an
+        # assignment adds (+ 0.0: 0.0 + -0.0 is 0.0), at a third of np.add.at's cost
+        out[idx] = np.reshape(g, idx[dim].shape) + 0.0
+    else:
+        np.add.at(out, idx, np.reshape(g, idx[dim].shape))
     return out.reshape(shape)
 
 
@@ -1310,17 +1443,24 @@ def without_leading_ones(shape):
 _NO_PARAMS = {}   # (the params of a one-step index: shared, never written)
 
 
-def basic_index(x, idx):
+def basic_index(x, idx, node=None):
     """``call("getitem", x, idx)`` for the common one-step index of a tensor ``x`` with
-    history (exactly a ``Tensor``, holding an array of 1 dim or more; so not a recorded
-    comparison, whose use ``call`` notes): an int in range or a slice of ints with a step
-    that is not 0 (``c[3]``, ``c[0:3]``), which need no analysis; the caller checks that.  The same value, node, tape entry and view as the general path, at a third of its
-    cost."""
+    history or without (exactly a ``Tensor``, holding an array of 1 dim or more; not a
+    recorded comparison, whose use ``call`` notes): an int in range or a slice of ints with a
+    step that is not 0 (``c[3]``, ``c[0:3]``), or a step of ``basic_steps``, which need no
+    analysis; the caller checks that (``node``: the step's node name, when known).  The same
+    value, node, tape entry and view as the general path, at a third of its cost."""
     v = x._value
     if idx.__class__ is int:
         part, node = v[idx, ...], "SelectBackward0"
-    else:
+    elif idx.__class__ is slice:
         part, node = v[idx], "SliceBackward0"
+    else:   # one step of index_steps: full slices, then an int, a slice or a None
+        part = v[idx]
+        if node is None:
+            node = _index_node(idx)
+        if part.__class__ is not np.ndarray:   # an element: the 0-d view of it
+            part = v[idx + (Ellipsis,)]
     shared = np.may_share_memory(part, v)   # (an empty slice shares nothing)
     out = part if part.ndim or part.dtype != np.float64 else float(part)
     T = recording()
@@ -1335,6 +1475,46 @@ def basic_index(x, idx):
     if shared:
         register_view(r, x, ("getitem", (idx,), _NO_PARAMS))
     return r
+
+
+def basic_steps(shape, idx):
+    """``index_steps`` of ``idx``, each with its node name, when ``idx`` is a tuple of ints in
+    range, slices of ints and Nones (``x[None, :]``, ``x[:, 0]``, ``icf[:, 2:]``: every
+    step a view that ``basic_index`` records), else None.  Worked out here in one pass, as
+    ``index_steps`` would: a None adds a dim, an int removes one, a full slice makes no step."""
+    steps, d, k, n = [], 0, 0, len(shape)   # d: the dim of the result so far, k: of the input
+    for p in idx:
+        if p is None:
+            steps.append(((_FULL,) * d + (None,), "UnsqueezeBackward0"))
+            d += 1
+            continue
+        if k == n:
+            return None
+        c = p.__class__
+        if c is int:
+            if not -shape[k] <= p < shape[k]:
+                return None
+            steps.append(((_FULL,) * d + (p,), "SelectBackward0"))
+        elif c is slice:
+            start, stop, step = p.start, p.stop, p.step
+            if start is None and stop is None and step is None:   # (full: no step)
+                d += 1
+                k += 1
+                continue
+            if not ((start is None or start.__class__ is int)
+                    and (stop is None or stop.__class__ is int)
+                    and (step is None or (step.__class__ is int and step != 0))):
+                return None
+            if not full_slice(p, shape[k]):
+                steps.append(((_FULL,) * d + (p,), "SliceBackward0"))
+            d += 1
+        else:
+            return None
+        k += 1
+    return steps
+
+
+_FULL = slice(None)
 
 
 def index(x, idx):

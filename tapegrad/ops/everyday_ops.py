@@ -16,7 +16,7 @@ from ..core.elementwise import FUNCTIONS as ELEMENTWISE
 from ..core.grad_mode import is_grad_enabled
 from ..core.shapes import wrap_dim
 from ..core.tensor import Tensor, wrap
-from .array_ops import along_index, call, defop
+from .array_ops import along_index, call, contiguous, defop, like_layout
 
 _where = ELEMENTWISE["where"]
 
@@ -64,7 +64,8 @@ def sort(x, dim=-1, descending=False):
     idx = sort_indices(x, dim, descending)
     if x.ndim == 0:
         return x.copy(), idx
-    return np.take_along_axis(x, idx, axis=wrap_dim(dim, x.ndim)), idx
+    return like_layout(np.take_along_axis(x, idx, axis=wrap_dim(dim, x.ndim)), x), \
+        like_layout(idx, x)
 
 
 # the sorted values are x's, permuted: each gradient goes back to where its value came from
@@ -319,7 +320,7 @@ index_add.defvjp(lambda g, ans, x, dim, index, source, alpha=1:
 @defop("masked_fill", lambda x, mask, value: "MaskedFillBackward1" if _is_tensor_value(value)
        else "MaskedFillBackward0", method=False, saves=False)
 def masked_fill(x, mask, value):
-    return np.where(np.asarray(mask, dtype=bool), np.asarray(value, dtype=x.dtype), x)
+    return contiguous(np.where(np.asarray(mask, dtype=bool), np.asarray(value, dtype=x.dtype), x))
 
 
 # x's gradient: g where the mask is off; a 0-d value's: the sum of g where it is on
@@ -442,7 +443,7 @@ cross.defvjp(lambda g, ans, a, b, dim=-1: (lambda: call("cross", b, g, dim=dim),
 @defop("repeat", "RepeatBackward0", method=False, saves=False)
 def repeat(x, sizes):
     x = np.asarray(x)
-    return np.tile(x.reshape((1,) * (len(sizes) - x.ndim) + x.shape), sizes)
+    return contiguous(np.tile(x.reshape((1,) * (len(sizes) - x.ndim) + x.shape), sizes))
 
 
 def _repeat_back(g, x, sizes):
@@ -458,7 +459,7 @@ repeat.defvjp(lambda g, ans, x, sizes: (_repeat_back(g, x, sizes), None))
 
 @defop("tril", "TrilBackward0", method=False, saves=False)
 def tril(x, diagonal=0):
-    return np.tril(x, diagonal)
+    return contiguous(np.tril(x, diagonal))
 
 
 tril.defvjp(lambda g, ans, x, diagonal=0: (call("tril", g, diagonal),))
@@ -466,7 +467,7 @@ tril.defvjp(lambda g, ans, x, diagonal=0: (call("tril", g, diagonal),))
 
 @defop("triu", "TriuBackward0", method=False, saves=False)
 def triu(x, diagonal=0):
-    return np.triu(x, diagonal)
+    return contiguous(np.triu(x, diagonal))
 
 
 triu.defvjp(lambda g, ans, x, diagonal=0: (call("triu", g, diagonal),))

@@ -21,7 +21,7 @@ import numpy as np
 from ..core.tape import Tape, recording
 from ..core.tensor import UNREGISTERED_LEAF
 from ..core.views import live_views, root_and_steps
-from .array_ops import call, replay_view, view_through
+from .array_ops import call, replay_view, view_through, writable_view
 
 LEAF_VIEW = "a view of a leaf Variable that requires grad is being used in an in-place operation."
 LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
@@ -31,6 +31,10 @@ _NO_GRAD_VIEW = ("A view was created in no_grad mode and {} with grad mode enabl
                  "no_grad block (if you don't want the inplace to be tracked) or both outside (if "
                  "you want the inplace to be tracked).")
 NO_GRAD_VIEW = _NO_GRAD_VIEW.format("is being modified inplace")
+MULTI_OUTPUT_VIEW = ("Output {} of {} is a view and is being modified inplace. This view is the "
+                     "output of a function that returns multiple views. Such functions do not "
+                     "allow the output views to be modified inplace. You should replace the "
+                     "inplace operation by an out-of-place one.")
 OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a "
            "single memory location. Please clone() the tensor before performing the operation.")
 
@@ -45,9 +49,14 @@ def _written_place(self, root, steps):
     v = self._value
     place = v if v.__class__ is np.ndarray and v.ndim else (view_through(root._value, steps)
                                                             if steps else root._value)
-    if not place.flags.writeable and any(s == 0 and n > 1
-                                         for s, n in zip(place.strides, place.shape)):
-        raise RuntimeError(OVERLAP)
+    if not place.flags.writeable:
+        if any(s == 0 and n > 1 for s, n in zip(place.strides, place.shape)):
+            raise RuntimeError(OVERLAP)
+        # a part of an expanded view that holds each element once (``x.expand(2, 3)[0]``):
+        # PyTorch writes it; NumPy's broadcast views are read-only, so view the root again
+        place = writable_view(place, root._value)
+        if place is None:
+            raise RuntimeError(OVERLAP)
     return place
 
 
@@ -91,6 +100,8 @@ def inplace_view(self, compute):
         # a view made under no_grad of a tensor that requires grad has no history to rebase
         if steps and self._tape is None:
             raise RuntimeError(NO_GRAD_VIEW)
+        if self._multi_output is not None and self._tape is not None:
+            raise RuntimeError(MULTI_OUTPUT_VIEW.format(*self._multi_output[:2]))
     tracked = root._tape is not None
     place = _written_place(self, root, steps)
     start = len(T) if T is not None else 0
@@ -161,6 +172,7 @@ def _inplace_detached(self, compute, root, steps, views):
     else:
         v = _as_dtype(r._value, place)
         place[...] = v
+    leaf_root = _is_leaf_on_tape(root)
     for t in (root, self):
         if _is_leaf_on_tape(t):   # registered again with its new value on next use
             t._tape._leaf_of.pop(id(t), None)
@@ -168,7 +180,14 @@ def _inplace_detached(self, compute, root, steps, views):
     if recorded:
         self._tape, self._entry = r._tape, r._entry
     for w in views:
-        _reread(w, root._value)
+        if leaf_root and T is not None and not w._detached and w._tape is not None:
+            # a view with history of that leaf: the leaf viewed again (PyTorch's view
+            # regenerated as AsStridedBackward0 after its version moved on), so gradients
+            # still reach the leaf
+            nv = replay_view(root, root_and_steps(w)[1])
+            w._tape, w._entry, w._value = nv._tape, nv._entry, nv._value
+        else:
+            _reread(w, root._value)
     if place is None or self._value.__class__ is float:
         self._value = float(v) if place is None else float(place)
     return self

@@ -19,12 +19,12 @@ from ..core import optable
 from ..core.dtypes import (CPU, scalar_type_name, as_device, as_dtype, bool_, device as _device, float16, float32,
                            float64, get_default_dtype, int8, int16, int32, int64, uint8)
 from ..core.tape import Tape, recording
-from ..core.tensor import Tensor, check_float, note_comparison_use, wrap
+from ..core.tensor import Tensor, check_float, mark_multi_output, note_comparison_use, wrap
 from ..core.views import register_view, root_and_steps
 from . import everyday_ops, inplace_views, special
 from .factories import (LEGACY_CONSTRUCTORS, factory_shape, legacy_new, random_source,
                         tensor as _new_tensor, tensor_init)
-from .array_ops import (basic_index, call, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
+from .array_ops import (basic_index, basic_steps, call, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
                         view_through, without_leading_ones, wrap_dim)
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
@@ -659,6 +659,13 @@ def getitem(input: Tensor, idx) -> Tensor:
             (idx.__class__ is int and -input._value.shape[0] <= idx < input._value.shape[0])
             or (idx.__class__ is slice and _plain_slice(idx))):
         return basic_index(input, idx)   # one step, nothing to check: c[3], c[0:3]
+    if idx.__class__ is tuple and input.__class__ is Tensor and input._value.__class__ is _ND \
+            and (input._tape is not None or getattr(input, "_comparison", None) is None):
+        steps = basic_steps(input._value.shape, idx)
+        if steps:   # views only, nothing to check
+            for step, node in steps:
+                input = basic_index(input, step, node)
+            return input
     note_recorded_index(idx)
     idx = index_value(idx)
     check_index(input, idx)
@@ -1461,7 +1468,10 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
 def unbind(input, dim=0):
     """The slices along ``dim``, as a tuple."""
     dim = wrap_dim(dim, input.ndim)
-    return tuple(getitem(input, (slice(None),) * dim + (k,)) for k in range(input.shape[dim]))
+    parts = tuple(getitem(input, (slice(None),) * dim + (k,)) for k in range(input.shape[dim]))
+    for k, part in enumerate(parts):   # (PyTorch's multi-output views: no in-place)
+        mark_multi_output(part, k, "Unbind")
+    return parts
 
 
 def narrow(input, dim, start, length):

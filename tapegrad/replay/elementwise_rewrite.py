@@ -338,6 +338,16 @@ def _log_softmax(x, dim):
     return _E(d - _fn("log")(_wrap_elems(_sum(_fn("exp")(d), dim, True))))
 
 
+def _softmax_backward_data(g, out, dim):
+    G, O = _wrap_elems(_E(g)), _wrap_elems(_E(out))
+    return _E((G - _wrap_elems(_sum(G * O, dim, True))) * O)
+
+
+def _log_softmax_backward_data(g, out, dim):
+    G = _wrap_elems(_E(g))
+    return _E(G - _fn("exp")(_wrap_elems(_E(out))) * _wrap_elems(_sum(G, dim, True)))
+
+
 def _expand(x, shape):
     E = _E(x)
     shape = tuple(E.shape[k - (len(shape) - E.ndim)] if n == -1 else n
@@ -549,6 +559,8 @@ SCALAR_RULES = {
     "logsumexp": _lse,
     "softmax": _softmax,
     "log_softmax": _log_softmax,
+    "softmax_backward_data": _softmax_backward_data,
+    "log_softmax_backward_data": _log_softmax_backward_data,
     "matmul": lambda a, b: np.matmul(_E(a), _E(b)),
     "linear": _linear,
     "outer": lambda a, b: np.outer(_E(a), _E(b)),
