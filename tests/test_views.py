@@ -555,6 +555,11 @@ def test_a_multi_output_view_refuses_its_grad_fn_after_its_base_changed():
         with pytest.raises(RuntimeError, match="Output 1 of Split is a view and its base or "
                                                "another view of its base has been modified"):
             second.grad_fn
+        with pytest.raises(RuntimeError, match="Output 1 of Split is a view"):
+            second.is_leaf   # (PyTorch reads grad_fn here)
+        with pytest.warns(UserWarning, match="not a leaf"):
+            assert second.grad is None   # (but not here)
+        assert second.requires_grad
 
 
 def test_in_place_through_a_part_of_an_expanded_view_writes_the_base():
@@ -570,3 +575,29 @@ def test_in_place_through_a_part_of_an_expanded_view_writes_the_base():
         with pytest.raises(RuntimeError, match="more than one element of the written-to"):
             lib.zeros(3).expand(2, 3).add_(1)
     assert out[0] == out[1]
+
+
+SECOND_BACKWARD_CASES = {
+    "setitem of a 0-d view": lambda c: c[0].__setitem__((), -1.0),
+    "fill_ of a view": lambda c: c[0].fill_(-1.0),
+    "add_ of a view (saves nothing)": lambda c: c[1:].add_(1.0),
+}
+
+
+@pytest.mark.parametrize("name", SECOND_BACKWARD_CASES)
+def test_a_second_backward_through_copy_slices_raises(name):
+    # PyTorch's CopySlices holds the in-place op's node and releases it in a backward, so
+    # a second backward raises even where that op saved nothing (fuzzer seed 1)
+    for lib in LIBS:
+        x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        c = x.clone()
+        SECOND_BACKWARD_CASES[name](c)
+        y = (c * 1.0).sum()
+        y.backward()
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            y.backward()
+        plain = x.clone().add_(1.0).sum()   # (no view: nothing saved, a second one runs)
+        plain.backward()
+        plain.backward()
+        want = [3.0, 3.0, 3.0] if name.startswith("add_") else [2.0, 3.0, 3.0]
+        assert x.grad.tolist() == want

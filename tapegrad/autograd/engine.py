@@ -41,7 +41,8 @@ from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC
 from ..core.dtypes import Size
 from ..core.graph import LEAF_STATE, node_input_slots, node_name, node_state
 from ..core.tensor import Tensor, tensor_of_entry, wrap
-from ..ops.array_ops import constant_changed, pyop_backward, pyop_saves, sum_to
+from ..ops.array_ops import (constant_changed, pyop_backward, pyop_reads_values, pyop_saves,
+                              sum_to)
 from .anomaly_mode import check_nan, is_anomaly_enabled
 from .graph import pack_pending, release_saved, unpack_entry
 
@@ -117,7 +118,7 @@ def _check_saved(A, s, py):
         raise RuntimeError(SECOND_BACKWARD)
     d = A.dirty
     last = s + py.nout   # (an in-place op's own entries may read the value it replaces)
-    if py.backward_fn is None and len(d):
+    if py.backward_fn is None and len(d) and pyop_reads_values(py):
         leaves = A.tape._leaves
         if any(r >= 0 and d[r] > last and (r in leaves or A.op[r] == CONST) for r in py.inputs):
             _check(A.tape, 2, s)
@@ -646,7 +647,7 @@ class FloatAdjoints:
                     self.owned.add(id(cur))
                 else:
                     cur += g
-            elif (g.__class__ is np.ndarray and g.dtype == np.float64 and g.ndim
+            elif (g.__class__ is np.ndarray and g.dtype == np.float64 and g.size > 1
                   and not any(g.strides) and g.shape == arr.shape):
                 # one number broadcast (a sum's gradient): kept so, read-only, over a copy
                 # of the number (whatever g views is not ours)

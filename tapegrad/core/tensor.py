@@ -438,7 +438,12 @@ class Tensor:
     def is_leaf(self):
         """True for tensors not produced by a recorded operation."""
         t = self._tape
-        return t.__class__ is not Tape or t._leaves.get(self._entry) is self
+        if t.__class__ is not Tape or t._leaves.get(self._entry) is self:
+            return True
+        mo = self._multi_output   # (PyTorch reads grad_fn here, which refuses)
+        if mo is not None and self._version != mo[2]:
+            raise RuntimeError(MULTI_OUTPUT_MODIFIED.format(mo[0], mo[1]))
+        return False
 
     @property
     def grad_fn(self):
@@ -455,7 +460,9 @@ class Tensor:
     def grad(self):
         """The accumulated gradient (a Tensor) of a leaf, or of a tensor that retains grad."""
         g = getattr(self, "_grad", None)
-        if g is None and not self.is_leaf and not getattr(self, "_retains", False):
+        t = self._tape   # (is_leaf without its refusal for a changed multi-output view, as PyTorch)
+        if g is None and t.__class__ is Tape and t._leaves.get(self._entry) is not self \
+                and not getattr(self, "_retains", False):
             warnings.warn(
                 "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. "
                 "Its .grad attribute won't be populated during autograd.backward(). If you "

@@ -158,6 +158,12 @@ def pyop_saves(py):
     return py.backward_fn is not None or ARRAY_OPS[py.fwd[0]].saves
 
 
+def pyop_reads_values(py):
+    """Does recorded Python op ``py``'s backward read its inputs' values?  (An in-place
+    change of one before the backward then raises.)"""
+    return py.backward_fn is not None or ARRAY_OPS[py.fwd[0]].reads != ()
+
+
 def pyop_backward(py, grads, saved, outs):
     """The input gradients of recorded Python op ``py`` (one per ``py.inputs``, None for
     an input that needs none), given its outputs' gradients ``grads`` (tensors).
@@ -1228,7 +1234,9 @@ def replay_view(root, steps):
     return _record_call(op, op.node, (root, steps), [out], {}, None, True)[0]
 
 
-@defop("copy_slices", "CopySlices", method=False, saves=False)
+# (saves: PyTorch's CopySlices holds the in-place op's node and releases it in a backward,
+# so a second backward raises even where that op saved nothing; reads: none of its values)
+@defop("copy_slices", "CopySlices", method=False, saves=True, reads=())
 def copy_slices(base, src, steps):
     """``base`` with ``src`` written into its view through ``steps`` (a new array): an
     in-place op through a view, as the base's history sees it (PyTorch's ``CopySlices``)."""

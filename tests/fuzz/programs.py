@@ -240,6 +240,16 @@ def torch_value(v) -> np.ndarray:
     return np.array(t.numpy(force=True))
 
 
+def _graph_place(v) -> dict:
+    """``is_leaf`` and ``grad_fn`` of ``v``, or the error reading them raises (a multi-output
+    view whose memory changed in place refuses both, in PyTorch as here)."""
+    try:
+        return {"is_leaf": bool(v.is_leaf), "grad_fn": node_signature(v.grad_fn, 3)}
+    except RuntimeError as e:
+        raised = ("raises", type(e).__name__)
+        return {"is_leaf": raised, "grad_fn": raised}
+
+
 def observe(v) -> dict:
     if v is None:
         return {"type": "None"}
@@ -253,8 +263,7 @@ def observe(v) -> dict:
                 "value": torch_value(v) if isinstance(v, torch.Tensor) else
                 np.array(v.detach().numpy()),
                 "requires_grad": bool(v.requires_grad),
-                "is_leaf": bool(v.is_leaf),
-                "grad_fn": node_signature(v.grad_fn, 3),
+                **_graph_place(v),
             }
     if isinstance(v, (tuple, list)):
         return {"type": "seq", "len": len(v), "items": [observe(x) for x in v]}
@@ -564,6 +573,12 @@ def _after_create_graph(program: Program, m: "Mismatch") -> bool:
 _NOT_ARRAY_OPS = {"where", "clamp", "maximum", "minimum", "pow", "atan2"}
 
 
+def _step_kind(program: Program, m: "Mismatch") -> Optional[str]:
+    """The kind of the step where ``m`` showed (``grad``: a gradient autograd.grad returned)."""
+    k = m.step_index()
+    return program.steps[k].kind if k is not None and k < len(program.steps) else None
+
+
 def _uses_array_ops(program: Program) -> bool:
     """Does a step run an array op's rule (a reduction, matmul, indexing, a shape op)?"""
     elementwise = {op.name for op in OPS} | _NOT_ARRAY_OPS
@@ -750,7 +765,9 @@ DEVIATIONS: Tuple[Deviation, ...] = (
         "rules of array ops (reductions, matmul, indexing, cumulative ops) a zero gradient can "
         "be `0.` where PyTorch's is `-0.` or the reverse, since the two add the same terms in a "
         "different order.'",
-        lambda p, o, m: m.kind.endswith(("grad-signed-zero", "hook-signed-zero")) and _uses_array_ops(p),
+        lambda p, o, m: (m.kind.endswith(("grad-signed-zero", "hook-signed-zero"))
+                         or (m.kind == "signed-zero" and _step_kind(p, m) == "grad"))
+        and _uses_array_ops(p),
     ),
     Deviation(
         "README: 'Compiled replay refuses what it cannot follow: a tape whose recording read a "
