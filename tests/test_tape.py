@@ -247,3 +247,70 @@ def test_an_op_whose_operands_fill_the_chunk_records_on_their_tape(op):
     np.testing.assert_array_equal(out["col"].numpy(), np.full((3, 1), expected[0]))
     np.testing.assert_array_equal(out["row"].numpy(), np.full((1, 4), expected[1]))
     assert out["len"] < CHUNK
+
+
+def test_array_evaluations_without_backward_free_their_tapes(monkeypatch):
+    """The default tape also retires once its arrays pass ``ROLLOVER_BYTES`` (an objective
+    over large arrays evaluated in a loop without backward kept every call's values: 1.4 MB
+    a call, 2 GB after 1,500 calls), and hands over to a fresh tape only at an op that does
+    not go on with its results: a hand-over in the middle of an expression linked the new
+    tape to the old one, so each tape kept the one before it alive, forever."""
+    import gc
+    import threading
+    import weakref
+
+    from tapegrad.core import tape as tape_module
+    monkeypatch.setattr(tape_module, "ROLLOVER_BYTES", 1 << 20)
+    out = {}
+
+    def run():   # (a thread of its own: a fresh default tape)
+        rng = np.random.default_rng(0)
+        x = tg.tensor(rng.normal(size=(100, 8)), requires_grad=True)
+        c = tg.tensor(rng.normal(size=(10, 8)))
+
+        def objective():   # ~200 KB of arrays a call
+            d = ((x[:, None, :] - c[None]) ** 2).sum(-1)
+            return d.min(dim=1).values.sum()
+
+        def live_tapes():
+            gc.collect()
+            return sum(1 for o in gc.get_objects() if type(o) is tape_module.Tape)
+
+        first = weakref.ref(tg.current_tape())
+        before = live_tapes()   # (the first one, and other tests' tapes that may be alive)
+        for _ in range(100):
+            objective()
+        out["first freed"] = live_tapes() <= before and first() is None
+        kept = objective()                  # a result alive across roll-overs still works
+        for _ in range(100):
+            objective()
+        out["kept elsewhere"] = kept._tape is not tg.current_tape()
+        (g,) = tg.autograd.grad(kept, x)
+        out["grad"] = g.numpy()
+        xv, cv = x.detach().numpy(), c.numpy()
+        j = (((xv[:, None, :] - cv[None]) ** 2).sum(-1)).argmin(axis=1)
+        out["want"] = 2 * (xv - cv[j])
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    assert out["first freed"]   # (and every tape after it but the current one: no chain)
+    assert out["kept elsewhere"]
+    np.testing.assert_allclose(out["grad"], out["want"], rtol=1e-12)
+
+
+def test_a_full_default_tape_hands_over_between_expressions():
+    """A retiring default tape keeps recording while an op goes on with its results, and
+    hands over at the first op whose operands are leaves, constants or other tapes'."""
+    from tapegrad.core.tape import next_tape
+    a = tg.tensor([1.0, 2.0], requires_grad=True)
+    T = tg.current_tape()
+    y = a * 2.0
+    T._retiring = len(T)
+    assert next_tape(T, y, a) is T                # y is a result here: no hand-over
+    z = y * 3.0                                   # (goes on, on T)
+    assert z._tape is T and T._retiring
+    w = a * 4.0                                   # a leaf only: a fresh tape
+    assert w._tape is not T and not T._retiring and tg.current_tape() is w._tape
+    (g,) = tg.autograd.grad((z * w).sum(), a)     # across the two tapes
+    np.testing.assert_array_equal(g.numpy(), 2 * 24.0 * a.detach().numpy())

@@ -843,7 +843,7 @@ _PLAIN = """\
 _PUSH_ARRAY = """\
 {ind}vs = T._rec_val
 {ind}n = len(vs)
-{ind}if n >= _CHUNK:
+{ind}if n >= _ARRAY_CHUNK:
 {ind}    n = T._flush()
 {ind}i = T._base + n
 {ind}T._rec_op.append({code})
@@ -875,17 +875,19 @@ def _array_branch(k, ind, operands, consts):
     without grad, else the operands' references and the push."""
     tapes = " and ".join(f"{t}t is None" for t in operands)
     src = [f"{ind}" + "\n{ind}".join(f"{t}t = t{t}._tape" for t in operands).format(ind=ind),
-           f"{ind}if {tapes}:", _PLAIN.format(ind=ind + "    "), _rec_lines(ind),
-           _PLAIN.format(ind=ind + "    ")]
+           f"{ind}if {tapes}:", _PLAIN.format(ind=ind + "    "),
+           _rec_lines(ind, ", ".join(f"t{t}" for t in operands))]
     for t, const in zip(operands, consts):
         src.append(_ARRAY_OPERAND.format(ind=ind, t=t, const=const))
     return src
 
 
-def _rec_lines(ind):
-    """The current recording tape (None under no_grad), booting a new thread's state."""
+def _rec_lines(ind, tensors):
+    """The current recording tape (None under no_grad: a plain result), booting a new
+    thread's state; a full default tape hands over to a fresh one between expressions."""
     return (f"{ind}try:\n{ind}    T = _rec_get()\n{ind}except LookupError:\n{ind}    T = _boot()\n"
-            f"{ind}if T is None:")
+            f"{ind}if T is None:\n" + _PLAIN.format(ind=ind + "    ")
+            + f"{ind}if T._retiring:\n{ind}    T = _next_tape(T, {tensors})\n")
 
 
 def _value(op, k, ind, x="x", y="y"):
@@ -913,16 +915,14 @@ def _binary(op, k):
     src.append(_value(op, k, i5))
     src.append(f"{i5}xt = tx._tape\n{i5}yt = ty._tape\n{i5}if xt is None and yt is None:")
     src.append(_PLAIN.format(ind=i5 + "    "))
-    src.append(_rec_lines(i5))
-    src.append(_PLAIN.format(ind=i5 + "    "))
+    src.append(_rec_lines(i5, "tx, ty"))
     src.append(_OPERAND.format(ind=i5, t="x") + _OPERAND.format(ind=i5, t="y"))
     src.append(_PUSH.format(ind=i5, code=k))
     src.append(f"{i3}elif cy is float or cy is int:\n{i4}y = ty if cy is float else float(ty)")
     src.append(_value(op, k, i4))
     src.append(f"{i4}xt = tx._tape\n{i4}if xt is None:")
     src.append(_PLAIN.format(ind=i4 + "    "))
-    src.append(_rec_lines(i4))
-    src.append(_PLAIN.format(ind=i4 + "    "))
+    src.append(_rec_lines(i4, "tx"))
     src.append(_OPERAND.format(ind=i4, t="x") + _CONST.format(ind=i4, t="y"))
     src.append(_PUSH.format(ind=i4, code=k))
     # float64 arrays of one shape, with a 0-d tensor or a Python number: what
@@ -938,8 +938,7 @@ def _binary(op, k):
     src.append(f"{i3}elif cy is float or cy is int:\n{i4}v = _forward_{op.name}(x, ty)\n"
                f"{i4}xt = tx._tape\n{i4}if xt is None:")
     src.append(_PLAIN.format(ind=i4 + "    "))
-    src.append(_rec_lines(i4))
-    src.append(_PLAIN.format(ind=i4 + "    "))
+    src.append(_rec_lines(i4, "tx"))
     src.append(_ARRAY_OPERAND.format(ind=i4, t="x", const="T._push_const(tx, x)"))
     src.append(f"{i4}ry = T._cmap.get(ty) or T._const(ty)   # (never 0: a known number's reference)")
     src.append(_PUSH_ARRAY.format(ind=i4, code=k))
@@ -972,8 +971,7 @@ def _binary(op, k):
         src.append(_value(op, k, i3))
         src.append(f"{i3}yt = ty._tape\n{i3}if yt is None:")
         src.append(_PLAIN.format(ind=i3 + "    "))
-        src.append(_rec_lines(i3))
-        src.append(_PLAIN.format(ind=i3 + "    "))
+        src.append(_rec_lines(i3, "ty"))
         src.append(_CONST.format(ind=i3, t="x") + _OPERAND.format(ind=i3, t="y"))
         src.append(_PUSH.format(ind=i3, code=k))
         src.append(f"    return _generic({k}, (tx, ty))\n")
@@ -990,8 +988,7 @@ def _unary(op, k):
     src.append(_value(op, k, i3, y="0.0"))
     src.append(f"{i3}xt = tx._tape\n{i3}if xt is None:")
     src.append(_PLAIN.format(ind=i3 + "    "))
-    src.append(_rec_lines(i3))
-    src.append(_PLAIN.format(ind=i3 + "    "))
+    src.append(_rec_lines(i3, "tx"))
     src.append(_OPERAND.format(ind=i3, t="x") + f"{i3}ry = -1\n")
     src.append(_PUSH.format(ind=i3, code=k))
     # a float64 array: elementwise_fallback's first path, without its dispatch
@@ -1336,7 +1333,8 @@ def methods_source() -> str:
     out = [HEADER, '"""Recording fast paths, one function per op of the table."""',
            "import math", "", "import numpy as np", "",
            "from .forward import ARRAY_FORWARD as _ARRAY_FORWARD",
-           "from .tape import CHUNK as _CHUNK, boot as _boot, rec_get as _rec_get",
+           "from .tape import ARRAY_CHUNK as _ARRAY_CHUNK, CHUNK as _CHUNK, boot as _boot, rec_get as _rec_get",
+           "from .tape import next_tape as _next_tape",
            "from .tensor import Tensor, compare as _compare, elementwise_fallback as _generic",
            "from .tensor import ieee_value as _ieee, note_comparison_use, tensor_of_entry, wrap", "",
            "# results are made without calling Tensor(): that is tg.Tensor(data)'s __init__",

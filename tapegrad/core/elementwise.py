@@ -7,7 +7,8 @@ import math
 import numpy as np
 
 from .forward import ARRAY_FORWARD as _ARRAY_FORWARD
-from .tape import CHUNK as _CHUNK, boot as _boot, rec_get as _rec_get
+from .tape import ARRAY_CHUNK as _ARRAY_CHUNK, CHUNK as _CHUNK, boot as _boot, rec_get as _rec_get
+from .tape import next_tape as _next_tape
 from .tensor import Tensor, compare as _compare, elementwise_fallback as _generic
 from .tensor import ieee_value as _ieee, note_comparison_use, tensor_of_entry, wrap
 
@@ -88,6 +89,8 @@ def add_(input, other):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -134,6 +137,8 @@ def add_(input, other):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -178,6 +183,8 @@ def add_(input, other):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -192,7 +199,7 @@ def add_(input, other):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _CHUNK:
+                    if n >= _ARRAY_CHUNK:
                         n = T._flush()
                     i = T._base + n
                     T._rec_op.append(0)
@@ -222,6 +229,8 @@ def add_(input, other):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -231,7 +240,7 @@ def add_(input, other):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _CHUNK:
+                if n >= _ARRAY_CHUNK:
                     n = T._flush()
                 i = T._base + n
                 T._rec_op.append(0)
@@ -276,6 +285,8 @@ def add_alpha_(input, other, *, alpha=1):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -322,6 +333,8 @@ def add_alpha_(input, other, *, alpha=1):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -366,6 +379,8 @@ def add_alpha_(input, other, *, alpha=1):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -380,7 +395,7 @@ def add_alpha_(input, other, *, alpha=1):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _CHUNK:
+                    if n >= _ARRAY_CHUNK:
                         n = T._flush()
                     i = T._base + n
                     T._rec_op.append(0)
@@ -410,6 +425,8 @@ def add_alpha_(input, other, *, alpha=1):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -419,7 +436,7 @@ def add_alpha_(input, other, *, alpha=1):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _CHUNK:
+                if n >= _ARRAY_CHUNK:
                     n = T._flush()
                 i = T._base + n
                 T._rec_op.append(0)
@@ -464,6 +481,8 @@ def sub_(input, other):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -510,6 +529,8 @@ def sub_(input, other):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -554,6 +575,8 @@ def sub_(input, other):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -568,7 +591,7 @@ def sub_(input, other):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _CHUNK:
+                    if n >= _ARRAY_CHUNK:
                         n = T._flush()
                     i = T._base + n
                     T._rec_op.append(1)
@@ -598,6 +621,8 @@ def sub_(input, other):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -607,7 +632,7 @@ def sub_(input, other):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _CHUNK:
+                if n >= _ARRAY_CHUNK:
                     n = T._flush()
                 i = T._base + n
                 T._rec_op.append(1)
@@ -654,6 +679,8 @@ def sub_alpha_(input, other, *, alpha=1):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -700,6 +727,8 @@ def sub_alpha_(input, other, *, alpha=1):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -744,6 +773,8 @@ def sub_alpha_(input, other, *, alpha=1):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -758,7 +789,7 @@ def sub_alpha_(input, other, *, alpha=1):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _CHUNK:
+                    if n >= _ARRAY_CHUNK:
                         n = T._flush()
                     i = T._base + n
                     T._rec_op.append(1)
@@ -788,6 +819,8 @@ def sub_alpha_(input, other, *, alpha=1):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -797,7 +830,7 @@ def sub_alpha_(input, other, *, alpha=1):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _CHUNK:
+                if n >= _ARRAY_CHUNK:
                     n = T._flush()
                 i = T._base + n
                 T._rec_op.append(1)
@@ -839,6 +872,8 @@ def rsub_(ty, tx):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, ty)
             rx = T._cmap.get(x)
             if rx is None:
                 rx = T._const(x)
@@ -893,6 +928,8 @@ def mul_(input, other):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -939,6 +976,8 @@ def mul_(input, other):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -983,6 +1022,8 @@ def mul_(input, other):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -997,7 +1038,7 @@ def mul_(input, other):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _CHUNK:
+                    if n >= _ARRAY_CHUNK:
                         n = T._flush()
                     i = T._base + n
                     T._rec_op.append(2)
@@ -1027,6 +1068,8 @@ def mul_(input, other):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -1036,7 +1079,7 @@ def mul_(input, other):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _CHUNK:
+                if n >= _ARRAY_CHUNK:
                     n = T._flush()
                 i = T._base + n
                 T._rec_op.append(2)
@@ -1081,6 +1124,8 @@ def div_(input, other):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -1127,6 +1172,8 @@ def div_(input, other):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -1171,6 +1218,8 @@ def div_(input, other):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -1185,7 +1234,7 @@ def div_(input, other):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _CHUNK:
+                    if n >= _ARRAY_CHUNK:
                         n = T._flush()
                     i = T._base + n
                     T._rec_op.append(3)
@@ -1215,6 +1264,8 @@ def div_(input, other):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -1224,7 +1275,7 @@ def div_(input, other):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _CHUNK:
+                if n >= _ARRAY_CHUNK:
                     n = T._flush()
                 i = T._base + n
                 T._rec_op.append(3)
@@ -1272,6 +1323,8 @@ def pow_(input, exponent):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, exponent)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -1318,6 +1371,8 @@ def pow_(input, exponent):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -1362,6 +1417,8 @@ def pow_(input, exponent):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, exponent)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -1376,7 +1433,7 @@ def pow_(input, exponent):
                         ry = T._ref(exponent)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _CHUNK:
+                    if n >= _ARRAY_CHUNK:
                         n = T._flush()
                     i = T._base + n
                     T._rec_op.append(4)
@@ -1406,6 +1463,8 @@ def pow_(input, exponent):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -1415,7 +1474,7 @@ def pow_(input, exponent):
                 ry = T._cmap.get(exponent) or T._const(exponent)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _CHUNK:
+                if n >= _ARRAY_CHUNK:
                     n = T._flush()
                 i = T._base + n
                 T._rec_op.append(4)
@@ -1455,6 +1514,8 @@ def rpow_(ty, tx):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, ty)
             rx = T._cmap.get(x)
             if rx is None:
                 rx = T._const(x)
@@ -1509,6 +1570,8 @@ def atan2_(input, other):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -1555,6 +1618,8 @@ def atan2_(input, other):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -1599,6 +1664,8 @@ def atan2_(input, other):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -1613,7 +1680,7 @@ def atan2_(input, other):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _CHUNK:
+                    if n >= _ARRAY_CHUNK:
                         n = T._flush()
                     i = T._base + n
                     T._rec_op.append(5)
@@ -1643,6 +1710,8 @@ def atan2_(input, other):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -1652,7 +1721,7 @@ def atan2_(input, other):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _CHUNK:
+                if n >= _ARRAY_CHUNK:
                     n = T._flush()
                 i = T._base + n
                 T._rec_op.append(5)
@@ -1697,6 +1766,8 @@ def maximum_(input, other):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -1743,6 +1814,8 @@ def maximum_(input, other):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -1787,6 +1860,8 @@ def maximum_(input, other):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -1801,7 +1876,7 @@ def maximum_(input, other):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _CHUNK:
+                    if n >= _ARRAY_CHUNK:
                         n = T._flush()
                     i = T._base + n
                     T._rec_op.append(6)
@@ -1831,6 +1906,8 @@ def maximum_(input, other):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -1840,7 +1917,7 @@ def maximum_(input, other):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _CHUNK:
+                if n >= _ARRAY_CHUNK:
                     n = T._flush()
                 i = T._base + n
                 T._rec_op.append(6)
@@ -1885,6 +1962,8 @@ def minimum_(input, other):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -1931,6 +2010,8 @@ def minimum_(input, other):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -1975,6 +2056,8 @@ def minimum_(input, other):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -1989,7 +2072,7 @@ def minimum_(input, other):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _CHUNK:
+                    if n >= _ARRAY_CHUNK:
                         n = T._flush()
                     i = T._base + n
                     T._rec_op.append(7)
@@ -2019,6 +2102,8 @@ def minimum_(input, other):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -2028,7 +2113,7 @@ def minimum_(input, other):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _CHUNK:
+                if n >= _ARRAY_CHUNK:
                     n = T._flush()
                 i = T._base + n
                 T._rec_op.append(7)
@@ -2068,6 +2153,8 @@ def neg_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2105,6 +2192,8 @@ def neg_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2114,7 +2203,7 @@ def neg_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(8)
@@ -2154,6 +2243,8 @@ def abs_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2191,6 +2282,8 @@ def abs_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2200,7 +2293,7 @@ def abs_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(9)
@@ -2240,6 +2333,8 @@ def exp_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2277,6 +2372,8 @@ def exp_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2286,7 +2383,7 @@ def exp_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(10)
@@ -2326,6 +2423,8 @@ def log_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2363,6 +2462,8 @@ def log_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2372,7 +2473,7 @@ def log_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(11)
@@ -2412,6 +2513,8 @@ def log1p_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2449,6 +2552,8 @@ def log1p_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2458,7 +2563,7 @@ def log1p_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(12)
@@ -2498,6 +2603,8 @@ def expm1_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2535,6 +2642,8 @@ def expm1_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2544,7 +2653,7 @@ def expm1_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(13)
@@ -2584,6 +2693,8 @@ def sqrt_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2621,6 +2732,8 @@ def sqrt_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2630,7 +2743,7 @@ def sqrt_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(14)
@@ -2670,6 +2783,8 @@ def sin_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2707,6 +2822,8 @@ def sin_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2716,7 +2833,7 @@ def sin_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(15)
@@ -2756,6 +2873,8 @@ def cos_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2793,6 +2912,8 @@ def cos_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2802,7 +2923,7 @@ def cos_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(16)
@@ -2842,6 +2963,8 @@ def tan_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2879,6 +3002,8 @@ def tan_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2888,7 +3013,7 @@ def tan_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(17)
@@ -2928,6 +3053,8 @@ def asin_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2965,6 +3092,8 @@ def asin_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2974,7 +3103,7 @@ def asin_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(18)
@@ -3014,6 +3143,8 @@ def acos_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3051,6 +3182,8 @@ def acos_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3060,7 +3193,7 @@ def acos_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(19)
@@ -3100,6 +3233,8 @@ def atan_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3137,6 +3272,8 @@ def atan_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3146,7 +3283,7 @@ def atan_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(20)
@@ -3186,6 +3323,8 @@ def sinh_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3223,6 +3362,8 @@ def sinh_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3232,7 +3373,7 @@ def sinh_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(21)
@@ -3272,6 +3413,8 @@ def cosh_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3309,6 +3452,8 @@ def cosh_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3318,7 +3463,7 @@ def cosh_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(22)
@@ -3358,6 +3503,8 @@ def tanh_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3395,6 +3542,8 @@ def tanh_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3404,7 +3553,7 @@ def tanh_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(23)
@@ -3444,6 +3593,8 @@ def sigmoid_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3481,6 +3632,8 @@ def sigmoid_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3490,7 +3643,7 @@ def sigmoid_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(24)
@@ -3530,6 +3683,8 @@ def relu_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3567,6 +3722,8 @@ def relu_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3576,7 +3733,7 @@ def relu_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(25)
@@ -3616,6 +3773,8 @@ def erf_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3653,6 +3812,8 @@ def erf_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3662,7 +3823,7 @@ def erf_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(26)
@@ -3702,6 +3863,8 @@ def sign_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3739,6 +3902,8 @@ def sign_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3748,7 +3913,7 @@ def sign_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(27)
@@ -3788,6 +3953,8 @@ def round_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3825,6 +3992,8 @@ def round_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3834,7 +4003,7 @@ def round_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(28)
@@ -3874,6 +4043,8 @@ def floor_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3911,6 +4082,8 @@ def floor_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3920,7 +4093,7 @@ def floor_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(29)
@@ -3960,6 +4133,8 @@ def ceil_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3997,6 +4172,8 @@ def ceil_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -4006,7 +4183,7 @@ def ceil_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(30)
@@ -4046,6 +4223,8 @@ def trunc_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -4083,6 +4262,8 @@ def trunc_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -4092,7 +4273,7 @@ def trunc_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(31)
@@ -4172,6 +4353,8 @@ def reciprocal_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -4209,6 +4392,8 @@ def reciprocal_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -4218,7 +4403,7 @@ def reciprocal_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(40)
@@ -4258,6 +4443,8 @@ def clone_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -4295,6 +4482,8 @@ def clone_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -4304,7 +4493,7 @@ def clone_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(41)
@@ -4349,6 +4538,8 @@ def sigmoid_backward_(input, other):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -4395,6 +4586,8 @@ def sigmoid_backward_(input, other):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -4439,6 +4632,8 @@ def sigmoid_backward_(input, other):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -4453,7 +4648,7 @@ def sigmoid_backward_(input, other):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _CHUNK:
+                    if n >= _ARRAY_CHUNK:
                         n = T._flush()
                     i = T._base + n
                     T._rec_op.append(42)
@@ -4483,6 +4678,8 @@ def sigmoid_backward_(input, other):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -4492,7 +4689,7 @@ def sigmoid_backward_(input, other):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _CHUNK:
+                if n >= _ARRAY_CHUNK:
                     n = T._flush()
                 i = T._base + n
                 T._rec_op.append(42)
@@ -4537,6 +4734,8 @@ def tanh_backward_(input, other):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -4583,6 +4782,8 @@ def tanh_backward_(input, other):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -4627,6 +4828,8 @@ def tanh_backward_(input, other):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -4641,7 +4844,7 @@ def tanh_backward_(input, other):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _CHUNK:
+                    if n >= _ARRAY_CHUNK:
                         n = T._flush()
                     i = T._base + n
                     T._rec_op.append(43)
@@ -4671,6 +4874,8 @@ def tanh_backward_(input, other):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -4680,7 +4885,7 @@ def tanh_backward_(input, other):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _CHUNK:
+                if n >= _ARRAY_CHUNK:
                     n = T._flush()
                 i = T._base + n
                 T._rec_op.append(43)
@@ -4725,6 +4930,8 @@ def threshold_backward_(input, other):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -4771,6 +4978,8 @@ def threshold_backward_(input, other):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -4815,6 +5024,8 @@ def threshold_backward_(input, other):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -4829,7 +5040,7 @@ def threshold_backward_(input, other):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _CHUNK:
+                    if n >= _ARRAY_CHUNK:
                         n = T._flush()
                     i = T._base + n
                     T._rec_op.append(44)
@@ -4859,6 +5070,8 @@ def threshold_backward_(input, other):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -4868,7 +5081,7 @@ def threshold_backward_(input, other):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _CHUNK:
+                if n >= _ARRAY_CHUNK:
                     n = T._flush()
                 i = T._base + n
                 T._rec_op.append(44)
@@ -4923,6 +5136,8 @@ def gelu_backward_(input, other):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -4969,6 +5184,8 @@ def gelu_backward_(input, other):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -5013,6 +5230,8 @@ def gelu_backward_(input, other):
                         r._value = v
                         r._tape = None
                         return r
+                    if T._retiring:
+                        T = _next_tape(T, input, other)
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -5027,7 +5246,7 @@ def gelu_backward_(input, other):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _CHUNK:
+                    if n >= _ARRAY_CHUNK:
                         n = T._flush()
                     i = T._base + n
                     T._rec_op.append(47)
@@ -5057,6 +5276,8 @@ def gelu_backward_(input, other):
                     r._value = v
                     r._tape = None
                     return r
+                if T._retiring:
+                    T = _next_tape(T, input)
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -5066,7 +5287,7 @@ def gelu_backward_(input, other):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _CHUNK:
+                if n >= _ARRAY_CHUNK:
                     n = T._flush()
                 i = T._base + n
                 T._rec_op.append(47)
@@ -5126,6 +5347,8 @@ def sgn_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -5163,6 +5386,8 @@ def sgn_(input):
                 r._value = v
                 r._tape = None
                 return r
+            if T._retiring:
+                T = _next_tape(T, input)
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -5172,7 +5397,7 @@ def sgn_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _CHUNK:
+            if n >= _ARRAY_CHUNK:
                 n = T._flush()
             i = T._base + n
             T._rec_op.append(52)

@@ -17,6 +17,7 @@ and before each sweep, the lists are moved into NumPy arrays, so a long tape cos
 from __future__ import annotations
 
 import contextvars
+import itertools
 import threading
 from typing import Iterator, NamedTuple, Optional, Tuple
 
@@ -26,6 +27,12 @@ from . import interrupts, optable
 from .numba_jit import jit
 
 CHUNK = 1 << 16
+# Array entries flush every ARRAY_CHUNK entries, so the default tape sees how much array
+# memory it holds and rolls over past ROLLOVER_BYTES (an evaluation loop without backward
+# over large arrays would otherwise keep every call's values until CHUNK entries).
+ARRAY_CHUNK = 1 << 8
+ROLLOVER_BYTES = 64 << 20
+_SAMPLED = 64   # new arrays sized at a flush; more are estimated from these
 _BINDING = threading.Lock()   # a leaf's (_tape, _entry) pair is written and read as one
 MAX_ENTRIES = (1 << 31) - 1 - CHUNK   # operand references are int32 (a chunk of headroom)
 N_ELEMENTWISE = len(optable.OPS)
@@ -119,7 +126,7 @@ class Tape:
     __slots__ = ("_rec_op", "_rec_a", "_rec_b", "_rec_val", "_c", "_base", "_stored_op", "_stored_a", "_stored_b", "_stored_val",
                  "_arr", "_leaves", "_leaf_of", "_owner", "_links", "_linkcache", "_py", "_hooks", "_retain",
                  "_stops", "_freed", "_dirty", "_const_sources", "_tensor_consts", "_cmap", "_reads", "_guards",
-                 "_walk_index", "rewrite_array_op", "__weakref__")
+                 "_walk_index", "rewrite_array_op", "_arr_seen", "_arr_bytes", "_retiring", "__weakref__")
 
     def __init__(self):
         self._rec_op, self._rec_a, self._rec_b, self._rec_val = [], [], [], []
@@ -129,6 +136,10 @@ class Tape:
         # every backward, and four allocations were a third of its cost)
         self._stored_op, self._stored_a, self._stored_b, self._stored_val = _NOTHING_STORED
         self._arr = {}             # entry -> ndarray value (array entries)
+        self._arr_seen = 0         # len(_arr) at the last flush, and the bytes of the arrays
+        self._arr_bytes = 0        # added by then (estimated: see _flush)
+        self._retiring = 0         # the default tape is full (its length then): the next op
+        #   that starts a new expression records on a fresh one (``next_tape``)
         self._leaves = {}          # entry -> leaf Tensor (gets .grad)
         self._leaf_of = {}         # id(leaf) -> its entry here (leaves shared across threads)
         self._owner = threading.get_ident()   # the thread that records onto this tape
@@ -202,16 +213,34 @@ class Tape:
                 self._stored_b[s] = np.fromiter(self._rec_b, np.int32, n)
                 self._stored_val[s] = np.fromiter(self._rec_val, np.float64, n)
             self._check_chunk(self._base, end)
-            if n >= CHUNK and thread_state.implicit is self:
-                # a full chunk on the default tape: later ops record on a fresh one (a
-                # result of this one used later is linked), so this one is freed as soon as
-                # no result of it is alive -- as PyTorch frees a graph whose outputs died,
-                # even when nothing ever calls backward()
-                thread_state.implicit = Tape()
-                thread_state.refresh()
+            if thread_state.implicit is self and (end >= CHUNK or self._holds_too_much()):
+                # a full chunk (or too much array memory) on the default tape: it retires, so
+                # that it is freed as soon as no result of it is alive -- as PyTorch frees a
+                # graph whose outputs died, even when nothing ever calls backward().  The
+                # fresh tape starts at the next op none of whose operands is a result here
+                # (``next_tape``): an op that goes on with this tape's results would link
+                # them, and a tape linked from the default one stays alive, with every tape
+                # it links to in turn (a chain that never died).  A tape still retiring a
+                # chunk later (every op goes on with its results) hands over at once.
+                if not self._retiring:
+                    self._retiring = end
+                elif end - self._retiring >= CHUNK:
+                    successor(self)
             self._rec_op.clear(); self._rec_a.clear(); self._rec_b.clear(); self._rec_val.clear()
             self._base = end
         return 0
+
+    def _holds_too_much(self):
+        """Do this tape's arrays pass ``ROLLOVER_BYTES``?  The arrays added since the last
+        flush are counted from the newest ``_SAMPLED`` of them (a flush is every
+        ``ARRAY_CHUNK`` entries at most: the estimate only decides when to roll over)."""
+        arr = self._arr
+        new = len(arr) - self._arr_seen
+        if new > 0:
+            sizes = [v.nbytes for v in itertools.islice(reversed(arr.values()), _SAMPLED)]
+            self._arr_bytes += sum(sizes) * new // len(sizes)
+        self._arr_seen = len(arr)
+        return self._arr_bytes > ROLLOVER_BYTES
 
     def _check_chunk(self, start, end):
         """Every operand reference of entries ``start..end`` names an earlier entry or a
@@ -228,7 +257,7 @@ class Tape:
         """Append one entry (any value kind); returns its index."""
         vs = self._rec_val
         n = len(vs)
-        if n >= CHUNK:
+        if n >= ARRAY_CHUNK and (n >= CHUNK or v.__class__ is not float):
             n = self._flush()
         i = self._base + n
         if v.__class__ is not float:
@@ -360,6 +389,27 @@ def current_tape() -> Optional["Tape"]:
     return recording()
 
 
+def next_tape(T, *tensors):
+    """The tape an op on ``tensors`` records onto when the default tape ``T`` is retiring:
+    ``T`` while an operand is a result recorded on it (the expression goes on), else a
+    fresh default tape."""
+    for t in tensors:   # (numbers among them have no tape)
+        if getattr(t, "_tape", None) is T and T._leaves.get(t._entry) is not t:
+            return T
+    return successor(T)
+
+
+def successor(T):
+    """A fresh default tape after ``T`` (this thread's default tape, full)."""
+    T._retiring = 0
+    st = thread_state
+    if st.implicit is not T:
+        return T
+    st.implicit = Tape()
+    st.refresh()
+    return st.implicit
+
+
 def fresh_default_tape(T):
     """If ``T`` is this thread's default tape, start a fresh one (after a backward freed it:
     memory stays bounded in a training loop)."""
@@ -370,7 +420,7 @@ def fresh_default_tape(T):
 
 
 # (the default tape and the recording state that caches it change together)
-interrupts.protect(fresh_default_tape, Tape.__enter__, Tape.__exit__)
+interrupts.protect(fresh_default_tape, successor, Tape.__enter__, Tape.__exit__)
 # Ctrl-C inside one of these is delivered when it returns: a tape is never half-written.
 interrupts.protect(Tape._push, Tape._flush, Tape._push_leaf, Tape._push_const, Tape._ref,
                    Tape._const, Tape._const_t)

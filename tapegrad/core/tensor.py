@@ -32,7 +32,7 @@ from .graph import node_for
 from .printing import format_value
 from .shapes import broadcast_error, wrap_dim
 from .pyop import record_broadcast
-from .tape import CHUNK, ARG, CONST, Tape, boot, rec_get, recording, thread_state
+from .tape import CHUNK, ARG, CONST, Tape, boot, next_tape, rec_get, recording, thread_state
 from .views import forget_views, register_detached
 
 import builtins as _b  # noqa: E402  (methods named float/int/... below read the builtins)
@@ -284,6 +284,8 @@ def _broadcast_pair(code, args):
     T = recording()
     if T is None:
         return wrap(v)
+    if T._retiring:
+        T = next_tape(T, *args)
     shape = v.shape
     return _record(T, code, [_operand_ref(T, a, shape) for a in args], v)
 
@@ -339,6 +341,8 @@ def _generic_slow(code, args):
     T = recording()
     if T is None:
         return wrap(v)
+    if T._retiring:
+        T = next_tape(T, *args)
     if not any(isinstance(a, Tensor) and a._tape is not None for a in args):
         g = recorded_comparison(T, args)
         if g is None:

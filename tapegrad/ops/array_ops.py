@@ -26,7 +26,7 @@ from ..core.shapes import wrap_dim, wrap_dims
 from ..core.pyop import Arg, record
 from ..core.grad_mode import is_grad_enabled
 from ..core.numba_jit import jit
-from ..core.tape import recording
+from ..core.tape import next_tape, recording
 from ..core.tensor import (Tensor, mark_multi_output, note_comparison_use, recorded_comparison,
                            tensor_of_entry, wrap)
 from ..core.views import register_view
@@ -129,6 +129,8 @@ def _record_call(op, node, args, outs, params, edges=None, shared=False, tensors
         tensors = tensors[:edges]
     if T is None:
         return [wrap(v) for v in outs]
+    if T._retiring:
+        T = next_tape(T, *tensors)
     refs, live, dead = [], False, False
     for t in tensors:   # (a tape reference is taken only once one input is known to be live)
         tt = t._tape
@@ -1476,6 +1478,8 @@ def basic_index(x, idx, node=None):
     if T is None or tape is None:
         r = wrap(out)
     else:
+        if T._retiring:
+            T = next_tape(T, x)
         ref = x._entry if tape is T else T._ref(x)
         kept = np.array(out) if shared and out.__class__ is np.ndarray else out
         i = record(T, node, (ref,), [kept], None, ("getitem", (_ARGS[0], idx), _NO_PARAMS))[0]
