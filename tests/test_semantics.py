@@ -1070,3 +1070,39 @@ def test_broadcast_operand_gradient_sums_from_plus_zero():
     for f in (lambda: x + y, lambda: x * y, lambda: (x * x + y * y).reciprocal()):
         (g,) = tg.autograd.grad(f(), y, tg.tensor([-0.0, -0.0]))
         assert g.item() == 0.0 and not math.copysign(1.0, g.item()) < 0
+
+
+RESULT_SAVING = {   # PyTorch's rules that save the op's result (and the ones that do not)
+    "logsumexp": (lambda x: x.logsumexp(-1, keepdim=True), True),
+    "softmax": (lambda x: x.softmax(-1), True),
+    "log_softmax": (lambda x: x.log_softmax(-1), True),
+    "amax": (lambda x: x.amax(-1, keepdim=True), True),
+    "amin": (lambda x: x.amin(-1, keepdim=True), True),
+    "max": (lambda x: x.max(), True),
+    "min": (lambda x: x.min(), True),
+    "prod": (lambda x: x.prod(), True),
+    "norm": (lambda x: x.norm(), True),
+    "std": (lambda x: x.std(), True),
+    "cumprod": (lambda x: x.cumprod(0), True),
+    "max(dim).values": (lambda x: x.max(dim=0).values, False),
+    "sum": (lambda x: x.sum(-1, keepdim=True), False),
+    "mean": (lambda x: x.mean(), False),
+}
+
+
+@pytest.mark.parametrize("name", RESULT_SAVING)
+def test_an_array_ops_result_changed_in_place_before_the_backward(name):
+    """PyTorch's rules that read the op's result raise once it changed in place (fuzzer
+    seed 2: tapegrad computed with the value it had kept); the others compute."""
+    torch = pytest.importorskip("torch")
+    fn, raises = RESULT_SAVING[name]
+    for lib in (tg, torch):
+        x = lib.tensor([0.25, 0.5, 2.0], dtype=lib.float64, requires_grad=True)
+        y = fn(x)
+        y.sub_(1.5)
+        if raises:
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                y.sum().backward()
+        else:
+            y.sum().backward()
+            assert x.grad is not None

@@ -361,3 +361,14 @@ def test_pow_by_a_half_is_cs_pow_a_documented_deviation():
     assert (tg.tensor(-0.0) ** 0.5).item() == 0.0 and str((tg.tensor(-0.0) ** 0.5).item()) == "0.0"
     assert (tg.tensor(-0.0) ** -0.5).item() == float("inf")
     assert (tg.tensor(float("-inf")) ** -0.5).item() == 0.0
+
+
+def test_an_array_to_a_tensor_half_is_sqrt_a_documented_deviation():
+    """The reverse for an array raised to a tensor exponent of 0.5: NumPy's power computes
+    sqrt there (``-0.``), PyTorch C's pow (``0.``) (README, "Differences from PyTorch")."""
+    x = tg.tensor([-0.0, 4.0])
+    got = (x ** tg.tensor(0.5)).tolist()
+    assert got == [0.0, 2.0] and str(got[0]) == "-0.0"
+    if torch is not None:
+        want = (torch.tensor([-0.0, 4.0]) ** torch.tensor(0.5)).tolist()
+        assert want == [0.0, 2.0] and str(want[0]) == "0.0"

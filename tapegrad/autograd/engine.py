@@ -41,8 +41,8 @@ from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC
 from ..core.dtypes import Size
 from ..core.graph import LEAF_STATE, node_input_slots, node_name, node_state
 from ..core.tensor import Tensor, tensor_of_entry, wrap
-from ..ops.array_ops import (constant_changed, pyop_backward, pyop_reads_values, pyop_saves,
-                              sum_to)
+from ..ops.array_ops import (constant_changed, pyop_backward, pyop_reads_output,
+                              pyop_reads_values, pyop_saves, sum_to)
 from .anomaly_mode import check_nan, is_anomaly_enabled
 from .graph import pack_pending, release_saved, unpack_entry
 
@@ -124,6 +124,8 @@ def _check_saved(A, s, py):
             _check(A.tape, 2, s)
     if py.backward_fn is None and constant_changed(py):
         _check(A.tape, 2, s)
+    if len(d) and pyop_reads_output(py) and any(d[j] > last for j in range(s + 1, last + 1)):
+        _check(A.tape, 2, s)   # (its result changed in place: PyTorch saved the result)
 
 
 # the kernel's count of reached entries still to visit, given as "never runs out": the walk

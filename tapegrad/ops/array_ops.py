@@ -49,13 +49,15 @@ class ArrayOp(NamedTuple):
     #   where it can: the result is a view sharing the input's memory (``core/views.py``)
     reads: Optional[tuple] = None   # the positions of the arguments whose values the rule
     #   reads (None: all); an in-place change of a constant one before the backward raises
+    reads_output: bool = False  # PyTorch's rule saves the result: an in-place change of it
+    #   before the backward raises
 
 
 ARRAY_OPS = {}
 
 
 def defop(name, node, method=True, outputs=None, cast=True, edges=None, saves=True, view=False,
-          reads=None):
+          reads=None, reads_output=False):
     """Register ``forward`` (the decorated function) with its ``vjp`` (``forward.defvjp``).
 
     The rule is written in tapegrad ops: ``vjp(g, ans, *args, **params)`` gets the result's
@@ -71,7 +73,7 @@ def defop(name, node, method=True, outputs=None, cast=True, edges=None, saves=Tr
     def register(forward):
         def with_vjp(vjp):
             ARRAY_OPS[name] = ArrayOp(name, node, forward, vjp, method, outputs, cast, edges,
-                                      saves, view, reads)
+                                      saves, view, reads, reads_output)
             return vjp
         forward.defvjp = with_vjp
         return forward
@@ -158,6 +160,11 @@ def pyop_saves(py):
     """Does recorded Python op ``py``'s backward read saved values?  (A custom Function:
     assumed so.)  A backward through a freed graph may run one that does not."""
     return py.backward_fn is not None or ARRAY_OPS[py.fwd[0]].saves
+
+
+def pyop_reads_output(py):
+    """Does recorded Python op ``py``'s backward read its result (PyTorch saves it)?"""
+    return py.backward_fn is None and ARRAY_OPS[py.fwd[0]].reads_output
 
 
 def pyop_reads_values(py):
@@ -463,7 +470,7 @@ mean.defvjp(lambda g, ans, x, dim=None, keepdim=False:
             (_spread(g * (_numel(ans) / max(_numel(x), 1)), x, dim, keepdim),))
 
 
-@defop("prod", lambda x, dim=None, keepdim=False: _name("Prod", dim))
+@defop("prod", lambda x, dim=None, keepdim=False: _name("Prod", dim), reads_output=True)
 def prod(x, dim=None, keepdim=False):
     return contiguous(np.prod(x, axis=_axes(dim, x.ndim), keepdims=keepdim))
 
@@ -509,7 +516,7 @@ def _exclusive_products(x, dim):
     return before * after
 
 
-@defop("amax", "AmaxBackward0")
+@defop("amax", "AmaxBackward0", reads_output=True)
 def amax(x, dim=None, keepdim=False):
     _nonempty("amax", x, dim)
     return contiguous(np.amax(x, axis=_axes(dim, x.ndim), keepdims=keepdim))
@@ -518,7 +525,7 @@ def amax(x, dim=None, keepdim=False):
 amax.defvjp(_ties)
 
 
-@defop("amin", "AminBackward0")
+@defop("amin", "AminBackward0", reads_output=True)
 def amin(x, dim=None, keepdim=False):
     _nonempty("amin", x, dim)
     return contiguous(np.amin(x, axis=_axes(dim, x.ndim), keepdims=keepdim))
@@ -602,7 +609,7 @@ def min_dim(x, dim, keepdim=False):
 min_dim.defvjp(_route(False))
 
 
-@defop("max_all", "MaxBackward1", method=False)
+@defop("max_all", "MaxBackward1", method=False, reads_output=True)
 def max_all(x):
     _nonempty("max", x, None)
     return np.max(x)
@@ -622,7 +629,7 @@ def _evenly(g, ans, x):
 max_all.defvjp(_evenly)
 
 
-@defop("min_all", "MinBackward1", method=False)
+@defop("min_all", "MinBackward1", method=False, reads_output=True)
 def min_all(x):
     _nonempty("min", x, None)
     return np.min(x)
@@ -675,7 +682,7 @@ def _(g, ans, x, dim=None, unbiased=True, keepdim=False, correction=None):
     return (_spread(g * scale, x, dim, keepdim) * (x - call("mean", x, dim=dim, keepdim=True)),)
 
 
-@defop("std", "StdBackward0")
+@defop("std", "StdBackward0", reads_output=True)
 def std(x, dim=None, unbiased=True, keepdim=False, correction=None):
     return np.sqrt(_variance(x, dim, unbiased, keepdim, correction, "std"))
 
@@ -686,7 +693,7 @@ std.defvjp(lambda g, ans, x, dim=None, unbiased=True, keepdim=False, correction=
                                 ans, x, dim, unbiased, keepdim, correction))
 
 
-@defop("norm", "LinalgVectorNormBackward0")
+@defop("norm", "LinalgVectorNormBackward0", reads_output=True)
 def norm(x, p=2, dim=None, keepdim=False):
     return contiguous(_vector_norm(x, p, dim, keepdim))
 
@@ -723,7 +730,7 @@ def _(g, ans, x, p=2, dim=None, keepdim=False):
     return (_spread(g * safe ** (1.0 - p), x, dim, keepdim) * x.sign() * x.abs() ** (p - 1.0),)
 
 
-@defop("logsumexp", "LogsumexpBackward0")
+@defop("logsumexp", "LogsumexpBackward0", reads_output=True)
 def logsumexp(x, dim, keepdim=False):
     ax = _axes(dim, x.ndim)
     # (the ufuncs' own reductions: np.max and np.sum cost as much again in dispatch here)
@@ -738,7 +745,7 @@ logsumexp.defvjp(lambda g, ans, x, dim, keepdim=False:
                  (_spread(g, x, dim, keepdim) * (x - _spread(ans, x, dim, keepdim)).exp(),))
 
 
-@defop("softmax", "SoftmaxBackward0")
+@defop("softmax", "SoftmaxBackward0", reads_output=True)
 def softmax(x, dim):
     # contiguous, as PyTorch's softmax kernels write it (a later flatten is a view)
     return contiguous(_along(_softmax, x, dim))
@@ -787,7 +794,7 @@ softmax_backward_data.defvjp(lambda gg, ans, g, out, dim: (
     - g * call("sum", out * gg, dim=dim, keepdim=True)))
 
 
-@defop("log_softmax", "LogSoftmaxBackward0")
+@defop("log_softmax", "LogSoftmaxBackward0", reads_output=True)
 def log_softmax(x, dim):
     return contiguous(_along(_log_softmax, x, dim))
 
@@ -825,7 +832,7 @@ def cumsum(x, dim):
 cumsum.defvjp(lambda g, ans, x, dim: (_reverse_cumsum(g, dim),))
 
 
-@defop("cumprod", "CumprodBackward0")
+@defop("cumprod", "CumprodBackward0", reads_output=True)
 def cumprod(x, dim):
     return contiguous(_along(np.cumprod, x, dim))
 
