@@ -36,12 +36,15 @@ class PyOp:
 
 def record(T, name, refs, values, backward_fn, fwd=None):
     """Record a Python-backward op on tape T; returns the output entries' indices."""
+    if len(values) == 1:   # (most ops)
+        head = T._push_pyop(values[0])
+        T._py[head] = PyOp(name, tuple(refs), backward_fn, 1, fwd)
+        T._stops.append(head)
+        return [head + 1]
     push = T._push
     head = push(PYFUNC, -1, -1, 0.0)
     T._py[head] = PyOp(name, tuple(refs), backward_fn, len(values), fwd)
     T._stops.append(head)
-    if len(values) == 1:   # (most ops)
-        return [push(PYOUT, head, -1, values[0])]
     return [push(PYOUT, head, -1, v) for v in values]
 
 

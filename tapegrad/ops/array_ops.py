@@ -215,6 +215,8 @@ def call(name, *args, **params):
                     dt = v.dtype
             tensors.append(a)
             vals.append(v)
+        elif a.__class__ in _PLAIN_ARGS:   # (no tapegrad protocol: skip the lookups below)
+            vals.append(a)
         else:
             handler = getattr(a, "__tapegrad_array_op__", None)
             if handler is not None:
@@ -240,6 +242,8 @@ def call(name, *args, **params):
         ans, extra = op.outputs(ans)
     if not op.cast:
         dt = None
+    if recording() is None and not op.view:   # (a rule in the float walk; no_grad)
+        return _unrecorded(ans, dt, extra)
     node = op.node
     if node.__class__ is not str:
         node = node(*vals, **params)
@@ -259,6 +263,63 @@ def call(name, *args, **params):
         out = _out(ans, dt)
     res = _record_call(op, node, args, [out], params, edges, False, tensors)[0]
     return res if extra is None else (res, wrap(extra))
+
+
+def call_arrays(name, xs, params=None):
+    """``call(name, *xs, **params)`` where every argument is a tensor: the same value, node
+    and entry.  Tensors that are exactly ``Tensor``s holding float64 arrays (bundle
+    adjustment's and the LSTM's ``sum``, ``cat``, ``stack``, ``dot``, ``cross``) skip
+    ``call``'s analysis of its arguments, which cost as much as the op; anything else goes
+    to ``call``."""
+    if params is None:
+        params = _NO_PARAMS
+    op = ARRAY_OPS[name]
+    vals, live = [], False
+    for x in xs:
+        if x.__class__ is not Tensor:
+            return call(name, *xs, **params)
+        v = x._value
+        if v.__class__ is not np.ndarray or v.dtype is not _DT64:
+            return call(name, *xs, **params)
+        if x._tape is not None:
+            live = True
+        elif getattr(x, "_comparison", None) is not None:   # (call notes its use)
+            return call(name, *xs, **params)
+        vals.append(v)
+    if op.view or op.outputs is not None or op.edges is not None:
+        return call(name, *xs, **params)
+    ans = op.forward(*vals, **params)
+    if ans.__class__ is _F64:
+        out = float(ans)
+    elif ans.__class__ is np.ndarray and ans.dtype is _DT64 and ans.ndim:
+        out = ans
+    else:
+        out = _out(ans, _DT64 if op.cast else None)
+    if not live or recording() is None:
+        return wrap(out)
+    node = op.node
+    if node.__class__ is not str:
+        node = node(*vals, **params)
+    return _record_call(op, node, xs, [out], params, None, False, xs)[0]
+
+
+def _unrecorded(ans, dt, extra):
+    """``call``'s results where nothing records: the values ``_record_call`` would wrap."""
+    if ans.__class__ is _F64 and (dt is None or dt is _DT64):
+        res = wrap(float(ans))
+    elif ans.__class__ is np.ndarray and (dt is None or ans.dtype is dt) and ans.ndim:
+        res = wrap(ans)
+    elif isinstance(ans, tuple):
+        return tuple(wrap(_out(v, dt)) for v in ans)
+    else:
+        res = wrap(_out(ans, dt))
+    return res if extra is None else (res, wrap(extra))
+
+
+# argument classes that carry no ``__tapegrad_array_op__`` handler (``call`` looks it up only
+# on others: a failed ``getattr`` on every shape and index was a share of each call)
+_PLAIN_ARGS = frozenset((int, float, bool, str, tuple, list, slice, type(None), type(Ellipsis),
+                         np.ndarray))
 
 
 def _view_call(op, node, args, ans, params, edges, tensors=None):
@@ -1082,6 +1143,15 @@ def expand(x, shape):
     raises, as in PyTorch)."""
     shape = tuple(x.shape[k - (len(shape) - x.ndim)] if n == -1 else n
                   for k, n in enumerate(shape))
+    if (x.__class__ is _F64 or x.__class__ is np.ndarray and x.ndim == 0) and \
+            all(n.__class__ is int and n >= 0 for n in shape):
+        if x.__class__ is _F64:
+            x = np.array(x)
+        # one number everywhere (every sum's gradient): the view np.broadcast_to makes, at a
+        # quarter of its cost
+        out = np.ndarray(shape, x.dtype, x, 0, (0,) * len(shape))
+        out.flags.writeable = False
+        return out
     return np.broadcast_to(x, shape)
 
 
@@ -1130,8 +1200,10 @@ def cat(*xs, dim=0):
 def _(g, ans, *xs, dim=0):
     # each input's part of g
     dim = wrap_dim(dim, len(_shape(g)))
-    ends = np.cumsum([_shape(x)[dim] for x in xs])
-    return _slices(g, xs, dim, lambda k, x: slice(int(ends[k] - _shape(x)[dim]), int(ends[k])))
+    starts = [0]
+    for x in xs:
+        starts.append(starts[-1] + _shape(x)[dim])
+    return _slices(g, xs, dim, lambda k, x: slice(starts[k], starts[k + 1]))
 
 
 @defop("stack", "StackBackward0", method=False, saves=False)
@@ -1364,7 +1436,8 @@ getitem.defvjp(lambda g, ans, x, idx: (call("unindex", g, _shape(x), idx),))
 def unindex(g, shape, idx):
     """Zeros of ``shape`` with ``g`` added at ``idx``: the adjoint of ``getitem``."""
     out = np.zeros(shape)
-    if is_advanced_index(idx):   # an index may repeat: its gradients add up
+    if idx.__class__ is not int and idx.__class__ is not slice and is_advanced_index(idx):
+        # an index may repeat: its gradients add up
         np.add.at(out, idx, g)
     else:   # written, as PyTorch's select/slice backward does: a -0. stays -0.
         out[idx] = g
@@ -1469,7 +1542,7 @@ def basic_index(x, idx, node=None):
             node = _index_node(idx)
         if part.__class__ is not np.ndarray:   # an element: the 0-d view of it
             part = v[idx + (Ellipsis,)]
-    shared = np.may_share_memory(part, v)   # (an empty slice shares nothing)
+    shared = part.size != 0   # (a basic index is a view: of v's memory unless empty)
     out = part if part.ndim or part.dtype != np.float64 else float(part)
     T = recording()
     tape = x._tape
