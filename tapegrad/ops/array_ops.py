@@ -194,28 +194,29 @@ def pyop_backward(py, grads, saved, outs):
 def call(name, *args, **params):
     """Apply array op ``name`` to tensors/constants ``args``; records when grad is on."""
     # one pass over the arguments (this is every array op's fixed cost): the tensors, their
-    # NumPy values, the first array's dtype, and the hooks of tg.compile and comparisons
-    compared = False
-    tensors, vals, dt = [], [], None
+    # NumPy values, the first array's dtype, whether one has a tape, and tg.compile's hooks
+    tensors, vals, dt, live = [], [], None, False
     for a in args:
-        if a.__class__ is Tensor:
+        c = a.__class__
+        if c is Tensor:
             v = a._value
-            if v.__class__ is float and a._tape is not None:   # inside tg.compile: array
-                T = recording()                       # ops on its elements are scalar entries
-                if T is not None and T.rewrite_array_op is not None:
-                    return T.rewrite_array_op(name, args, params)
-            elif a._tape is None and getattr(a, "_comparison", None) is not None:
-                compared = True   # (only matters when no argument has a tape)
             if v.__class__ is float:
+                if a._tape is not None:   # inside tg.compile: array ops on its elements
+                    live = True           # are scalar entries
+                    T = recording()
+                    if T is not None and T.rewrite_array_op is not None:
+                        return T.rewrite_array_op(name, args, params)
                 v = _F64(v)
             else:
+                if a._tape is not None:
+                    live = True
                 if v.__class__ is not np.ndarray:
                     v = np.asarray(v)
                 if dt is None:
                     dt = v.dtype
             tensors.append(a)
             vals.append(v)
-        elif a.__class__ in _PLAIN_ARGS:   # (no tapegrad protocol: skip the lookups below)
+        elif c in _PLAIN_ARGS:   # (no tapegrad protocol: skip the lookups below)
             vals.append(a)
         else:
             handler = getattr(a, "__tapegrad_array_op__", None)
@@ -226,30 +227,40 @@ def call(name, *args, **params):
                 v = _F64(v) if v.__class__ is float else np.asarray(v)
                 if dt is None and a._value.__class__ is not float:
                     dt = v.dtype
+                if a._tape is not None:
+                    live = True
                 tensors.append(a)
             else:
                 v = a
             vals.append(v)
     op = ARRAY_OPS[name]
-    if compared and not any(t._tape is not None for t in tensors):
-        T = recording()
-        g = recorded_comparison(T, tensors) if T is not None else None
-        if g is not None:
-            note_comparison_use(T, g)
+    T = recording()
+    if T is not None and not live:
+        # a recorded comparison used where no argument has a tape (the only case where it
+        # matters; looked for only then: a failed lookup of the slot costs)
+        for t in tensors:
+            if t.__class__ is Tensor and getattr(t, "_comparison", None) is not None:
+                g = recorded_comparison(T, tensors)
+                if g is not None:
+                    note_comparison_use(T, g)
+                break
     ans = op.forward(*vals, **params)
     extra = None
     if op.outputs is not None:
         ans, extra = op.outputs(ans)
     if not op.cast:
         dt = None
-    if recording() is None and not op.view:   # (a rule in the float walk; no_grad)
-        return _unrecorded(ans, dt, extra)
-    node = op.node
-    if node.__class__ is not str:
-        node = node(*vals, **params)
-    edges = op.edges
-    if edges is not None and edges.__class__ is not int:
-        edges = edges(*vals, **params)
+    if T is None or not live:   # (a rule in the float walk; no_grad; constants only)
+        if not op.view:
+            return _unrecorded(ans, dt, extra)
+        node = edges = None     # (read only where a call records)
+    else:
+        node = op.node
+        if node.__class__ is not str:
+            node = node(*vals, **params)
+        edges = op.edges
+        if edges is not None and edges.__class__ is not int:
+            edges = edges(*vals, **params)
     if op.view and vals[0].__class__ is np.ndarray:
         return _view_call(op, node, args, ans, params, edges, tensors)
     if ans.__class__ is _F64 and (dt is None or dt is _DT64):   # (a float64 reduction)
