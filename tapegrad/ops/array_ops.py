@@ -177,7 +177,7 @@ def pyop_backward(py, grads, saved, outs):
     inputs = py.inputs
     args, tensor_pos = [], []
     for k, a in enumerate(template):
-        if isinstance(a, Arg):
+        if a.__class__ is Arg:
             tensor_pos.append(k)
             a = saved(inputs[int(a)])
         elif isinstance(a, Tensor):
@@ -350,7 +350,10 @@ def _view_call(op, node, args, ans, params, edges, tensors=None):
     shared = ans.__class__ is np.ndarray and np.may_share_memory(ans, x._value)
     out = ans if ans.__class__ is not np.ndarray or ans.ndim or ans.dtype != np.float64 \
         else float(ans)
-    r = _record_call(op, node, args, [out], params, edges, shared, tensors)[0]
+    if node is None:   # (nothing records: call found no tape)
+        r = wrap(out)
+    else:
+        r = _record_call(op, node, args, [out], params, edges, shared, tensors)[0]
     if shared:
         register_view(r, x, (op.name, args[1:], params))
     return r
@@ -461,10 +464,11 @@ def sum_to(g, shape):
 
 def _graph_shape(g, x):
     """A rule's gradient, shaped like the input ``x`` (thunks are called here)."""
-    if callable(g):
-        g = g()
-    if g is None:
-        return None
+    if g.__class__ is not Tensor:   # (most rules return tensors)
+        if callable(g):
+            g = g()
+        if g is None:
+            return None
     shape = _shape(x)
     if _shape(g) != shape:
         g = sum_to(g, shape) if len(_shape(g)) >= len(shape) else call("expand", g, shape)
@@ -1152,17 +1156,20 @@ unsqueeze.defvjp(_reshape_back)
 def expand(x, shape):
     """A read-only view (several elements share one place in memory: an in-place op on it
     raises, as in PyTorch)."""
+    if x.__class__ is _F64 or x.__class__ is np.ndarray and x.ndim == 0:
+        # one number everywhere (every sum's gradient): the view np.broadcast_to makes, at a
+        # fifth of its cost
+        for n in shape:
+            if n.__class__ is not int or n < 0:
+                break
+        else:
+            if x.__class__ is _F64:
+                x = np.array(x)
+            out = np.ndarray(shape, x.dtype, x, 0, (0,) * len(shape))
+            out.flags.writeable = False
+            return out
     shape = tuple(x.shape[k - (len(shape) - x.ndim)] if n == -1 else n
                   for k, n in enumerate(shape))
-    if (x.__class__ is _F64 or x.__class__ is np.ndarray and x.ndim == 0) and \
-            all(n.__class__ is int and n >= 0 for n in shape):
-        if x.__class__ is _F64:
-            x = np.array(x)
-        # one number everywhere (every sum's gradient): the view np.broadcast_to makes, at a
-        # quarter of its cost
-        out = np.ndarray(shape, x.dtype, x, 0, (0,) * len(shape))
-        out.flags.writeable = False
-        return out
     return np.broadcast_to(x, shape)
 
 
