@@ -23,7 +23,7 @@ import numpy as np
 from ..core.elementwise import FUNCTIONS as ELEMENTWISE
 from ..core.dtypes import scalar_type_name
 from ..core.shapes import wrap_dim, wrap_dims
-from ..core.pyop import Arg, record
+from ..core.pyop import Arg, record, record_one
 from ..core.grad_mode import is_grad_enabled
 from ..core.numba_jit import jit
 from ..core.tape import recording
@@ -146,9 +146,10 @@ def _record_call(op, node, args, outs, params, edges=None, shared=False, tensors
         template = _ARG_TUPLES[n]
     else:
         template = _template(args, edges, op.reads)
+    if len(outs) == 1:
+        return [tensor_of_entry(T, record_one(T, node, refs, kept[0], None,
+                                              (op.name, template, params)), outs[0])]
     idx = record(T, node, refs, kept, None, (op.name, template, params))
-    if len(idx) == 1:
-        return [tensor_of_entry(T, idx[0], outs[0])]
     return [tensor_of_entry(T, i, v) for i, v in zip(idx, outs)]
 
 
@@ -306,12 +307,25 @@ def call_arrays(name, xs, params=None):
         out = ans
     else:
         out = _out(ans, _DT64 if op.cast else None)
-    if not live or recording() is None:
+    T = recording()
+    if T is None or not live:
         return wrap(out)
     node = op.node
     if node.__class__ is not str:
         node = node(*vals, **params)
-    return _record_call(op, node, xs, [out], params, None, False, xs)[0]
+    refs, dead = [], False   # (as _record_call takes them, for one output)
+    for x in xs:
+        tt = x._tape
+        if tt is T:
+            refs.append(x._entry)
+        elif tt is None:
+            refs.append(-1)
+            dead = True
+        else:
+            refs.append(T._ref(x))
+    n = len(xs)
+    template = _ARG_TUPLES[n] if not dead and n < len(_ARG_TUPLES) else _template(xs, None, op.reads)
+    return tensor_of_entry(T, record_one(T, node, refs, out, None, (name, template, params)), out)
 
 
 def _unrecorded(ans, dt, extra):
@@ -1569,7 +1583,7 @@ def basic_index(x, idx, node=None):
     else:
         ref = x._entry if tape is T else T._ref(x)
         kept = np.array(out) if shared and out.__class__ is np.ndarray else out
-        i = record(T, node, (ref,), [kept], None, ("getitem", (_ARGS[0], idx), _NO_PARAMS))[0]
+        i = record_one(T, node, (ref,), kept, None, ("getitem", (_ARGS[0], idx), _NO_PARAMS))
         r = tensor_of_entry(T, i, out)
     if shared:
         register_view(r, x, ("getitem", (idx,), _NO_PARAMS))
