@@ -376,6 +376,10 @@ def reshape(input: Tensor, *shape: Union[int, Sequence[int]], **kw) -> Tensor:
     v = input._value
     if v.__class__ is not np.ndarray or input.__class__ is not Tensor:
         return call("reshape", input, shape=shape)
+    if v.size and v.flags.c_contiguous:
+        # NumPy's flag skips dims of size 1 as PyTorch's test does: what _reshape_as_torch
+        # finds first, without working out the strides in Python (most of a reshape's cost)
+        return call("reshape", input, shape=resolved)
     return _reshape_as_torch(input, v.shape, strides_of(v), resolved)
 
 
