@@ -55,7 +55,18 @@ PROGRAMS = {
     "cross(c[:3], c[3:6])": lambda c: lib_of(c).linalg.cross(c[:3], c[3:6]),
     "cross(c[1:4], c[4:])": lambda c: lib_of(c).linalg.cross(c[1:4], c[4:], dim=0),
     "cross(c[:3], c[:3])": lambda c: lib_of(c).linalg.cross(c[:3], c[:3]),
+    # an operand without grad: a constant in the recorded call, no edge
+    "cat([c, const])": lambda c: cat_of(c, (c, const_of(c))),
+    "stack([const, c * 2])": lambda c: stack_of(c, (const_of(c), c * 2.0)),
+    "dot(const, c)": lambda c: lib_of(c).dot(const_of(c), c),
+    "cross(const, c[1:4])": lambda c: lib_of(c).linalg.cross(const_of(c)[:3], c[1:4]),
+    "c.reshape(7).sum()": lambda c: c.reshape(7).sum(),
+    "c.reshape(-1, 1)[1:3]": lambda c: c.reshape(-1, 1)[1:3],
 }
+
+
+def const_of(c):
+    return lib_of(c).tensor(DATA[::-1] * 3.0)
 
 
 def lib_of(t):
@@ -287,3 +298,23 @@ def test_float32_beside_float64_broadcasts_as_pytorch():
     res = [lib.tensor(np.ones((3, 1), np.float32)) * lib.tensor(np.ones((1, 2)), requires_grad=True)
            for lib in LIBS]
     assert str(res[0].dtype).split(".")[-1] == str(res[1].dtype).split(".")[-1] == "float64"
+
+
+@pytest.mark.parametrize("name", ["cat([c, const])", "stack([const, c * 2])", "dot(const, c)",
+                                  "cross(const, c[1:4])", "c.sum()", "cat([c, c])"])
+def test_next_functions_as_pytorch(name):
+    # (the recording fast path takes its own references: a constant operand has no edge)
+    names = {}
+    for lib in LIBS:
+        fn = PROGRAMS[name](_leaf(lib)).grad_fn
+        names[lib] = [None if f is None else (f.name() if lib is tg else type(f).__name__)
+                      for f, _ in fn.next_functions]
+    assert names[tg] == names[torch]
+
+
+@pytest.mark.parametrize("name", ["c.sum()", "cat([c, c])", "stack([c, c * 2])", "dot(c, c)",
+                                  "cat([c, const])", "c.reshape(7).sum()"])
+def test_second_derivatives_match_finite_differences(name):
+    # (the rules' own fast paths -- expand of one number, cat's offsets -- under create_graph)
+    fn = PROGRAMS[name]
+    assert tg.autograd.gradgradcheck(lambda c: fn(c) * fn(c), (_leaf(tg),))

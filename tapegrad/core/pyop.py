@@ -36,13 +36,21 @@ class PyOp:
 
 def record(T, name, refs, values, backward_fn, fwd=None):
     """Record a Python-backward op on tape T; returns the output entries' indices."""
+    if len(values) == 1:   # (most ops)
+        return [record_one(T, name, refs, values[0], backward_fn, fwd)]
     push = T._push
     head = push(PYFUNC, -1, -1, 0.0)
     T._py[head] = PyOp(name, tuple(refs), backward_fn, len(values), fwd)
     T._stops.append(head)
-    if len(values) == 1:   # (most ops)
-        return [push(PYOUT, head, -1, values[0])]
     return [push(PYOUT, head, -1, v) for v in values]
+
+
+def record_one(T, name, refs, value, backward_fn, fwd=None):
+    """``record`` of an op with one output (most ops): returns the output entry's index."""
+    head = T._push_pyop(value)
+    T._py[head] = PyOp(name, tuple(refs), backward_fn, 1, fwd)
+    T._stops.append(head)
+    return head + 1
 
 
 def record_broadcast(T, r, value, shape):
@@ -62,4 +70,4 @@ def record_broadcast(T, r, value, shape):
                   ("expand", (Arg(0),), {"shape": tuple(shape)}))[0]
 
 
-interrupts.protect(record)
+interrupts.protect(record, record_one)

@@ -269,6 +269,24 @@ class Tape:
         self._rec_op.append(code); self._rec_a.append(ra); self._rec_b.append(rb); vs.append(v)
         return i
 
+    def _push_pyop(self, v):
+        """Append a ``pyfunc`` head and its one ``pyout`` entry, holding ``v``; returns the
+        head's index.  (``_push`` twice, in one call: most array ops have one output.)"""
+        vs = self._rec_val
+        n = len(vs)
+        if n >= CHUNK - 1:
+            n = self._flush()
+        head = self._base + n
+        if v.__class__ is not float:
+            if v.ndim:
+                self._arr[head + 1] = v
+                v = np.nan
+            else:
+                v = float(v)
+        self._rec_op.extend((PYFUNC, PYOUT)); self._rec_a.extend((-1, head))
+        self._rec_b.extend((-1, -1)); vs.extend((0.0, v))
+        return head
+
     def _const(self, c):
         """Reference to the Python-number constant ``c``; equal constants share one slot
         (except zeros, whose sign matters, and NaN)."""
@@ -422,5 +440,5 @@ def fresh_default_tape(T):
 # (the default tape and the recording state that caches it change together)
 interrupts.protect(fresh_default_tape, successor, Tape.__enter__, Tape.__exit__)
 # Ctrl-C inside one of these is delivered when it returns: a tape is never half-written.
-interrupts.protect(Tape._push, Tape._flush, Tape._push_leaf, Tape._push_const, Tape._ref,
+interrupts.protect(Tape._push, Tape._push_pyop, Tape._flush, Tape._push_leaf, Tape._push_const, Tape._ref,
                    Tape._const, Tape._const_t)

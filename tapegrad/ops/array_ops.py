@@ -23,7 +23,7 @@ import numpy as np
 from ..core.elementwise import FUNCTIONS as ELEMENTWISE
 from ..core.dtypes import scalar_type_name
 from ..core.shapes import wrap_dim, wrap_dims
-from ..core.pyop import Arg, record
+from ..core.pyop import Arg, record, record_one
 from ..core.grad_mode import is_grad_enabled
 from ..core.numba_jit import jit
 from ..core.tape import next_tape, recording
@@ -150,9 +150,10 @@ def _record_call(op, node, args, outs, params, edges=None, shared=False, tensors
         template = _ARG_TUPLES[n]
     else:
         template = _template(args, edges, op.reads)
+    if len(outs) == 1:
+        return [tensor_of_entry(T, record_one(T, node, refs, kept[0], None,
+                                              (op.name, template, params)), outs[0])]
     idx = record(T, node, refs, kept, None, (op.name, template, params))
-    if len(idx) == 1:
-        return [tensor_of_entry(T, idx[0], outs[0])]
     return [tensor_of_entry(T, i, v) for i, v in zip(idx, outs)]
 
 
@@ -186,7 +187,7 @@ def pyop_backward(py, grads, saved, outs):
     inputs = py.inputs
     args, tensor_pos = [], []
     for k, a in enumerate(template):
-        if isinstance(a, Arg):
+        if a.__class__ is Arg:
             tensor_pos.append(k)
             a = saved(inputs[int(a)])
         elif isinstance(a, Tensor):
@@ -203,27 +204,30 @@ def pyop_backward(py, grads, saved, outs):
 def call(name, *args, **params):
     """Apply array op ``name`` to tensors/constants ``args``; records when grad is on."""
     # one pass over the arguments (this is every array op's fixed cost): the tensors, their
-    # NumPy values, the first array's dtype, and the hooks of tg.compile and comparisons
-    compared = False
-    tensors, vals, dt = [], [], None
+    # NumPy values, the first array's dtype, whether one has a tape, and tg.compile's hooks
+    tensors, vals, dt, live = [], [], None, False
     for a in args:
-        if a.__class__ is Tensor:
+        c = a.__class__
+        if c is Tensor:
             v = a._value
-            if v.__class__ is float and a._tape is not None:   # inside tg.compile: array
-                T = recording()                       # ops on its elements are scalar entries
-                if T is not None and T.rewrite_array_op is not None:
-                    return T.rewrite_array_op(name, args, params)
-            elif a._tape is None and getattr(a, "_comparison", None) is not None:
-                compared = True   # (only matters when no argument has a tape)
             if v.__class__ is float:
+                if a._tape is not None:   # inside tg.compile: array ops on its elements
+                    live = True           # are scalar entries
+                    T = recording()
+                    if T is not None and T.rewrite_array_op is not None:
+                        return T.rewrite_array_op(name, args, params)
                 v = _F64(v)
             else:
+                if a._tape is not None:
+                    live = True
                 if v.__class__ is not np.ndarray:
                     v = np.asarray(v)
                 if dt is None:
                     dt = v.dtype
             tensors.append(a)
             vals.append(v)
+        elif c in _PLAIN_ARGS:   # (no tapegrad protocol: skip the lookups below)
+            vals.append(a)
         else:
             handler = getattr(a, "__tapegrad_array_op__", None)
             if handler is not None:
@@ -233,28 +237,40 @@ def call(name, *args, **params):
                 v = _F64(v) if v.__class__ is float else np.asarray(v)
                 if dt is None and a._value.__class__ is not float:
                     dt = v.dtype
+                if a._tape is not None:
+                    live = True
                 tensors.append(a)
             else:
                 v = a
             vals.append(v)
     op = ARRAY_OPS[name]
-    if compared and not any(t._tape is not None for t in tensors):
-        T = recording()
-        g = recorded_comparison(T, tensors) if T is not None else None
-        if g is not None:
-            note_comparison_use(T, g)
+    T = recording()
+    if T is not None and not live:
+        # a recorded comparison used where no argument has a tape (the only case where it
+        # matters; looked for only then: a failed lookup of the slot costs)
+        for t in tensors:
+            if t.__class__ is Tensor and getattr(t, "_comparison", None) is not None:
+                g = recorded_comparison(T, tensors)
+                if g is not None:
+                    note_comparison_use(T, g)
+                break
     ans = op.forward(*vals, **params)
     extra = None
     if op.outputs is not None:
         ans, extra = op.outputs(ans)
     if not op.cast:
         dt = None
-    node = op.node
-    if node.__class__ is not str:
-        node = node(*vals, **params)
-    edges = op.edges
-    if edges is not None and edges.__class__ is not int:
-        edges = edges(*vals, **params)
+    if T is None or not live:   # (a rule in the float walk; no_grad; constants only)
+        if not op.view:
+            return _unrecorded(ans, dt, extra)
+        node = edges = None     # (read only where a call records)
+    else:
+        node = op.node
+        if node.__class__ is not str:
+            node = node(*vals, **params)
+        edges = op.edges
+        if edges is not None and edges.__class__ is not int:
+            edges = edges(*vals, **params)
     if op.view and vals[0].__class__ is np.ndarray:
         return _view_call(op, node, args, ans, params, edges, tensors)
     if ans.__class__ is _F64 and (dt is None or dt is _DT64):   # (a float64 reduction)
@@ -268,6 +284,76 @@ def call(name, *args, **params):
         out = _out(ans, dt)
     res = _record_call(op, node, args, [out], params, edges, False, tensors)[0]
     return res if extra is None else (res, wrap(extra))
+
+
+def call_arrays(name, xs, params=None):
+    """``call(name, *xs, **params)`` where every argument is a tensor: the same value, node
+    and entry.  Tensors that are exactly ``Tensor``s holding float64 arrays (bundle
+    adjustment's and the LSTM's ``sum``, ``cat``, ``stack``, ``dot``, ``cross``) skip
+    ``call``'s analysis of its arguments, which cost as much as the op; anything else goes
+    to ``call``."""
+    if params is None:
+        params = _NO_PARAMS
+    op = ARRAY_OPS[name]
+    vals, live = [], False
+    for x in xs:
+        if x.__class__ is not Tensor:
+            return call(name, *xs, **params)
+        v = x._value
+        if v.__class__ is not np.ndarray or v.dtype is not _DT64:
+            return call(name, *xs, **params)
+        if x._tape is not None:
+            live = True
+        elif getattr(x, "_comparison", None) is not None:   # (call notes its use)
+            return call(name, *xs, **params)
+        vals.append(v)
+    if op.view or op.outputs is not None or op.edges is not None:
+        return call(name, *xs, **params)
+    ans = op.forward(*vals, **params)
+    if ans.__class__ is _F64:
+        out = float(ans)
+    elif ans.__class__ is np.ndarray and ans.dtype is _DT64 and ans.ndim:
+        out = ans
+    else:
+        out = _out(ans, _DT64 if op.cast else None)
+    T = recording()
+    if T is None or not live:
+        return wrap(out)
+    node = op.node
+    if node.__class__ is not str:
+        node = node(*vals, **params)
+    refs, dead = [], False   # (as _record_call takes them, for one output)
+    for x in xs:
+        tt = x._tape
+        if tt is T:
+            refs.append(x._entry)
+        elif tt is None:
+            refs.append(-1)
+            dead = True
+        else:
+            refs.append(T._ref(x))
+    n = len(xs)
+    template = _ARG_TUPLES[n] if not dead and n < len(_ARG_TUPLES) else _template(xs, None, op.reads)
+    return tensor_of_entry(T, record_one(T, node, refs, out, None, (name, template, params)), out)
+
+
+def _unrecorded(ans, dt, extra):
+    """``call``'s results where nothing records: the values ``_record_call`` would wrap."""
+    if ans.__class__ is _F64 and (dt is None or dt is _DT64):
+        res = wrap(float(ans))
+    elif ans.__class__ is np.ndarray and (dt is None or ans.dtype is dt) and ans.ndim:
+        res = wrap(ans)
+    elif isinstance(ans, tuple):
+        return tuple(wrap(_out(v, dt)) for v in ans)
+    else:
+        res = wrap(_out(ans, dt))
+    return res if extra is None else (res, wrap(extra))
+
+
+# argument classes that carry no ``__tapegrad_array_op__`` handler (``call`` looks it up only
+# on others: a failed ``getattr`` on every shape and index was a share of each call)
+_PLAIN_ARGS = frozenset((int, float, bool, str, tuple, list, slice, type(None), type(Ellipsis),
+                         np.ndarray))
 
 
 def _view_call(op, node, args, ans, params, edges, tensors=None):
@@ -287,7 +373,10 @@ def _view_call(op, node, args, ans, params, edges, tensors=None):
     shared = ans.__class__ is np.ndarray and np.may_share_memory(ans, x._value)
     out = ans if ans.__class__ is not np.ndarray or ans.ndim or ans.dtype != np.float64 \
         else float(ans)
-    r = _record_call(op, node, args, [out], params, edges, shared, tensors)[0]
+    if node is None:   # (nothing records: call found no tape)
+        r = wrap(out)
+    else:
+        r = _record_call(op, node, args, [out], params, edges, shared, tensors)[0]
     if shared:
         register_view(r, x, (op.name, args[1:], params))
     return r
@@ -398,10 +487,11 @@ def sum_to(g, shape):
 
 def _graph_shape(g, x):
     """A rule's gradient, shaped like the input ``x`` (thunks are called here)."""
-    if callable(g):
-        g = g()
-    if g is None:
-        return None
+    if g.__class__ is not Tensor:   # (most rules return tensors)
+        if callable(g):
+            g = g()
+        if g is None:
+            return None
     shape = _shape(x)
     if _shape(g) != shape:
         g = sum_to(g, shape) if len(_shape(g)) >= len(shape) else call("expand", g, shape)
@@ -1089,6 +1179,18 @@ unsqueeze.defvjp(_reshape_back)
 def expand(x, shape):
     """A read-only view (several elements share one place in memory: an in-place op on it
     raises, as in PyTorch)."""
+    if x.__class__ is _F64 or x.__class__ is np.ndarray and x.ndim == 0:
+        # one number everywhere (every sum's gradient): the view np.broadcast_to makes, at a
+        # fifth of its cost
+        for n in shape:
+            if n.__class__ is not int or n < 0:
+                break
+        else:
+            if x.__class__ is _F64:
+                x = np.array(x)
+            out = np.ndarray(shape, x.dtype, x, 0, (0,) * len(shape))
+            out.flags.writeable = False
+            return out
     shape = tuple(x.shape[k - (len(shape) - x.ndim)] if n == -1 else n
                   for k, n in enumerate(shape))
     return np.broadcast_to(x, shape)
@@ -1139,8 +1241,10 @@ def cat(*xs, dim=0):
 def _(g, ans, *xs, dim=0):
     # each input's part of g
     dim = wrap_dim(dim, len(_shape(g)))
-    ends = np.cumsum([_shape(x)[dim] for x in xs])
-    return _slices(g, xs, dim, lambda k, x: slice(int(ends[k] - _shape(x)[dim]), int(ends[k])))
+    starts = [0]
+    for x in xs:
+        starts.append(starts[-1] + _shape(x)[dim])
+    return _slices(g, xs, dim, lambda k, x: slice(starts[k], starts[k + 1]))
 
 
 @defop("stack", "StackBackward0", method=False, saves=False)
@@ -1373,7 +1477,8 @@ getitem.defvjp(lambda g, ans, x, idx: (call("unindex", g, _shape(x), idx),))
 def unindex(g, shape, idx):
     """Zeros of ``shape`` with ``g`` added at ``idx``: the adjoint of ``getitem``."""
     out = np.zeros(shape)
-    if is_advanced_index(idx):   # an index may repeat: its gradients add up
+    if idx.__class__ is not int and idx.__class__ is not slice and is_advanced_index(idx):
+        # an index may repeat: its gradients add up
         np.add.at(out, idx, g)
     else:   # written, as PyTorch's select/slice backward does: a -0. stays -0.
         out[idx] = g
@@ -1478,7 +1583,7 @@ def basic_index(x, idx, node=None):
             node = _index_node(idx)
         if part.__class__ is not np.ndarray:   # an element: the 0-d view of it
             part = v[idx + (Ellipsis,)]
-    shared = np.may_share_memory(part, v)   # (an empty slice shares nothing)
+    shared = part.size != 0   # (a basic index is a view: of v's memory unless empty)
     out = part if part.ndim or part.dtype != np.float64 else float(part)
     T = recording()
     tape = x._tape
@@ -1489,7 +1594,7 @@ def basic_index(x, idx, node=None):
             T = next_tape(T, x)
         ref = x._entry if tape is T else T._ref(x)
         kept = np.array(out) if shared and out.__class__ is np.ndarray else out
-        i = record(T, node, (ref,), [kept], None, ("getitem", (_ARGS[0], idx), _NO_PARAMS))[0]
+        i = record_one(T, node, (ref,), kept, None, ("getitem", (_ARGS[0], idx), _NO_PARAMS))
         r = tensor_of_entry(T, i, out)
     if shared:
         register_view(r, x, ("getitem", (idx,), _NO_PARAMS))

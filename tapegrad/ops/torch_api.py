@@ -24,7 +24,7 @@ from ..core.views import register_view, root_and_steps
 from . import everyday_ops, inplace_views, special
 from .factories import (LEGACY_CONSTRUCTORS, factory_shape, legacy_new, random_source,
                         tensor as _new_tensor, tensor_init)
-from .array_ops import (basic_index, basic_steps, call, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
+from .array_ops import (basic_index, basic_steps, call, call_arrays, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
                         view_through, without_leading_ones, wrap_dim)
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
@@ -50,10 +50,13 @@ def _as(input, dtype):
     return input if dtype is None else _convert(input, as_dtype(dtype))
 
 
+_SUM_ALL, _SUM_ALL_KEEPDIM = {"dim": None, "keepdim": False}, {"dim": None, "keepdim": True}
+
+
 def sum(input: Tensor, dim: Dim = None, keepdim: bool = False, dtype=None) -> Tensor:  # noqa: A001
     """Sum of all elements, or over ``dim`` (int or tuple)."""
     if dim is None and dtype is None:   # (the common case: nothing to convert)
-        return call("sum", input, dim=None, keepdim=keepdim)
+        return call_arrays("sum", (input,), _SUM_ALL_KEEPDIM if keepdim else _SUM_ALL)
     return call("sum", _as(input, dtype), dim=_dims(dim, input.ndim), keepdim=keepdim)
 
 
@@ -299,7 +302,7 @@ def dot(input: Tensor, other: Tensor) -> Tensor:
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
     if input.shape == other.shape:   # (what matmul does with two vectors, without its checks)
-        return call("matmul", input, other)
+        return call_arrays("matmul", (input, other))
     return matmul(input, other)
 
 
@@ -373,6 +376,10 @@ def reshape(input: Tensor, *shape: Union[int, Sequence[int]], **kw) -> Tensor:
     v = input._value
     if v.__class__ is not np.ndarray or input.__class__ is not Tensor:
         return call("reshape", input, shape=shape)
+    if v.size and v.flags.c_contiguous:
+        # NumPy's flag skips dims of size 1 as PyTorch's test does: what _reshape_as_torch
+        # finds first, without working out the strides in Python (most of a reshape's cost)
+        return call("reshape", input, shape=resolved)
     return _reshape_as_torch(input, v.shape, strides_of(v), resolved)
 
 
@@ -527,7 +534,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         raise ValueError("torch.cat(): expected a non-empty list of Tensors")
     shapes = _shapes(tensors)
     if shapes[0] and shapes.count(shapes[0]) == len(shapes):   # (equal shapes: nothing to check)
-        return call("cat", *tensors, dim=wrap_dim(dim, len(shapes[0])))
+        return call_arrays("cat", tuple(tensors), {"dim": wrap_dim(dim, len(shapes[0]))})
     for k, s in enumerate(shapes):
         if not s:
             raise RuntimeError(f"zero-dimensional tensor (at position {k}) cannot be concatenated")
@@ -567,7 +574,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         if s != shapes[0]:
             raise RuntimeError(f"stack expects each tensor to be equal size, but got "
                                f"{list(shapes[0])} at entry 0 and {list(s)} at entry {k}")
-    return call("stack", *tensors, dim=dim)
+    return call_arrays("stack", tuple(tensors), {"dim": dim})
 
 
 def split(tensor: Tensor, split_size_or_sections: Union[int, Sequence[int], None] = None,
@@ -1353,7 +1360,7 @@ def cross(input, other, dim=None):
                            f"{sa[d]} and {sb[d]}")
     if sa != sb:
         _broadcast_shape(input, other)
-    return call("cross", input, other, dim=d)
+    return call_arrays("cross", (input, other), {"dim": d})
 
 
 def _broadcast_shape(a, b):
