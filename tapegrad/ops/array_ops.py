@@ -319,6 +319,8 @@ def call_arrays(name, xs, params=None):
     T = recording()
     if T is None or not live:
         return wrap(out)
+    if T._retiring:
+        T = next_tape(T, *xs)
     node = op.node
     if node.__class__ is not str:
         node = node(*vals, **params)
