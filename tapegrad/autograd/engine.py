@@ -41,8 +41,8 @@ from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC
 from ..core.dtypes import Size
 from ..core.graph import LEAF_STATE, node_input_slots, node_name, node_state
 from ..core.tensor import Tensor, tensor_of_entry, wrap
-from ..ops.array_ops import (constant_changed, pyop_backward, pyop_reads_output,
-                              pyop_reads_values, pyop_saves, sum_to)
+from ..ops.array_ops import (constant_changed, full_reduction_scale, pyop_backward,
+                              pyop_reads_output, pyop_reads_values, pyop_saves, sum_to)
 from .anomaly_mode import check_nan, is_anomaly_enabled
 from .graph import pack_pending, release_saved, unpack_entry
 
@@ -662,6 +662,20 @@ class FloatAdjoints:
             else:
                 self.side[i] = np.array(np.broadcast_to(g, arr.shape), dtype=np.float64)
 
+    def add_number(self, i, g):
+        """Add the number ``g`` to every element of entry ``i``'s adjoint: what ``add``
+        does with ``g`` broadcast over the entry (a full sum's or mean's gradient)."""
+        arr = self.tape._arr.get(i)
+        if arr is None:
+            self.adj[i] += g
+            return
+        o = self._flat(i)
+        if o >= 0:
+            slot = self.aadj[o:o + arr.size]
+            slot += g
+        else:
+            self.add(i, np.broadcast_to(np.float64(g), arr.shape))
+
     def saved(self, r):
         """The value entry or constant ``r`` saved, as a tensor for a Python backward."""
         T = self.tape
@@ -1039,18 +1053,39 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
         large = set(large)
     pos = start
     # Python code runs at the stops only (hooks, Python backwards) and sees grad mode set
-    # to create_graph, as in PyTorch; a walk without stops does not switch it (the
-    # recorded walk, whose every entry records, runs under it as a whole: run_backward)
-    with grad_mode(create_graph) if stops else _NO_SWITCH:
-        for s in stops:
-            if pos > s:   # (a stop right below the last: nothing between, no kernel call)
-                adj.segment(pos, s)
+    # to create_graph, as in PyTorch; a walk whose stops run none (no stops, or only full
+    # sums and means the float walk adds itself) does not switch it (the recorded walk,
+    # whose every entry records, runs under it as a whole: run_backward).  Nothing can
+    # attach a hook to a later stop when no Python code runs, so their scales hold.
+    scales = [_spread_scale(adj, T, s, needed) for s in stops]
+    python = None in scales
+    with grad_mode(create_graph) if python else _NO_SWITCH:
+        for s, scale in zip(stops, scales):
+            if pos > s:
+                py = T._py.get(s)
+                if py is not None and pos <= s + py.nout:
+                    # only the head's own outputs lie between (a Python op's result is
+                    # where most walks start): they pass reach to it, no kernel call
+                    for k in range(s + 1, pos + 1):
+                        if reached[k]:
+                            reached[s] = 1
+                else:
+                    adj.segment(pos, s)
             pos = s
             pruned = needed is not None and not needed[s]
             if not reached[s] or (pruned and not (one_root and s in seeds)):
                 if s in large:   # (pruning skips hooks and Python rules, not the sweep)
                     adj.entry(s)
                     pos = s - 1
+                continue
+            if python and scale is not None:   # (a hook that ran may have attached one)
+                scale = _spread_scale(adj, T, s, needed)
+            if scale is not None:
+                r = T._py[s].inputs[0]
+                g = adj.adj[s + 1]
+                adj.add_number(r, g if scale == 1.0 else g * scale)
+                reached[r] = 1
+                pos = s - 1
                 continue
             hooks = T._hooks.get(s)
             if hooks:
@@ -1097,6 +1132,22 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
     adj.needed = needed
     adj.stops = stops
     return adj
+
+
+def _spread_scale(adj, T, s, needed):
+    """The factor of stop ``s`` when it is a full sum or mean (``full_reduction_scale``) whose
+    gradient the float walk adds itself: nothing attached to its node or result, no
+    ``inputs=`` pruning; else None (the walk calls its rule)."""
+    if adj.create_graph or needed is not None:
+        return None
+    py = T._py.get(s)
+    if py is None or py.backward_fn is not None or len(py.inputs) != 1 or py.inputs[0] < 0:
+        return None
+    arrays = T._arr
+    if s + 1 in arrays or T._hooks.get(s) or node_state(T, s) is not None:
+        return None    # (a result that is not a float64 number: float32, keepdim)
+    x = arrays.get(py.inputs[0])
+    return full_reduction_scale(py, 1 if x is None else x.size)
 
 
 class Grads:

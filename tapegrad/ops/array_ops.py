@@ -562,6 +562,21 @@ mean.defvjp(lambda g, ans, x, dim=None, keepdim=False:
             (_spread(g * (_numel(ans) / max(_numel(x), 1)), x, dim, keepdim),))
 
 
+def full_reduction_scale(py, numel):
+    """For recorded op ``py``, a sum or mean of every element of an input of ``numel``
+    elements to one number: the factor ``c`` of its rules above, whose input gradient is
+    ``g * c`` in every element (``g``: the result's gradient); None for any other op.
+    The float walk adds that number itself, without a rule call, array-op dispatch and
+    grad-mode switch (most of a small backward's cost); create_graph runs the rules."""
+    fwd = py.fwd
+    if fwd is None or fwd[0] not in ("sum", "mean"):
+        return None
+    params = fwd[2]
+    if params.get("dim") is not None or params.get("keepdim"):
+        return None
+    return 1.0 if fwd[0] == "sum" else 1 / max(numel, 1)
+
+
 @defop("prod", lambda x, dim=None, keepdim=False: _name("Prod", dim), reads_output=True)
 def prod(x, dim=None, keepdim=False):
     return contiguous(np.prod(x, axis=_axes(dim, x.ndim), keepdims=keepdim))
