@@ -145,6 +145,11 @@ _FEW_HITS = 32
 # with the adjoints of it and its operands in buffers of their own.  Below that size one
 # Numba call per entry costs more than the copy.
 _LARGE = 4096
+# VALUE_READ[o][j]: does any adjoint term of elementwise op o read operand j's value?  A
+# large entry hands the kernel its own value in place of one no term reads (add, sub and
+# neg read none): a broadcast or transposed operand would be copied contiguous for nothing.
+VALUE_READ = tuple(tuple(bool(K.READS[o, :, j].any()) for j in range(3))
+                   for o in range(N_ELEMENTWISE))
 
 
 _SIZE = np.ndarray.size.__get__   # (an array's size, for map)
@@ -519,7 +524,8 @@ class FloatAdjoints:
         else:
             g = _elements(g)
         vals, adjs, sums = [], [], []   # (value, step) and (adjoint, mode) per operand
-        for r in (ra, rb, rc):
+        read = VALUE_READ[o]
+        for j, r in enumerate((ra, rb, rc)):
             if r < 0:     # a constant number (or the unused operand): no adjoint
                 vals += [A.consts[-r - 1:-r], 0]
                 adjs += [_EMPTY_F, 0]
@@ -529,7 +535,7 @@ class FloatAdjoints:
                 sums.append((r, total))
                 adjs += [total, 1]
             elif A.op[r] == CONST:  # (nothing reads a constant's adjoint)
-                vals += [_elements(arrays[r]), 1]
+                vals += [_elements(arrays[r]) if read[j] else out, 1]
                 adjs += [_EMPTY_F, 0]
             else:
                 # a buffer no term reached yet is set by the first term (an operand used
@@ -545,7 +551,7 @@ class FloatAdjoints:
                     self.spread.discard(r)
                     buf = side[r] = np.array(buf, dtype=np.float64, order="C")
                     self.owned.add(id(buf))
-                vals += [_elements(arrays[r]), 1]
+                vals += [_elements(arrays[r]) if read[j] else out, 1]
                 adjs += [buf.reshape(-1), mode]
         # The vectorizable loop (``K.fast_loop``) takes one or two operands, arrays only, and
         # sets its terms: numbers are written out as arrays, a term for a buffer that has

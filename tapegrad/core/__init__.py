@@ -6,8 +6,11 @@ Nothing here imports from the layers above (``ops``, ``autograd``, ``compile``, 
 """
 from __future__ import annotations
 
-from . import elementwise, interrupts, optable
+from . import elementwise, interrupts, memory, optable
 from .tensor import Tensor, extend
+
+# (before any tape holds arrays: see memory's docstring)
+memory.retain_heap_top()
 
 
 def _elementwise_methods():

@@ -535,13 +535,63 @@ def _reverse_cumsum(g, dim):
 
 # -- reductions ---------------------------------------------------------------------------
 
+# sums over the leading axes of at least this many elements take ``_sum_rows`` (below it,
+# the kernel's dispatch costs what NumPy's short loops do)
+_ROWS_SUMMED = 256
+
+
+@jit
+def _sum_rows(x, out):
+    """``out[j] = 0.0 + x[0, j] + x[1, j] + ...`` in that order: NumPy's reduction over the outer
+    axis of a row-major (m, r) array with r >= 2, bit for bit (a NaN made from inf - inf
+    may differ in sign), without its inner loop of r elements called m times (17 us for
+    1000 x 10; this loop 4 us)."""
+    m, r = x.shape
+    for j in range(r):
+        out[j] = 0.0   # (NumPy starts from add's identity: a column of -0.0 sums to +0.0)
+    for i in range(m):
+        for j in range(r):
+            out[j] += x[i, j]
+
+
+def _leading_sum(x, axes, keepdim):
+    """The sum of float64 array ``x`` over ``axes`` when they are its leading axes and
+    ``_sum_rows`` reproduces NumPy's order (a broadcast undone, an expand's gradient), else
+    None.  (With one element per row NumPy sums the column pairwise instead.)"""
+    k = len(axes)
+    if (k == 0 or k >= x.ndim or axes != _LEADING[k] or x.dtype is not _DT64
+            or not x.flags.c_contiguous):
+        return None
+    rest = x.shape[k:]
+    m, r = x.size // max(1, _prod(rest)), _prod(rest)
+    if m < 2 or r < 2:
+        return None
+    out = np.empty(rest)
+    _sum_rows(x.reshape(m, r), out.reshape(r))
+    return out.reshape((1,) * k + rest) if keepdim else out
+
+
+def _prod(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+_LEADING = tuple(tuple(range(k)) for k in range(33))
+
+
 @defop("sum", lambda x, dim=None, keepdim=False: _name("Sum", dim), saves=False)
 def sum(x, dim=None, keepdim=False):  # noqa: A001
     if x.__class__ is np.ndarray:   # what np.sum calls for an ndarray, without its dispatch
         if dim is None and not keepdim and x.ndim == 1:
             return np.add.reduce(x)   # (a vector: axis 0 is every axis)
-        return contiguous(np.add.reduce(x, axis=None if dim is None else _axes(dim, x.ndim),
-                                         keepdims=keepdim))
+        axes = None if dim is None else _axes(dim, x.ndim)
+        if axes is not None and x.size >= _ROWS_SUMMED:
+            out = _leading_sum(x, axes, keepdim)
+            if out is not None:
+                return out
+        return contiguous(np.add.reduce(x, axis=axes, keepdims=keepdim))
     return np.sum(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
 
 
