@@ -305,3 +305,25 @@ def test_a_boolean_mask_of_recorded_values_refuses_to_replay():
     with pytest.warns(RuntimeWarning, match="an index computed from recorded values"):
         assert f(np.array([-1.0, 0.5, 2.0])) == 5.0
     assert f(np.array([1.0, 0.5, -2.0])) == 3.0      # recorded again at that point: right
+
+
+@pytest.mark.parametrize("point", [[1.0, 0.0], [0.0, 0.0], [3.0, -0.0], [1e-300, 0.0], [1.0, 2.0]])
+def test_norm_at_zero_replays_pytorchs_gradient(point):
+    """Replayed ``norm`` masks sqrt at 0 (gradient 0, as PyTorch's; sqrt's own rule gave NaN:
+    a silently wrong replay the fuzzer found) and is |x| for one element (x * x underflows)."""
+    torch = pytest.importorskip("torch")
+
+    def fn(lib, x):
+        v = x[1:]
+        return (v + v.norm()).sum() + x.norm() * x[0] + v.norm(dim=0)
+
+    f = tg.compile(lambda x: fn(tg, x))
+    t = torch.tensor(point, dtype=torch.float64, requires_grad=True)
+    y = fn(torch, t)
+    y.backward()
+    for p in (np.array(point), np.array([2.0, 0.0])):   # (the second: a replay)
+        f(p)
+    value, grad = f.value_and_grad(np.array(point))
+    np.testing.assert_allclose(value, y.item(), rtol=1e-15)
+    np.testing.assert_allclose(grad, t.grad.numpy(), rtol=1e-15)   # (NaN fails here)
+    assert np.array_equal(np.signbit(grad), np.signbit(t.grad.numpy()))

@@ -318,7 +318,14 @@ def _squeeze_axes(E, dim):
 def _norm(x, p=2, dim=None, keepdim=False):
     X = _wrap_elems(_E(x))
     if p == 2:
-        return _E(_fn("sqrt")(_wrap_elems(_sum(X * X, dim, keepdim))))
+        axes = _axes(dim, X.ndim)
+        if all(X.shape[a] == 1 for a in (range(X.ndim) if axes is None else axes)):
+            return _sum(_fn("abs")(X), dim, keepdim)   # one element: |x|, as the eager forward
+        # sqrt masked at 0: the gradient there is 0, as PyTorch's norm backward (sqrt's own
+        # would be inf times 0, NaN)
+        v = _wrap_elems(_sum(X * X, dim, keepdim))
+        where, positive = FUNCTIONS["where"], v > 0.0
+        return _E(where(positive, _fn("sqrt")(where(positive, v, 1.0)), v))
     if p == 1:
         return _sum(_fn("abs")(X), dim, keepdim)
     return _E(_wrap_elems(_sum(_fn("abs")(X) ** float(p), dim, keepdim)) ** (1.0 / p))
