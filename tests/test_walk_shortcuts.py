@@ -145,12 +145,14 @@ def test_reduction_gradcheck():
 def test_no_grad_mode_switch_without_python_at_stops(monkeypatch):
     # a walk whose only stop is a full sum runs no Python rule: its rule is never called
     calls = []
-    real = engine.pyop_backward
 
-    def counted(*args):
-        calls.append(args)
-        return real(*args)
-    monkeypatch.setattr(engine, "pyop_backward", counted)
+    def counting(real):
+        def counted(*args):
+            calls.append(args)
+            return real(*args)
+        return counted
+    monkeypatch.setattr(engine, "pyop_backward", counting(engine.pyop_backward))
+    monkeypatch.setattr(engine, "pyop_numpy_backward", counting(engine.pyop_numpy_backward))
     x = tg.tensor(np.array([1.0, 2.0]), requires_grad=True)
     (x * 3.0).sum().backward()
     assert calls == []

@@ -42,6 +42,7 @@ from ..core.dtypes import Size
 from ..core.graph import LEAF_STATE, node_input_slots, node_name, node_state
 from ..core.tensor import Tensor, tensor_of_entry, wrap
 from ..ops.array_ops import (constant_changed, full_reduction_scale, pyop_backward,
+                              pyop_numpy_backward,
                               pyop_reads_output, pyop_reads_values, pyop_saves, sum_to)
 from .anomaly_mode import check_nan, is_anomaly_enabled
 from .graph import pack_pending, release_saved, unpack_entry
@@ -614,6 +615,14 @@ class FloatAdjoints:
     def tensor(self, i):
         return wrap(self.get(i))
 
+    def value(self, r):
+        """The value entry or constant ``r`` saved (``saved`` wraps it)."""
+        T = self.tape
+        if r < 0:
+            return T._c[-r - 1]
+        arr = T._arr.get(r)   # (an array entry's value without reading its opcode first)
+        return T._value(r) if arr is None else arr
+
     def set(self, i, g):
         if isinstance(g, Tensor):
             g = g._value
@@ -684,11 +693,7 @@ class FloatAdjoints:
 
     def saved(self, r):
         """The value entry or constant ``r`` saved, as a tensor for a Python backward."""
-        T = self.tape
-        if r < 0:
-            return wrap(T._c[-r - 1])
-        arr = T._arr.get(r)   # (an array entry's value without reading its opcode first)
-        return wrap(T._value(r) if arr is None else arr)
+        return wrap(self.value(r))
 
     def leaf_grads(self):
         T = self.tape
@@ -1050,6 +1055,7 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
     adj = (GraphAdjoints if create_graph or is_anomaly_enabled() else FloatAdjoints)(A, hits,
                                                                                 swept)
     reached = adj.reached
+    numpy_rules = adj.__class__ is FloatAdjoints
     for i, g in seeds.items():
         adj.seed(i, g)
         reached[i] = 1
@@ -1105,21 +1111,11 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
             state = None if pruned else node_state(T, s)   # hooks on the node (autograd.graph)
             if py is not None:
                 _check_saved(A, s, py)
-                # None for an output no gradient reached, as node hooks see it in PyTorch; a
-                # custom Function materializes zeros itself unless told not to, an array op here
-                grads = [adj.tensor(s + 1 + k) if reached[s + 1 + k] else None
-                         for k in range(py.nout)]
-                if state is not None and state.pre:
-                    grads = state.run_pre(grads)
-                seen = grads
-                if py.backward_fn is None:
-                    grads = [adj.tensor(s + 1 + k) if g is None else g for k, g in enumerate(grads)]
-                grads_in = pyop_backward(py, grads, adj.saved,
-                                         [adj.saved(s + 1 + k) for k in range(py.nout)])
-                if state is not None and state.post:
-                    grads_in = state.run_post(grads_in, seen)
-                if is_anomaly_enabled():
-                    check_nan(py.name, grads_in)
+                # the float walk runs a rule with no node hooks on NumPy values where it can
+                grads_in = (pyop_numpy_backward(py, adj.get(s + 1), adj.value(s + 1), adj.value)
+                            if numpy_rules and state is None and py.nout == 1 else None)
+                if grads_in is None:
+                    grads_in = _run_pyop(adj, py, s, state, reached)
                 for r, g in zip(py.inputs, grads_in):
                     if g is not None and r >= 0:
                         adj.add(r, g)
@@ -1138,6 +1134,25 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
     adj.needed = needed
     adj.stops = stops
     return adj
+
+
+def _run_pyop(adj, py, s, state, reached):
+    """The input gradients of recorded Python op ``py`` at stop ``s``, its rule (or custom
+    backward) run on tensors, with the node's hooks."""
+    # None for an output no gradient reached, as node hooks see it in PyTorch; a custom
+    # Function materializes zeros itself unless told not to, an array op here
+    grads = [adj.tensor(s + 1 + k) if reached[s + 1 + k] else None for k in range(py.nout)]
+    if state is not None and state.pre:
+        grads = state.run_pre(grads)
+    seen = grads
+    if py.backward_fn is None:
+        grads = [adj.tensor(s + 1 + k) if g is None else g for k, g in enumerate(grads)]
+    grads_in = pyop_backward(py, grads, adj.saved, [adj.saved(s + 1 + k) for k in range(py.nout)])
+    if state is not None and state.post:
+        grads_in = state.run_post(grads_in, seen)
+    if is_anomaly_enabled():
+        check_nan(py.name, grads_in)
+    return grads_in
 
 
 def _spread_scale(adj, T, s, needed):

@@ -51,13 +51,16 @@ class ArrayOp(NamedTuple):
     #   reads (None: all); an in-place change of a constant one before the backward raises
     reads_output: bool = False  # PyTorch's rule saves the result: an in-place change of it
     #   before the backward raises
+    numpy_rule: bool = False    # the rule also runs on plain float64 NumPy values: it uses
+    #   only ``rule_call``, shapes and NumPy arithmetic, so the float walk calls it so
+    #   (``pyop_numpy_backward``), without wrapping every value in a tensor
 
 
 ARRAY_OPS = {}
 
 
 def defop(name, node, method=True, outputs=None, cast=True, edges=None, saves=True, view=False,
-          reads=None, reads_output=False):
+          reads=None, reads_output=False, numpy_rule=False):
     """Register ``forward`` (the decorated function) with its ``vjp`` (``forward.defvjp``).
 
     The rule is written in tapegrad ops: ``vjp(g, ans, *args, **params)`` gets the result's
@@ -73,7 +76,7 @@ def defop(name, node, method=True, outputs=None, cast=True, edges=None, saves=Tr
     def register(forward):
         def with_vjp(vjp):
             ARRAY_OPS[name] = ArrayOp(name, node, forward, vjp, method, outputs, cast, edges,
-                                      saves, view, reads, reads_output)
+                                      saves, view, reads, reads_output, numpy_rule)
             return vjp
         forward.defvjp = with_vjp
         return forward
@@ -199,6 +202,62 @@ def pyop_backward(py, grads, saved, outs):
     gs = op.vjp(g, ans, *args, **params)
     return [_graph_shape(gs[k], args[k]) if r >= 0 else None
             for r, k in zip(inputs, tensor_pos)]
+
+
+def pyop_numpy_backward(py, g, ans, value):
+    """``pyop_backward`` in the float walk on NumPy values: the input gradients of recorded
+    op ``py`` given its one result's gradient ``g`` and value ``ans`` (numbers or arrays), and
+    ``value(ref)``, the value of an entry or constant; None when the rule must run on
+    tensors (a rule that is not a ``numpy_rule``, several outputs, a value that is not
+    float64, which ``call`` would cast).  The same rule, without a tensor made for each
+    value and each step's result (most of a small rule's cost)."""
+    if py.backward_fn is not None or py.nout != 1:
+        return None
+    name, template, params = py.fwd
+    op = ARRAY_OPS[name]
+    if not op.numpy_rule or name == "split":
+        return None
+    g, ans = _float64(g), _float64(ans)
+    if g is None or ans is None:
+        return None
+    inputs = py.inputs
+    args, tensor_pos = [], []
+    for k, a in enumerate(template):
+        if a.__class__ is Arg:
+            tensor_pos.append(k)
+            a = _float64(value(inputs[int(a)]))
+            if a is None:
+                return None
+        elif isinstance(a, Tensor):   # a constant tensor (an index): its value, as ``call``
+            tensor_pos.append(k)      # passes it
+            a = a._value
+            a = _F64(a) if a.__class__ is float else np.asarray(a)
+        args.append(a)
+    del tensor_pos[len(inputs):]
+    gs = op.vjp(g, ans, *args, **params)
+    return [_graph_shape(gs[k], args[k], numpy=True) if r >= 0 else None
+            for r, k in zip(inputs, tensor_pos)]
+
+
+def _float64(v):
+    """``v`` as ``call`` hands a float64 value to a forward (a number as np.float64), or
+    None for any other value."""
+    if v.__class__ is float:
+        return _F64(v)
+    if v.__class__ is np.ndarray or v.__class__ is _F64:
+        dt = v.dtype
+        if dt is _DT64 or dt == _DT64:   # (arrays made in Numba carry dtype objects of their own)
+            return v
+    return None
+
+
+def rule_call(name, *args, **params):
+    """``call`` in a rule: on tensors ``call`` itself; on NumPy values (a ``numpy_rule``
+    run by ``pyop_numpy_backward``) the op's forward alone, which is what ``call`` computes
+    where nothing records."""
+    if isinstance(args[0], Tensor):
+        return call(name, *args, **params)
+    return ARRAY_OPS[name].forward(*args, **params)
 
 
 def call(name, *args, **params):
@@ -458,6 +517,8 @@ def _shape(x):
             return v.shape
         if v.__class__ is float:
             return ()
+    elif x.__class__ is np.ndarray:   # (a numpy_rule's values)
+        return x.shape
     return tuple(x.shape) if isinstance(x, Tensor) else np.shape(x)
 
 
@@ -472,6 +533,18 @@ def _value(x):
 _where = ELEMENTWISE["where"]
 
 
+def _select(cond, a, b):
+    """``where`` in a ``numpy_rule``: NumPy's on NumPy values (a selection: the same values)."""
+    if isinstance(cond, Tensor):
+        return _where(cond, a, b)
+    return np.where(cond, a, b)
+
+
+def _exp(v):
+    """``v.exp()`` in a ``numpy_rule`` (the op table's array exp is NumPy's)."""
+    return v.exp() if isinstance(v, Tensor) else np.exp(v)
+
+
 def sum_to(g, shape):
     """Sum ``g`` down to ``shape`` (undo broadcasting), in recorded ops: the one broadcast
     reduction, applied by ``pyop_backward`` to every rule's result."""
@@ -480,15 +553,16 @@ def sum_to(g, shape):
         return g
     lead = len(_shape(g)) - len(shape)
     if lead > 0:
-        g = call("sum", g, dim=tuple(range(lead)))
+        g = rule_call("sum", g, dim=tuple(range(lead)))
     axes = tuple(k for k, n in enumerate(shape) if n == 1 and _shape(g)[k] != 1)
     if axes:
-        g = call("sum", g, dim=axes, keepdim=True)
-    return g if _shape(g) == shape else call("reshape", g, shape)
+        g = rule_call("sum", g, dim=axes, keepdim=True)
+    return g if _shape(g) == shape else rule_call("reshape", g, shape)
 
 
-def _graph_shape(g, x):
-    """A rule's gradient, shaped like the input ``x`` (thunks are called here)."""
+def _graph_shape(g, x, numpy=False):
+    """A rule's gradient, shaped like the input ``x`` (thunks are called here); ``numpy``: the
+    rule ran on NumPy values (``pyop_numpy_backward``) and its result stays one."""
     if g.__class__ is not Tensor:   # (most rules return tensors)
         if callable(g):
             g = g()
@@ -496,7 +570,9 @@ def _graph_shape(g, x):
             return None
     shape = _shape(x)
     if _shape(g) != shape:
-        g = sum_to(g, shape) if len(_shape(g)) >= len(shape) else call("expand", g, shape)
+        if not numpy and not isinstance(g, Tensor):
+            g = wrap(g)   # (a rule's NumPy result among tensors: reshaped as a tensor)
+        g = sum_to(g, shape) if len(_shape(g)) >= len(shape) else rule_call("expand", g, shape)
     return g
 
 
@@ -505,8 +581,8 @@ def _spread(g, x, dim, keepdim):
     shape = _shape(x)
     if dim is not None and not keepdim:
         axes = _axes(dim, len(shape))
-        g = call("reshape", g, tuple(1 if k in axes else n for k, n in enumerate(shape)))
-    return call("expand", g, shape) if _shape(g) != shape else g
+        g = rule_call("reshape", g, tuple(1 if k in axes else n for k, n in enumerate(shape)))
+    return rule_call("expand", g, shape) if _shape(g) != shape else g
 
 
 def _ties(g, ans, x, dim=None, keepdim=False):
@@ -581,7 +657,7 @@ def _prod(shape):
 _LEADING = tuple(tuple(range(k)) for k in range(33))
 
 
-@defop("sum", lambda x, dim=None, keepdim=False: _name("Sum", dim), saves=False)
+@defop("sum", lambda x, dim=None, keepdim=False: _name("Sum", dim), saves=False, numpy_rule=True)
 def sum(x, dim=None, keepdim=False):  # noqa: A001
     if x.__class__ is np.ndarray:   # what np.sum calls for an ndarray, without its dispatch
         if dim is None and not keepdim and x.ndim == 1:
@@ -599,7 +675,8 @@ def sum(x, dim=None, keepdim=False):  # noqa: A001
 sum.defvjp(lambda g, ans, x, dim=None, keepdim=False: (_spread(g, x, dim, keepdim),))
 
 
-@defop("mean", lambda x, dim=None, keepdim=False: _name("Mean", dim), saves=False)
+@defop("mean", lambda x, dim=None, keepdim=False: _name("Mean", dim), saves=False,
+       numpy_rule=True)
 def mean(x, dim=None, keepdim=False):
     if x.dtype.kind not in "fc":
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a "
@@ -745,12 +822,13 @@ def _route(largest):
         if not _shape(x):
             return (g,)
         idx, _ = _extreme_along(_value(x), wrap_dim(dim, len(_shape(x))), largest)
-        gk = g if keepdim else call("unsqueeze", g, dim)
-        return (call("ungather", gk, _shape(x), dim, idx),)
+        gk = g if keepdim else rule_call("unsqueeze", g, dim)
+        return (rule_call("ungather", gk, _shape(x), dim, idx),)
     return vjp
 
 
-@defop("max_dim", "MaxBackward0", method=False, outputs=tuple)
+@defop("max_dim", "MaxBackward0", method=False, outputs=tuple,
+       numpy_rule=True)
 def max_dim(x, dim, keepdim=False):
     return _arg_extreme(True)(x, dim, keepdim)
 
@@ -758,7 +836,8 @@ def max_dim(x, dim, keepdim=False):
 max_dim.defvjp(_route(True))
 
 
-@defop("min_dim", "MinBackward0", method=False, outputs=tuple)
+@defop("min_dim", "MinBackward0", method=False, outputs=tuple,
+       numpy_rule=True)
 def min_dim(x, dim, keepdim=False):
     return _arg_extreme(False)(x, dim, keepdim)
 
@@ -766,7 +845,7 @@ def min_dim(x, dim, keepdim=False):
 min_dim.defvjp(_route(False))
 
 
-@defop("max_all", "MaxBackward1", method=False, reads_output=True)
+@defop("max_all", "MaxBackward1", method=False, reads_output=True, numpy_rule=True)
 def max_all(x):
     _nonempty("max", x, None)
     return np.max(x)
@@ -778,15 +857,16 @@ def _evenly(g, ans, x):
     # passes over x, not nine: the ties as a mask, counted, the share put where they are.)
     # The count is a number in both walks (no gradient flows through it): counted by NumPy,
     # it divides as a float, g / 3.0 being g / 3 bit for bit.
-    a = ans._value
+    a = ans._value if isinstance(ans, Tensor) else ans
     ties = x != x if a != a else x == ans
-    return (_where(ties, g / float(np.count_nonzero(ties._value)), 0.0),)
+    count = np.count_nonzero(ties._value if isinstance(ties, Tensor) else ties)
+    return (_select(ties, g / float(count), 0.0),)
 
 
 max_all.defvjp(_evenly)
 
 
-@defop("min_all", "MinBackward1", method=False, reads_output=True)
+@defop("min_all", "MinBackward1", method=False, reads_output=True, numpy_rule=True)
 def min_all(x):
     _nonempty("min", x, None)
     return np.min(x)
@@ -887,7 +967,7 @@ def _(g, ans, x, p=2, dim=None, keepdim=False):
     return (_spread(g * safe ** (1.0 - p), x, dim, keepdim) * x.sign() * x.abs() ** (p - 1.0),)
 
 
-@defop("logsumexp", "LogsumexpBackward0", reads_output=True)
+@defop("logsumexp", "LogsumexpBackward0", reads_output=True, numpy_rule=True)
 def logsumexp(x, dim, keepdim=False):
     ax = _axes(dim, x.ndim)
     # (the ufuncs' own reductions: np.max and np.sum cost as much again in dispatch here)
@@ -899,7 +979,7 @@ def logsumexp(x, dim, keepdim=False):
 
 # d lse / dx = softmax(x) = exp(x - lse)
 logsumexp.defvjp(lambda g, ans, x, dim, keepdim=False:
-                 (_spread(g, x, dim, keepdim) * (x - _spread(ans, x, dim, keepdim)).exp(),))
+                 (_spread(g, x, dim, keepdim) * _exp(x - _spread(ans, x, dim, keepdim)),))
 
 
 @defop("softmax", "SoftmaxBackward0", reads_output=True)
@@ -1057,7 +1137,7 @@ def _mm_name(a, b):
     return "UnsafeViewBackward0"
 
 
-@defop("matmul", lambda a, b: _mm_name(a, b))
+@defop("matmul", lambda a, b: _mm_name(a, b), numpy_rule=True)
 def matmul(a, b):
     if a.ndim == 2 and b.ndim == 2 and a.shape[1] == 1 and a.shape[0] > 1 and b.shape[1] > 1:
         return a * b   # an outer product, as PyTorch's mm computes it: -0. products stay -0.
@@ -1065,23 +1145,25 @@ def matmul(a, b):
 
 
 def _mm(a, b):
-    return call("matmul", a, b)
+    return rule_call("matmul", a, b)
 
 
 def _mT(v):
     """``v`` with its last two dims swapped.  Nothing records a tensor without history (the
     float walk, or a constant): a NumPy view then, which BLAS reads without a copy."""
+    if v.__class__ is np.ndarray:   # (a numpy_rule's value)
+        return np.swapaxes(v, -1, -2)
     if v._tape is None:
         return wrap(np.swapaxes(np.asarray(v._value), -1, -2))
     return call("transpose", v, -1, -2)
 
 
 def _col(v):
-    return call("unsqueeze", v, -1)
+    return rule_call("unsqueeze", v, -1)
 
 
 def _row(v):
-    return call("unsqueeze", v, -2)
+    return rule_call("unsqueeze", v, -2)
 
 
 @matmul.defvjp
@@ -1091,13 +1173,15 @@ def _(g, ans, a, b):
     if na == 1 and nb == 1:
         return (lambda: g * b, lambda: g * a)
     if na == 1 and nb == 2:
-        return (lambda: _mm(b, g), lambda: call("outer", a, g))
+        return (lambda: _mm(b, g), lambda: rule_call("outer", a, g))
     if na == 2 and nb == 1:
-        return (lambda: call("outer", g, b), lambda: _mm(g, a))
+        return (lambda: rule_call("outer", g, b), lambda: _mm(g, a))
     if na == 1:
-        return (lambda: call("squeeze", _mm(b, _col(g)), dim=-1), lambda: _mm(_col(a), _row(g)))
+        return (lambda: rule_call("squeeze", _mm(b, _col(g)), dim=-1),
+                lambda: _mm(_col(a), _row(g)))
     if nb == 1:
-        return (lambda: _mm(_col(g), _row(b)), lambda: call("squeeze", _mm(_row(g), a), dim=-2))
+        return (lambda: _mm(_col(g), _row(b)),
+                lambda: rule_call("squeeze", _mm(_row(g), a), dim=-2))
     return (lambda: _mm(g, _mT(b)), lambda: _mm(_mT(a), g))
 
 
@@ -1147,10 +1231,10 @@ def shape_arg(shape):
 
 def _reshape_back(g, ans, x, *args, **params):
     # a reshape's adjoint: the gradient in the input's shape
-    return (call("reshape", g, _shape(x)),)
+    return (rule_call("reshape", g, _shape(x)),)
 
 
-@defop("reshape", "ViewBackward0", saves=False, view=True)
+@defop("reshape", "ViewBackward0", saves=False, view=True, numpy_rule=True)
 def reshape(x, shape):
     return np.reshape(x, shape)
 
@@ -1158,7 +1242,7 @@ def reshape(x, shape):
 reshape.defvjp(_reshape_back)
 
 
-@defop("view_node", lambda x, shape, node: node, method=False, saves=False)
+@defop("view_node", lambda x, shape, node: node, method=False, saves=False, numpy_rule=True)
 def view_node(x, shape, node):
     """A reshape recorded under the name of the PyTorch view op it stands for
     (``UnsafeViewBackward0``, ``ReshapeAliasBackward0``, ``SqueezeBackward4``): the steps of
@@ -1169,7 +1253,8 @@ def view_node(x, shape, node):
 view_node.defvjp(_reshape_back)
 
 
-@defop("reshape_alias", "ReshapeAliasBackward0", method=False, saves=False, view=True)
+@defop("reshape_alias", "ReshapeAliasBackward0", method=False, saves=False, view=True,
+       numpy_rule=True)
 def reshape_alias(x, shape):
     """``reshape`` of a tensor that is not contiguous but has a view of the new shape."""
     return np.reshape(x, shape)
@@ -1178,27 +1263,27 @@ def reshape_alias(x, shape):
 reshape_alias.defvjp(_reshape_back)
 
 
-@defop("transpose", "TransposeBackward0", saves=False, view=True)
+@defop("transpose", "TransposeBackward0", saves=False, view=True, numpy_rule=True)
 def transpose(x, dim0, dim1):
     dim0, dim1 = wrap_dim(dim0, x.ndim), wrap_dim(dim1, x.ndim)
     return np.swapaxes(x, dim0, dim1) if x.ndim else x[...]
 
 
 # a swap is its own inverse
-transpose.defvjp(lambda g, ans, x, dim0, dim1: (call("transpose", g, dim0, dim1),))
+transpose.defvjp(lambda g, ans, x, dim0, dim1: (rule_call("transpose", g, dim0, dim1),))
 
 
-@defop("t", "TBackward0", saves=False, view=True)
+@defop("t", "TBackward0", saves=False, view=True, numpy_rule=True)
 def t(x):
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
     return x.T
 
 
-t.defvjp(lambda g, ans, x: (call("t", g),))
+t.defvjp(lambda g, ans, x: (rule_call("t", g),))
 
 
-@defop("permute", "PermuteBackward0", saves=False, view=True)
+@defop("permute", "PermuteBackward0", saves=False, view=True, numpy_rule=True)
 def permute(x, dims):
     if len(dims) != x.ndim:
         raise RuntimeError("permute(sparse_coo): number of dimensions in the tensor input does "
@@ -1212,7 +1297,7 @@ def permute(x, dims):
 
 # the inverse permutation
 permute.defvjp(lambda g, ans, x, dims:
-               (call("permute", g, tuple(int(k) for k in
+               (rule_call("permute", g, tuple(int(k) for k in
                                          np.argsort([wrap_dim(d, len(dims)) for d in dims]))),))
 
 
@@ -1222,7 +1307,7 @@ def _squeeze_node(x, dim=None):
     return "SqueezeBackward2" if isinstance(dim, (tuple, list)) else "SqueezeBackward1"
 
 
-@defop("squeeze", _squeeze_node, saves=False, view=True)
+@defop("squeeze", _squeeze_node, saves=False, view=True, numpy_rule=True)
 def squeeze(x, dim=None):
     """Drop the dims of size 1 (of those in ``dim``, an int or a tuple, when given)."""
     if dim is None:
@@ -1234,7 +1319,7 @@ def squeeze(x, dim=None):
 squeeze.defvjp(_reshape_back)
 
 
-@defop("unsqueeze", "UnsqueezeBackward0", saves=False, view=True)
+@defop("unsqueeze", "UnsqueezeBackward0", saves=False, view=True, numpy_rule=True)
 def unsqueeze(x, dim):
     return np.expand_dims(x, wrap_dim(dim, x.ndim + 1))
 
@@ -1242,7 +1327,7 @@ def unsqueeze(x, dim):
 unsqueeze.defvjp(_reshape_back)
 
 
-@defop("expand", "ExpandBackward0", saves=False, view=True)
+@defop("expand", "ExpandBackward0", saves=False, view=True, numpy_rule=True)
 def expand(x, shape):
     """A read-only view (several elements share one place in memory: an in-place op on it
     raises, as in PyTorch)."""
@@ -1295,11 +1380,11 @@ roll.defvjp(lambda g, ans, x, shifts, dims=None:
 def _slices(g, xs, dim, pick):
     """``g`` cut into one part per input: ``pick(k, x)`` indexes along ``dim``."""
     dim = wrap_dim(dim, len(_shape(g)))
-    return tuple(call("getitem", g, (slice(None),) * dim + (pick(k, x),))
+    return tuple(rule_call("getitem", g, (slice(None),) * dim + (pick(k, x),))
                  for k, x in enumerate(xs))
 
 
-@defop("cat", "CatBackward0", method=False, saves=False)
+@defop("cat", "CatBackward0", method=False, saves=False, numpy_rule=True)
 def cat(*xs, dim=0):
     return contiguous(np.concatenate(xs, axis=wrap_dim(dim, xs[0].ndim)))
 
@@ -1314,7 +1399,7 @@ def _(g, ans, *xs, dim=0):
     return _slices(g, xs, dim, lambda k, x: slice(starts[k], starts[k + 1]))
 
 
-@defop("stack", "StackBackward0", method=False, saves=False)
+@defop("stack", "StackBackward0", method=False, saves=False, numpy_rule=True)
 def stack(*xs, dim=0):
     axis = wrap_dim(dim, xs[0].ndim + 1)
     first = xs[0]
@@ -1524,7 +1609,8 @@ def _index_node(idx):
     return "SelectBackward0" if isinstance(last[-1], (int, np.integer)) else "SliceBackward0"
 
 
-@defop("getitem", lambda x, idx: _index_node(idx), method=False, saves=False, view=True)
+@defop("getitem", lambda x, idx: _index_node(idx), method=False, saves=False, view=True,
+       numpy_rule=True)
 def getitem(x, idx):
     """``x[idx]``: a view for basic indices (an element as a 0-d view), a copy for
     advanced ones."""
@@ -1537,10 +1623,10 @@ def getitem(x, idx):
 
 
 # g added back at idx (repeated integer indices accumulate)
-getitem.defvjp(lambda g, ans, x, idx: (call("unindex", g, _shape(x), idx),))
+getitem.defvjp(lambda g, ans, x, idx: (rule_call("unindex", g, _shape(x), idx),))
 
 
-@defop("unindex", "IndexPutBackward0", method=False, saves=False)
+@defop("unindex", "IndexPutBackward0", method=False, saves=False, numpy_rule=True)
 def unindex(g, shape, idx):
     """Zeros of ``shape`` with ``g`` added at ``idx``: the adjoint of ``getitem``."""
     out = np.zeros(shape)
@@ -1553,7 +1639,7 @@ def unindex(g, shape, idx):
 
 
 # the adjoint of a scatter-add is the gather
-unindex.defvjp(lambda g, ans, v, shape, idx: (call("getitem", g, idx),))
+unindex.defvjp(lambda g, ans, v, shape, idx: (rule_call("getitem", g, idx),))
 
 
 def along_index(index, dim):
@@ -1575,7 +1661,7 @@ def gather(x, dim, index):
 gather.defvjp(lambda g, ans, x, dim, index: (call("ungather", g, _shape(x), dim, index),))
 
 
-@defop("ungather", "ScatterAddBackward0", method=False, saves=False)
+@defop("ungather", "ScatterAddBackward0", method=False, saves=False, numpy_rule=True)
 def ungather(g, shape, dim, index):
     """Zeros of ``shape`` with ``g`` added along ``dim`` at ``index``: gather's adjoint."""
     out = np.zeros(tuple(shape) or (1,))
@@ -1589,7 +1675,7 @@ def ungather(g, shape, dim, index):
     return out.reshape(shape)
 
 
-ungather.defvjp(lambda g, ans, v, shape, dim, index: (call("gather", g, dim, index),))
+ungather.defvjp(lambda g, ans, v, shape, dim, index: (rule_call("gather", g, dim, index),))
 
 
 @defop("index_select", "IndexSelectBackward0", saves=False)

@@ -16,7 +16,7 @@ from ..core.elementwise import FUNCTIONS as ELEMENTWISE
 from ..core.grad_mode import is_grad_enabled
 from ..core.shapes import wrap_dim
 from ..core.tensor import Tensor, wrap
-from .array_ops import along_index, call, contiguous, defop, like_layout
+from .array_ops import along_index, call, contiguous, defop, like_layout, rule_call
 
 _where = ELEMENTWISE["where"]
 
@@ -420,7 +420,7 @@ einsum.defvjp(lambda g, ans, equation, *xs:
                               for k in range(len(xs))))
 
 
-@defop("cross", "LinalgCrossBackward0", method=False)
+@defop("cross", "LinalgCrossBackward0", method=False, numpy_rule=True)
 def cross(a, b, dim=-1):
     if a.__class__ is np.ndarray and b.__class__ is np.ndarray and a.shape == b.shape == (3,) \
             and a.dtype == b.dtype == np.float64:
@@ -434,8 +434,8 @@ def cross(a, b, dim=-1):
 
 
 # d (a x b) = da x b + a x db: a's gradient is b x g, b's is g x a
-cross.defvjp(lambda g, ans, a, b, dim=-1: (lambda: call("cross", b, g, dim=dim),
-                                           lambda: call("cross", g, a, dim=dim)))
+cross.defvjp(lambda g, ans, a, b, dim=-1: (lambda: rule_call("cross", b, g, dim=dim),
+                                           lambda: rule_call("cross", g, a, dim=dim)))
 
 
 # -- repeating and triangles -------------------------------------------------------------------

@@ -541,8 +541,13 @@ def compare(mine: Outcome, theirs: Outcome) -> Optional[Mismatch]:
             found.append(Mismatch("hook-len", label, f"tg {called}"))
         else:
             side = a if label not in a else b  # the side lacking it must have stopped early
-            if not stopped[id(side)]:
-                owner = "tg" if label in a else "torch"
+            owner = "tg" if label in a else "torch"
+            record = (a if label in a else b)[label]
+            if label == "program" and isinstance(record, tuple) and record[0] in ("crash",
+                                                                                  "timeout"):
+                # one side's runner timed out or crashed: say so (it is no missing value)
+                found.append(Mismatch(record[0], label, f"{owner}: {record[1]}".rstrip(": ")))
+            elif not stopped[id(side)]:
                 found.append(Mismatch("missing", label, f"only {owner} has it"))
     if not found:
         return None

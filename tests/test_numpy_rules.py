@@ -1,0 +1,151 @@
+"""The float walk runs the rules of ``numpy_rule`` array ops on NumPy values
+(``pyop_numpy_backward``): the gradients must be those of the same rules run on tensors, bit
+for bit (signed zeros, NaNs and infinities included), and every such op is exercised here."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.autograd import engine
+from tapegrad.ops.array_ops import ARRAY_OPS
+
+
+def _data(shape, seed):
+    rng = np.random.default_rng(seed)
+    v = rng.standard_normal(shape)
+    flat = v.reshape(-1)
+    if flat.size >= 4:   # signed zeros and non-finite values where the rules pass them on
+        flat[0], flat[1], flat[-1] = -0.0, 0.0, np.inf
+        flat[2] = np.nan if flat.size > 8 else flat[2]
+    return v
+
+
+A, B = _data((3, 4), 0), _data((4, 5), 1)
+V3, W3 = _data((3,), 2), _data((3,), 3)
+C = _data((2, 3, 4), 4)
+
+
+def _leaves(*arrays):
+    return [tg.tensor(a, requires_grad=True) for a in arrays]
+
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+# name -> (inputs, program from leaves to one tensor); the loss: out * out weighed by element
+PROGRAMS = {
+    "sum dim": ((C,), lambda x: x.sum(dim=1)),
+    "sum keepdim": ((C,), lambda x: x.sum(dim=(0, 2), keepdim=True)),
+    "sum all keepdim": ((A,), lambda x: x.sum(dim=(0, 1), keepdim=True)),
+    "mean dim": ((C,), lambda x: x.mean(dim=-1)),
+    "broadcast sum": ((A, V3), lambda x, v: x + v[:, None]),
+    "expand": ((V3,), lambda v: v[:, None].expand(3, 4)),
+    "expand leading": ((A,), lambda x: x.expand(2, 3, 4)),
+    "reshape": ((C,), lambda x: x.reshape(6, 4)),
+    "view": ((C,), lambda x: x.view(4, 6)),
+    "transpose": ((C,), lambda x: x.transpose(0, 2)),
+    "t": ((A,), lambda x: x.t()),
+    "permute": ((C,), lambda x: x.permute(2, 0, 1)),
+    "reshape of a permuted": ((C,), lambda x: x.permute(1, 0, 2).reshape(3, 8)),
+    "reshape of a slice": ((C,), lambda x: x[:, :, :2].reshape(6, 2)),
+    "squeeze": ((A,), lambda x: x[None, :, None].squeeze()),
+    "squeeze dim": ((A,), lambda x: x.unsqueeze(1).squeeze(1)),
+    "getitem int": ((A,), lambda x: x[1]),
+    "getitem slice": ((C,), lambda x: x[:, 1:, ::2]),
+    "getitem repeated index": ((A,), lambda x: x[[0, 2, 0, 0]]),
+    "getitem mask": ((A,), lambda x: x[x > 0.1]),
+    "getitem element": ((A,), lambda x: x[2, 3]),
+    "cat": ((A, A * 2), lambda x, y: tg.cat([x, y, x], dim=1)),
+    "stack": ((V3, W3), lambda v, w: tg.stack([v, w, v], dim=1)),
+    "dot": ((V3, W3), lambda v, w: v @ w),
+    "vector @ matrix": ((A[:, 0].copy(), A), lambda v, m: v @ m),
+    "matrix @ vector": ((A, B[:, 0].copy()), lambda m, v: m @ v),
+    "matrix @ matrix": ((A, B), lambda a, b: a @ b),
+    "batched @ matrix": ((C, B), lambda c, b: c @ b),
+    "vector @ batched": ((C[0, :, 0].copy(), C), lambda v, c: v @ c),
+    "batched @ vector": ((C, B[:, 1].copy()), lambda c, v: c @ v),
+    "cross": ((V3, W3), lambda v, w: tg.linalg.cross(v, w)),
+    "logsumexp": ((C,), lambda x: tg.logsumexp(x, dim=1)),
+    "logsumexp keepdim": ((A,), lambda x: x.logsumexp(dim=(0, 1), keepdim=True)),
+    "max": ((A,), lambda x: tg.max(x)),
+    "max of ties": ((np.array([1.0, 3.0, -0.0, 3.0]),), lambda x: tg.max(x)),
+    "min of a NaN": ((A,), lambda x: tg.min(x)),
+    "min of finite": ((B[1:3, 1:].copy(),), lambda x: x.min()),
+    "max dim": ((C,), lambda x: tg.max(x, dim=1)[0]),
+    "min dim keepdim": ((C,), lambda x: x.min(dim=-1, keepdim=True).values),
+    "cross batched": ((A[:, :3].copy(), B[:3, :3].T.copy()), lambda a, b: tg.cross(a, b, dim=1)),
+}
+
+
+def _gradients(program, inputs, second_order):
+    leaves = _leaves(*inputs)
+    out = program(*leaves)
+    weights = tg.tensor(_data(tuple(out.shape), 9) if out.ndim else 0.7)
+    loss = (out * out * weights).sum()
+    if second_order:
+        # a float walk over a graph that create_graph recorded (the rules' own ops: unindex,
+        # ungather, expand...)
+        gs = tg.autograd.grad(loss, leaves, create_graph=True)
+        loss = sum((g * g).sum() for g in gs if g.requires_grad)
+        if not isinstance(loss, tg.Tensor):
+            return []
+    gs = tg.autograd.grad(loss, leaves, allow_unused=True)
+    return [None if g is None else np.array(g._value, dtype=np.float64) for g in gs]
+
+
+def _same_bits(a, b):
+    if a is None or b is None:
+        return a is b
+    return a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("second_order", [False, True], ids=["first", "second order"])
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_numpy_rule_matches_tensor_rule(name, second_order, monkeypatch):
+    inputs, program = PROGRAMS[name]
+    ran = []
+    real = engine.pyop_numpy_backward
+
+    def watched(py, *args):
+        out = real(py, *args)
+        if out is not None:
+            ran.append(py.fwd[0])
+        return out
+    monkeypatch.setattr(engine, "pyop_numpy_backward", watched)
+    fast = _gradients(program, inputs, second_order)
+    monkeypatch.setattr(engine, "pyop_numpy_backward", lambda *args: None)
+    slow = _gradients(program, inputs, second_order)
+    assert len(fast) == len(slow)
+    for f, s in zip(fast, slow):
+        assert _same_bits(f, s), (name, f, s)
+    if not second_order:
+        assert ran, f"{name}: no rule ran on NumPy values"
+
+
+def test_every_numpy_rule_is_exercised(monkeypatch):
+    ran = set()
+    real = engine.pyop_numpy_backward
+
+    def watched(py, *args):
+        out = real(py, *args)
+        if out is not None:
+            ran.add(py.fwd[0])
+        return out
+    monkeypatch.setattr(engine, "pyop_numpy_backward", watched)
+    for inputs, program in PROGRAMS.values():
+        for second_order in (False, True):
+            _gradients(program, inputs, second_order)
+    flagged = {name for name, op in ARRAY_OPS.items() if op.numpy_rule}
+    assert flagged - ran == set()
+
+
+def test_float32_values_take_the_tensor_rule(monkeypatch):
+    # call casts a rule's results to the input's dtype: NumPy values other than float64 run
+    # the rule on tensors
+    x = tg.tensor(np.arange(6.0, dtype=np.float32).reshape(2, 3), requires_grad=True)
+    taken = []
+    real = engine.pyop_numpy_backward
+    monkeypatch.setattr(engine, "pyop_numpy_backward",
+                        lambda py, *args: taken.append(real(py, *args)) or taken[-1])
+    x.sum(dim=0).sum().backward()
+    assert taken and all(t is None for t in taken)
+    assert x.grad.dtype == tg.float32
+    assert x.grad._value.tolist() == [[1.0] * 3] * 2
