@@ -982,7 +982,7 @@ logsumexp.defvjp(lambda g, ans, x, dim, keepdim=False:
                  (_spread(g, x, dim, keepdim) * _exp(x - _spread(ans, x, dim, keepdim)),))
 
 
-@defop("softmax", "SoftmaxBackward0", reads_output=True)
+@defop("softmax", "SoftmaxBackward0", reads_output=True, numpy_rule=True)
 def softmax(x, dim):
     # contiguous, as PyTorch's softmax kernels write it (a later flatten is a view)
     return contiguous(_along(_softmax, x, dim))
@@ -995,7 +995,7 @@ def _softmax(x, dim):
 
 # J^T g = s (g - sum(g s)), one op as PyTorch's _softmax_backward_data: its own signed
 # zeros, its own second derivatives (below)
-softmax.defvjp(lambda g, ans, x, dim: (call("softmax_backward_data", g, ans, dim),))
+softmax.defvjp(lambda g, ans, x, dim: (rule_call("softmax_backward_data", g, ans, dim),))
 
 
 def _kernel_sum(v, dim):
@@ -1031,7 +1031,7 @@ softmax_backward_data.defvjp(lambda gg, ans, g, out, dim: (
     - g * call("sum", out * gg, dim=dim, keepdim=True)))
 
 
-@defop("log_softmax", "LogSoftmaxBackward0", reads_output=True)
+@defop("log_softmax", "LogSoftmaxBackward0", reads_output=True, numpy_rule=True)
 def log_softmax(x, dim):
     return contiguous(_along(_log_softmax, x, dim))
 
@@ -1042,7 +1042,8 @@ def _log_softmax(x, dim):
 
 
 # J^T g = g - softmax sum(g), one op as PyTorch's _log_softmax_backward_data
-log_softmax.defvjp(lambda g, ans, x, dim: (call("log_softmax_backward_data", g, ans, dim),))
+log_softmax.defvjp(lambda g, ans, x, dim: (rule_call("log_softmax_backward_data", g, ans,
+                                                     dim),))
 
 
 @defop("log_softmax_backward_data", "LogSoftmaxBackwardDataBackward0", method=False)
@@ -1191,7 +1192,7 @@ def _linear_node(x, w, b=None):
     return "UnsafeViewBackward0" if b is None else "ViewBackward0"
 
 
-@defop("linear", _linear_node, method=False)
+@defop("linear", _linear_node, method=False, numpy_rule=True)
 def linear(x, w, b=None):
     """x W^T + b, fused (no transposed copy of W, no broadcast entry for b)."""
     out = np.matmul(x, w.T)
@@ -1199,7 +1200,7 @@ def linear(x, w, b=None):
 
 
 def _rows(v, n):
-    return v if len(_shape(v)) == 2 else call("reshape", v, (-1, n))
+    return v if len(_shape(v)) == 2 else rule_call("reshape", v, (-1, n))
 
 
 @linear.defvjp
@@ -1209,7 +1210,7 @@ def _(g, ans, x, w, b=None):
     g2 = _rows(g, n_out)
     return (lambda: _mm(g, w),
             lambda: _mm(_mT(g2), _rows(x, n_in)),
-            None if b is None else (lambda: call("sum", g2, dim=0)))
+            None if b is None else (lambda: rule_call("sum", g2, dim=0)))
 
 
 @defop("outer", "MulBackward0")
