@@ -152,7 +152,26 @@ def _view_of_a_detached_leaf_that_requires_grad(lib):
         return str(e)
 
 
-PROGRAMS = [_view_of_a_detached_leaf_that_requires_grad, _detached_made_a_leaf_that_requires_grad, _detached_of_leaf_changed, _detached_of_saved_leaf_changed,
+def _pow_result_changed(exponent, shape, create_graph=False):
+    # PowBackward1 (a tensor exponent) saves the result whether the exponent takes a
+    # gradient or not; PowBackward0 (a number) does not save it
+    def program(lib):
+        x = lib.tensor(np.full(shape, 0.023), requires_grad=True)
+        y = x ** (x.detach() if exponent == "detached" else
+                  lib.tensor(np.full(shape, 1.5)) if exponent == "constant" else 1.5)
+        y.sub_(1.692)
+        (g,) = lib.autograd.grad(y.sum(), x, create_graph=create_graph)
+        return g.tolist()
+    program.__name__ = f"_pow_{exponent}_exponent_result_changed_{len(shape)}d" + \
+        ("_create_graph" if create_graph else "")
+    return program
+
+
+POW_PROGRAMS = [_pow_result_changed(e, s, c) for e in ("detached", "constant", "number")
+                for s in ((), (3,)) for c in (False, True)]
+
+
+PROGRAMS = POW_PROGRAMS + [_view_of_a_detached_leaf_that_requires_grad, _detached_made_a_leaf_that_requires_grad, _detached_of_leaf_changed, _detached_of_saved_leaf_changed,
             _detached_of_saved_result_changed, _detached_of_unsaved_result_changed,
             _source_changed_under_a_detached, _detached_of_a_view, _view_of_a_detached,
             _detached_takes_a_history_of_its_own, _scalar_detached,

@@ -101,6 +101,10 @@ def test_a_leaf_used_twice_and_constants_stay_constants():
     f = tape.compile([x], y)
     v, g = f.value_and_grad([5.0])
     assert v == 5.0 * 5.0 * 3.0 + 5.0 and g.tolist() == [2 * 5.0 * 3.0 + 1.0]
+    # (k is a constant entry of the tape, which keeps its version: in a batch it is the same
+    # number at every point)
+    V, G = f.value_and_grad(np.array([[5.0], [-1.0]]))
+    assert V.tolist() == [80.0, 2.0] and G[:, 0].tolist() == [31.0, -5.0]
 
 
 def test_branches_are_guarded_and_flips_raise():

@@ -167,6 +167,10 @@ def kernels_source() -> str:
                    if (op.dx, op.dy, op.dz)[k] else (False,) * 4 for k, v in enumerate("xyz"))
              for op in OPS] + [((False,) * 4,) * 3] * len(STRUCTURAL)
     out.append(f"READS = np.array({[[list(r) for r in rs] for rs in reads]}, dtype=np.bool_)")
+    # SAVED_FOR_TENSOR[o, j]: op o saves what input j's term reads once j is a tensor at all
+    tensor_saves = [[op.saved_for_tensor == v for v in "xyz"] for op in OPS] + \
+        [[False] * 3] * len(STRUCTURAL)
+    out.append(f"SAVED_FOR_TENSOR = np.array({tensor_saves}, dtype=np.bool_)")
     # comparisons are not differentiable: a gradient never flows through them (PyTorch's bool
     # results are not in its graph), so a value used only in one is not reached
     out.append(f"NO_GRAD = np.array({[op.compare for op in OPS] + [False] * len(STRUCTURAL)}, "
@@ -590,7 +594,8 @@ def saved_state(o, i, ra, rb, rc, op, freed, dirty, has_dirty):
     """0, or 1 when entry ``i`` (op ``o``, operands ``ra``/``rb``/``rc``) needs a value an
     earlier backward freed, or 2 when a value it needs was changed in place after it was
     recorded.  A value is needed when the partial of an input that takes a gradient (an
-    entry, not a constant) reads it."""
+    entry, not a constant) reads it, or of an input that PyTorch saves for as soon as it is
+    a tensor (``SAVED_FOR_TENSOR``: a constant entry too)."""
     refs = np.empty(4, np.int64)
     refs[0] = ra
     refs[1] = rb
@@ -601,7 +606,7 @@ def saved_state(o, i, ra, rb, rc, op, freed, dirty, has_dirty):
         need = False
         for j in range(3):
             rj = refs[j]
-            if rj >= 0 and op[rj] != CONST and READS[o, j, k]:
+            if rj >= 0 and (op[rj] != CONST or SAVED_FOR_TENSOR[o, j]) and READS[o, j, k]:
                 need = True
         if need:
             if freed[i] != 0:
@@ -805,7 +810,7 @@ _OPERAND = """\
 {ind}if {t}t is T:
 {ind}    r{t} = t{t}._entry
 {ind}elif {t}t is None:
-{ind}    r{t} = T._const_t({t})
+{ind}    r{t} = T._const_t({t}, t{t})
 {ind}else:
 {ind}    r{t} = T._ref(t{t})
 """
@@ -933,7 +938,7 @@ def _binary(op, k):
                f"{i4}if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or "
                f"y.__class__ is float:\n{i5}v = _forward_{op.name}(x, y)")
     src += _array_branch(k, i5, "xy", ("T._push_const(tx, x)",
-                                       "T._const_t(y) if y.__class__ is float else T._push_const(ty, y)"))
+                                       "T._const_t(y, ty) if y.__class__ is float else T._push_const(ty, y)"))
     src.append(_PUSH_ARRAY.format(ind=i5, code=k))
     src.append(f"{i3}elif cy is float or cy is int:\n{i4}v = _forward_{op.name}(x, ty)\n"
                f"{i4}xt = tx._tape\n{i4}if xt is None:")

@@ -766,7 +766,7 @@ class GraphAdjoints:
         if code == LEAF:
             return T._leaves[r]
         if code == CONST:
-            return wrap(T._arr[r])
+            return wrap(T._value(r))   # (an array, or a tensor's number: _const_t)
         v = self.views.get(r)
         if v is None:
             v = self.views[r] = tensor_of_entry(T, r, T._value(r))

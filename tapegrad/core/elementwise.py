@@ -94,13 +94,13 @@ def add_(input, other):
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
-                        rx = T._const_t(x)
+                        rx = T._const_t(x, input)
                     else:
                         rx = T._ref(input)
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y)
+                        ry = T._const_t(y, other)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -142,7 +142,7 @@ def add_(input, other):
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
-                    rx = T._const_t(x)
+                    rx = T._const_t(x, input)
                 else:
                     rx = T._ref(input)
                 ry = T._cmap.get(y)
@@ -194,7 +194,7 @@ def add_(input, other):
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                        ry = T._const_t(y, other) if y.__class__ is float else T._push_const(other, y)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -290,13 +290,13 @@ def add_alpha_(input, other, *, alpha=1):
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
-                        rx = T._const_t(x)
+                        rx = T._const_t(x, input)
                     else:
                         rx = T._ref(input)
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y)
+                        ry = T._const_t(y, other)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -338,7 +338,7 @@ def add_alpha_(input, other, *, alpha=1):
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
-                    rx = T._const_t(x)
+                    rx = T._const_t(x, input)
                 else:
                     rx = T._ref(input)
                 ry = T._cmap.get(y)
@@ -390,7 +390,7 @@ def add_alpha_(input, other, *, alpha=1):
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                        ry = T._const_t(y, other) if y.__class__ is float else T._push_const(other, y)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -486,13 +486,13 @@ def sub_(input, other):
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
-                        rx = T._const_t(x)
+                        rx = T._const_t(x, input)
                     else:
                         rx = T._ref(input)
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y)
+                        ry = T._const_t(y, other)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -534,7 +534,7 @@ def sub_(input, other):
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
-                    rx = T._const_t(x)
+                    rx = T._const_t(x, input)
                 else:
                     rx = T._ref(input)
                 ry = T._cmap.get(y)
@@ -586,7 +586,7 @@ def sub_(input, other):
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                        ry = T._const_t(y, other) if y.__class__ is float else T._push_const(other, y)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -684,13 +684,13 @@ def sub_alpha_(input, other, *, alpha=1):
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
-                        rx = T._const_t(x)
+                        rx = T._const_t(x, input)
                     else:
                         rx = T._ref(input)
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y)
+                        ry = T._const_t(y, other)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -732,7 +732,7 @@ def sub_alpha_(input, other, *, alpha=1):
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
-                    rx = T._const_t(x)
+                    rx = T._const_t(x, input)
                 else:
                     rx = T._ref(input)
                 ry = T._cmap.get(y)
@@ -784,7 +784,7 @@ def sub_alpha_(input, other, *, alpha=1):
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                        ry = T._const_t(y, other) if y.__class__ is float else T._push_const(other, y)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -880,7 +880,7 @@ def rsub_(ty, tx):
             if yt is T:
                 ry = ty._entry
             elif yt is None:
-                ry = T._const_t(y)
+                ry = T._const_t(y, ty)
             else:
                 ry = T._ref(ty)
             vs = T._rec_val
@@ -933,13 +933,13 @@ def mul_(input, other):
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
-                        rx = T._const_t(x)
+                        rx = T._const_t(x, input)
                     else:
                         rx = T._ref(input)
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y)
+                        ry = T._const_t(y, other)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -981,7 +981,7 @@ def mul_(input, other):
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
-                    rx = T._const_t(x)
+                    rx = T._const_t(x, input)
                 else:
                     rx = T._ref(input)
                 ry = T._cmap.get(y)
@@ -1033,7 +1033,7 @@ def mul_(input, other):
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                        ry = T._const_t(y, other) if y.__class__ is float else T._push_const(other, y)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -1129,13 +1129,13 @@ def div_(input, other):
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
-                        rx = T._const_t(x)
+                        rx = T._const_t(x, input)
                     else:
                         rx = T._ref(input)
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y)
+                        ry = T._const_t(y, other)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -1177,7 +1177,7 @@ def div_(input, other):
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
-                    rx = T._const_t(x)
+                    rx = T._const_t(x, input)
                 else:
                     rx = T._ref(input)
                 ry = T._cmap.get(y)
@@ -1229,7 +1229,7 @@ def div_(input, other):
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                        ry = T._const_t(y, other) if y.__class__ is float else T._push_const(other, y)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -1328,13 +1328,13 @@ def pow_(input, exponent):
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
-                        rx = T._const_t(x)
+                        rx = T._const_t(x, input)
                     else:
                         rx = T._ref(input)
                     if yt is T:
                         ry = exponent._entry
                     elif yt is None:
-                        ry = T._const_t(y)
+                        ry = T._const_t(y, exponent)
                     else:
                         ry = T._ref(exponent)
                     vs = T._rec_val
@@ -1376,7 +1376,7 @@ def pow_(input, exponent):
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
-                    rx = T._const_t(x)
+                    rx = T._const_t(x, input)
                 else:
                     rx = T._ref(input)
                 ry = T._cmap.get(y)
@@ -1428,7 +1428,7 @@ def pow_(input, exponent):
                     if yt is T:
                         ry = exponent._entry
                     elif yt is None:
-                        ry = T._const_t(y) if y.__class__ is float else T._push_const(exponent, y)
+                        ry = T._const_t(y, exponent) if y.__class__ is float else T._push_const(exponent, y)
                     else:
                         ry = T._ref(exponent)
                     vs = T._rec_val
@@ -1522,7 +1522,7 @@ def rpow_(ty, tx):
             if yt is T:
                 ry = ty._entry
             elif yt is None:
-                ry = T._const_t(y)
+                ry = T._const_t(y, ty)
             else:
                 ry = T._ref(ty)
             vs = T._rec_val
@@ -1575,13 +1575,13 @@ def atan2_(input, other):
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
-                        rx = T._const_t(x)
+                        rx = T._const_t(x, input)
                     else:
                         rx = T._ref(input)
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y)
+                        ry = T._const_t(y, other)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -1623,7 +1623,7 @@ def atan2_(input, other):
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
-                    rx = T._const_t(x)
+                    rx = T._const_t(x, input)
                 else:
                     rx = T._ref(input)
                 ry = T._cmap.get(y)
@@ -1675,7 +1675,7 @@ def atan2_(input, other):
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                        ry = T._const_t(y, other) if y.__class__ is float else T._push_const(other, y)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -1771,13 +1771,13 @@ def maximum_(input, other):
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
-                        rx = T._const_t(x)
+                        rx = T._const_t(x, input)
                     else:
                         rx = T._ref(input)
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y)
+                        ry = T._const_t(y, other)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -1819,7 +1819,7 @@ def maximum_(input, other):
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
-                    rx = T._const_t(x)
+                    rx = T._const_t(x, input)
                 else:
                     rx = T._ref(input)
                 ry = T._cmap.get(y)
@@ -1871,7 +1871,7 @@ def maximum_(input, other):
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                        ry = T._const_t(y, other) if y.__class__ is float else T._push_const(other, y)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -1967,13 +1967,13 @@ def minimum_(input, other):
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
-                        rx = T._const_t(x)
+                        rx = T._const_t(x, input)
                     else:
                         rx = T._ref(input)
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y)
+                        ry = T._const_t(y, other)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -2015,7 +2015,7 @@ def minimum_(input, other):
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
-                    rx = T._const_t(x)
+                    rx = T._const_t(x, input)
                 else:
                     rx = T._ref(input)
                 ry = T._cmap.get(y)
@@ -2067,7 +2067,7 @@ def minimum_(input, other):
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                        ry = T._const_t(y, other) if y.__class__ is float else T._push_const(other, y)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -2158,7 +2158,7 @@ def neg_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -2248,7 +2248,7 @@ def abs_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -2338,7 +2338,7 @@ def exp_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -2428,7 +2428,7 @@ def log_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -2518,7 +2518,7 @@ def log1p_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -2608,7 +2608,7 @@ def expm1_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -2698,7 +2698,7 @@ def sqrt_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -2788,7 +2788,7 @@ def sin_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -2878,7 +2878,7 @@ def cos_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -2968,7 +2968,7 @@ def tan_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -3058,7 +3058,7 @@ def asin_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -3148,7 +3148,7 @@ def acos_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -3238,7 +3238,7 @@ def atan_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -3328,7 +3328,7 @@ def sinh_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -3418,7 +3418,7 @@ def cosh_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -3508,7 +3508,7 @@ def tanh_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -3598,7 +3598,7 @@ def sigmoid_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -3688,7 +3688,7 @@ def relu_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -3778,7 +3778,7 @@ def erf_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -3868,7 +3868,7 @@ def sign_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -3958,7 +3958,7 @@ def round_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -4048,7 +4048,7 @@ def floor_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -4138,7 +4138,7 @@ def ceil_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -4228,7 +4228,7 @@ def trunc_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -4358,7 +4358,7 @@ def reciprocal_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -4448,7 +4448,7 @@ def clone_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1
@@ -4543,13 +4543,13 @@ def sigmoid_backward_(input, other):
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
-                        rx = T._const_t(x)
+                        rx = T._const_t(x, input)
                     else:
                         rx = T._ref(input)
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y)
+                        ry = T._const_t(y, other)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -4591,7 +4591,7 @@ def sigmoid_backward_(input, other):
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
-                    rx = T._const_t(x)
+                    rx = T._const_t(x, input)
                 else:
                     rx = T._ref(input)
                 ry = T._cmap.get(y)
@@ -4643,7 +4643,7 @@ def sigmoid_backward_(input, other):
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                        ry = T._const_t(y, other) if y.__class__ is float else T._push_const(other, y)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -4739,13 +4739,13 @@ def tanh_backward_(input, other):
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
-                        rx = T._const_t(x)
+                        rx = T._const_t(x, input)
                     else:
                         rx = T._ref(input)
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y)
+                        ry = T._const_t(y, other)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -4787,7 +4787,7 @@ def tanh_backward_(input, other):
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
-                    rx = T._const_t(x)
+                    rx = T._const_t(x, input)
                 else:
                     rx = T._ref(input)
                 ry = T._cmap.get(y)
@@ -4839,7 +4839,7 @@ def tanh_backward_(input, other):
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                        ry = T._const_t(y, other) if y.__class__ is float else T._push_const(other, y)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -4935,13 +4935,13 @@ def threshold_backward_(input, other):
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
-                        rx = T._const_t(x)
+                        rx = T._const_t(x, input)
                     else:
                         rx = T._ref(input)
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y)
+                        ry = T._const_t(y, other)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -4983,7 +4983,7 @@ def threshold_backward_(input, other):
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
-                    rx = T._const_t(x)
+                    rx = T._const_t(x, input)
                 else:
                     rx = T._ref(input)
                 ry = T._cmap.get(y)
@@ -5035,7 +5035,7 @@ def threshold_backward_(input, other):
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                        ry = T._const_t(y, other) if y.__class__ is float else T._push_const(other, y)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -5141,13 +5141,13 @@ def gelu_backward_(input, other):
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
-                        rx = T._const_t(x)
+                        rx = T._const_t(x, input)
                     else:
                         rx = T._ref(input)
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y)
+                        ry = T._const_t(y, other)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -5189,7 +5189,7 @@ def gelu_backward_(input, other):
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
-                    rx = T._const_t(x)
+                    rx = T._const_t(x, input)
                 else:
                     rx = T._ref(input)
                 ry = T._cmap.get(y)
@@ -5241,7 +5241,7 @@ def gelu_backward_(input, other):
                     if yt is T:
                         ry = other._entry
                     elif yt is None:
-                        ry = T._const_t(y) if y.__class__ is float else T._push_const(other, y)
+                        ry = T._const_t(y, other) if y.__class__ is float else T._push_const(other, y)
                     else:
                         ry = T._ref(other)
                     vs = T._rec_val
@@ -5352,7 +5352,7 @@ def sgn_(input):
             if xt is T:
                 rx = input._entry
             elif xt is None:
-                rx = T._const_t(x)
+                rx = T._const_t(x, input)
             else:
                 rx = T._ref(input)
             ry = -1

@@ -78,6 +78,10 @@ class Op(NamedTuple):
     # PyTorch's extra keyword of the method (``x.div(y, rounding_mode=...)``): the ops
     # layer's function, which takes it, is the method; the row serves the operator (``x / y``)
     keyword: Optional[str] = None
+    # the input (x, y or z) that makes PyTorch's node save what its partial reads whenever it
+    # is a tensor, taking a gradient or not (``pow``'s tensor exponent: PowBackward1 saves the
+    # result), so an in-place change of those values raises at the backward, as there
+    saved_for_tensor: Optional[str] = None
 
 
 U = ((-2.0, 2.0),)
@@ -109,7 +113,7 @@ OPS: Tuple[Op, ...] = (
        # PyTorch's pow_backward_exponent: grad * where(cond, 0, result * log(x)) (the zero is
        # a constant: the branch not taken passes nothing back to the result)
        gy="g * (0.0 if (x == 0.0 and y >= 0.0) else out * log(x))",
-       node="PowBackward1", dunder="pow", node_c="PowBackward0",
+       node="PowBackward1", dunder="pow", node_c="PowBackward0", saved_for_tensor="y",
        node_r="PowBackward2", int_result=True, domain=((0.3, 2.0), (-2.0, 2.0)),
        params="input, exponent"),
     # atan2(x, y) = angle of (y, x): d/dx = y/(x^2+y^2) ; d/dy = -x/(x^2+y^2)

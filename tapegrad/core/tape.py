@@ -125,7 +125,7 @@ class Tape:
 
     __slots__ = ("_rec_op", "_rec_a", "_rec_b", "_rec_val", "_c", "_base", "_stored_op", "_stored_a", "_stored_b", "_stored_val",
                  "_arr", "_leaves", "_leaf_of", "_owner", "_links", "_linkcache", "_py", "_hooks", "_retain",
-                 "_stops", "_freed", "_dirty", "_const_sources", "_tensor_consts", "_cmap", "_reads", "_guards",
+                 "_stops", "_freed", "_dirty", "_const_sources", "_const_entries", "_tensor_consts", "_cmap", "_reads", "_guards",
                  "_walk_index", "rewrite_array_op", "_arr_seen", "_arr_bytes", "_retiring", "__weakref__")
 
     def __init__(self):
@@ -154,6 +154,7 @@ class Tape:
         # const entry -> (tensor, its version then): a tensor without grad saved by reference,
         # whose in-place change after that makes a backward that needs it raise
         self._const_sources = {}
+        self._const_entries = {}              # id(tensor) -> (tensor, version, entry): _const_t
         self._tensor_consts = set()           # constant refs that came from tensors (not Python numbers)
         self._cmap = {}            # Python-number constant -> its reference (deduplicated)
         self._reads = []           # (entry, "file:line") where Python read a recorded value
@@ -299,12 +300,26 @@ class Tape:
                 self._cmap[c] = r
         return r
 
-    def _const_t(self, c):
-        """A constant that came from a tensor that does not require grad."""
-        self._c.append(float(c))
-        r = -len(self._c)
-        self._tensor_consts.add(r)
-        return r
+    def _const_t(self, c, t=None):
+        """A constant number ``c`` that came from tensor ``t`` (which does not require grad):
+        a constant entry that keeps ``t``'s version, as ``_push_const`` does for arrays, so
+        that an in-place change of ``t`` before the backward raises where PyTorch's node
+        saved it; one entry per tensor and version.  Without ``t``, or on a tape that
+        ``tg.compile`` records on (a replayed program holds its constants as numbers), a
+        constant reference marked as a tensor's."""
+        if t is None or self.rewrite_array_op is not None:
+            self._c.append(float(c))
+            r = -len(self._c)
+            self._tensor_consts.add(r)
+            return r
+        version = getattr(t, "_version", 0)
+        known = self._const_entries.get(id(t))
+        if known is not None and known[0] is t and known[1] == version:
+            return known[2]
+        i = self._push(CONST, -1, -1, float(c))
+        self._const_sources[i] = (t, version)
+        self._const_entries[id(t)] = (t, version, i)
+        return i
 
     def _push_const(self, t, value):
         """An array constant entry holding ``value``, the value of tensor ``t`` (no grad)."""

@@ -94,7 +94,8 @@ def _operand_ref(T, t, shape):
         v = t._value
         if t._tape is None:  # a constant tensor
             if shape == () or v.__class__ is float or v.size == 1:
-                return T._const_t(_b.float(np.asarray(v).reshape(())) if v.__class__ is not float else v)
+                return T._const_t(_b.float(np.asarray(v).reshape(())) if v.__class__ is not float else v,
+                                  t)
             return T._push_const(t, np.broadcast_to(np.asarray(v, np.float64), shape))
         r = t._entry if t._tape is T else T._ref(t)
         vshape = () if v.__class__ is float else v.shape
@@ -208,7 +209,7 @@ def elementwise_fallback(code, args):
                 t = x._tape
                 ra = x._entry if t is T else T._ref(x) if t is not None else \
                     T._push_const(x, x._value) if x._value.__class__ is not _b.float else \
-                    T._const_t(x._value)
+                    T._const_t(x._value, x)
             else:
                 ra = T._cmap.get(x) or T._const(x)   # (a known number: its reference, never 0)
             rb = -1
@@ -218,7 +219,7 @@ def elementwise_fallback(code, args):
                     t = y._tape
                     rb = y._entry if t is T else T._ref(y) if t is not None else \
                         T._push_const(y, y._value) if y._value.__class__ is not _b.float else \
-                        T._const_t(y._value)
+                        T._const_t(y._value, y)
                 else:
                     rb = T._cmap.get(y) or T._const(y)
             vs = T._rec_val

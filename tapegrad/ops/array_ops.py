@@ -254,9 +254,10 @@ def _float64(v):
 def rule_call(name, *args, **params):
     """``call`` in a rule: on tensors ``call`` itself; on NumPy values (a ``numpy_rule``
     run by ``pyop_numpy_backward``) the op's forward alone, which is what ``call`` computes
-    where nothing records."""
-    if isinstance(args[0], Tensor):
-        return call(name, *args, **params)
+    where nothing records.  (A rule's values are all tensors or all NumPy values.)"""
+    for a in args:
+        if isinstance(a, Tensor):
+            return call(name, *args, **params)
     return ARRAY_OPS[name].forward(*args, **params)
 
 

@@ -376,7 +376,7 @@ def _einsum_equation(ins, out):
 _EINSUM_PLANNED = 4096
 
 
-@defop("einsum", "EinsumBackward0", method=False)
+@defop("einsum", "EinsumBackward0", method=False, numpy_rule=True)
 def einsum(equation, *xs):
     ins, out = parse_einsum(equation, [np.shape(x) for x in xs])
     planned = len(xs) > 2 or int(np.sum([np.size(x) for x in xs])) >= _EINSUM_PLANNED
@@ -395,7 +395,8 @@ def _einsum_grad(g, equation, xs, k):
     for c, n in zip(sub, shape):
         if c in seen:
             fresh = next(spare)
-            eyes.append((seen[c] + fresh, wrap(np.eye(n))))
+            eye = np.eye(n)
+            eyes.append((seen[c] + fresh, eye if g.__class__ is np.ndarray else wrap(eye)))
             target += fresh
         else:
             seen[c] = c
@@ -405,13 +406,13 @@ def _einsum_grad(g, equation, xs, k):
     # letters of operand k found nowhere else: computed without, then expanded back
     have = "".join(subs)
     partial = "".join(c for c in target if c in have)
-    r = call("einsum", _einsum_equation(subs, partial), *operands)
+    r = rule_call("einsum", _einsum_equation(subs, partial), *operands)
     if partial != target:
         shape_in = tuple(n if c in partial else 1 for c, n in zip(target, shape))
         order = [partial.index(c) for c in target if c in partial]
         if order != sorted(order):
-            r = call("permute", r, tuple(order))
-        r = call("expand", call("reshape", r, shape_in), tuple(shape))
+            r = rule_call("permute", r, tuple(order))
+        r = rule_call("expand", rule_call("reshape", r, shape_in), tuple(shape))
     return r
 
 
