@@ -25,9 +25,11 @@ def test_deviations_quote_the_readme():
 
 
 def test_programs_match_torch():
-    """Passes when tapegrad matches PyTorch on every program.  While others fix the known
-    mismatches it xfails (not strict) with the failure classes as its reason: see them with
-    ``pytest -rx -vv`` (or ``-s`` for the same list printed)."""
+    """Fails when a program's value, gradient, exception or graph differs from PyTorch's
+    (outside the documented deviations), with the failure classes as its message (run
+    ``python tools/fuzz.py --seed 0 --count 2000`` for reproducers).  Programs that only ran
+    past their time budget xfail instead: on a cold Numba cache a kernel compiled for the
+    first time on a busy machine can take longer than a program's 5 s."""
     report = fuzz(seed=0, count=COUNT)
     assert report.passed + report.failed == COUNT
     assert set(report.per_family) == set(FAMILIES)
@@ -36,5 +38,8 @@ def test_programs_match_torch():
         classes = "; ".join(f"{len(r)}x {c}" for c, r in ranked)
         print(f"{report.failed} of {COUNT} programs differ from PyTorch:")
         print("\n".join(f"{len(r):5d}  {c}" for c, r in ranked))
-        pytest.xfail(f"{report.failed} of {COUNT} programs differ from PyTorch "
-                     f"(python tools/fuzz.py --seed 0 --count {COUNT} for reproducers): {classes}")
+        differ = [c for c in report.classes if c.split(" / ")[1] != "timeout"]
+        assert not differ, (f"{report.failed} of {COUNT} programs differ from PyTorch "
+                            f"(python tools/fuzz.py --seed 0 --count {COUNT} for reproducers): "
+                            f"{classes}")
+        pytest.xfail(f"{report.failed} of {COUNT} programs ran past their time budget: {classes}")

@@ -1998,6 +1998,18 @@ class Report:
 
 
 def fuzz(seed: int, count: int, family: Optional[str] = None) -> Report:
+    # PyTorch's default dtype is float64 while the programs run, whatever the caller (a
+    # test run before it) left it at: float32 there made Python numbers float32 on the
+    # PyTorch side only (13 of 2,000 programs in the suite's bounded run)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        return _fuzz(seed, count, family)
+    finally:
+        torch.set_default_dtype(default)
+
+
+def _fuzz(seed: int, count: int, family: Optional[str]) -> Report:
     report = Report()
     for index in range(count):
         fam = family_of(index, family)
