@@ -1167,3 +1167,26 @@ def optimizer_in_backward_program(L):
 def test_optimizer_step_in_a_post_accumulate_grad_hook():
     out = compare(optimizer_in_backward_program)
     assert [o[1] for o in out[:3]] == [True] * 3 and out[0][0] > out[1][0] > out[2][0]
+
+
+def retained_across_in_place_program(L):
+    # retain_grad, then an in-place op: the retained gradient is the changed tensor's, as
+    # PyTorch's retains_grad follows the tensor (it was None in tapegrad)
+    x = leaf(L, [1.0, -1.3])
+    y = x.neg()
+    y.retain_grad()
+    y.mul_(3.0)
+    (y * y).sum().backward()
+    z = leaf(L, 1.5).neg()
+    z.retain_grad()
+    z.sub_(-0.0)
+    z.retain_grad()        # (twice, before and after: one gradient, not two summed)
+    z.backward()
+    return [y.grad.tolist(), x.grad.tolist(), z.grad.item()]
+
+
+def test_retained_gradient_follows_an_in_place_op():
+    y_grad, x_grad, z_grad = compare(retained_across_in_place_program)
+    np.testing.assert_allclose(y_grad, [-6.0, 7.8], rtol=1e-15)
+    np.testing.assert_allclose(x_grad, [18.0, -23.4], rtol=1e-15)
+    assert z_grad == 1.0

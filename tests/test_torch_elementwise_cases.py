@@ -462,6 +462,37 @@ def test_zero_tensor_through_abs_as_pytorch(xv):
         torch.set_default_dtype(torch.float32)
 
 
+def _hook_on_a_zero_tensor(lib, shape, hook, create_graph):
+    # sgn's derivative is a zero tensor; a hook on the tensor below it that returns its own
+    # result (g + 1) passes that on as a gradient like any other
+    x = lib.tensor([0.811, -0.3][:shape[0]] if shape else 0.811, requires_grad=True)
+    y = x * 1.0
+    y.register_hook(hook)
+    (g,) = lib.autograd.grad(y.sgn().sum(), x, create_graph=create_graph)
+    g = (g + lib.zeros_like(g)).detach()   # (PyTorch's g * 2 is a zero tensor: no storage)
+    return [float(v) for v in g.reshape(-1)]
+
+
+HOOKED_ZERO_TENSOR = [((), lambda g: g + 1, False, [1.0]), ((2,), lambda g: g + 1, False, [1.0, 1.0]),
+                      ((2,), lambda g: g + 1, True, [1.0, 1.0]),
+                      ((2,), lambda g: g * 2, False, [0.0, 0.0])]
+
+
+@pytest.mark.parametrize("shape,hook,create_graph,want", HOOKED_ZERO_TENSOR)
+def test_hook_result_replaces_a_zero_tensor(shape, hook, create_graph, want):
+    assert _hook_on_a_zero_tensor(tg, shape, hook, create_graph) == want
+
+
+@needs_torch
+@pytest.mark.parametrize("shape,hook,create_graph,want", HOOKED_ZERO_TENSOR)
+def test_hook_result_replaces_a_zero_tensor_as_pytorch(shape, hook, create_graph, want):
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert _hook_on_a_zero_tensor(torch, shape, hook, create_graph) == want
+    finally:
+        torch.set_default_dtype(torch.float32)
+
+
 def _erf_abs_second_derivative(lib):
     x = lib.tensor([-0.0, 0.5], requires_grad=True)
     (g,) = lib.autograd.grad(lib.erf(x.abs()).sum(), [x], create_graph=True)

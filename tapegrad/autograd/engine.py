@@ -1101,12 +1101,16 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
                 continue
             hooks = T._hooks.get(s)
             if hooks:
-                g = adj.tensor(s)
+                g = given = adj.tensor(s)
                 if before_hooks is not None and s in before_hooks:
                     before_hooks[s] = g if create_graph else wrap(np.array(g._value, copy=True))
                 for hook in list(hooks):
                     g = run_hook(hook, g)
                 adj.set(s, g)
+                if g is not given and reached[s] == 2:
+                    # a hook's own result in place of sgn's zero tensor (g + 1): a gradient
+                    # like any other from here, not a zero tensor the sweep passes on as +0
+                    reached[s] = 1
             py = None if pruned else T._py.get(s)
             state = None if pruned else node_state(T, s)   # hooks on the node (autograd.graph)
             if py is not None:
@@ -1254,11 +1258,17 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
                     s = work.setdefault(id(S), [S, {}])[1]
                     g = adj.get(i)
                     s[j] = s[j] + g if j in s else g
-            for i, ref in T._retain.items():
+            kept = set()
+            for ref in T._retain.values():
                 t = ref()
-                if t is not None and i < len(reached) and reached[i] and t._tape is T and \
-                        t._entry == i and (adj.needed is None or adj.needed[i]
-                                         or (len(tensors) == 1 and i in seeds)):
+                if t is None or t._tape is not T or id(t) in kept:
+                    continue
+                # the tensor's entry now: an in-place op since retain_grad moved it on, and
+                # PyTorch's retained gradient follows it (that of the changed tensor)
+                i = t._entry
+                if i < len(reached) and reached[i] and (adj.needed is None or adj.needed[i]
+                                                        or (len(tensors) == 1 and i in seeds)):
+                    kept.add(id(t))
                     acc.extend([t], [adj.get(i)])
                     acc.retained.add(id(t))
             for pos, S, j in targets:
