@@ -57,6 +57,8 @@ REFERENCE = {
     "eq": lambda x, y: x == y,
     "ne": lambda x, y: x != y,
     "clamp": lambda x, lo, hi: min(max(x, lo), hi),
+    "clamp_min": max,
+    "clamp_max": min,
     "where": lambda c, x, y: x if c else y,
     # PyTorch's fused backward ops (internal rows, recorded by create_graph rules)
     "sigmoid_backward": lambda g, s: g * (1.0 - s) * s,

@@ -8,6 +8,7 @@ import pytest
 
 import tapegrad as tg
 from tapegrad.core import kernels as K
+from tapegrad.core.tape import OP_NAMES
 from tapegrad.replay.tape_passes import _Pool, optimize
 from tapegrad.replay.compiled_tape import CompiledTape, RetraceRequired, _validate
 
@@ -27,8 +28,8 @@ def _optimised(f):
     for k in KEYS:
         assert arrays[k].dtype == getattr(f, k).dtype, k
     _validate({**arrays, "guard_values": f.guard_values},
-              {"format": "tapegrad-compiled-tape", "version": 1, "n_inputs": f.n_inputs,
-               "guards": [w for _, _, w in f.guards]})
+              {"format": "tapegrad-compiled-tape", "version": 2, "ops": list(OP_NAMES),
+               "n_inputs": f.n_inputs, "guards": [w for _, _, w in f.guards]})
     tern = np.nonzero(K.ARITY[arrays["op"]] == 3)[0]
     assert np.array_equal(arrays["b"][tern], tern - 1)      # each arg right before its op
     g = copy.copy(f)

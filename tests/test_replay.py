@@ -457,6 +457,24 @@ def test_load_names_the_field_of_bad_metadata(tmp_path):
             tg.load(tmp_path / "bad.npz")
 
 
+def test_load_refuses_a_file_of_another_op_table(tmp_path):
+    # opcodes are positions in the op table: a file that does not say which table (format
+    # version 1) or names another is refused, never replayed as other ops
+    import json
+    f = _small_compiled()
+    f.save(tmp_path / "ok")
+    with np.load(tmp_path / "ok.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays["meta"]))
+    assert meta["version"] == 2 and meta["ops"][:3] == ["add", "sub", "mul"]
+    older = {k: v for k, v in meta.items() if k != "ops"}
+    other = {**meta, "ops": meta["ops"][:-8] + ["clamp_min"] + meta["ops"][-8:]}
+    for bad in ({**older, "version": 1}, older, other):
+        np.savez(tmp_path / "bad.npz", **{**arrays, "meta": np.array(json.dumps(bad))})
+        with pytest.raises(ValueError, match="another op table"):
+            tg.load(tmp_path / "bad.npz")
+
+
 def test_tape_compile_of_an_input_element_returned_as_it_is():
     """``x[0, 3]`` with no op after it: the output is the input's element (gradient 1)."""
     x = [[1.0, -1.274, 1.961, -1.07]]

@@ -90,6 +90,8 @@ JIT_FORMS = {
     "eq": "operator.eq:compare",
     "ne": "operator.ne:compare",
     "clamp": "np.clip clamp:stub",
+    "clamp_min": "clamp_min:stub",
+    "clamp_max": "clamp_max:stub",
     "where": "where:stub",
     "reciprocal": "np.reciprocal reciprocal:stub",
     "clone": "clone:stub",

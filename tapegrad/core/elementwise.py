@@ -58,6 +58,8 @@ _forward_tanh_backward = _ARRAY_FORWARD[43]
 _forward_threshold_backward = _ARRAY_FORWARD[44]
 _forward_gelu_backward = _ARRAY_FORWARD[47]
 _forward_sgn = _ARRAY_FORWARD[52]
+_forward_clamp_min = _ARRAY_FORWARD[53]
+_forward_clamp_max = _ARRAY_FORWARD[54]
 
 
 def add_(input, other):
@@ -5413,7 +5415,399 @@ def sgn_(input):
     return _generic(52, (input,))
 
 
-FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'sign': sign_, 'round': round_, 'floor': floor_, 'ceil': ceil_, 'trunc': trunc_, 'lt': lt_, 'le': le_, 'gt': gt_, 'ge': ge_, 'eq': eq_, 'ne': ne_, 'clamp': clamp_, 'where': where_, 'reciprocal': reciprocal_, 'clone': clone_, 'sigmoid_backward': sigmoid_backward_, 'tanh_backward': tanh_backward_, 'threshold_backward': threshold_backward_, 'leaky_relu_backward': leaky_relu_backward_, 'elu_backward': elu_backward_, 'gelu_backward': gelu_backward_, 'softplus_backward': softplus_backward_, 'mse_loss_backward': mse_loss_backward_, 'binary_cross_entropy_backward': binary_cross_entropy_backward_, 'smooth_l1_backward': smooth_l1_backward_, 'sgn': sgn_}
+def clamp_min_(input, min):
+    """clamp_min: elementwise, differentiable (node ``ClampMinBackward1``)."""
+    if input.__class__ is Tensor:
+        x = input._value
+        if x.__class__ is float:
+            cy = min.__class__
+            if cy is Tensor:
+                y = min._value
+                if y.__class__ is float:
+                    try:
+                        v = math.nan if (x != x or y != y) else (y if x < y else x)
+                    except (ArithmeticError, ValueError):
+                        v = _ieee(53, x, y, 0.0)
+                    xt = input._tape
+                    yt = min._tape
+                    if xt is None and yt is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if T._retiring:
+                        T = _next_tape(T, input, min)
+                    if xt is T:
+                        rx = input._entry
+                    elif xt is None:
+                        rx = T._const_t(x, input)
+                    else:
+                        rx = T._ref(input)
+                    if yt is T:
+                        ry = min._entry
+                    elif yt is None:
+                        ry = T._const_t(y, min)
+                    else:
+                        ry = T._ref(min)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _CHUNK:
+                        n = T._flush()
+                    T._rec_op.append(53)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(v)
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = T
+                    r._entry = T._base + n
+                    return r
+            elif cy is float or cy is int:
+                y = min if cy is float else float(min)
+                try:
+                    v = math.nan if (x != x or y != y) else (y if x < y else x)
+                except (ArithmeticError, ValueError):
+                    v = _ieee(53, x, y, 0.0)
+                xt = input._tape
+                if xt is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                if T._retiring:
+                    T = _next_tape(T, input)
+                if xt is T:
+                    rx = input._entry
+                elif xt is None:
+                    rx = T._const_t(x, input)
+                else:
+                    rx = T._ref(input)
+                ry = T._cmap.get(y)
+                if ry is None:
+                    ry = T._const(y)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _CHUNK:
+                    n = T._flush()
+                T._rec_op.append(53)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(v)
+                r = _new(Tensor)
+                r._value = v
+                r._tape = T
+                r._entry = T._base + n
+                return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            cy = min.__class__
+            if cy is Tensor:
+                y = min._value
+                if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
+                    v = _forward_clamp_min(x, y)
+                    xt = input._tape
+                    yt = min._tape
+                    if xt is None and yt is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if T._retiring:
+                        T = _next_tape(T, input, min)
+                    if xt is T:
+                        rx = input._entry
+                    elif xt is None:
+                        rx = T._push_const(input, x)
+                    else:
+                        rx = T._ref(input)
+                    if yt is T:
+                        ry = min._entry
+                    elif yt is None:
+                        ry = T._const_t(y, min) if y.__class__ is float else T._push_const(min, y)
+                    else:
+                        ry = T._ref(min)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _ARRAY_CHUNK:
+                        n = T._flush()
+                    i = T._base + n
+                    T._rec_op.append(53)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(_NAN)
+                    T._arr[i] = v
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = T
+                    r._entry = i
+                    return r
+            elif cy is float or cy is int:
+                v = _forward_clamp_min(x, min)
+                xt = input._tape
+                if xt is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                if T._retiring:
+                    T = _next_tape(T, input)
+                if xt is T:
+                    rx = input._entry
+                elif xt is None:
+                    rx = T._push_const(input, x)
+                else:
+                    rx = T._ref(input)
+                ry = T._cmap.get(min) or T._const(min)   # (never 0: a known number's reference)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _ARRAY_CHUNK:
+                    n = T._flush()
+                i = T._base + n
+                T._rec_op.append(53)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(_NAN)
+                T._arr[i] = v
+                r = _new(Tensor)
+                r._value = v
+                r._tape = T
+                r._entry = i
+                return r
+    return _generic(53, (input, min))
+
+
+def clamp_max_(input, max):
+    """clamp_max: elementwise, differentiable (node ``ClampMaxBackward1``)."""
+    if input.__class__ is Tensor:
+        x = input._value
+        if x.__class__ is float:
+            cy = max.__class__
+            if cy is Tensor:
+                y = max._value
+                if y.__class__ is float:
+                    try:
+                        v = math.nan if (x != x or y != y) else (y if x > y else x)
+                    except (ArithmeticError, ValueError):
+                        v = _ieee(54, x, y, 0.0)
+                    xt = input._tape
+                    yt = max._tape
+                    if xt is None and yt is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if T._retiring:
+                        T = _next_tape(T, input, max)
+                    if xt is T:
+                        rx = input._entry
+                    elif xt is None:
+                        rx = T._const_t(x, input)
+                    else:
+                        rx = T._ref(input)
+                    if yt is T:
+                        ry = max._entry
+                    elif yt is None:
+                        ry = T._const_t(y, max)
+                    else:
+                        ry = T._ref(max)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _CHUNK:
+                        n = T._flush()
+                    T._rec_op.append(54)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(v)
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = T
+                    r._entry = T._base + n
+                    return r
+            elif cy is float or cy is int:
+                y = max if cy is float else float(max)
+                try:
+                    v = math.nan if (x != x or y != y) else (y if x > y else x)
+                except (ArithmeticError, ValueError):
+                    v = _ieee(54, x, y, 0.0)
+                xt = input._tape
+                if xt is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                if T._retiring:
+                    T = _next_tape(T, input)
+                if xt is T:
+                    rx = input._entry
+                elif xt is None:
+                    rx = T._const_t(x, input)
+                else:
+                    rx = T._ref(input)
+                ry = T._cmap.get(y)
+                if ry is None:
+                    ry = T._const(y)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _CHUNK:
+                    n = T._flush()
+                T._rec_op.append(54)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(v)
+                r = _new(Tensor)
+                r._value = v
+                r._tape = T
+                r._entry = T._base + n
+                return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            cy = max.__class__
+            if cy is Tensor:
+                y = max._value
+                if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
+                    v = _forward_clamp_max(x, y)
+                    xt = input._tape
+                    yt = max._tape
+                    if xt is None and yt is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    try:
+                        T = _rec_get()
+                    except LookupError:
+                        T = _boot()
+                    if T is None:
+                        r = _new(Tensor)
+                        r._value = v
+                        r._tape = None
+                        return r
+                    if T._retiring:
+                        T = _next_tape(T, input, max)
+                    if xt is T:
+                        rx = input._entry
+                    elif xt is None:
+                        rx = T._push_const(input, x)
+                    else:
+                        rx = T._ref(input)
+                    if yt is T:
+                        ry = max._entry
+                    elif yt is None:
+                        ry = T._const_t(y, max) if y.__class__ is float else T._push_const(max, y)
+                    else:
+                        ry = T._ref(max)
+                    vs = T._rec_val
+                    n = len(vs)
+                    if n >= _ARRAY_CHUNK:
+                        n = T._flush()
+                    i = T._base + n
+                    T._rec_op.append(54)
+                    T._rec_a.append(rx)
+                    T._rec_b.append(ry)
+                    vs.append(_NAN)
+                    T._arr[i] = v
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = T
+                    r._entry = i
+                    return r
+            elif cy is float or cy is int:
+                v = _forward_clamp_max(x, max)
+                xt = input._tape
+                if xt is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                try:
+                    T = _rec_get()
+                except LookupError:
+                    T = _boot()
+                if T is None:
+                    r = _new(Tensor)
+                    r._value = v
+                    r._tape = None
+                    return r
+                if T._retiring:
+                    T = _next_tape(T, input)
+                if xt is T:
+                    rx = input._entry
+                elif xt is None:
+                    rx = T._push_const(input, x)
+                else:
+                    rx = T._ref(input)
+                ry = T._cmap.get(max) or T._const(max)   # (never 0: a known number's reference)
+                vs = T._rec_val
+                n = len(vs)
+                if n >= _ARRAY_CHUNK:
+                    n = T._flush()
+                i = T._base + n
+                T._rec_op.append(54)
+                T._rec_a.append(rx)
+                T._rec_b.append(ry)
+                vs.append(_NAN)
+                T._arr[i] = v
+                r = _new(Tensor)
+                r._value = v
+                r._tape = T
+                r._entry = i
+                return r
+    return _generic(54, (input, max))
+
+
+FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'sign': sign_, 'round': round_, 'floor': floor_, 'ceil': ceil_, 'trunc': trunc_, 'lt': lt_, 'le': le_, 'gt': gt_, 'ge': ge_, 'eq': eq_, 'ne': ne_, 'clamp': clamp_, 'where': where_, 'reciprocal': reciprocal_, 'clone': clone_, 'sigmoid_backward': sigmoid_backward_, 'tanh_backward': tanh_backward_, 'threshold_backward': threshold_backward_, 'leaky_relu_backward': leaky_relu_backward_, 'elu_backward': elu_backward_, 'gelu_backward': gelu_backward_, 'softplus_backward': softplus_backward_, 'mse_loss_backward': mse_loss_backward_, 'binary_cross_entropy_backward': binary_cross_entropy_backward_, 'smooth_l1_backward': smooth_l1_backward_, 'sgn': sgn_, 'clamp_min': clamp_min_, 'clamp_max': clamp_max_}
 WITH_ALPHA = {'add': add_alpha_, 'sub': sub_alpha_}
 
 
@@ -5751,7 +6145,15 @@ def _gp_sgn(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return (EFFICIENT_ZERO if nx else None,)
 
 
-GRAPH_PARTIALS = (_gp_add, _gp_sub, _gp_mul, _gp_div, _gp_pow, _gp_atan2, _gp_maximum, _gp_minimum, _gp_neg, _gp_abs, _gp_exp, _gp_log, _gp_log1p, _gp_expm1, _gp_sqrt, _gp_sin, _gp_cos, _gp_tan, _gp_asin, _gp_acos, _gp_atan, _gp_sinh, _gp_cosh, _gp_tanh, _gp_sigmoid, _gp_relu, _gp_erf, _gp_sign, _gp_round, _gp_floor, _gp_ceil, _gp_trunc, _gp_lt, _gp_le, _gp_gt, _gp_ge, _gp_eq, _gp_ne, _gp_clamp, _gp_where, _gp_reciprocal, _gp_clone, _gp_sigmoid_backward, _gp_tanh_backward, _gp_threshold_backward, _gp_leaky_relu_backward, _gp_elu_backward, _gp_gelu_backward, _gp_softplus_backward, _gp_mse_loss_backward, _gp_binary_cross_entropy_backward, _gp_smooth_l1_backward, _gp_sgn,)
+def _gp_clamp_min(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return ((_sel((_operand(x, xv) >= _operand(y, yv)), g, None, 'clamp_min') if tx or ty else (g if (_operand(x, xv) >= _operand(y, yv)) else _zeros(g))) if nx else None, (_sel((_operand(x, xv) < _operand(y, yv)), g, None, 'clamp_min') if tx or ty else (g if (_operand(x, xv) < _operand(y, yv)) else _zeros(g))) if ny else None,)
+
+
+def _gp_clamp_max(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return ((_sel((_operand(x, xv) <= _operand(y, yv)), g, None, 'clamp_max') if tx or ty else (g if (_operand(x, xv) <= _operand(y, yv)) else _zeros(g))) if nx else None, (_sel((_operand(x, xv) > _operand(y, yv)), g, None, 'clamp_max') if tx or ty else (g if (_operand(x, xv) > _operand(y, yv)) else _zeros(g))) if ny else None,)
+
+
+GRAPH_PARTIALS = (_gp_add, _gp_sub, _gp_mul, _gp_div, _gp_pow, _gp_atan2, _gp_maximum, _gp_minimum, _gp_neg, _gp_abs, _gp_exp, _gp_log, _gp_log1p, _gp_expm1, _gp_sqrt, _gp_sin, _gp_cos, _gp_tan, _gp_asin, _gp_acos, _gp_atan, _gp_sinh, _gp_cosh, _gp_tanh, _gp_sigmoid, _gp_relu, _gp_erf, _gp_sign, _gp_round, _gp_floor, _gp_ceil, _gp_trunc, _gp_lt, _gp_le, _gp_gt, _gp_ge, _gp_eq, _gp_ne, _gp_clamp, _gp_where, _gp_reciprocal, _gp_clone, _gp_sigmoid_backward, _gp_tanh_backward, _gp_threshold_backward, _gp_leaky_relu_backward, _gp_elu_backward, _gp_gelu_backward, _gp_softplus_backward, _gp_mse_loss_backward, _gp_binary_cross_entropy_backward, _gp_smooth_l1_backward, _gp_sgn, _gp_clamp_min, _gp_clamp_max,)
 REFLECTED = {'add': add_, 'sub': rsub_, 'mul': mul_, 'div': rdiv_, 'pow': rpow_}
 for _name, _fn in list(FUNCTIONS.items()) + [('r' + k, f) for k, f in REFLECTED.items()
                                            if f is not FUNCTIONS[k]] + list(WITH_ALPHA.items()):

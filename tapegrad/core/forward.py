@@ -434,5 +434,21 @@ def _vf_sgn(x, y=0.0, z=0.0):
     return (x > 0.0) * 1.0 - (x < 0.0) * 1.0
 
 
-SCALAR_FORWARD = (_sf_add, _sf_sub, _sf_mul, _sf_div, _sf_pow, _sf_atan2, _sf_maximum, _sf_minimum, _sf_neg, _sf_abs, _sf_exp, _sf_log, _sf_log1p, _sf_expm1, _sf_sqrt, _sf_sin, _sf_cos, _sf_tan, _sf_asin, _sf_acos, _sf_atan, _sf_sinh, _sf_cosh, _sf_tanh, _sf_sigmoid, _sf_relu, _sf_erf, _sf_sign, _sf_round, _sf_floor, _sf_ceil, _sf_trunc, _sf_lt, _sf_le, _sf_gt, _sf_ge, _sf_eq, _sf_ne, _sf_clamp, _sf_where, _sf_reciprocal, _sf_clone, _sf_sigmoid_backward, _sf_tanh_backward, _sf_threshold_backward, _sf_leaky_relu_backward, _sf_elu_backward, _sf_gelu_backward, _sf_softplus_backward, _sf_mse_loss_backward, _sf_binary_cross_entropy_backward, _sf_smooth_l1_backward, _sf_sgn,)
-ARRAY_FORWARD = (np.add, np.subtract, np.multiply, np.true_divide, np.power, np.arctan2, _vf_maximum, _vf_minimum, np.negative, np.abs, np.exp, np.log, np.log1p, np.expm1, np.sqrt, np.sin, np.cos, np.tan, np.arcsin, np.arccos, np.arctan, np.sinh, np.cosh, np.tanh, _vf_sigmoid, _vf_relu, _vf_erf, _vf_sign, np.round, np.floor, np.ceil, np.trunc, np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal, _vf_clamp, _vf_where, np.reciprocal, np.copy, _vf_sigmoid_backward, _vf_tanh_backward, _vf_threshold_backward, _vf_leaky_relu_backward, _vf_elu_backward, _vf_gelu_backward, _vf_softplus_backward, _vf_mse_loss_backward, _vf_binary_cross_entropy_backward, _vf_smooth_l1_backward, _vf_sgn,)
+def _sf_clamp_min(x, y, z):
+    return math.nan if (x != x or y != y) else (y if x < y else x)
+
+
+def _vf_clamp_min(x, y=0.0, z=0.0):
+    return np.where((x != x) | (y != y), np.nan, np.where(x < y, y, x))
+
+
+def _sf_clamp_max(x, y, z):
+    return math.nan if (x != x or y != y) else (y if x > y else x)
+
+
+def _vf_clamp_max(x, y=0.0, z=0.0):
+    return np.where((x != x) | (y != y), np.nan, np.where(x > y, y, x))
+
+
+SCALAR_FORWARD = (_sf_add, _sf_sub, _sf_mul, _sf_div, _sf_pow, _sf_atan2, _sf_maximum, _sf_minimum, _sf_neg, _sf_abs, _sf_exp, _sf_log, _sf_log1p, _sf_expm1, _sf_sqrt, _sf_sin, _sf_cos, _sf_tan, _sf_asin, _sf_acos, _sf_atan, _sf_sinh, _sf_cosh, _sf_tanh, _sf_sigmoid, _sf_relu, _sf_erf, _sf_sign, _sf_round, _sf_floor, _sf_ceil, _sf_trunc, _sf_lt, _sf_le, _sf_gt, _sf_ge, _sf_eq, _sf_ne, _sf_clamp, _sf_where, _sf_reciprocal, _sf_clone, _sf_sigmoid_backward, _sf_tanh_backward, _sf_threshold_backward, _sf_leaky_relu_backward, _sf_elu_backward, _sf_gelu_backward, _sf_softplus_backward, _sf_mse_loss_backward, _sf_binary_cross_entropy_backward, _sf_smooth_l1_backward, _sf_sgn, _sf_clamp_min, _sf_clamp_max,)
+ARRAY_FORWARD = (np.add, np.subtract, np.multiply, np.true_divide, np.power, np.arctan2, _vf_maximum, _vf_minimum, np.negative, np.abs, np.exp, np.log, np.log1p, np.expm1, np.sqrt, np.sin, np.cos, np.tan, np.arcsin, np.arccos, np.arctan, np.sinh, np.cosh, np.tanh, _vf_sigmoid, _vf_relu, _vf_erf, _vf_sign, np.round, np.floor, np.ceil, np.trunc, np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal, _vf_clamp, _vf_where, np.reciprocal, np.copy, _vf_sigmoid_backward, _vf_tanh_backward, _vf_threshold_backward, _vf_leaky_relu_backward, _vf_elu_backward, _vf_gelu_backward, _vf_softplus_backward, _vf_mse_loss_backward, _vf_binary_cross_entropy_backward, _vf_smooth_l1_backward, _vf_sgn, _vf_clamp_min, _vf_clamp_max,)

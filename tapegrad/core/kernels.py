@@ -9,24 +9,24 @@ import numpy as np
 
 from .numba_jit import jit
 
-N_ELEMENTWISE = 53
-LEAF = 53
-LINK = 54
-CONST = 55
-ARG = 56
-PYFUNC = 57
-PYOUT = 58
-ARITY = np.array([2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 1, 1, 2, 2, 2, 3, 3, 2, 3, 3, 3, 3, 1, 0, 0, 0, 0, 0, 0], dtype=np.int8)
-SAVES_X = np.array([False, False, True, False, True, True, True, True, False, True, False, True, True, False, False, True, True, False, True, True, True, True, True, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, True, True, False, False, True, True, False, False, True, True, True, True, True, True, False, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_Y = np.array([False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, True, True, True, True, True, True, True, True, True, True, False, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_Z = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, True, True, False, True, True, True, True, False, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_OUT = np.array([False, False, False, True, True, False, False, False, False, False, True, False, False, True, True, False, False, True, False, False, False, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+N_ELEMENTWISE = 55
+LEAF = 55
+LINK = 56
+CONST = 57
+ARG = 58
+PYFUNC = 59
+PYOUT = 60
+ARITY = np.array([2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 1, 1, 2, 2, 2, 3, 3, 2, 3, 3, 3, 3, 1, 2, 2, 0, 0, 0, 0, 0, 0], dtype=np.int8)
+SAVES_X = np.array([False, False, True, False, True, True, True, True, False, True, False, True, True, False, False, True, True, False, True, True, True, True, True, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, True, True, False, False, True, True, False, False, True, True, True, True, True, True, False, True, True, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_Y = np.array([False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, True, True, True, True, True, True, True, True, True, True, False, True, True, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_Z = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, True, True, False, True, True, True, True, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_OUT = np.array([False, False, False, True, True, False, False, False, False, False, True, False, False, True, True, False, False, True, False, False, False, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
 SAVES = SAVES_X | SAVES_Y | SAVES_Z | SAVES_OUT
-READS = np.array([[[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, True], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, True, True, False], [True, True, True, False], [True, True, True, False]], [[False, False, False, False], [True, False, False, False], [True, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, True, False], [False, False, False, False], [False, False, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, True, True, False], [True, False, False, False], [True, False, False, False]], [[False, True, True, False], [True, True, True, False], [True, True, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]]], dtype=np.bool_)
-SAVED_FOR_TENSOR = np.array([[False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, True, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False]], dtype=np.bool_)
-NO_GRAD = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
-ZERO_TENSOR = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False], dtype=np.bool_)
-ZERO_MODE = np.array([[0, 0, 1], [0, 2, 1], [0, 0, 1], [0, 2, 1], [1, 0, 1], [0, 0, 1], [1, 1, 1], [1, 1, 1], [2, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [0, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [2, 1, 1], [0, 1, 1], [1, 0, 1], [1, 0, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 0, 1], [1, 1, 1], [1, 0, 1], [0, 0, 2], [1, 0, 1], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0]], dtype=np.int8)
+READS = np.array([[[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, True], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, True, True, False], [True, True, True, False], [True, True, True, False]], [[False, False, False, False], [True, False, False, False], [True, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, True, False], [False, False, False, False], [False, False, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, True, True, False], [True, False, False, False], [True, False, False, False]], [[False, True, True, False], [True, True, True, False], [True, True, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]]], dtype=np.bool_)
+SAVED_FOR_TENSOR = np.array([[False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, True, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False]], dtype=np.bool_)
+NO_GRAD = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+ZERO_TENSOR = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False], dtype=np.bool_)
+ZERO_MODE = np.array([[0, 0, 1], [0, 2, 1], [0, 0, 1], [0, 2, 1], [1, 0, 1], [0, 0, 1], [1, 1, 1], [1, 1, 1], [2, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [0, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [2, 1, 1], [0, 1, 1], [1, 0, 1], [1, 0, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 0, 1], [1, 1, 1], [1, 0, 1], [0, 0, 2], [1, 0, 1], [0, 0, 0], [1, 1, 1], [1, 1, 1], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0]], dtype=np.int8)
 
 
 @jit
@@ -160,6 +160,10 @@ def forward(o, x, y, z):
         return -x if y <= -z else (x if y >= z else y * x / z)
     elif o == 52:  # sgn
         return 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
+    elif o == 53:  # clamp_min
+        return math.nan if (x != x or y != y) else (y if x < y else x)
+    elif o == 54:  # clamp_max
+        return math.nan if (x != x or y != y) else (y if x > y else x)
     return math.nan
 
 
@@ -273,6 +277,10 @@ def terms(o, g, x, y, z, out):
         return (g * (-1.0)) if y <= -z else ((g) if y >= z else (g * (y / z))), g * (x * (1.0 if y < z and -y < z else 0.0) / z), 0.0
     elif o == 52:  # sgn
         return 0.0, 0.0, 0.0
+    elif o == 53:  # clamp_min
+        return (g) if x >= y else (0.0), (g) if x < y else (0.0), 0.0
+    elif o == 54:  # clamp_max
+        return (g) if x <= y else (0.0), (g) if x > y else (0.0), 0.0
     return 0.0, 0.0, 0.0
 
 
@@ -1305,6 +1313,44 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
                 gz[k * sz] += 0.0
             elif mz == 2:
                 gz[k * sz] = 0.0
+    elif o == 53:  # clamp_min
+        for k in range(n):
+            g = gv[k * sg]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            if mx == 1:
+                gx[k * sx] += (g) if x >= y else (0.0)
+            elif mx == 2:
+                gx[k * sx] = (g) if x >= y else (0.0)
+            if my == 1:
+                gy[k * sy] += (g) if x < y else (0.0)
+            elif my == 2:
+                gy[k * sy] = (g) if x < y else (0.0)
+            if mz == 1:
+                gz[k * sz] += 0.0
+            elif mz == 2:
+                gz[k * sz] = 0.0
+    elif o == 54:  # clamp_max
+        for k in range(n):
+            g = gv[k * sg]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            if mx == 1:
+                gx[k * sx] += (g) if x <= y else (0.0)
+            elif mx == 2:
+                gx[k * sx] = (g) if x <= y else (0.0)
+            if my == 1:
+                gy[k * sy] += (g) if x > y else (0.0)
+            elif my == 2:
+                gy[k * sy] = (g) if x > y else (0.0)
+            if mz == 1:
+                gz[k * sz] += 0.0
+            elif mz == 2:
+                gz[k * sz] = 0.0
 
 
 @jit
@@ -1944,12 +1990,58 @@ def fast_loop(o, want, n, G, O, X, Y, Z, tx, ty, tz):
                 y = Y[k]
                 out = O[k]
                 tx[k] = 0.0
+    elif o == 53:  # clamp_min
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (g) if x >= y else (0.0)
+        elif want == 2:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                ty[k] = (g) if x < y else (0.0)
+        elif want == 3:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (g) if x >= y else (0.0)
+                ty[k] = (g) if x < y else (0.0)
+    elif o == 54:  # clamp_max
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (g) if x <= y else (0.0)
+        elif want == 2:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                ty[k] = (g) if x > y else (0.0)
+        elif want == 3:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (g) if x <= y else (0.0)
+                ty[k] = (g) if x > y else (0.0)
     else:
         return False
     return True
 
 
-HESSIAN_PAIRS = ((), (), ((0, 1),), ((0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), (), (), (), (), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), (), ((0, 0),), (), (), (), (), (), (), (), (), (), (), (), (), (), ((0, 0),), (), ((0, 1), (1, 1)), ((0, 1), (1, 1)), (), ((0, 2),), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (1, 1)), ((0, 1), (1, 1)), ((0, 1), (0, 2)), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (0, 2), (1, 2)), ())
+HESSIAN_PAIRS = ((), (), ((0, 1),), ((0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), (), (), (), (), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), (), ((0, 0),), (), (), (), (), (), (), (), (), (), (), (), (), (), ((0, 0),), (), ((0, 1), (1, 1)), ((0, 1), (1, 1)), (), ((0, 2),), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (1, 1)), ((0, 1), (1, 1)), ((0, 1), (0, 2)), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (0, 2), (1, 2)), (), (), ())
 
 @jit
 def saved_state(o, i, ra, rb, rc, op, freed, dirty, has_dirty):
@@ -2377,6 +2469,14 @@ def replay_point(op, a, b, V, stop):
         elif o == 52:  # sgn
             x = V[ra]
             V[i] = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
+        elif o == 53:  # clamp_min
+            x = V[ra]
+            y = V[rb]
+            V[i] = math.nan if (x != x or y != y) else (y if x < y else x)
+        elif o == 54:  # clamp_max
+            x = V[ra]
+            y = V[rb]
+            V[i] = math.nan if (x != x or y != y) else (y if x > y else x)
 
 
 @jit
@@ -2700,6 +2800,22 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
                 ADJ[rb] += g * (x * (1.0 if y < z and -y < z else 0.0) / z)
         elif o == 52:  # sgn
             g = ADJ[i]
+        elif o == 53:  # clamp_min
+            x = V[ra]
+            y = V[rb]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += (g) if x >= y else (0.0)
+            if vb:
+                ADJ[rb] += (g) if x < y else (0.0)
+        elif o == 54:  # clamp_max
+            x = V[ra]
+            y = V[rb]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += (g) if x <= y else (0.0)
+            if vb:
+                ADJ[rb] += (g) if x > y else (0.0)
 
 
 @jit
@@ -2971,6 +3087,16 @@ def replay_batch(op, a, b, V, stop):
             for k in range(nb):
                 x = V[ra, k]
                 V[i, k] = 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
+        elif o == 53:  # clamp_min
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                V[i, k] = math.nan if (x != x or y != y) else (y if x < y else x)
+        elif o == 54:  # clamp_max
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                V[i, k] = math.nan if (x != x or y != y) else (y if x > y else x)
 
 
 @jit
@@ -3348,6 +3474,24 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
         elif o == 52:  # sgn
             for k in range(nb):
                 g = ADJ[i, k]
+        elif o == 53:  # clamp_min
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += (g) if x >= y else (0.0)
+                if vb:
+                    ADJ[rb, k] += (g) if x < y else (0.0)
+        elif o == 54:  # clamp_max
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += (g) if x <= y else (0.0)
+                if vb:
+                    ADJ[rb, k] += (g) if x > y else (0.0)
 
 
 @jit
@@ -3831,6 +3975,34 @@ def tangent_point(op, a, b, V, T, stop):
         elif o == 52:  # sgn
             for k in range(nk):
                 T[i, k] = 0.0
+        elif o == 53:  # clamp_min
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 if x >= y else 0.0
+            ma = ((False) if (x >= y) else (True))
+            pb = 1.0 if x < y else 0.0
+            mb = ((False) if (x < y) else (True))
+            for k in range(nk):
+                s = 0.0
+                if va and not ma:
+                    s += pa * T[ra, k]
+                if vb and not mb:
+                    s += pb * T[rb, k]
+                T[i, k] = s
+        elif o == 54:  # clamp_max
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 if x <= y else 0.0
+            ma = ((False) if (x <= y) else (True))
+            pb = 1.0 if x > y else 0.0
+            mb = ((False) if (x > y) else (True))
+            for k in range(nk):
+                s = 0.0
+                if va and not ma:
+                    s += pa * T[ra, k]
+                if vb and not mb:
+                    s += pb * T[rb, k]
+                T[i, k] = s
 
 
 @jit
@@ -4270,6 +4442,32 @@ def reverse_multi(op, a, b, V, A, start, stop):
                     A[rb, k] += g * pb
         elif o == 52:  # sgn
             pass
+        elif o == 53:  # clamp_min
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 if x >= y else 0.0
+            ma = ((False) if (x >= y) else (True))
+            pb = 1.0 if x < y else 0.0
+            mb = ((False) if (x < y) else (True))
+            for k in range(nk):
+                g = A[i, k]
+                if va and not ma:
+                    A[ra, k] += g * pa
+                if vb and not mb:
+                    A[rb, k] += g * pb
+        elif o == 54:  # clamp_max
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 if x <= y else 0.0
+            ma = ((False) if (x <= y) else (True))
+            pb = 1.0 if x > y else 0.0
+            mb = ((False) if (x > y) else (True))
+            for k in range(nk):
+                g = A[i, k]
+                if va and not ma:
+                    A[ra, k] += g * pa
+                if vb and not mb:
+                    A[rb, k] += g * pb
 
 
 @jit
@@ -4799,6 +4997,34 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                     D[rb, k] += dg * pb + (g * (tx * (1.0 if y < z and -y < z else 0.0) / z + -(x * (1.0 if y < z and -y < z else 0.0)) * tz / (z * z)))
         elif o == 52:  # sgn
             pass
+        elif o == 53:  # clamp_min
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 if x >= y else 0.0
+            ma = ((False) if (x >= y) else (True))
+            pb = 1.0 if x < y else 0.0
+            mb = ((False) if (x < y) else (True))
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                if va and not ma:
+                    D[ra, k] += dg * pa
+                if vb and not mb:
+                    D[rb, k] += dg * pb
+        elif o == 54:  # clamp_max
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 if x <= y else 0.0
+            ma = ((False) if (x <= y) else (True))
+            pb = 1.0 if x > y else 0.0
+            mb = ((False) if (x > y) else (True))
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                if va and not ma:
+                    D[ra, k] += dg * pa
+                if vb and not mb:
+                    D[rb, k] += dg * pb
 
 
 @jit
@@ -5372,6 +5598,36 @@ def forward_tangent(op, a, b, V, T, stop):
             V[i] = out
             t = 0.0
             T[i] = t
+        elif o == 53:  # clamp_min
+            x = V[ra]
+            y = V[rb]
+            out = math.nan if (x != x or y != y) else (y if x < y else x)
+            V[i] = out
+            pa = 1.0 if x >= y else 0.0
+            ma = ((False) if (x >= y) else (True))
+            pb = 1.0 if x < y else 0.0
+            mb = ((False) if (x < y) else (True))
+            t = 0.0
+            if va and not ma:
+                t += pa * T[ra]
+            if vb and not mb:
+                t += pb * T[rb]
+            T[i] = t
+        elif o == 54:  # clamp_max
+            x = V[ra]
+            y = V[rb]
+            out = math.nan if (x != x or y != y) else (y if x > y else x)
+            V[i] = out
+            pa = 1.0 if x <= y else 0.0
+            ma = ((False) if (x <= y) else (True))
+            pb = 1.0 if x > y else 0.0
+            mb = ((False) if (x > y) else (True))
+            t = 0.0
+            if va and not ma:
+                t += pa * T[ra]
+            if vb and not mb:
+                t += pb * T[rb]
+            T[i] = t
 
 
 @jit
@@ -5920,3 +6176,33 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
                 D[rb] += dg * pb + (g * (tx * (1.0 if y < z and -y < z else 0.0) / z + -(x * (1.0 if y < z and -y < z else 0.0)) * tz / (z * z)))
         elif o == 52:  # sgn
             pass
+        elif o == 53:  # clamp_min
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 if x >= y else 0.0
+            ma = ((False) if (x >= y) else (True))
+            pb = 1.0 if x < y else 0.0
+            mb = ((False) if (x < y) else (True))
+            g = A[i]
+            dg = D[i]
+            if va and not ma:
+                A[ra] += g * pa
+                D[ra] += dg * pa
+            if vb and not mb:
+                A[rb] += g * pb
+                D[rb] += dg * pb
+        elif o == 54:  # clamp_max
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 if x <= y else 0.0
+            ma = ((False) if (x <= y) else (True))
+            pb = 1.0 if x > y else 0.0
+            mb = ((False) if (x > y) else (True))
+            g = A[i]
+            dg = D[i]
+            if va and not ma:
+                A[ra] += g * pa
+                D[ra] += dg * pa
+            if vb and not mb:
+                A[rb] += g * pb
+                D[rb] += dg * pb

@@ -325,6 +325,19 @@ OPS: Tuple[Op, ...] = (
     Op("sgn", 1, "1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)",
        "(x > 0.0) * 1.0 - (x < 0.0) * 1.0", "0.0", node="SgnBackward0", int_result=True,
        efficient_zero=True),
+    # clamp with one bound (``clamp_min``, ``clamp_max``): PyTorch's own nodes, 0 for a number
+    # bound, 1 for a tensor; x keeps the gradient at a tie, the bound takes it where it wins
+    # (rows appended: a saved compiled tape's opcodes stay those of the rows above)
+    Op("clamp_min", 2, "math.nan if (x != x or y != y) else (y if x < y else x)",
+       "np.where((x != x) | (y != y), np.nan, np.where(x < y, y, x))",
+       "1.0 if x >= y else 0.0", "1.0 if x < y else 0.0",
+       node="ClampMinBackward1", node_c="ClampMinBackward0", int_result=True, method=False,
+       params="input, min", domain=B2),
+    Op("clamp_max", 2, "math.nan if (x != x or y != y) else (y if x > y else x)",
+       "np.where((x != x) | (y != y), np.nan, np.where(x > y, y, x))",
+       "1.0 if x <= y else 0.0", "1.0 if x > y else 0.0",
+       node="ClampMaxBackward1", node_c="ClampMaxBackward0", int_result=True, method=False,
+       params="input, max", domain=B2),
 )
 
 # Structural opcodes follow the elementwise ones; the sweep treats them specially.

@@ -387,6 +387,30 @@ def sgn(x):
     return fwd_sgn(float(x), 0.0, 0.0)
 
 
+def fwd_clamp_min(x, y, z):
+    return math.nan if (x != x or y != y) else (y if x < y else x)
+
+
+fwd_clamp_min.expression = 'math.nan if (x != x or y != y) else (y if x < y else x)'
+
+
+def clamp_min(x, y):
+    """``clamp_min`` of the op table: recorded on actives in a tg.jit function; on floats, its value."""
+    return fwd_clamp_min(float(x), float(y), 0.0)
+
+
+def fwd_clamp_max(x, y, z):
+    return math.nan if (x != x or y != y) else (y if x > y else x)
+
+
+fwd_clamp_max.expression = 'math.nan if (x != x or y != y) else (y if x > y else x)'
+
+
+def clamp_max(x, y):
+    """``clamp_max`` of the op table: recorded on actives in a tg.jit function; on floats, its value."""
+    return fwd_clamp_max(float(x), float(y), 0.0)
+
+
 FORMS = {   # row -> ((callable, kind), ...), in opcode order
     'add': ((operator.add, 'op'), (operator.iadd, 'op'), (np.add, 'op'),),
     'sub': ((operator.sub, 'op'), (operator.isub, 'op'), (np.subtract, 'op'),),
@@ -431,6 +455,8 @@ FORMS = {   # row -> ((callable, kind), ...), in opcode order
     'reciprocal': ((np.reciprocal, 'op'), (reciprocal, 'stub'),),
     'clone': ((clone, 'stub'),),
     'sgn': ((sgn, 'stub'),),
+    'clamp_min': ((clamp_min, 'stub'),),
+    'clamp_max': ((clamp_max, 'stub'),),
 }
 
 register(0, 'add', 2, fwd_add, FORMS['add'])
@@ -476,5 +502,7 @@ register(39, 'where', 3, fwd_where, FORMS['where'])
 register(40, 'reciprocal', 1, fwd_reciprocal, FORMS['reciprocal'])
 register(41, 'clone', 1, fwd_clone, FORMS['clone'])
 register(52, 'sgn', 1, fwd_sgn, FORMS['sgn'])
+register(53, 'clamp_min', 2, fwd_clamp_min, FORMS['clamp_min'])
+register(54, 'clamp_max', 2, fwd_clamp_max, FORMS['clamp_max'])
 
-STUBS = {f.__name__: f for f in (maximum, minimum, sigmoid, relu, erf, sign, clamp, where, reciprocal, clone, sgn)}
+STUBS = {f.__name__: f for f in (maximum, minimum, sigmoid, relu, erf, sign, clamp, where, reciprocal, clone, sgn, clamp_min, clamp_max)}

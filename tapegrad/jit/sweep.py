@@ -362,6 +362,24 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
         elif o == 52:  # sgn
             if ra >= 0:
                 reached[ra] = 1
+        elif o == 53:  # clamp_min
+            x = val[ra] if ra >= 0 else consts[-ra - 1]
+            y = val[rb] if rb >= 0 else consts[-rb - 1]
+            if ra >= 0:
+                adj[ra] += (g) if x >= y else (0.0)
+                reached[ra] = 1
+            if rb >= 0:
+                adj[rb] += (g) if x < y else (0.0)
+                reached[rb] = 1
+        elif o == 54:  # clamp_max
+            x = val[ra] if ra >= 0 else consts[-ra - 1]
+            y = val[rb] if rb >= 0 else consts[-rb - 1]
+            if ra >= 0:
+                adj[ra] += (g) if x <= y else (0.0)
+                reached[ra] = 1
+            if rb >= 0:
+                adj[rb] += (g) if x > y else (0.0)
+                reached[rb] = 1
 
 
 @jit

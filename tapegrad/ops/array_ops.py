@@ -418,13 +418,32 @@ _PLAIN_ARGS = frozenset((int, float, bool, str, tuple, list, slice, type(None), 
                          np.ndarray))
 
 
+def _is_view_of(v, x):
+    """Does NumPy array ``v`` view ``x``'s memory?  An empty one made from it does too (its
+    memory is no bytes): PyTorch's empty slice is a view, whose ``grad_fn`` an in-place
+    change of the base renews like any other's."""
+    if np.may_share_memory(v, x):
+        return True
+    if v.size or x.__class__ is not np.ndarray:
+        return False
+    return _memory_owner(v) is _memory_owner(x)
+
+
+def _memory_owner(a):
+    """What owns array ``a``'s memory: the array at the end of its ``base`` chain, or the
+    object that one's memory belongs to (Numba's arrays: its MemInfo)."""
+    while a.base.__class__ is np.ndarray:
+        a = a.base
+    return a if a.base is None else a.base
+
+
 def _view_call(op, node, args, ans, params, edges, tensors=None):
     """A view op's results: each that shares the input's memory is registered as a view of
     it (one step: this call; a ``split`` part: the slice it is)."""
     x = args[0]
     if ans.__class__ is tuple:   # split: a view per part
         parts, base = ans, x._value
-        shared = [np.may_share_memory(p, base) for p in parts]
+        shared = [_is_view_of(p, base) for p in parts]
         res = _record_call(op, node, args, list(parts), params, edges, any(shared), tensors)
         slices = split_slices(base.shape, parts, args[1:], params)
         for k, (r, s, idx) in enumerate(zip(res, shared, slices)):
@@ -432,7 +451,7 @@ def _view_call(op, node, args, ans, params, edges, tensors=None):
                 register_view(r, x, ("getitem", (idx,), {}))
                 mark_multi_output(r, k, "Split")
         return tuple(res)
-    shared = ans.__class__ is np.ndarray and np.may_share_memory(ans, x._value)
+    shared = ans.__class__ is np.ndarray and _is_view_of(ans, x._value)
     out = ans if ans.__class__ is not np.ndarray or ans.ndim or ans.dtype != np.float64 \
         else float(ans)
     if node is None:   # (nothing records: call found no tape)
@@ -1738,7 +1757,7 @@ def basic_index(x, idx, node=None):
             node = _index_node(idx)
         if part.__class__ is not np.ndarray:   # an element: the 0-d view of it
             part = v[idx + (Ellipsis,)]
-    shared = part.size != 0   # (a basic index is a view: of v's memory unless empty)
+    shared = True   # (a basic index is a view, an empty one too, as PyTorch's empty slice)
     out = part if part.ndim or part.dtype != np.float64 else float(part)
     T = recording()
     tape = x._tape

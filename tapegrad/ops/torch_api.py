@@ -1659,13 +1659,13 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
 
 
 def clamp_min(input, min):  # noqa: A002
-    """``clamp(x, min=min)``."""
-    return _E["clamp"](input, min, None)
+    """``clamp(x, min=min)`` as PyTorch's ``clamp_min`` (its node: ``ClampMinBackward0/1``)."""
+    return _E["clamp_min"](input, min)
 
 
 def clamp_max(input, max):  # noqa: A002
-    """``clamp(x, max=max)``."""
-    return _E["clamp"](input, None, max)
+    """``clamp(x, max=max)`` as PyTorch's ``clamp_max`` (its node: ``ClampMaxBackward0/1``)."""
+    return _E["clamp_max"](input, max)
 
 
 def _integral(*xs):

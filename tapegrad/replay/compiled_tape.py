@@ -445,7 +445,8 @@ class CompiledTape:
 
     def save(self, path):
         """Write this compiled tape to ``path`` (a NumPy ``.npz``: arrays plus JSON, no pickle)."""
-        meta = {"format": "tapegrad-compiled-tape", "version": 1, "n_inputs": self.n_inputs,
+        meta = {"format": "tapegrad-compiled-tape", "version": 2, "ops": list(OP_NAMES),
+                "n_inputs": self.n_inputs,
                 "guards": [where for _, _, where in self.guards],
                 "out_shape": None if self.out_shape is None else list(self.out_shape)}
         np.savez(path, meta=np.array(json.dumps(meta)),
@@ -707,7 +708,7 @@ def _validate(d, meta):
     def bad(why):
         raise ValueError(f"corrupted tapegrad compiled tape: {why}")
 
-    if meta.get("format") != "tapegrad-compiled-tape" or meta.get("version") != 1:
+    if meta.get("format") != "tapegrad-compiled-tape" or meta.get("version") not in (1, 2):
         bad("unknown format or version (fields 'format', 'version')")
     guards_meta = meta.get("guards")
     if not isinstance(guards_meta, list) or not all(isinstance(w, str) for w in guards_meta):
@@ -748,6 +749,12 @@ def _validate(d, meta):
         bad("guard arrays disagree (fields 'guard_entries', 'guard_values', 'guards')")
     if np.any((ge < 0) | (ge >= n)) or (len(ge) and not np.all(np.isin(op[ge], _COMPARE_CODES))):
         bad("a guard that is not a comparison entry")
+    # opcodes are positions in the op table: a file of another table (version 1 files do not
+    # say which) would replay other ops, so it is refused, never guessed
+    if meta.get("ops") != list(OP_NAMES):
+        raise ValueError("compiled tape saved by a tapegrad with another op table (field "
+                         "'ops'; files of format version 1 do not record it): record and save "
+                         "it again with this version")
 
 
 def load(path):

@@ -597,7 +597,8 @@ def _uses_array_ops(program: Program) -> bool:
     return False
 
 
-_PICKS_ZERO = {"maximum", "minimum", "amax", "amin", "max", "min"}
+_PICKS_ZERO = {"maximum", "minimum", "clamp", "clamp_min", "clamp_max", "amax", "amin", "max",
+               "min"}
 
 
 def _values_at(program: Program, m: "Mismatch", lib: Lib) -> List[list]:
@@ -850,9 +851,9 @@ DEVIATIONS: Tuple[Deviation, ...] = (
     Deviation(
         "README: 'Where PyTorch's own result depends on the tensor's size (its vectorised "
         "kernels against its scalar ones), tapegrad gives one answer for every size: the sign "
-        "of a zero that `maximum`/`minimum`/`amax`/`amin`/`max`/`min` pick between `0.` and "
-        "`-0.` (equal values), and `elu`'s gradient at a NaN input (1, as PyTorch's scalar "
-        "kernel; its vectorised one gives NaN).'",
+        "of a zero that `maximum`/`minimum`/`clamp`/`clamp_min`/`clamp_max`/`amax`/`amin`/`max`/"
+        "`min` pick between `0.` and `-0.` (equal values), and `elu`'s gradient at a NaN "
+        "input (1, as PyTorch's scalar kernel; its vectorised one gives NaN).'",
         lambda p, o, m: (m.kind == "signed-zero" and any(
             (s.name or "").split(".")[-1] in _PICKS_ZERO for s in p.steps))
         or (m.kind.startswith(("value", "grad", "signed-zero", "nan"))
