@@ -396,6 +396,11 @@ NODES = [  # (fn, PyTorch's node and the nodes below it)
     (lambda x: x.reciprocal(), ("ReciprocalBackward0", [])),
     (lambda x: x.clone(), ("CloneBackward0", [])),
     (lambda x: x / x, ("DivBackward0", [])),
+    (lambda x: x.clamp_min(0.5), ("ClampMinBackward0", [])),
+    (lambda x: x.clamp_max(0.5), ("ClampMaxBackward0", [])),
+    (lambda x: x.clamp_min(x * 0.5), ("ClampMinBackward1", ["MulBackward0"])),
+    (lambda x: x.clamp_max(x * 0.5), ("ClampMaxBackward1", ["MulBackward0"])),
+    (lambda x: x.clamp(min=x * 0.5), ("ClampBackward0", ["MulBackward0"])),
 ]
 
 

@@ -601,3 +601,21 @@ def test_a_second_backward_through_copy_slices_raises(name):
         plain.backward()
         want = [3.0, 3.0, 3.0] if name.startswith("add_") else [2.0, 3.0, 3.0]
         assert x.grad.tolist() == want
+
+
+def _empty_slice_after_a_change_of_its_base(lib):
+    # an empty basic slice is a view too: after an in-place change of its base its grad_fn
+    # is renewed, as any view's
+    x = lib.tensor([[[0.5, 2.0]]], dtype=lib.float64, requires_grad=True)
+    b = x * 2.0
+    v = b[1:]
+    b[0:1] = x.min()
+    (b.sum() + v.sum()).backward()
+    return [v._base is b, tuple(v.shape), type(v.grad_fn).__name__ if lib is torch
+            else v.grad_fn.name(), x.grad.tolist()]
+
+
+def test_an_empty_slice_is_a_view_as_pytorch():
+    assert _empty_slice_after_a_change_of_its_base(tg) == \
+        _empty_slice_after_a_change_of_its_base(torch) == \
+        [True, (0, 1, 2), "AsStridedBackward0", [[[2.0, 0.0]]]]
