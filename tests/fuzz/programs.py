@@ -968,8 +968,11 @@ def torch_trace(program: Program) -> TorchTrace:
             if isinstance(v, torch.Tensor):
                 values.append(v.detach().clone().requires_grad_(v.requires_grad)
                               if v.is_floating_point() else v.detach().clone())
-                if v.requires_grad and not v.is_leaf:
-                    v.retain_grad()
+                try:
+                    if v.requires_grad and not v.is_leaf:
+                        v.retain_grad()
+                except RuntimeError:   # (a changed multi-output view: PyTorch raises)
+                    pass
             else:
                 values.append(v)
         grads = [v.grad if isinstance(v, torch.Tensor) else None for v in env]
@@ -1392,6 +1395,15 @@ def needs_grad(v) -> bool:
     return is_float(v) and v.requires_grad
 
 
+def grad_leaf(v) -> bool:
+    """A float leaf that requires grad.  (``is_leaf`` of a multi-output view whose base was
+    changed in place raises in PyTorch: no leaf, for the generator.)"""
+    try:
+        return needs_grad(v) and v.is_leaf
+    except RuntimeError:
+        return False
+
+
 # --- scalar -----------------------------------------------------------------------------
 
 
@@ -1619,7 +1631,7 @@ def inplace_op(b: Builder, x: Ref, t) -> None:
     rng = b.rng
     r = rng.random()
     if r < 0.12:  # in-place on a leaf that requires grad: torch refuses
-        leaf = b.pick(lambda v: needs_grad(v) and v.is_leaf)
+        leaf = b.pick(grad_leaf)
         if leaf is not None:
             b.add(Step("method", "add_", (leaf, 1.0), error_ok=True))
         return
@@ -1776,7 +1788,7 @@ def gen_autograd(b: Builder) -> None:
     loss = (finish_scalar_loss if scalar else finish_tensor_loss)(b)
     if loss is None or b.env[loss.i].dim() != 0:
         return
-    leaves = b.refs(lambda v: needs_grad(v) and v.is_leaf)
+    leaves = b.refs(grad_leaf)
     r = rng.random()
     if r < 0.35:
         twice = rng.random() < 0.7
@@ -1815,7 +1827,7 @@ def gen_create_graph(b: Builder) -> None:
     for _ in range(rng.randint(2, 6)):
         (scalar_op if scalar else tensor_op)(b)
     loss = (finish_scalar_loss if scalar else finish_tensor_loss)(b)
-    leaves = b.refs(lambda v: needs_grad(v) and v.is_leaf)
+    leaves = b.refs(grad_leaf)
     if loss is None or not leaves or b.env[loss.i].dim() != 0:
         return
     grads = b.add(Step("grad", args=([loss], leaves),
