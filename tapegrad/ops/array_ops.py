@@ -185,23 +185,43 @@ def pyop_backward(py, grads, saved, outs):
     it whether to record."""
     if py.backward_fn is not None:   # a custom Function: its backward, on tensors
         return py.backward_fn(grads)
-    name, template, params = py.fwd
-    op = ARRAY_OPS[name]
-    inputs = py.inputs
-    args, tensor_pos = [], []
-    for k, a in enumerate(template):
-        if a.__class__ is Arg:
-            tensor_pos.append(k)
-            a = saved(inputs[int(a)])
-        elif isinstance(a, Tensor):
-            tensor_pos.append(k)
-        args.append(a)
-    del tensor_pos[len(inputs):]
+    name, _, params = py.fwd
+    args, tensor_pos = _rule_arguments(py, saved, _as_given)
     multi = py.nout > 1 or name == "split"
     g, ans = (grads, outs) if multi else (grads[0], outs[0])
-    gs = op.vjp(g, ans, *args, **params)
+    gs = ARRAY_OPS[name].vjp(g, ans, *args, **params)
     return [_graph_shape(gs[k], args[k]) if r >= 0 else None
-            for r, k in zip(inputs, tensor_pos)]
+            for r, k in zip(py.inputs, tensor_pos)]
+
+
+def _rule_arguments(py, input_value, constant_value):
+    """The arguments of recorded op ``py``'s rule: its call's template with each input as
+    ``input_value(ref)`` and each constant tensor as ``constant_value(tensor)``, and the
+    positions of the inputs among them; None where ``input_value`` gives None."""
+    inputs = py.inputs
+    args, tensor_pos = [], []
+    for k, a in enumerate(py.fwd[1]):
+        if a.__class__ is Arg:
+            a = input_value(inputs[int(a)])
+            if a is None:
+                return None
+            tensor_pos.append(k)
+        elif isinstance(a, Tensor):
+            tensor_pos.append(k)
+            a = constant_value(a)
+        args.append(a)
+    del tensor_pos[len(inputs):]
+    return args, tensor_pos
+
+
+def _as_given(t):
+    return t
+
+
+def _constant_value(t):
+    """A constant tensor of a rule's call (an index) as ``call`` passes its value."""
+    v = t._value
+    return _F64(v) if v.__class__ is float else np.asarray(v)
 
 
 def pyop_numpy_backward(py, g, ans, value):
@@ -213,30 +233,20 @@ def pyop_numpy_backward(py, g, ans, value):
     value and each step's result (most of a small rule's cost)."""
     if py.backward_fn is not None or py.nout != 1:
         return None
-    name, template, params = py.fwd
+    name, _, params = py.fwd
     op = ARRAY_OPS[name]
     if not op.numpy_rule or name == "split":
         return None
     g, ans = _float64(g), _float64(ans)
     if g is None or ans is None:
         return None
-    inputs = py.inputs
-    args, tensor_pos = [], []
-    for k, a in enumerate(template):
-        if a.__class__ is Arg:
-            tensor_pos.append(k)
-            a = _float64(value(inputs[int(a)]))
-            if a is None:
-                return None
-        elif isinstance(a, Tensor):   # a constant tensor (an index): its value, as ``call``
-            tensor_pos.append(k)      # passes it
-            a = a._value
-            a = _F64(a) if a.__class__ is float else np.asarray(a)
-        args.append(a)
-    del tensor_pos[len(inputs):]
+    found = _rule_arguments(py, lambda r: _float64(value(r)), _constant_value)
+    if found is None:
+        return None
+    args, tensor_pos = found
     gs = op.vjp(g, ans, *args, **params)
     return [_graph_shape(gs[k], args[k], numpy=True) if r >= 0 else None
-            for r, k in zip(inputs, tensor_pos)]
+            for r, k in zip(py.inputs, tensor_pos)]
 
 
 def _float64(v):
