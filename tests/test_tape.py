@@ -307,10 +307,109 @@ def test_a_full_default_tape_hands_over_between_expressions():
     T = tg.current_tape()
     y = a * 2.0
     T._retiring = len(T)
-    assert next_tape(T, y, a) is T                # y is a result here: no hand-over
+    assert next_tape(T, (y, a)) is T                # y is a result here: no hand-over
     z = y * 3.0                                   # (goes on, on T)
     assert z._tape is T and T._retiring
     w = a * 4.0                                   # a leaf only: a fresh tape
     assert w._tape is not T and not T._retiring and tg.current_tape() is w._tape
     (g,) = tg.autograd.grad((z * w).sum(), a)     # across the two tapes
     np.testing.assert_array_equal(g.numpy(), 2 * 24.0 * a.detach().numpy())
+
+
+def _in_a_thread(fn):
+    """Run ``fn`` in a thread of its own (a fresh default tape) and return its result."""
+    import threading
+    out = {}
+
+    def run():
+        out["result"] = fn()
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    return out["result"]
+
+
+def test_forward_only_evaluations_retire_the_tape_once_nothing_of_it_lives(monkeypatch):
+    """Past ``SOFT_ROLLOVER_BYTES`` the default tape retires at the first op that starts a new
+    expression while no result of it is alive, long before ``ROLLOVER_BYTES``: a forward-only
+    loop reuses a few MB instead of 64.  The objective below starts a new expression in its
+    middle (``c @ p`` while ``a + b`` waits): a hand-over there would link the new tape to the
+    old one (a chain keeping every call); it waits for the next call's first op."""
+    import gc
+    import weakref
+
+    from tapegrad.core import tape as tape_module
+    monkeypatch.setattr(tape_module, "SOFT_ROLLOVER_BYTES", 64 << 10)
+    rng = np.random.default_rng(0)
+
+    def run():
+        x = tg.tensor(rng.normal(size=(200, 8)), requires_grad=True)
+        c = tg.tensor(rng.normal(size=(10, 8)), requires_grad=True)
+
+        def objective():   # ~60 KB of arrays a call
+            a = (x ** 2).sum(1)[None, :]
+            b = (c ** 2).sum(1)[:, None]
+            return (a + b - 2 * (c @ x.T)).min(0).values.sum()
+
+        seen = []
+        for _ in range(120):
+            objective()
+            if not seen or seen[-1]() is not tg.current_tape():
+                seen.append(weakref.ref(tg.current_tape()))
+        gc.collect()
+        live = sum(r() is not None for r in seen)
+        kept = objective()             # a result alive while later calls hand over
+        for _ in range(30):
+            objective()
+        (gx, gc_) = tg.autograd.grad(kept, (x, c))
+        want = objective()
+        (wx, wc) = tg.autograd.grad(want, (x, c))
+        return len(seen), live, len(tg.current_tape()._links), gx, gc_, wx, wc
+
+    tapes, live, links, gx, gc_, wx, wc = _in_a_thread(run)
+    assert tapes >= 5 and live == 1 and links == 0
+    np.testing.assert_array_equal(gx.numpy(), wx.numpy())
+    np.testing.assert_array_equal(gc_.numpy(), wc.numpy())
+
+
+def test_a_live_result_keeps_a_softly_retiring_tape():
+    """A softly retiring tape (``_retiring < 0``) hands over only when no result of it is
+    alive; a leaf that no later op uses does not keep a retired tape alive."""
+    import gc
+    import weakref
+
+    def run():
+        a = tg.tensor([1.0, 2.0], requires_grad=True)
+        u = tg.tensor([3.0], requires_grad=True)
+        y = a * 2.0 + u
+        tape = weakref.ref(tg.current_tape())
+        tape()._retiring = -8
+        w = a * 4.0                       # y lives: no hand-over
+        kept = w._tape is tape()
+        del y, w
+        z = a * 5.0                       # nothing of it alive: a fresh tape
+        handed = z._tape is not tape()
+        gc.collect()
+        return kept, handed, tape() is None, u.requires_grad
+
+    kept, handed, freed, u_grad = _in_a_thread(run)
+    assert kept and handed and freed and u_grad
+
+
+def test_large_arrays_count_towards_a_roll_over_at_once():
+    """Arrays of ``LARGE_ARRAY`` elements or more are counted when appended, not at the
+    next ``ARRAY_CHUNK`` entries: 8 MB arrays evaluated without backward held hundreds of MB
+    before a flush looked."""
+    from tapegrad.core import tape as tape_module
+    n = tape_module.LARGE_ARRAY * 2
+
+    def run():
+        x = tg.tensor(np.linspace(0.0, 1.0, n), requires_grad=True)
+        sizes = []
+        for _ in range(60):
+            ((x * 2.0).exp() - x).sum()
+            sizes.append(tg.current_tape().nbytes)
+        return max(sizes)
+
+    assert _in_a_thread(run) < 4 * tape_module.SOFT_ROLLOVER_BYTES

@@ -848,8 +848,8 @@ _PLAIN = """\
 _PUSH_ARRAY = """\
 {ind}vs = T._rec_val
 {ind}n = len(vs)
-{ind}if n >= _ARRAY_CHUNK:
-{ind}    n = T._flush()
+{ind}if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+{ind}    n = T._flush_array(v)
 {ind}i = T._base + n
 {ind}T._rec_op.append({code})
 {ind}T._rec_a.append(rx)
@@ -892,7 +892,7 @@ def _rec_lines(ind, tensors):
     thread's state; a full default tape hands over to a fresh one between expressions."""
     return (f"{ind}try:\n{ind}    T = _rec_get()\n{ind}except LookupError:\n{ind}    T = _boot()\n"
             f"{ind}if T is None:\n" + _PLAIN.format(ind=ind + "    ")
-            + f"{ind}if T._retiring:\n{ind}    T = _next_tape(T, {tensors})\n")
+            + f"{ind}if T._retiring:\n{ind}    T = _next_tape(T, ({tensors},))\n")
 
 
 def _value(op, k, ind, x="x", y="y"):
@@ -1338,7 +1338,8 @@ def methods_source() -> str:
     out = [HEADER, '"""Recording fast paths, one function per op of the table."""',
            "import math", "", "import numpy as np", "",
            "from .forward import ARRAY_FORWARD as _ARRAY_FORWARD",
-           "from .tape import ARRAY_CHUNK as _ARRAY_CHUNK, CHUNK as _CHUNK, boot as _boot, rec_get as _rec_get",
+           "from .tape import (ARRAY_CHUNK as _ARRAY_CHUNK, CHUNK as _CHUNK, LARGE_ARRAY as _LARGE_ARRAY,\n"
+           "                   boot as _boot, rec_get as _rec_get)",
            "from .tape import next_tape as _next_tape",
            "from .tensor import Tensor, compare as _compare, elementwise_fallback as _generic",
            "from .tensor import ieee_value as _ieee, note_comparison_use, tensor_of_entry, wrap", "",

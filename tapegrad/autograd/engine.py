@@ -1161,9 +1161,9 @@ def _run_pyop(adj, py, s, state, reached):
 
 def _spread_scale(adj, T, s, needed):
     """The factor of stop ``s`` when it is a full sum or mean (``full_reduction_scale``) whose
-    gradient the float walk adds itself: nothing attached to its node or result, no
-    ``inputs=`` pruning; else None (the walk calls its rule)."""
-    if adj.create_graph or needed is not None:
+    gradient the float walk adds itself: nothing attached to its node or result, not
+    pruned by ``inputs=``; else None (the walk calls its rule)."""
+    if adj.create_graph or (needed is not None and not needed[s]):
         return None
     py = T._py.get(s)
     if py is None or py.backward_fn is not None or len(py.inputs) != 1 or py.inputs[0] < 0:

@@ -7,7 +7,8 @@ import math
 import numpy as np
 
 from .forward import ARRAY_FORWARD as _ARRAY_FORWARD
-from .tape import ARRAY_CHUNK as _ARRAY_CHUNK, CHUNK as _CHUNK, boot as _boot, rec_get as _rec_get
+from .tape import (ARRAY_CHUNK as _ARRAY_CHUNK, CHUNK as _CHUNK, LARGE_ARRAY as _LARGE_ARRAY,
+                   boot as _boot, rec_get as _rec_get)
 from .tape import next_tape as _next_tape
 from .tensor import Tensor, compare as _compare, elementwise_fallback as _generic
 from .tensor import ieee_value as _ieee, note_comparison_use, tensor_of_entry, wrap
@@ -92,7 +93,7 @@ def add_(input, other):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -140,7 +141,7 @@ def add_(input, other):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -186,7 +187,7 @@ def add_(input, other):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -201,8 +202,8 @@ def add_(input, other):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _ARRAY_CHUNK:
-                        n = T._flush()
+                    if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                        n = T._flush_array(v)
                     i = T._base + n
                     T._rec_op.append(0)
                     T._rec_a.append(rx)
@@ -232,7 +233,7 @@ def add_(input, other):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -242,8 +243,8 @@ def add_(input, other):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _ARRAY_CHUNK:
-                    n = T._flush()
+                if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                    n = T._flush_array(v)
                 i = T._base + n
                 T._rec_op.append(0)
                 T._rec_a.append(rx)
@@ -288,7 +289,7 @@ def add_alpha_(input, other, *, alpha=1):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -336,7 +337,7 @@ def add_alpha_(input, other, *, alpha=1):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -382,7 +383,7 @@ def add_alpha_(input, other, *, alpha=1):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -397,8 +398,8 @@ def add_alpha_(input, other, *, alpha=1):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _ARRAY_CHUNK:
-                        n = T._flush()
+                    if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                        n = T._flush_array(v)
                     i = T._base + n
                     T._rec_op.append(0)
                     T._rec_a.append(rx)
@@ -428,7 +429,7 @@ def add_alpha_(input, other, *, alpha=1):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -438,8 +439,8 @@ def add_alpha_(input, other, *, alpha=1):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _ARRAY_CHUNK:
-                    n = T._flush()
+                if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                    n = T._flush_array(v)
                 i = T._base + n
                 T._rec_op.append(0)
                 T._rec_a.append(rx)
@@ -484,7 +485,7 @@ def sub_(input, other):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -532,7 +533,7 @@ def sub_(input, other):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -578,7 +579,7 @@ def sub_(input, other):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -593,8 +594,8 @@ def sub_(input, other):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _ARRAY_CHUNK:
-                        n = T._flush()
+                    if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                        n = T._flush_array(v)
                     i = T._base + n
                     T._rec_op.append(1)
                     T._rec_a.append(rx)
@@ -624,7 +625,7 @@ def sub_(input, other):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -634,8 +635,8 @@ def sub_(input, other):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _ARRAY_CHUNK:
-                    n = T._flush()
+                if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                    n = T._flush_array(v)
                 i = T._base + n
                 T._rec_op.append(1)
                 T._rec_a.append(rx)
@@ -682,7 +683,7 @@ def sub_alpha_(input, other, *, alpha=1):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -730,7 +731,7 @@ def sub_alpha_(input, other, *, alpha=1):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -776,7 +777,7 @@ def sub_alpha_(input, other, *, alpha=1):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -791,8 +792,8 @@ def sub_alpha_(input, other, *, alpha=1):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _ARRAY_CHUNK:
-                        n = T._flush()
+                    if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                        n = T._flush_array(v)
                     i = T._base + n
                     T._rec_op.append(1)
                     T._rec_a.append(rx)
@@ -822,7 +823,7 @@ def sub_alpha_(input, other, *, alpha=1):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -832,8 +833,8 @@ def sub_alpha_(input, other, *, alpha=1):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _ARRAY_CHUNK:
-                    n = T._flush()
+                if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                    n = T._flush_array(v)
                 i = T._base + n
                 T._rec_op.append(1)
                 T._rec_a.append(rx)
@@ -875,7 +876,7 @@ def rsub_(ty, tx):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, ty)
+                T = _next_tape(T, (ty,))
             rx = T._cmap.get(x)
             if rx is None:
                 rx = T._const(x)
@@ -931,7 +932,7 @@ def mul_(input, other):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -979,7 +980,7 @@ def mul_(input, other):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -1025,7 +1026,7 @@ def mul_(input, other):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -1040,8 +1041,8 @@ def mul_(input, other):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _ARRAY_CHUNK:
-                        n = T._flush()
+                    if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                        n = T._flush_array(v)
                     i = T._base + n
                     T._rec_op.append(2)
                     T._rec_a.append(rx)
@@ -1071,7 +1072,7 @@ def mul_(input, other):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -1081,8 +1082,8 @@ def mul_(input, other):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _ARRAY_CHUNK:
-                    n = T._flush()
+                if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                    n = T._flush_array(v)
                 i = T._base + n
                 T._rec_op.append(2)
                 T._rec_a.append(rx)
@@ -1127,7 +1128,7 @@ def div_(input, other):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -1175,7 +1176,7 @@ def div_(input, other):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -1221,7 +1222,7 @@ def div_(input, other):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -1236,8 +1237,8 @@ def div_(input, other):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _ARRAY_CHUNK:
-                        n = T._flush()
+                    if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                        n = T._flush_array(v)
                     i = T._base + n
                     T._rec_op.append(3)
                     T._rec_a.append(rx)
@@ -1267,7 +1268,7 @@ def div_(input, other):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -1277,8 +1278,8 @@ def div_(input, other):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _ARRAY_CHUNK:
-                    n = T._flush()
+                if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                    n = T._flush_array(v)
                 i = T._base + n
                 T._rec_op.append(3)
                 T._rec_a.append(rx)
@@ -1326,7 +1327,7 @@ def pow_(input, exponent):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, exponent)
+                        T = _next_tape(T, (input, exponent,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -1374,7 +1375,7 @@ def pow_(input, exponent):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -1420,7 +1421,7 @@ def pow_(input, exponent):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, exponent)
+                        T = _next_tape(T, (input, exponent,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -1435,8 +1436,8 @@ def pow_(input, exponent):
                         ry = T._ref(exponent)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _ARRAY_CHUNK:
-                        n = T._flush()
+                    if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                        n = T._flush_array(v)
                     i = T._base + n
                     T._rec_op.append(4)
                     T._rec_a.append(rx)
@@ -1466,7 +1467,7 @@ def pow_(input, exponent):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -1476,8 +1477,8 @@ def pow_(input, exponent):
                 ry = T._cmap.get(exponent) or T._const(exponent)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _ARRAY_CHUNK:
-                    n = T._flush()
+                if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                    n = T._flush_array(v)
                 i = T._base + n
                 T._rec_op.append(4)
                 T._rec_a.append(rx)
@@ -1517,7 +1518,7 @@ def rpow_(ty, tx):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, ty)
+                T = _next_tape(T, (ty,))
             rx = T._cmap.get(x)
             if rx is None:
                 rx = T._const(x)
@@ -1573,7 +1574,7 @@ def atan2_(input, other):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -1621,7 +1622,7 @@ def atan2_(input, other):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -1667,7 +1668,7 @@ def atan2_(input, other):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -1682,8 +1683,8 @@ def atan2_(input, other):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _ARRAY_CHUNK:
-                        n = T._flush()
+                    if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                        n = T._flush_array(v)
                     i = T._base + n
                     T._rec_op.append(5)
                     T._rec_a.append(rx)
@@ -1713,7 +1714,7 @@ def atan2_(input, other):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -1723,8 +1724,8 @@ def atan2_(input, other):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _ARRAY_CHUNK:
-                    n = T._flush()
+                if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                    n = T._flush_array(v)
                 i = T._base + n
                 T._rec_op.append(5)
                 T._rec_a.append(rx)
@@ -1769,7 +1770,7 @@ def maximum_(input, other):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -1817,7 +1818,7 @@ def maximum_(input, other):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -1863,7 +1864,7 @@ def maximum_(input, other):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -1878,8 +1879,8 @@ def maximum_(input, other):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _ARRAY_CHUNK:
-                        n = T._flush()
+                    if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                        n = T._flush_array(v)
                     i = T._base + n
                     T._rec_op.append(6)
                     T._rec_a.append(rx)
@@ -1909,7 +1910,7 @@ def maximum_(input, other):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -1919,8 +1920,8 @@ def maximum_(input, other):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _ARRAY_CHUNK:
-                    n = T._flush()
+                if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                    n = T._flush_array(v)
                 i = T._base + n
                 T._rec_op.append(6)
                 T._rec_a.append(rx)
@@ -1965,7 +1966,7 @@ def minimum_(input, other):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -2013,7 +2014,7 @@ def minimum_(input, other):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -2059,7 +2060,7 @@ def minimum_(input, other):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -2074,8 +2075,8 @@ def minimum_(input, other):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _ARRAY_CHUNK:
-                        n = T._flush()
+                    if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                        n = T._flush_array(v)
                     i = T._base + n
                     T._rec_op.append(7)
                     T._rec_a.append(rx)
@@ -2105,7 +2106,7 @@ def minimum_(input, other):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -2115,8 +2116,8 @@ def minimum_(input, other):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _ARRAY_CHUNK:
-                    n = T._flush()
+                if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                    n = T._flush_array(v)
                 i = T._base + n
                 T._rec_op.append(7)
                 T._rec_a.append(rx)
@@ -2156,7 +2157,7 @@ def neg_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2195,7 +2196,7 @@ def neg_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2205,8 +2206,8 @@ def neg_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(8)
             T._rec_a.append(rx)
@@ -2246,7 +2247,7 @@ def abs_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2285,7 +2286,7 @@ def abs_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2295,8 +2296,8 @@ def abs_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(9)
             T._rec_a.append(rx)
@@ -2336,7 +2337,7 @@ def exp_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2375,7 +2376,7 @@ def exp_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2385,8 +2386,8 @@ def exp_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(10)
             T._rec_a.append(rx)
@@ -2426,7 +2427,7 @@ def log_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2465,7 +2466,7 @@ def log_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2475,8 +2476,8 @@ def log_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(11)
             T._rec_a.append(rx)
@@ -2516,7 +2517,7 @@ def log1p_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2555,7 +2556,7 @@ def log1p_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2565,8 +2566,8 @@ def log1p_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(12)
             T._rec_a.append(rx)
@@ -2606,7 +2607,7 @@ def expm1_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2645,7 +2646,7 @@ def expm1_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2655,8 +2656,8 @@ def expm1_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(13)
             T._rec_a.append(rx)
@@ -2696,7 +2697,7 @@ def sqrt_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2735,7 +2736,7 @@ def sqrt_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2745,8 +2746,8 @@ def sqrt_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(14)
             T._rec_a.append(rx)
@@ -2786,7 +2787,7 @@ def sin_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2825,7 +2826,7 @@ def sin_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2835,8 +2836,8 @@ def sin_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(15)
             T._rec_a.append(rx)
@@ -2876,7 +2877,7 @@ def cos_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2915,7 +2916,7 @@ def cos_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -2925,8 +2926,8 @@ def cos_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(16)
             T._rec_a.append(rx)
@@ -2966,7 +2967,7 @@ def tan_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3005,7 +3006,7 @@ def tan_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3015,8 +3016,8 @@ def tan_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(17)
             T._rec_a.append(rx)
@@ -3056,7 +3057,7 @@ def asin_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3095,7 +3096,7 @@ def asin_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3105,8 +3106,8 @@ def asin_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(18)
             T._rec_a.append(rx)
@@ -3146,7 +3147,7 @@ def acos_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3185,7 +3186,7 @@ def acos_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3195,8 +3196,8 @@ def acos_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(19)
             T._rec_a.append(rx)
@@ -3236,7 +3237,7 @@ def atan_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3275,7 +3276,7 @@ def atan_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3285,8 +3286,8 @@ def atan_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(20)
             T._rec_a.append(rx)
@@ -3326,7 +3327,7 @@ def sinh_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3365,7 +3366,7 @@ def sinh_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3375,8 +3376,8 @@ def sinh_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(21)
             T._rec_a.append(rx)
@@ -3416,7 +3417,7 @@ def cosh_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3455,7 +3456,7 @@ def cosh_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3465,8 +3466,8 @@ def cosh_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(22)
             T._rec_a.append(rx)
@@ -3506,7 +3507,7 @@ def tanh_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3545,7 +3546,7 @@ def tanh_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3555,8 +3556,8 @@ def tanh_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(23)
             T._rec_a.append(rx)
@@ -3596,7 +3597,7 @@ def sigmoid_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3635,7 +3636,7 @@ def sigmoid_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3645,8 +3646,8 @@ def sigmoid_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(24)
             T._rec_a.append(rx)
@@ -3686,7 +3687,7 @@ def relu_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3725,7 +3726,7 @@ def relu_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3735,8 +3736,8 @@ def relu_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(25)
             T._rec_a.append(rx)
@@ -3776,7 +3777,7 @@ def erf_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3815,7 +3816,7 @@ def erf_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3825,8 +3826,8 @@ def erf_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(26)
             T._rec_a.append(rx)
@@ -3866,7 +3867,7 @@ def sign_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3905,7 +3906,7 @@ def sign_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3915,8 +3916,8 @@ def sign_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(27)
             T._rec_a.append(rx)
@@ -3956,7 +3957,7 @@ def round_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -3995,7 +3996,7 @@ def round_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -4005,8 +4006,8 @@ def round_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(28)
             T._rec_a.append(rx)
@@ -4046,7 +4047,7 @@ def floor_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -4085,7 +4086,7 @@ def floor_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -4095,8 +4096,8 @@ def floor_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(29)
             T._rec_a.append(rx)
@@ -4136,7 +4137,7 @@ def ceil_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -4175,7 +4176,7 @@ def ceil_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -4185,8 +4186,8 @@ def ceil_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(30)
             T._rec_a.append(rx)
@@ -4226,7 +4227,7 @@ def trunc_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -4265,7 +4266,7 @@ def trunc_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -4275,8 +4276,8 @@ def trunc_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(31)
             T._rec_a.append(rx)
@@ -4356,7 +4357,7 @@ def reciprocal_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -4395,7 +4396,7 @@ def reciprocal_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -4405,8 +4406,8 @@ def reciprocal_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(40)
             T._rec_a.append(rx)
@@ -4446,7 +4447,7 @@ def clone_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -4485,7 +4486,7 @@ def clone_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -4495,8 +4496,8 @@ def clone_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(41)
             T._rec_a.append(rx)
@@ -4541,7 +4542,7 @@ def sigmoid_backward_(input, other):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -4589,7 +4590,7 @@ def sigmoid_backward_(input, other):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -4635,7 +4636,7 @@ def sigmoid_backward_(input, other):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -4650,8 +4651,8 @@ def sigmoid_backward_(input, other):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _ARRAY_CHUNK:
-                        n = T._flush()
+                    if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                        n = T._flush_array(v)
                     i = T._base + n
                     T._rec_op.append(42)
                     T._rec_a.append(rx)
@@ -4681,7 +4682,7 @@ def sigmoid_backward_(input, other):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -4691,8 +4692,8 @@ def sigmoid_backward_(input, other):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _ARRAY_CHUNK:
-                    n = T._flush()
+                if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                    n = T._flush_array(v)
                 i = T._base + n
                 T._rec_op.append(42)
                 T._rec_a.append(rx)
@@ -4737,7 +4738,7 @@ def tanh_backward_(input, other):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -4785,7 +4786,7 @@ def tanh_backward_(input, other):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -4831,7 +4832,7 @@ def tanh_backward_(input, other):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -4846,8 +4847,8 @@ def tanh_backward_(input, other):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _ARRAY_CHUNK:
-                        n = T._flush()
+                    if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                        n = T._flush_array(v)
                     i = T._base + n
                     T._rec_op.append(43)
                     T._rec_a.append(rx)
@@ -4877,7 +4878,7 @@ def tanh_backward_(input, other):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -4887,8 +4888,8 @@ def tanh_backward_(input, other):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _ARRAY_CHUNK:
-                    n = T._flush()
+                if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                    n = T._flush_array(v)
                 i = T._base + n
                 T._rec_op.append(43)
                 T._rec_a.append(rx)
@@ -4933,7 +4934,7 @@ def threshold_backward_(input, other):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -4981,7 +4982,7 @@ def threshold_backward_(input, other):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -5027,7 +5028,7 @@ def threshold_backward_(input, other):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -5042,8 +5043,8 @@ def threshold_backward_(input, other):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _ARRAY_CHUNK:
-                        n = T._flush()
+                    if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                        n = T._flush_array(v)
                     i = T._base + n
                     T._rec_op.append(44)
                     T._rec_a.append(rx)
@@ -5073,7 +5074,7 @@ def threshold_backward_(input, other):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -5083,8 +5084,8 @@ def threshold_backward_(input, other):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _ARRAY_CHUNK:
-                    n = T._flush()
+                if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                    n = T._flush_array(v)
                 i = T._base + n
                 T._rec_op.append(44)
                 T._rec_a.append(rx)
@@ -5139,7 +5140,7 @@ def gelu_backward_(input, other):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -5187,7 +5188,7 @@ def gelu_backward_(input, other):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -5233,7 +5234,7 @@ def gelu_backward_(input, other):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, other)
+                        T = _next_tape(T, (input, other,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -5248,8 +5249,8 @@ def gelu_backward_(input, other):
                         ry = T._ref(other)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _ARRAY_CHUNK:
-                        n = T._flush()
+                    if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                        n = T._flush_array(v)
                     i = T._base + n
                     T._rec_op.append(47)
                     T._rec_a.append(rx)
@@ -5279,7 +5280,7 @@ def gelu_backward_(input, other):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -5289,8 +5290,8 @@ def gelu_backward_(input, other):
                 ry = T._cmap.get(other) or T._const(other)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _ARRAY_CHUNK:
-                    n = T._flush()
+                if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                    n = T._flush_array(v)
                 i = T._base + n
                 T._rec_op.append(47)
                 T._rec_a.append(rx)
@@ -5350,7 +5351,7 @@ def sgn_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -5389,7 +5390,7 @@ def sgn_(input):
                 r._tape = None
                 return r
             if T._retiring:
-                T = _next_tape(T, input)
+                T = _next_tape(T, (input,))
             if xt is T:
                 rx = input._entry
             elif xt is None:
@@ -5399,8 +5400,8 @@ def sgn_(input):
             ry = -1
             vs = T._rec_val
             n = len(vs)
-            if n >= _ARRAY_CHUNK:
-                n = T._flush()
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(52)
             T._rec_a.append(rx)
@@ -5445,7 +5446,7 @@ def clamp_min_(input, min):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, min)
+                        T = _next_tape(T, (input, min,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -5493,7 +5494,7 @@ def clamp_min_(input, min):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -5539,7 +5540,7 @@ def clamp_min_(input, min):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, min)
+                        T = _next_tape(T, (input, min,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -5554,8 +5555,8 @@ def clamp_min_(input, min):
                         ry = T._ref(min)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _ARRAY_CHUNK:
-                        n = T._flush()
+                    if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                        n = T._flush_array(v)
                     i = T._base + n
                     T._rec_op.append(53)
                     T._rec_a.append(rx)
@@ -5585,7 +5586,7 @@ def clamp_min_(input, min):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -5595,8 +5596,8 @@ def clamp_min_(input, min):
                 ry = T._cmap.get(min) or T._const(min)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _ARRAY_CHUNK:
-                    n = T._flush()
+                if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                    n = T._flush_array(v)
                 i = T._base + n
                 T._rec_op.append(53)
                 T._rec_a.append(rx)
@@ -5641,7 +5642,7 @@ def clamp_max_(input, max):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, max)
+                        T = _next_tape(T, (input, max,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -5689,7 +5690,7 @@ def clamp_max_(input, max):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -5735,7 +5736,7 @@ def clamp_max_(input, max):
                         r._tape = None
                         return r
                     if T._retiring:
-                        T = _next_tape(T, input, max)
+                        T = _next_tape(T, (input, max,))
                     if xt is T:
                         rx = input._entry
                     elif xt is None:
@@ -5750,8 +5751,8 @@ def clamp_max_(input, max):
                         ry = T._ref(max)
                     vs = T._rec_val
                     n = len(vs)
-                    if n >= _ARRAY_CHUNK:
-                        n = T._flush()
+                    if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                        n = T._flush_array(v)
                     i = T._base + n
                     T._rec_op.append(54)
                     T._rec_a.append(rx)
@@ -5781,7 +5782,7 @@ def clamp_max_(input, max):
                     r._tape = None
                     return r
                 if T._retiring:
-                    T = _next_tape(T, input)
+                    T = _next_tape(T, (input,))
                 if xt is T:
                     rx = input._entry
                 elif xt is None:
@@ -5791,8 +5792,8 @@ def clamp_max_(input, max):
                 ry = T._cmap.get(max) or T._const(max)   # (never 0: a known number's reference)
                 vs = T._rec_val
                 n = len(vs)
-                if n >= _ARRAY_CHUNK:
-                    n = T._flush()
+                if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                    n = T._flush_array(v)
                 i = T._base + n
                 T._rec_op.append(54)
                 T._rec_a.append(rx)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import contextvars
 import itertools
+import os
+import sys
 import threading
 from typing import Iterator, NamedTuple, Optional, Tuple
 
@@ -32,6 +34,22 @@ CHUNK = 1 << 16
 # over large arrays would otherwise keep every call's values until CHUNK entries).
 ARRAY_CHUNK = 1 << 8
 ROLLOVER_BYTES = 64 << 20
+# Past SOFT_ROLLOVER_BYTES the default tape retires sooner, at the first op that starts a
+# new expression while no result of it is alive (``_unreferenced``): a forward-only loop
+# then reuses a few MB of freed arrays instead of touching fresh pages up to ROLLOVER_BYTES
+# (its objective ran 1.5-4x slower while they faulted in).  Only then: handing over while
+# a result lives links it from the new tape when the expression goes on with it, and an
+# evaluation loop that hands over at the same point of every call (``(a + b) - 2 * (c @ p)``
+# at ``@``) made a chain of linked tapes that kept every call's arrays.
+SOFT_ROLLOVER_BYTES = 4 << 20
+# An array of LARGE_ARRAY elements or more counts at once towards a flush (and so towards
+# the rollovers above): a flush every ARRAY_CHUNK entries held 465 MB of k-means arrays
+# (8 MB each) before one looked.
+LARGE_ARRAY = 1 << 16
+_LARGE_FLUSH_BYTES = 2 << 20
+_SOFT_TRIES = 8            # failed checks before a soft retiring tape waits for more bytes
+UNREGISTERED_LEAF = "unregistered-leaf"   # a leaf's _tape when no tape holds it
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SAMPLED = 64   # new arrays sized at a flush; more are estimated from these
 _BINDING = threading.Lock()   # a leaf's (_tape, _entry) pair is written and read as one
 MAX_ENTRIES = (1 << 31) - 1 - CHUNK   # operand references are int32 (a chunk of headroom)
@@ -126,7 +144,8 @@ class Tape:
     __slots__ = ("_rec_op", "_rec_a", "_rec_b", "_rec_val", "_c", "_base", "_stored_op", "_stored_a", "_stored_b", "_stored_val",
                  "_arr", "_leaves", "_leaf_of", "_owner", "_links", "_linkcache", "_py", "_hooks", "_retain",
                  "_stops", "_freed", "_dirty", "_const_sources", "_const_entries", "_tensor_consts", "_cmap", "_reads", "_guards",
-                 "_walk_index", "rewrite_array_op", "_arr_seen", "_arr_bytes", "_retiring", "__weakref__")
+                 "_walk_index", "rewrite_array_op", "_arr_seen", "_arr_bytes", "_retiring", "_soft_bytes", "_large_bytes",
+                 "__weakref__")
 
     def __init__(self):
         self._rec_op, self._rec_a, self._rec_b, self._rec_val = [], [], [], []
@@ -139,7 +158,10 @@ class Tape:
         self._arr_seen = 0         # len(_arr) at the last flush, and the bytes of the arrays
         self._arr_bytes = 0        # added by then (estimated: see _flush)
         self._retiring = 0         # the default tape is full (its length then): the next op
-        #   that starts a new expression records on a fresh one (``next_tape``)
+        #   that starts a new expression records on a fresh one (``next_tape``); negative
+        #   (minus the tries left) past SOFT_ROLLOVER_BYTES: the same, once nothing of it lives
+        self._soft_bytes = SOFT_ROLLOVER_BYTES   # array bytes at which it next retires softly
+        self._large_bytes = 0      # bytes of large arrays appended since the last flush
         self._leaves = {}          # entry -> leaf Tensor (gets .grad)
         self._leaf_of = {}         # id(leaf) -> its entry here (leaves shared across threads)
         self._owner = threading.get_ident()   # the thread that records onto this tape
@@ -214,7 +236,12 @@ class Tape:
                 self._stored_b[s] = np.fromiter(self._rec_b, np.int32, n)
                 self._stored_val[s] = np.fromiter(self._rec_val, np.float64, n)
             self._check_chunk(self._base, end)
-            if thread_state.implicit is self and (end >= CHUNK or self._holds_too_much()):
+            if thread_state.implicit is not self:
+                pass
+            elif end < CHUNK and not self._holds_too_much():
+                if self._retiring == 0 and self._arr_bytes >= self._soft_bytes:
+                    self._retiring = -_SOFT_TRIES
+            else:
                 # a full chunk (or too much array memory) on the default tape: it retires, so
                 # that it is freed as soon as no result of it is alive -- as PyTorch frees a
                 # graph whose outputs died, even when nothing ever calls backward().  The
@@ -223,13 +250,25 @@ class Tape:
                 # them, and a tape linked from the default one stays alive, with every tape
                 # it links to in turn (a chain that never died).  A tape still retiring a
                 # chunk later (every op goes on with its results) hands over at once.
-                if not self._retiring:
+                if self._retiring <= 0:
                     self._retiring = end
                 elif end - self._retiring >= CHUNK:
                     successor(self)
             self._rec_op.clear(); self._rec_a.clear(); self._rec_b.clear(); self._rec_val.clear()
             self._base = end
+            self._large_bytes = 0
         return 0
+
+    def _flush_array(self, v):
+        """Flush, if due, before array value ``v`` is appended: every ``ARRAY_CHUNK``
+        entries, and once the large arrays (``LARGE_ARRAY``) appended since the last flush
+        pass ``_LARGE_FLUSH_BYTES``; returns the new list length."""
+        n = len(self._rec_val)
+        if n < ARRAY_CHUNK:
+            self._large_bytes += v.nbytes
+            if self._large_bytes < _LARGE_FLUSH_BYTES:
+                return n
+        return self._flush()
 
     def _holds_too_much(self):
         """Do this tape's arrays pass ``ROLLOVER_BYTES``?  The arrays added since the last
@@ -242,6 +281,25 @@ class Tape:
             self._arr_bytes += sum(sizes) * new // len(sizes)
         self._arr_seen = len(arr)
         return self._arr_bytes > ROLLOVER_BYTES
+
+    def _unreferenced(self):
+        """Does nothing but the recording machinery refer to this tape: the thread's state,
+        the leaves bound here and tapegrad's own frames (the op being recorded)?  Counted
+        from ``sys.getrefcount``: any other holder (a result tensor, a link from another
+        tape, a temporary of the expression being evaluated, a user's variable) makes it
+        False, so an error here only ever keeps a tape that could have retired."""
+        held = sys.getrefcount(self) - 1   # (less getrefcount's own argument)
+        known = (thread_state.implicit is self) + (rec_get(None) is self)
+        for t in self._leaves.values():
+            known += t._tape is self
+        known += 1      # (this frame's self; its f_locals would hold f, a cycle)
+        f = sys._getframe(1)
+        while f is not None:
+            if f.f_code.co_filename.startswith(_PACKAGE_DIR):
+                for v in f.f_locals.values():   # (no generator: it would hold self in a cell)
+                    known += v is self
+            f = f.f_back
+        return held <= known
 
     def _check_chunk(self, start, end):
         """Every operand reference of entries ``start..end`` names an earlier entry or a
@@ -258,8 +316,11 @@ class Tape:
         """Append one entry (any value kind); returns its index."""
         vs = self._rec_val
         n = len(vs)
-        if n >= ARRAY_CHUNK and (n >= CHUNK or v.__class__ is not float):
-            n = self._flush()
+        if v.__class__ is float:
+            if n >= CHUNK:
+                n = self._flush()
+        elif n >= ARRAY_CHUNK or (v.ndim and v.size >= LARGE_ARRAY):
+            n = self._flush_array(v)
         i = self._base + n
         if v.__class__ is not float:
             if v.ndim:
@@ -277,6 +338,8 @@ class Tape:
         n = len(vs)
         if n >= CHUNK - 1:
             n = self._flush()
+        elif v.__class__ is not float and v.ndim and v.size >= LARGE_ARRAY:
+            n = self._flush_array(v)
         head = self._base + n
         if v.__class__ is not float:
             if v.ndim:
@@ -422,13 +485,20 @@ def current_tape() -> Optional["Tape"]:
     return recording()
 
 
-def next_tape(T, *tensors):
-    """The tape an op on ``tensors`` records onto when the default tape ``T`` is retiring:
+def next_tape(T, tensors):
+    """The tape an op on ``tensors`` (a sequence; passed as one, not as ``*args``: a call
+    with ``*args`` holds the tape once more while it runs, which ``_unreferenced`` would
+    take for a result alive) records onto when the default tape ``T`` is retiring:
     ``T`` while an operand is a result recorded on it (the expression goes on), else a
     fresh default tape."""
     for t in tensors:   # (numbers among them have no tape)
         if getattr(t, "_tape", None) is T and T._leaves.get(t._entry) is not t:
             return T
+    if T._retiring < 0 and not T._unreferenced():   # (soft: see SOFT_ROLLOVER_BYTES)
+        T._retiring += 1
+        if T._retiring == 0:    # (a result kept alive: wait for twice the bytes)
+            T._soft_bytes = 2 * T._arr_bytes
+        return T
     return successor(T)
 
 
@@ -440,6 +510,7 @@ def successor(T):
         return T
     st.implicit = Tape()
     st.refresh()
+    _unbind_leaves(T)
     return st.implicit
 
 
@@ -450,6 +521,18 @@ def fresh_default_tape(T):
     if st.implicit is T:
         st.implicit = Tape()
         st.refresh()
+        _unbind_leaves(T)
+
+
+def _unbind_leaves(T):
+    """Unbind the leaves bound to ``T``, a default tape no op records onto any more: a leaf
+    that no later op uses would otherwise keep ``T``, and every array it holds, alive.  (The
+    tape still lists them: a result of ``T`` that lives on gets their gradients; a leaf's
+    next op binds it to the tape that records it.)"""
+    with _BINDING:
+        for t in T._leaves.values():
+            if t._tape is T:
+                t._tape = UNREGISTERED_LEAF
 
 
 # (the default tape and the recording state that caches it change together)

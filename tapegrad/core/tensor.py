@@ -32,15 +32,15 @@ from .graph import node_for
 from .printing import format_value
 from .shapes import broadcast_error, wrap_dim
 from .pyop import record_broadcast
-from .tape import CHUNK, ARG, CONST, Tape, boot, next_tape, rec_get, recording, thread_state
+from .tape import (CHUNK, ARG, CONST, UNREGISTERED_LEAF, Tape, boot, next_tape, rec_get, recording,
+                   thread_state)
 from .views import forget_views, register_detached
 
 import builtins as _b  # noqa: E402  (methods named float/int/... below read the builtins)
 
 _new = object.__new__
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # tapegrad/
-_UNREG = "unregistered-leaf"   # marker: a leaf that requires grad, not yet on a tape
-UNREGISTERED_LEAF = _UNREG
+_UNREG = UNREGISTERED_LEAF   # marker: a leaf that requires grad, not yet on a tape
 
 
 def wrap(v, requires_grad=False):
@@ -286,7 +286,7 @@ def _broadcast_pair(code, args):
     if T is None:
         return wrap(v)
     if T._retiring:
-        T = next_tape(T, *args)
+        T = next_tape(T, args)
     shape = v.shape
     return _record(T, code, [_operand_ref(T, a, shape) for a in args], v)
 
@@ -343,7 +343,7 @@ def _generic_slow(code, args):
     if T is None:
         return wrap(v)
     if T._retiring:
-        T = next_tape(T, *args)
+        T = next_tape(T, args)
     if not any(isinstance(a, Tensor) and a._tape is not None for a in args):
         g = recorded_comparison(T, args)
         if g is None:

@@ -135,7 +135,7 @@ def _record_call(op, node, args, outs, params, edges=None, shared=False, tensors
     if T is None:
         return [wrap(v) for v in outs]
     if T._retiring:
-        T = next_tape(T, *tensors)
+        T = next_tape(T, tensors)
     refs, live, dead = [], False, False
     for t in tensors:   # (a tape reference is taken only once one input is known to be live)
         tt = t._tape
@@ -390,7 +390,7 @@ def call_arrays(name, xs, params=None):
     if T is None or not live:
         return wrap(out)
     if T._retiring:
-        T = next_tape(T, *xs)
+        T = next_tape(T, xs)
     node = op.node
     if node.__class__ is not str:
         node = node(*vals, **params)
@@ -1775,7 +1775,7 @@ def basic_index(x, idx, node=None):
         r = wrap(out)
     else:
         if T._retiring:
-            T = next_tape(T, x)
+            T = next_tape(T, (x,))
         ref = x._entry if tape is T else T._ref(x)
         kept = np.array(out) if shared and out.__class__ is np.ndarray else out
         i = record_one(T, node, (ref,), kept, None, ("getitem", (_ARGS[0], idx), _NO_PARAMS))
