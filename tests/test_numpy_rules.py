@@ -81,6 +81,12 @@ PROGRAMS = {
     "min of a NaN": ((A,), lambda x: tg.min(x)),
     "min of finite": ((B[1:3, 1:].copy(),), lambda x: x.min()),
     "max dim": ((C,), lambda x: tg.max(x, dim=1)[0]),
+    # at least _ROWS_SUMMED elements: the float walk's kernel (_evenly_flat)
+    "max of large ties": ((np.tile([1.0, 3.0, -0.0, 3.0], 100).reshape(20, 20),), lambda x: x.max()),
+    "min of a large NaN": ((np.where(np.arange(400) % 7 == 3, np.nan, _data((400,), 5)),),
+                           lambda x: x.min()),
+    "min of large -0. and 0.": ((np.tile([0.0, 1.0, -0.0, 2.0], 200)[::-1].copy(),),
+                                lambda x: tg.min(x[::2])),
     "min dim keepdim": ((C,), lambda x: x.min(dim=-1, keepdim=True).values),
     "cross batched": ((A[:, :3].copy(), B[:3, :3].T.copy()), lambda a, b: tg.cross(a, b, dim=1)),
 }

@@ -342,6 +342,16 @@ def _reach(op, a, b, seeds, heads, head_ptr, head_refs, stopmark, mark, hits, sw
 
 
 @jit
+def _sum_in_order(t):
+    """``+0. + t[0] + t[1] + ...``, in that order: a number entry's terms as the sweep adds
+    them one by one (a pairwise or vector sum rounds otherwise)."""
+    total = 0.0
+    for k in range(t.shape[0]):
+        total += t[k]
+    return total
+
+
+@jit
 def _place(off, nel, flat, sizes):
     """The flat layout's offsets (-1 for entries outside it) and sizes per entry, for the
     array entries ``flat`` of sizes ``sizes``, laid out in that order."""
@@ -555,19 +565,20 @@ class FloatAdjoints:
                 vals += [_elements(arrays[r]) if read[j] else out, 1]
                 adjs += [buf.reshape(-1), mode]
         # The vectorizable loop (``K.fast_loop``) takes one or two operands, arrays only, and
-        # sets its terms: numbers are written out as arrays, a term for a buffer that has
-        # some already goes through a scratch array added after (the same sum, in the same
-        # order, as adding in the loop).  Not for zero tensors, nor for a number entry's
-        # adjoint, which sums the terms one by one, in order.
-        want, scratch = 0, []
-        if (K.ARITY[o] <= 2 and self.reached[i] == 1 and not K.ZERO_TENSOR[o]
-                and not any(adjs[2 * k + 1] == 1 and vals[2 * k + 1] == 0 for k in range(2))):
+        # sets its terms: numbers are written out as arrays (those the terms do not read are
+        # any array of n elements), a term for a buffer that has some already goes through a
+        # scratch array added after, and a number entry's terms through one summed in order
+        # from +0. (the same sums, in the same order, as adding in the loop).  Not for zero
+        # tensors.
+        want, scratch, ordered = 0, [], []
+        if K.ARITY[o] <= 2 and self.reached[i] == 1 and not K.ZERO_TENSOR[o]:
             n = out.shape[0]
             if step == 0:
                 g, step = np.full(n, g[0]), 1
             for k in range(K.ARITY[o]):
                 if vals[2 * k + 1] == 0:
-                    vals[2 * k], vals[2 * k + 1] = np.full(n, vals[2 * k][0]), 1
+                    vals[2 * k] = np.full(n, vals[2 * k][0]) if read[k] else out
+                    vals[2 * k + 1] = 1
             if K.ARITY[o] == 1:   # (y is not read: any array of n elements)
                 vals[2], vals[3] = vals[0], 1
             targets = []
@@ -577,7 +588,7 @@ class FloatAdjoints:
                     want |= 1 << k
                     t = buf if mode == 2 else np.empty(n)
                     if mode == 1:
-                        scratch.append((buf, t))
+                        (ordered if buf.shape[0] == 1 and n > 1 else scratch).append((buf, t))
                     targets.append(t)
                 else:
                     targets.append(_EMPTY_F)
@@ -588,6 +599,8 @@ class FloatAdjoints:
         _check(T, status, i)
         for buf, t in scratch:
             buf += t
+        for total, t in ordered:
+            total[0] = _sum_in_order(t)
         for r, total in sums:
             self.adj[r] += total[0]
 

@@ -881,12 +881,30 @@ def max_all(x):
     return np.max(x)
 
 
+@jit
+def _evenly_flat(x, a, g, out):
+    """``_evenly`` on a flat float64 array, in two passes and no mask: the ties counted, then
+    ``g / count`` where they are and +0. elsewhere."""
+    nan = a != a
+    count = 0
+    for k in range(x.shape[0]):
+        if x[k] == a or (nan and x[k] != x[k]):
+            count += 1
+    share = g / float(count)
+    for k in range(x.shape[0]):
+        out[k] = share if x[k] == a or (nan and x[k] != x[k]) else 0.0
+
+
 def _evenly(g, ans, x):
     # d max / dx for the max of all elements, PyTorch's evenly_distribute_backward: g split
     # among the elements equal to it (the NaNs, for a NaN max), exactly 0 elsewhere.  (Three
     # passes over x, not nine: the ties as a mask, counted, the share put where they are.)
     # The count is a number in both walks (no gradient flows through it): counted by NumPy,
     # it divides as a float, g / 3.0 being g / 3 bit for bit.
+    if x.__class__ is np.ndarray and x.dtype is _DT64 and x.size >= _ROWS_SUMMED:
+        out = np.empty(x.shape)   # (the float walk, large arrays: one kernel)
+        _evenly_flat(np.ascontiguousarray(x).reshape(-1), float(ans), float(g), out.reshape(-1))
+        return (out,)
     a = ans._value if isinstance(ans, Tensor) else ans
     ties = x != x if a != a else x == ans
     count = np.count_nonzero(ties._value if isinstance(ties, Tensor) else ties)
