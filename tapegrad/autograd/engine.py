@@ -26,6 +26,8 @@ rows) stay on the tape until it is dropped, but no backward looks at them again.
 from __future__ import annotations
 
 import contextlib
+import itertools
+import operator
 import threading
 
 import numpy as np
@@ -464,7 +466,7 @@ class FloatAdjoints:
             self.adj[hits] = -0.0
         self.reached = np.zeros(n, np.uint8)
         self.hits = hits
-        self.off, self.nel, self.aval, self.large = self._layout(T, n, swept)
+        self.off, self.nel, self.aval, self.large = self._layout(arrays, swept)
         if len(self.aval):
             self.aadj = np.empty(len(self.aval))
             self.aadj.fill(-0.0)
@@ -478,32 +480,40 @@ class FloatAdjoints:
         self.spread = set()
 
     @staticmethod
-    def _layout(T, n, swept):
+    def _layout(A, swept):
         """Flat layout of the array entries among ``swept`` (the reachable elementwise
         entries and their operands) under ``_LARGE`` elements: offsets, sizes, values; and
         the large elementwise entries, which the walk runs one by one (``entry``).  Other
         array entries (large ones, inputs and outputs of Python ops only) keep their
         adjoints in ``side``."""
-        arrays = T._arr
-        flat = [k for k in swept.tolist() if k in arrays] if arrays else ()
+        arrays, n = A.tape._arr, A.n
+        if not arrays or not len(swept):
+            return _EMPTY_I, _EMPTY_I, _EMPTY_F, ()
+        # an array entry's value in ``val`` is NaN: the candidates, found in NumPy, and
+        # the few NaN numbers among them dropped
+        flat = swept[np.isnan(A.val[swept])].tolist()
+        arrs = list(map(arrays.get, flat))
+        if any(map(operator.is_, arrs, itertools.repeat(None))):   # (a NaN number)
+            flat = [k for k, v in zip(flat, arrs) if v is not None]
+            arrs = [v for v in arrs if v is not None]
         large = ()
-        if flat:
+        m = len(flat)
+        sizes = np.fromiter(map(_SIZE, arrs), np.int64, m)
+        if m and sizes.max() >= _LARGE:
             # (the operands of an array entry have its size, or are numbers: a large
             # entry's operands are large too, so no flat entry refers to a large one)
             large = [k for k in flat if arrays[k].size >= _LARGE]
-            if large:
-                flat = [k for k in flat if arrays[k].size < _LARGE]
-                op = T._arrays()[0]
-                large = [k for k in large if op[k] < N_ELEMENTWISE]
+            flat = [k for k in flat if arrays[k].size < _LARGE]
+            large = [k for k in large if A.op[k] < N_ELEMENTWISE]
+            m = len(flat)
+            arrs = list(map(arrays.__getitem__, flat))
+            sizes = np.fromiter(map(_SIZE, arrs), np.int64, m)
         if not flat:    # (no offsets at all: a fill as long as the tape is not free)
             return _EMPTY_I, _EMPTY_I, _EMPTY_F, large
-        m = len(flat)
-        arrs = list(map(arrays.__getitem__, flat))
         off = np.empty(n, np.int64)
         nel = np.zeros(n, np.int64)
         # (offsets summed and placed in Numba: fancy stores from lists cost more)
-        _place(off, nel, np.fromiter(flat, np.int64, m),
-               np.fromiter(map(_SIZE, arrs), np.int64, m))
+        _place(off, nel, np.fromiter(flat, np.int64, m), sizes)
         aval = np.concatenate(arrs, axis=None, dtype=np.float64)
         return off, nel, aval, large
 

@@ -206,8 +206,10 @@ class Tape:
     def __len__(self) -> int:
         return self._base + len(self._rec_val)
 
-    def _flush(self):
-        """Move the recording lists into the NumPy arrays; returns 0 (the new list length)."""
+    def _flush(self, reading=False):
+        """Move the recording lists into the NumPy arrays; returns 0 (the new list length).
+        ``reading``: for a walk, which counts the new arrays only once there are
+        ``_SAMPLED`` of them (a backward of a small graph pays for every step here)."""
         n = len(self._rec_val)
         if n:
             end = self._base + n
@@ -238,7 +240,7 @@ class Tape:
             self._check_chunk(self._base, end)
             if thread_state.implicit is not self:
                 pass
-            elif end < CHUNK and not self._holds_too_much():
+            elif end < CHUNK and not self._holds_too_much(reading):
                 if self._retiring == 0 and self._arr_bytes >= self._soft_bytes:
                     self._retiring = -_SOFT_TRIES
             else:
@@ -270,12 +272,15 @@ class Tape:
                 return n
         return self._flush()
 
-    def _holds_too_much(self):
+    def _holds_too_much(self, reading=False):
         """Do this tape's arrays pass ``ROLLOVER_BYTES``?  The arrays added since the last
         flush are counted from the newest ``_SAMPLED`` of them (a flush is every
-        ``ARRAY_CHUNK`` entries at most: the estimate only decides when to roll over)."""
+        ``ARRAY_CHUNK`` entries at most: the estimate only decides when to roll over);
+        ``reading``: only once there are ``_SAMPLED`` of them."""
         arr = self._arr
         new = len(arr) - self._arr_seen
+        if reading and new < _SAMPLED:
+            return self._arr_bytes > ROLLOVER_BYTES
         if new > 0:
             sizes = [v.nbytes for v in itertools.islice(reversed(arr.values()), _SAMPLED)]
             self._arr_bytes += sum(sizes) * new // len(sizes)
@@ -424,7 +429,7 @@ class Tape:
 
     # -- reading ----------------------------------------------------------------------
     def _arrays(self):
-        self._flush()
+        self._flush(reading=True)
         n = self._base
         return self._stored_op[:n], self._stored_a[:n], self._stored_b[:n], self._stored_val[:n]
 

@@ -8,6 +8,8 @@ each row against PyTorch and central differences.
 """
 from __future__ import annotations
 
+import functools
+import math
 import string
 
 import numpy as np
@@ -335,6 +337,11 @@ masked_fill.defvjp(lambda g, ans, x, mask, value:
 def parse_einsum(equation, shapes):
     """``equation`` as (operand subscripts, output subscript), each a string of single
     letters: ``...`` spelt out in unused letters, the implicit output made explicit."""
+    return _parsed_einsum(equation, tuple(map(tuple, shapes)))
+
+
+@functools.lru_cache(maxsize=256)   # (an objective's einsum and its gradients, every call)
+def _parsed_einsum(equation, shapes):
     eq = equation.replace(" ", "")
     lhs, arrow, rhs = eq.partition("->")
     ins = lhs.split(",")
@@ -379,8 +386,43 @@ _EINSUM_PLANNED = 4096
 @defop("einsum", "EinsumBackward0", method=False, numpy_rule=True)
 def einsum(equation, *xs):
     ins, out = parse_einsum(equation, [np.shape(x) for x in xs])
-    planned = len(xs) > 2 or int(np.sum([np.size(x) for x in xs])) >= _EINSUM_PLANNED
+    planned = len(xs) > 2 or sum(np.size(x) for x in xs) >= _EINSUM_PLANNED
+    if planned and len(xs) == 2:
+        product = _einsum_as_matmul(ins, out, *xs)
+        if product is not None:
+            return product
     return np.einsum(_einsum_equation(ins, out), *xs, optimize=planned)
+
+
+def _einsum_as_matmul(ins, out, x, y):
+    """A two-operand einsum that is a batched matrix product (every letter a batch, free or
+    contracted one, no diagonal, nothing summed out of one operand alone) as ``matmul``
+    on the operands permuted to (batch, free, contracted): NumPy's planned einsum spent
+    30-50 us planning GMM's 'ijk,mik->mij' and its gradients, the product 5-7 us.  C-ordered,
+    as einsum's result; None where it is not such a product."""
+    a, b = ins
+    if (x.dtype != y.dtype or x.dtype.kind != "f" or len(set(a)) != len(a)
+            or len(set(b)) != len(b) or len(set(out)) != len(out)
+            or any(c not in b and c not in out for c in a)
+            or any(c not in a and c not in out for c in b)):
+        return None
+    size = dict(zip(a, x.shape))
+    for c, n in zip(b, y.shape):
+        if c in size and size[c] != n:   # (a broadcast letter: einsum's own loop)
+            return None
+        size[c] = n
+    batch = [c for c in out if c in a and c in b]
+    left = [c for c in out if c in a and c not in b]
+    right = [c for c in out if c in b and c not in a]
+    summed = [c for c in a if c in b and c not in out]
+    nb, nl, nr, ns = (math.prod(size[c] for c in cs) for cs in (batch, left, right, summed))
+    xm = x.transpose([a.index(c) for c in batch + left + summed]).reshape(nb, nl, ns)
+    ym = y.transpose([b.index(c) for c in batch + summed + right]).reshape(nb, ns, nr)
+    order = batch + left + right
+    z = np.matmul(xm, ym).reshape([size[c] for c in order])
+    if not out:   # (a number, as einsum's; ascontiguousarray would make it 1-d)
+        return z[()]
+    return np.ascontiguousarray(z.transpose([order.index(c) for c in out]))
 
 
 def _einsum_grad(g, equation, xs, k):
