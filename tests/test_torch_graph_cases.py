@@ -135,6 +135,42 @@ def test_matmul_graph_matches_torch(grads):
     assert compared > 40
 
 
+# a batched first operand laid out so that its batch does not merge with its rows, beside a
+# matrix without grad: PyTorch's ``should_fold`` says bmm (found by the fuzzer, seed 2)
+UNFOLDED = {
+    "expanded": (lambda x: x.expand(2, 1, 3, 2), (1, 3, 2)),
+    "permuted": (lambda x: x.permute(1, 0, 2), (3, 2, 2)),
+    "sliced": (lambda x: x[::2], (4, 3, 2)),
+    "contiguous": (lambda x: x * 1.0, (2, 3, 2)),
+}
+
+
+@pytest.mark.parametrize("name", list(UNFOLDED))
+@pytest.mark.parametrize("b_grad", [False, True])
+@pytest.mark.parametrize("b_shape", [(2, 2), (2,)])
+def test_matmul_folds_as_pytorch(name, b_grad, b_shape):
+    view, shape = UNFOLDED[name]
+    a, b = _leaves(tg, (shape, b_shape), (True, b_grad))
+    out = view(a) @ b
+    fn = out.grad_fn
+    folds = b_grad or name == "contiguous"
+    product = fn.next_functions[0][0]
+    if not folds and len(b_shape) == 1:   # bmm with b as a column, squeezed back
+        assert product.__class__.__name__ == "SqueezeBackward1"
+        product = product.next_functions[0][0]
+    assert product.__class__.__name__ == (("MmBackward0" if len(b_shape) == 2 else "MvBackward0")
+                                          if folds else "BmmBackward0")
+    if torch is None:
+        return
+    ta, tb = _leaves(torch, (shape, b_shape), (True, b_grad))
+    want = view(ta) @ tb
+    assert graph(fn) == graph(want.grad_fn)
+    G = np.random.default_rng(2).standard_normal(tuple(want.shape))
+    out.backward(tg.tensor(G))
+    want.backward(torch.tensor(G))
+    np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy(), rtol=1e-12)
+
+
 @needs_torch
 def test_matmul_graph_under_no_grad_input_chain():
     """A recorded non-leaf operand keeps its own node under the decomposition."""

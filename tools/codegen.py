@@ -936,11 +936,14 @@ def _binary(op, k):
     src.append(f"        elif x.__class__ is _ND and x.dtype is _F64:\n{i3}cy = ty.__class__\n"
                f"{i3}if cy is Tensor:\n{i4}y = ty._value\n"
                f"{i4}if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or "
-               f"y.__class__ is float:\n{i5}v = _forward_{op.name}(x, y)")
+               f"y.__class__ is float:\n{i5}v = _forward_{op.name}(x, y)\n"
+               f"{i5}if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):\n"
+               f"{i5}    v = _torch_layout(v, (x, y))")
     src += _array_branch(k, i5, "xy", ("T._push_const(tx, x)",
                                        "T._const_t(y, ty) if y.__class__ is float else T._push_const(ty, y)"))
     src.append(_PUSH_ARRAY.format(ind=i5, code=k))
     src.append(f"{i3}elif cy is float or cy is int:\n{i4}v = _forward_{op.name}(x, ty)\n"
+               f"{i4}if not x.flags.c_contiguous:\n{i4}    v = _torch_layout(v, (x,))\n"
                f"{i4}xt = tx._tape\n{i4}if xt is None:")
     src.append(_PLAIN.format(ind=i4 + "    "))
     src.append(_rec_lines(i4, "tx"))
@@ -997,7 +1000,8 @@ def _unary(op, k):
     src.append(_OPERAND.format(ind=i3, t="x") + f"{i3}ry = -1\n")
     src.append(_PUSH.format(ind=i3, code=k))
     # a float64 array: elementwise_fallback's first path, without its dispatch
-    src.append(f"        elif x.__class__ is _ND and x.dtype is _F64:\n{i3}v = _forward_{op.name}(x)")
+    src.append(f"        elif x.__class__ is _ND and x.dtype is _F64:\n{i3}v = _forward_{op.name}(x)\n"
+               f"{i3}if not x.flags.c_contiguous:\n{i3}    v = _torch_layout(v, (x,))")
     src += _array_branch(k, i3, "x", ("T._push_const(tx, x)",))
     src.append(f"{i3}ry = -1")
     src.append(_PUSH_ARRAY.format(ind=i3, code=k))
@@ -1338,6 +1342,7 @@ def methods_source() -> str:
     out = [HEADER, '"""Recording fast paths, one function per op of the table."""',
            "import math", "", "import numpy as np", "",
            "from .forward import ARRAY_FORWARD as _ARRAY_FORWARD",
+           "from .shapes import torch_layout as _torch_layout",
            "from .tape import (ARRAY_CHUNK as _ARRAY_CHUNK, CHUNK as _CHUNK, LARGE_ARRAY as _LARGE_ARRAY,\n"
            "                   boot as _boot, rec_get as _rec_get)",
            "from .tape import next_tape as _next_tape",

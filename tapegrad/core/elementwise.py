@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from .forward import ARRAY_FORWARD as _ARRAY_FORWARD
+from .shapes import torch_layout as _torch_layout
 from .tape import (ARRAY_CHUNK as _ARRAY_CHUNK, CHUNK as _CHUNK, LARGE_ARRAY as _LARGE_ARRAY,
                    boot as _boot, rec_get as _rec_get)
 from .tape import next_tape as _next_tape
@@ -170,6 +171,8 @@ def add_(input, other):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_add(x, y)
+                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                        v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
                     if xt is None and yt is None:
@@ -217,6 +220,8 @@ def add_(input, other):
                     return r
             elif cy is float or cy is int:
                 v = _forward_add(x, other)
+                if not x.flags.c_contiguous:
+                    v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
@@ -366,6 +371,8 @@ def add_alpha_(input, other, *, alpha=1):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_add(x, y)
+                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                        v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
                     if xt is None and yt is None:
@@ -413,6 +420,8 @@ def add_alpha_(input, other, *, alpha=1):
                     return r
             elif cy is float or cy is int:
                 v = _forward_add(x, other)
+                if not x.flags.c_contiguous:
+                    v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
@@ -562,6 +571,8 @@ def sub_(input, other):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_sub(x, y)
+                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                        v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
                     if xt is None and yt is None:
@@ -609,6 +620,8 @@ def sub_(input, other):
                     return r
             elif cy is float or cy is int:
                 v = _forward_sub(x, other)
+                if not x.flags.c_contiguous:
+                    v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
@@ -760,6 +773,8 @@ def sub_alpha_(input, other, *, alpha=1):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_sub(x, y)
+                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                        v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
                     if xt is None and yt is None:
@@ -807,6 +822,8 @@ def sub_alpha_(input, other, *, alpha=1):
                     return r
             elif cy is float or cy is int:
                 v = _forward_sub(x, other)
+                if not x.flags.c_contiguous:
+                    v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
@@ -1009,6 +1026,8 @@ def mul_(input, other):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_mul(x, y)
+                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                        v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
                     if xt is None and yt is None:
@@ -1056,6 +1075,8 @@ def mul_(input, other):
                     return r
             elif cy is float or cy is int:
                 v = _forward_mul(x, other)
+                if not x.flags.c_contiguous:
+                    v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
@@ -1205,6 +1226,8 @@ def div_(input, other):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_div(x, y)
+                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                        v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
                     if xt is None and yt is None:
@@ -1252,6 +1275,8 @@ def div_(input, other):
                     return r
             elif cy is float or cy is int:
                 v = _forward_div(x, other)
+                if not x.flags.c_contiguous:
+                    v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
@@ -1404,6 +1429,8 @@ def pow_(input, exponent):
                 y = exponent._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_pow(x, y)
+                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                        v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = exponent._tape
                     if xt is None and yt is None:
@@ -1451,6 +1478,8 @@ def pow_(input, exponent):
                     return r
             elif cy is float or cy is int:
                 v = _forward_pow(x, exponent)
+                if not x.flags.c_contiguous:
+                    v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
@@ -1651,6 +1680,8 @@ def atan2_(input, other):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_atan2(x, y)
+                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                        v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
                     if xt is None and yt is None:
@@ -1698,6 +1729,8 @@ def atan2_(input, other):
                     return r
             elif cy is float or cy is int:
                 v = _forward_atan2(x, other)
+                if not x.flags.c_contiguous:
+                    v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
@@ -1847,6 +1880,8 @@ def maximum_(input, other):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_maximum(x, y)
+                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                        v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
                     if xt is None and yt is None:
@@ -1894,6 +1929,8 @@ def maximum_(input, other):
                     return r
             elif cy is float or cy is int:
                 v = _forward_maximum(x, other)
+                if not x.flags.c_contiguous:
+                    v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
@@ -2043,6 +2080,8 @@ def minimum_(input, other):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_minimum(x, y)
+                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                        v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
                     if xt is None and yt is None:
@@ -2090,6 +2129,8 @@ def minimum_(input, other):
                     return r
             elif cy is float or cy is int:
                 v = _forward_minimum(x, other)
+                if not x.flags.c_contiguous:
+                    v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
@@ -2180,6 +2221,8 @@ def neg_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_neg(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -2270,6 +2313,8 @@ def abs_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_abs(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -2360,6 +2405,8 @@ def exp_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_exp(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -2450,6 +2497,8 @@ def log_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_log(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -2540,6 +2589,8 @@ def log1p_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_log1p(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -2630,6 +2681,8 @@ def expm1_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_expm1(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -2720,6 +2773,8 @@ def sqrt_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_sqrt(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -2810,6 +2865,8 @@ def sin_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_sin(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -2900,6 +2957,8 @@ def cos_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_cos(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -2990,6 +3049,8 @@ def tan_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_tan(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -3080,6 +3141,8 @@ def asin_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_asin(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -3170,6 +3233,8 @@ def acos_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_acos(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -3260,6 +3325,8 @@ def atan_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_atan(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -3350,6 +3417,8 @@ def sinh_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_sinh(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -3440,6 +3509,8 @@ def cosh_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_cosh(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -3530,6 +3601,8 @@ def tanh_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_tanh(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -3620,6 +3693,8 @@ def sigmoid_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_sigmoid(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -3710,6 +3785,8 @@ def relu_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_relu(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -3800,6 +3877,8 @@ def erf_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_erf(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -3890,6 +3969,8 @@ def sign_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_sign(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -3980,6 +4061,8 @@ def round_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_round(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -4070,6 +4153,8 @@ def floor_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_floor(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -4160,6 +4245,8 @@ def ceil_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_ceil(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -4250,6 +4337,8 @@ def trunc_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_trunc(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -4380,6 +4469,8 @@ def reciprocal_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_reciprocal(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -4470,6 +4561,8 @@ def clone_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_clone(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -4619,6 +4712,8 @@ def sigmoid_backward_(input, other):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_sigmoid_backward(x, y)
+                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                        v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
                     if xt is None and yt is None:
@@ -4666,6 +4761,8 @@ def sigmoid_backward_(input, other):
                     return r
             elif cy is float or cy is int:
                 v = _forward_sigmoid_backward(x, other)
+                if not x.flags.c_contiguous:
+                    v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
@@ -4815,6 +4912,8 @@ def tanh_backward_(input, other):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_tanh_backward(x, y)
+                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                        v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
                     if xt is None and yt is None:
@@ -4862,6 +4961,8 @@ def tanh_backward_(input, other):
                     return r
             elif cy is float or cy is int:
                 v = _forward_tanh_backward(x, other)
+                if not x.flags.c_contiguous:
+                    v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
@@ -5011,6 +5112,8 @@ def threshold_backward_(input, other):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_threshold_backward(x, y)
+                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                        v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
                     if xt is None and yt is None:
@@ -5058,6 +5161,8 @@ def threshold_backward_(input, other):
                     return r
             elif cy is float or cy is int:
                 v = _forward_threshold_backward(x, other)
+                if not x.flags.c_contiguous:
+                    v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
@@ -5217,6 +5322,8 @@ def gelu_backward_(input, other):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_gelu_backward(x, y)
+                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                        v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
                     if xt is None and yt is None:
@@ -5264,6 +5371,8 @@ def gelu_backward_(input, other):
                     return r
             elif cy is float or cy is int:
                 v = _forward_gelu_backward(x, other)
+                if not x.flags.c_contiguous:
+                    v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
@@ -5374,6 +5483,8 @@ def sgn_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_sgn(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
                 r = _new(Tensor)
@@ -5523,6 +5634,8 @@ def clamp_min_(input, min):
                 y = min._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_clamp_min(x, y)
+                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                        v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = min._tape
                     if xt is None and yt is None:
@@ -5570,6 +5683,8 @@ def clamp_min_(input, min):
                     return r
             elif cy is float or cy is int:
                 v = _forward_clamp_min(x, min)
+                if not x.flags.c_contiguous:
+                    v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
                     r = _new(Tensor)
@@ -5719,6 +5834,8 @@ def clamp_max_(input, max):
                 y = max._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_clamp_max(x, y)
+                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                        v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = max._tape
                     if xt is None and yt is None:
@@ -5766,6 +5883,8 @@ def clamp_max_(input, max):
                     return r
             elif cy is float or cy is int:
                 v = _forward_clamp_max(x, max)
+                if not x.flags.c_contiguous:
+                    v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
                     r = _new(Tensor)

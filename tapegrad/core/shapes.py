@@ -1,6 +1,8 @@
 """Dims and broadcasting, checked as PyTorch checks them (its exception types and words)."""
 from __future__ import annotations
 
+import numpy as np
+
 
 def wrap_dim(dim, ndim):
     """``dim`` of a tensor with ``ndim`` dimensions as an index ``0 <= dim < ndim``, checked
@@ -36,3 +38,58 @@ def broadcast_error(shapes):
                                     f"({y}) at non-singleton dimension {n - k}")
             x = y if x is None or x == 1 else x
     return None
+
+
+def torch_layout(v, operands):
+    """Elementwise result ``v`` (a NumPy array) laid out as PyTorch's TensorIterator lays out
+    the result of ``operands`` (arrays and numbers, in argument order), a copy where NumPy's
+    layout differs.  Called only when an operand is not C-contiguous: PyTorch gives a
+    permuted operand's layout priority over a contiguous one's (``maximum(x.permute(..), c)``
+    keeps ``x``'s), and a C-ordered result to an expanded one, where NumPy's 'K' order
+    does otherwise -- and contiguity decides what later views and reshapes record.  The
+    dims are ordered by ``reorder_dimensions``' comparison (the first operand with unequal,
+    nonzero strides decides; equal strides put the smaller dim first); dims of size 1,
+    which lay out nothing, are left out."""
+    shape = v.shape
+    if len(shape) < 2 or v.size == 0:
+        return v
+    dims = [d for d in range(len(shape)) if shape[d] != 1]
+    strides = []
+    for x in operands:
+        if x.__class__ is not np.ndarray or not x.ndim:
+            continue
+        lead = len(shape) - x.ndim
+        strides.append([0 if d < lead or (x.shape[d - lead] == 1 and shape[d] != 1)
+                        else x.strides[d - lead] // x.itemsize for d in range(len(shape))])
+
+    def should_swap(d0, d1):
+        for st in strides:
+            s0, s1 = st[d0], st[d1]
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 != s1:
+                return 1 if s0 > s1 else -1
+            if shape[d0] > shape[d1]:
+                return 1
+        return 0
+
+    perm = dims[::-1]   # (the innermost first, as PyTorch starts)
+    for i in range(1, len(perm)):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            c = should_swap(perm[d0], perm[d1])
+            if c > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif c < 0:
+                break
+    want, step = {}, 1
+    for d in perm:
+        want[d] = step
+        step *= shape[d]
+    if all(v.strides[d] == want[d] * v.itemsize for d in dims):
+        return v
+    order = [d for d in range(len(shape)) if shape[d] == 1] + perm[::-1]   # slowest first
+    out = np.empty([shape[d] for d in order], v.dtype).transpose(np.argsort(order))
+    np.copyto(out, v)
+    return out

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..core.elementwise import FUNCTIONS as ELEMENTWISE
 from ..core.dtypes import scalar_type_name
-from ..core.shapes import wrap_dim, wrap_dims
+from ..core.shapes import torch_layout, wrap_dim, wrap_dims
 from ..core.pyop import Arg, record, record_one
 from ..core.grad_mode import is_grad_enabled
 from ..core.numba_jit import jit
@@ -95,14 +95,15 @@ def contiguous(v):
 
 
 def like_layout(v, x):
-    """``v`` (never a view of ``x``) laid out as ``x``: PyTorch's sort and flip keep their
-    input's strides."""
-    if x.__class__ is not np.ndarray or v.shape != x.shape or \
-            (x.flags.c_contiguous and not np.may_share_memory(v, x)):
-        return v if v.flags.c_contiguous else v.copy()
-    out = np.empty_like(x, dtype=v.dtype)   # (x's stride order)
-    out[...] = v
-    return out
+    """``v`` laid out as PyTorch lays out sort's and flip's results of ``x``, in memory of
+    its own (``v`` may view ``x``): TensorIterator's layout for an operand ``x``
+    (``torch_layout``: a permuted ``x``'s strides, C order for an expanded one)."""
+    if x.__class__ is np.ndarray and v.shape == x.shape and v.ndim >= 2 and not x.flags.c_contiguous:
+        out = torch_layout(v, (x,))
+        if out is not v:
+            return out
+        return np.copy(v, order="K") if np.may_share_memory(v, x) else v
+    return v if v.flags.c_contiguous and not np.may_share_memory(v, x) else v.copy()
 
 
 def _np(v):

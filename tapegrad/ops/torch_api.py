@@ -174,16 +174,19 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     return _matmul_decomposed(input, other)
 
 
+def _folds(a, b):
+    """Does PyTorch's matmul fold batched ``a`` into a matrix for matrix ``b`` (its
+    ``should_fold``)?  When ``b`` requires grad, or when ``a``'s batch dims merge with its
+    rows without a copy; else it runs a ``bmm`` on ``a`` expanded (an expanded ``a`` that
+    does not require grad... ``BmmBackward0`` over ``ReshapeAliasBackward0``)."""
+    if b._tape is not None or a.numel() == 0:
+        return True
+    shape, strides = a._value.shape, strides_of(a._value)
+    return builtins.all(strides[i] == strides[i + 1] * shape[i + 1] for i in range(len(shape) - 2))
+
+
 def _contiguous_strides(shape):
     return tuple(int(np.prod(shape[k + 1:], dtype=np.int64)) for k in range(len(shape)))
-
-
-def _expanded_strides(shape, to):
-    """The strides of a contiguous tensor of ``shape`` expanded to ``to`` (0 where expanded)."""
-    own = (0,) * (len(to) - len(shape)) + _contiguous_strides(shape)
-    lead = len(to) - len(shape)
-    return tuple(0 if k < lead or (shape[k - lead] == 1 and n != 1) else own[k]
-                 for k, n in enumerate(to))
 
 
 def _is_contiguous(shape, strides):
@@ -235,7 +238,7 @@ def _matmul_decomposed(a, b):
             return matmul(squeeze(a, 0), b)
         if sb[0] == 1 and b._tape is not None:
             return matmul(a, squeeze(b, 0))
-    if na >= 3 and nb <= 2:   # fold a's batch into its rows: one mm (or mv)
+    if na >= 3 and nb <= 2 and _folds(a, b):   # a's batch into its rows: one mm (or mv)
         rows = int(np.prod(sa[:-1], dtype=np.int64))   # (a view, or a copy as PyTorch's)
         out = call("matmul", reshape(a, (rows, sa[-1])), b)
         return call("view_node", out, sa[:-1] + sb[1:], node="UnsafeViewBackward0")
@@ -261,11 +264,16 @@ def _matmul_decomposed(a, b):
     batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
     count = int(np.prod(batch, dtype=np.int64))
     operands = []
-    for x, s, tail in ((a, sa, (n, m)), (b, sb, (sb[-2] if nb > 1 else sb[0], p))):
+    # (a vector b is expanded as a vector, then made a column: (count, m) -> (count, m, 1))
+    for x, s, tail in ((a, sa, (n, m)), (b, sb, (sb[-2], p) if nb > 1 else sb)):
         full = batch + tail
-        operands.append(_reshape_as_torch(call("expand", x, shape=full), full,
-                                          _expanded_strides(s, full), (count,) + tail))
+        e = call("expand", x, shape=full)   # (laid out as x is: a permuted or sliced batch)
+        operands.append(_reshape_as_torch(e, full, strides_of(e._value), (count,) + tail))
+    if nb == 1:
+        operands[1] = unsqueeze(operands[1], 2)
     out = call("matmul", *operands)
+    if nb == 1:
+        out = squeeze(out, -1)
     shape = batch + ((n,) if na > 1 else ()) + ((p,) if nb > 1 else ())
     return call("view_node", out, shape, node="UnsafeViewBackward0")
 

@@ -1,0 +1,69 @@
+"""Elementwise results are laid out as PyTorch's TensorIterator lays them out
+(``core.shapes.torch_layout``) when an operand is not C-contiguous: a permuted first operand
+gives its layout to the result even beside a contiguous one, an expanded operand gives a
+C-ordered one.  Contiguity decides what a later ``view``/``flatten``/``reshape`` records
+(a view, or a copy then an unsafe view), so the layout is part of the graph PyTorch builds."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+rng = np.random.default_rng(0)
+A, C = rng.random((2, 2, 4)), rng.random((4, 2, 2))
+X, Y = rng.random((3, 5)), rng.random((5, 3))
+# name -> (program on a module, inputs, torch's strides of the result)
+CASES = {
+    "maximum of a permuted and a contiguous": (lambda m, a, c: m.maximum(a.permute(2, 1, 0), c), (A, C), (1, 4, 8)),
+    "erf of an expanded": (lambda m, b: m.erf(b.expand(2, 2, 2, 2)), (A[:, :, :2].copy(),), (8, 4, 2, 1)),
+    "transposed times contiguous": (lambda m, x, y: x.t() * y, (X, Y), (1, 5)),
+    "contiguous times transposed": (lambda m, x, y: y * x.t(), (X, Y), (3, 1)),
+    "transposed plus a number": (lambda m, x: x.t() + 2.0, (X,), (1, 5)),
+    "exp of a transposed": (lambda m, x: x.t().exp(), (X,), (1, 5)),
+    "exp of a slice": (lambda m, x: x[:, ::2].exp(), (rng.random((4, 6)),), (3, 1)),
+    "permuted times a broadcast column": (lambda m, x, y: x.permute(2, 0, 1) * y,
+                                          (rng.random((3, 4, 5)), rng.random((3, 1))), (1, 20, 5)),
+    "transposed 4-d minus contiguous": (lambda m, x, y: x.transpose(1, 3) - y,
+                                        (rng.random((2, 3, 4, 5)), rng.random((2, 5, 4, 3))), (60, 1, 5, 20)),
+    "comparison of a transposed": (lambda m, x, y: x.t() > y, (X, Y), (1, 5)),
+    "where of transposed": (lambda m, x, y: m.where(x.t() > 0.5, x.t(), y), (X, Y), (1, 5)),
+}
+
+
+def _strides(v):
+    return tuple(s // v.itemsize for s in v.strides)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_layout_is_pytorchs(name):
+    program, inputs, strides = CASES[name]
+    ours = program(tg, *[tg.tensor(v, requires_grad=v.dtype == np.float64) for v in inputs])
+    assert _strides(ours._value) == strides
+    if torch is not None:
+        theirs = program(torch, *[torch.tensor(v) for v in inputs])
+        assert tuple(theirs.stride()) == strides
+        np.testing.assert_array_equal(ours.detach().numpy(), theirs.numpy())
+
+
+@pytest.mark.parametrize("name", ["maximum of a permuted and a contiguous", "erf of an expanded",
+                                  "transposed times contiguous"])
+def test_flatten_records_as_pytorch(name):
+    """A non-contiguous result flattens through a copy (``UnsafeViewBackward0`` over
+    ``CloneBackward0``), a contiguous one as a view (the fuzzer's seed-2 programs)."""
+    program, inputs, _ = CASES[name]
+    leaves = [tg.tensor(v, requires_grad=True) for v in inputs]
+    out = program(tg, *leaves).flatten()
+    names = (out.grad_fn.name(), out.grad_fn.next_functions[0][0].name())
+    if torch is not None:
+        t_leaves = [torch.tensor(v, requires_grad=True) for v in inputs]
+        t_out = program(torch, *t_leaves).flatten()
+        assert names == (t_out.grad_fn.name(), t_out.grad_fn.next_functions[0][0].name())
+    want = ("ViewBackward0",) if name == "erf of an expanded" else ("UnsafeViewBackward0", "CloneBackward0")
+    assert names[:len(want)] == want
+    out.sum().backward()
+    for x in leaves:
+        assert x.grad is not None and x.grad.shape == x.shape
