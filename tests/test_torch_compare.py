@@ -264,6 +264,22 @@ def test_pow_special_points():
     check(lambda m, x, y: x**y, [2.0, 0.0])
 
 
+@pytest.mark.parametrize("base", [-0.0, 0.0])
+@pytest.mark.parametrize("exponent", [0.0, 0.5, 1.0, 2.0, 3.0])
+@pytest.mark.parametrize("seed", [1.0, -1.0, math.inf])
+def test_pow_of_a_zero_base_gives_the_exponent_a_computed_plus_zero(base, exponent, seed):
+    """d/dy c ** y at c = +-0., y >= 0 is PyTorch's ``grad * where(cond, 0, ...)``: the
+    gradient times +0. whatever the sign of (-0.) ** y (the fuzzer, seed 4), NaN from an
+    infinite gradient."""
+    want = seed * 0.0
+    for m in (tg, torch):
+        y = m.tensor(exponent, dtype=m.float64, requires_grad=True)
+        m.pow(base, y).backward(m.tensor(seed, dtype=m.float64))
+        got = float(y.grad)
+        assert (math.isnan(got) and math.isnan(want)) or \
+            (got == want and math.copysign(1.0, got) == math.copysign(1.0, want)), (m, got)
+
+
 def test_overflow_and_out_of_domain_values():
     check(lambda m, x: x.exp(), [1000.0])
     check(lambda m, x: m.log(x), [0.0])

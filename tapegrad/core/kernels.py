@@ -180,7 +180,7 @@ def terms(o, g, x, y, z, out):
     elif o == 3:  # div
         return (g / y), (-g * ((x / y) / y)), 0.0
     elif o == 4:  # pow
-        return (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0)))), (g * (0.0 * out)) if x == 0.0 and y >= 0.0 else (g * (out * log(x))), 0.0
+        return (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0)))), (g * (0.0 * (out * out))) if x == 0.0 and y >= 0.0 else (g * (out * log(x))), 0.0
     elif o == 5:  # atan2
         return (g * (0.0 * y)) if x * x + y * y == 0.0 else (g * (y / (x * x + y * y))), (g * (-0.0 * x)) if x * x + y * y == 0.0 else (g * (-x / (x * x + y * y))), 0.0
     elif o == 6:  # maximum
@@ -394,9 +394,9 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             elif mx == 2:
                 gx[k * sx] = (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0))))
             if my == 1:
-                gy[k * sy] += (g * (0.0 * out)) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
+                gy[k * sy] += (g * (0.0 * (out * out))) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
             elif my == 2:
-                gy[k * sy] = (g * (0.0 * out)) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
+                gy[k * sy] = (g * (0.0 * (out * out))) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
             if mz == 1:
                 gz[k * sz] += 0.0
             elif mz == 2:
@@ -1466,7 +1466,7 @@ def fast_loop(o, want, n, G, O, X, Y, Z, tx, ty, tz):
                 x = X[k]
                 y = Y[k]
                 out = O[k]
-                ty[k] = (g * (0.0 * out)) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
+                ty[k] = (g * (0.0 * (out * out))) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
         elif want == 3:
             for k in range(n):
                 g = G[k]
@@ -1474,7 +1474,7 @@ def fast_loop(o, want, n, G, O, X, Y, Z, tx, ty, tz):
                 y = Y[k]
                 out = O[k]
                 tx[k] = (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0))))
-                ty[k] = (g * (0.0 * out)) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
+                ty[k] = (g * (0.0 * (out * out))) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
     elif o == 5:  # atan2
         if want == 1:
             for k in range(n):
@@ -2546,7 +2546,7 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
             if va:
                 ADJ[ra] += (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0))))
             if vb:
-                ADJ[rb] += (g * (0.0 * out)) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
+                ADJ[rb] += (g * (0.0 * (out * out))) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
         elif o == 5:  # atan2
             x = V[ra]
             y = V[rb]
@@ -3172,7 +3172,7 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                 if va:
                     ADJ[ra, k] += (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0))))
                 if vb:
-                    ADJ[rb, k] += (g * (0.0 * out)) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
+                    ADJ[rb, k] += (g * (0.0 * (out * out))) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
         elif o == 5:  # atan2
             for k in range(nb):
                 x = V[ra, k]
@@ -3567,7 +3567,7 @@ def tangent_point(op, a, b, V, T, stop):
             out = V[i]
             pa = 2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))
             ma = ((False) if (y == 2.0) else (((True) if (y == 0.0) else (False))))
-            pb = 0.0 * out if (x == 0.0 and y >= 0.0) else out * log(x)
+            pb = 0.0 * (out * out) if (x == 0.0 and y >= 0.0) else out * log(x)
             for k in range(nk):
                 s = 0.0
                 if va and not ma:
@@ -4083,7 +4083,7 @@ def reverse_multi(op, a, b, V, A, start, stop):
             out = V[i]
             pa = 2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))
             ma = ((False) if (y == 2.0) else (((True) if (y == 0.0) else (False))))
-            pb = 0.0 * out if (x == 0.0 and y >= 0.0) else out * log(x)
+            pb = 0.0 * (out * out) if (x == 0.0 and y >= 0.0) else out * log(x)
             for k in range(nk):
                 g = A[i, k]
                 if va and not ma:
@@ -4558,7 +4558,7 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
             out = V[i]
             pa = 2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))
             ma = ((False) if (y == 2.0) else (((True) if (y == 0.0) else (False))))
-            pb = 0.0 * out if (x == 0.0 and y >= 0.0) else out * log(x)
+            pb = 0.0 * (out * out) if (x == 0.0 and y >= 0.0) else out * log(x)
             g = A[i]
             for k in range(nk):
                 dg = D[i, k]
@@ -4568,7 +4568,7 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                 if va and not ma:
                     D[ra, k] += dg * pa + ((g * (2.0 * tx)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (ty * x ** (y - 1.0) + y * ((y - 1.0) * x ** (y - 1.0 - 1.0) * tx + (0.0 if ty == 0.0 else x ** (y - 1.0) * log(x) * ty))))))
                 if vb:
-                    D[rb, k] += dg * pb + ((g * (0.0 * tout)) if x == 0.0 and y >= 0.0 else (g * (tout * log(x) + out * (1.0 / x * tx))))
+                    D[rb, k] += dg * pb + ((g * (0.0 * (tout * out + out * tout))) if x == 0.0 and y >= 0.0 else (g * (tout * log(x) + out * (1.0 / x * tx))))
         elif o == 5:  # atan2
             x = V[ra]
             y = V[rb]
@@ -5107,7 +5107,7 @@ def forward_tangent(op, a, b, V, T, stop):
             V[i] = out
             pa = 2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))
             ma = ((False) if (y == 2.0) else (((True) if (y == 0.0) else (False))))
-            pb = 0.0 * out if (x == 0.0 and y >= 0.0) else out * log(x)
+            pb = 0.0 * (out * out) if (x == 0.0 and y >= 0.0) else out * log(x)
             t = 0.0
             if va and not ma:
                 t += pa * T[ra]
@@ -5720,7 +5720,7 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             out = V[i]
             pa = 2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))
             ma = ((False) if (y == 2.0) else (((True) if (y == 0.0) else (False))))
-            pb = 0.0 * out if (x == 0.0 and y >= 0.0) else out * log(x)
+            pb = 0.0 * (out * out) if (x == 0.0 and y >= 0.0) else out * log(x)
             g = A[i]
             dg = D[i]
             tx = T[ra]
@@ -5731,7 +5731,7 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
                 D[ra] += dg * pa + ((g * (2.0 * tx)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (ty * x ** (y - 1.0) + y * ((y - 1.0) * x ** (y - 1.0 - 1.0) * tx + (0.0 if ty == 0.0 else x ** (y - 1.0) * log(x) * ty))))))
             if vb:
                 A[rb] += g * pb
-                D[rb] += dg * pb + ((g * (0.0 * tout)) if x == 0.0 and y >= 0.0 else (g * (tout * log(x) + out * (1.0 / x * tx))))
+                D[rb] += dg * pb + ((g * (0.0 * (tout * out + out * tout))) if x == 0.0 and y >= 0.0 else (g * (tout * log(x) + out * (1.0 / x * tx))))
         elif o == 5:  # atan2
             x = V[ra]
             y = V[rb]

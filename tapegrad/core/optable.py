@@ -109,9 +109,11 @@ OPS: Tuple[Op, ...] = (
     # (y == 2 is the common case, x**2: a multiply instead of a call to pow)
     Op("pow", 2, "x * x if y == 2.0 else math.pow(x, y)", "np.power(x, y)",
        "2.0 * x if y == 2.0 else (0.0 if y == 0.0 else y * x ** (y - 1.0))",
-       "0.0 * out if (x == 0.0 and y >= 0.0) else out * log(x)",
+       "0.0 * (out * out) if (x == 0.0 and y >= 0.0) else out * log(x)",
        # PyTorch's pow_backward_exponent: grad * where(cond, 0, result * log(x)) (the zero is
-       # a constant: the branch not taken passes nothing back to the result)
+       # a constant: the branch not taken passes nothing back to the result); in the sweep a
+       # computed +0. (times an infinite gradient: NaN, as there), whatever the sign of
+       # out = (-0.) ** y
        gy="g * (0.0 if (x == 0.0 and y >= 0.0) else out * log(x))",
        node="PowBackward1", dunder="pow", node_c="PowBackward0", saved_for_tensor="y",
        node_r="PowBackward2", int_result=True, domain=((0.3, 2.0), (-2.0, 2.0)),

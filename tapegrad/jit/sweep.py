@@ -64,7 +64,7 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
                 reached[ra] = 1
             if rb >= 0:
                 out = val[i]
-                adj[rb] += (g * (0.0 * out)) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
+                adj[rb] += (g * (0.0 * (out * out))) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
                 reached[rb] = 1
         elif o == 5:  # atan2
             x = val[ra] if ra >= 0 else consts[-ra - 1]
