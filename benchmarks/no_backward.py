@@ -3,8 +3,8 @@
 A line search or a validation loss evaluates a function of parameters that require grad and
 drops the result without calling backward().  PyTorch frees such a graph when its outputs
 die; tapegrad records onto a default tape that retires after 65,536 entries or 64 MB of
-arrays and hands over to a fresh one between expressions, so a tape whose results are all
-gone is freed.  This script runs 100,000 evaluations of ``float(((W @ x).tanh() ** 2).sum())``
+arrays, or past 4 MB once no result of it is alive, and hands over to a fresh one between
+expressions, so a tape whose results are all gone is freed.  This script runs 100,000 evaluations of ``float(((W @ x).tanh() ** 2).sum())``
 (small arrays: the shape that grew the tape without bound before) and 3,000 of a k-means
 cost over 1000 x 10 x 8 arrays (~1.4 MB of values a call, which a hand-over in the middle of
 an expression kept alive in a chain of tapes: 2 GB after 1,500 calls), and prints the median
