@@ -185,6 +185,21 @@ def test_second_backward_raises_and_retain_graph_allows_it():
     assert x.grad.item() == 12.0
 
 
+def test_second_backward_through_advanced_indexing_raises():
+    """``x[mask]``'s node (IndexBackward0) saves its indices in PyTorch: a second backward
+    through it raises even below a node that saves nothing (``[-2]``, SelectBackward0);
+    basic indexing saves nothing and a second backward through it runs (fuzzer, seed 5)."""
+    x = tg.tensor([[[-0.0, 1.046]], [[-0.773, 1.569]]], requires_grad=True)
+    z = x[x > 0.0][-2]
+    z.backward()
+    with pytest.raises(RuntimeError, match=re.escape("Trying to backward through the graph a second time")):
+        z.backward()
+    y = x[1:][0, 0, 1]
+    y.backward()
+    y.backward()
+    assert x.grad.numpy()[1, 0, 1] == 2.0
+
+
 def test_grad_after_backward_freed_graph_raises():
     x = leaf(3.0)
     z = x.sin() * x

@@ -44,7 +44,8 @@ class ArrayOp(NamedTuple):
     #   arguments (PyTorch's differentiable ones; a function of the call's values and params);
     #   later ones are constants
     saves: bool = True          # the rule reads saved values (False: only shapes and params,
-    #   so a second backward through a freed graph may run it, as PyTorch allows)
+    #   so a second backward through a freed graph may run it, as PyTorch allows); or a
+    #   function of the node's name, for an op whose nodes differ (getitem's)
     view: bool = False          # the forward returns a NumPy view of its first argument
     #   where it can: the result is a view sharing the input's memory (``core/views.py``)
     reads: Optional[tuple] = None   # the positions of the arguments whose values the rule
@@ -164,7 +165,10 @@ def _record_call(op, node, args, outs, params, edges=None, shared=False, tensors
 def pyop_saves(py):
     """Does recorded Python op ``py``'s backward read saved values?  (A custom Function:
     assumed so.)  A backward through a freed graph may run one that does not."""
-    return py.backward_fn is not None or ARRAY_OPS[py.fwd[0]].saves
+    if py.backward_fn is not None:
+        return True
+    saves = ARRAY_OPS[py.fwd[0]].saves
+    return saves(py.name) if callable(saves) else saves
 
 
 def pyop_reads_output(py):
@@ -1659,7 +1663,9 @@ def _index_node(idx):
     return "SelectBackward0" if isinstance(last[-1], (int, np.integer)) else "SliceBackward0"
 
 
-@defop("getitem", lambda x, idx: _index_node(idx), method=False, saves=False, view=True,
+# (IndexBackward0 saves its indices: a second backward through a freed one raises there)
+@defop("getitem", lambda x, idx: _index_node(idx), method=False,
+       saves=lambda node: node == "IndexBackward0", view=True,
        numpy_rule=True)
 def getitem(x, idx):
     """``x[idx]``: a view for basic indices (an element as a 0-d view), a copy for
