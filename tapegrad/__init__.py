@@ -51,10 +51,11 @@ _sys.modules.update({m.__name__: m for m in [*_NAMESPACES.values(), *_SUBMODULES
 globals().update(_DETERMINISM)     # tg.use_deterministic_algorithms (accepted)
 
 # tg.add, tg.sin, ... (the op table's rows; PyTorch's fused backward ops stay internal)
-globals().update({op.name: _ELEMENTWISE[op.name] for op in _optable.OPS if not op.backward_of})
+globals().update({op.name: _ELEMENTWISE[op.name] for op in _optable.OPS
+                  if not (op.backward_of or op.internal)})
 globals().update(_ARRAY_FUNCTIONS)   # tg.sum, tg.matmul, tg.cat, ...
 negative = _ELEMENTWISE["neg"]   # (divide, multiply, subtract: in _ARRAY_FUNCTIONS, with out=)
-clip = _ELEMENTWISE["clamp"]
+clip = _ARRAY_FUNCTIONS["clamp"]   # (torch.clip is clamp: its overloads, a max absent)
 
 __version__ = "0.1.0"
 __all__ = ["Tensor", "Tape", "tensor", "zeros", "ones", "full", "arange", "linspace", "rand",
@@ -62,4 +63,4 @@ __all__ = ["Tensor", "Tape", "tensor", "zeros", "ones", "full", "arange", "linsp
            "set_grad_enabled", "is_grad_enabled", "autograd", "Function", "float32", "float64",
            "Size", "dtype", "current_tape", "nn", "optim", "viz", "CompiledTape",
            "RetraceRequired", "compile", "load", "save", "utils", "jit", "JitFunction", "func"] + [op.name for op in _optable.OPS
-                                                   if not op.backward_of]
+                                                   if not (op.backward_of or op.internal)]

@@ -59,6 +59,7 @@ REFERENCE = {
     "clamp": lambda x, lo, hi: min(max(x, lo), hi),
     "clamp_min": max,
     "clamp_max": min,
+    "clamp_no_max": lambda x, lo, hi: max(x, lo),
     "where": lambda c, x, y: x if c else y,
     # PyTorch's fused backward ops (internal rows, recorded by create_graph rules)
     "sigmoid_backward": lambda g, s: g * (1.0 - s) * s,

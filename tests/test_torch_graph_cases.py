@@ -5,6 +5,8 @@ with a 0-d value (PyTorch's ``fill_``), and the sign of a zero gradient through 
 Each case has a torch-free test (the expected graph written out) and a comparison with PyTorch
 (skipped without it) that also checks values and gradients.
 """
+import math
+
 import numpy as np
 import pytest
 
@@ -211,6 +213,36 @@ def test_clamp_overloads():
 @needs_torch
 def test_clamp_overloads_match_torch():
     assert _clamp_graphs(torch) == CLAMP_GRAPHS
+
+
+def _clamp_min_at_infinity(m):
+    """``clamp(x, min=t)`` without a max at ``t = +inf``: PyTorch's rule for an absent max
+    gives ``t`` the gradient where ``x < t`` (the clamp row's rule with a max, recorded as
+    +inf, gave 0: the fuzzer, seeds 3 and 5); an explicit max of +inf keeps that rule."""
+    out = []
+    for fn in (lambda x, t: m.clamp(x, min=t), lambda x, t: x.clamp(min=t),
+               lambda x, t: m.clip(x, min=t),
+               lambda x, t: m.clamp(x, min=t, max=m.tensor(math.inf, dtype=m.float64))):
+        x = m.tensor([1.0, 3.0, math.inf], dtype=m.float64, requires_grad=True)
+        t = m.tensor(math.inf, dtype=m.float64, requires_grad=True)
+        y = fn(x, t)
+        (g,) = m.autograd.grad(y.sum(), t, create_graph=True)
+        y.sum().backward()
+        out.append((graph(y.grad_fn), t.grad.item(), g.item(), x.grad.tolist()))
+    return out
+
+
+CLAMP_AT_INFINITY = [(("ClampBackward0", (L, L, None)), 2.0, 2.0, [0.0, 0.0, 1.0])] * 3 + \
+    [(("ClampBackward0", (L, L, None)), 0.0, 0.0, [0.0, 0.0, 1.0])]
+
+
+def test_clamp_min_at_infinity_without_a_max():
+    assert _clamp_min_at_infinity(tg) == CLAMP_AT_INFINITY
+
+
+@needs_torch
+def test_clamp_min_at_infinity_without_a_max_matches_torch():
+    assert _clamp_min_at_infinity(torch) == CLAMP_AT_INFINITY
 
 
 def _setitem_cases(m):

@@ -1386,7 +1386,7 @@ def ops_markdown() -> str:
     """The op list of the README, as a Markdown table."""
     rows = ["| op | inputs | node | local partials (d out / d input) |", "|---|---|---|---|"]
     for op in OPS:
-        if op.backward_of:   # internal rows: PyTorch's fused backward ops
+        if op.backward_of or op.internal:   # internal rows (PyTorch's fused backward ops)
             continue
         parts = "; ".join(f"`{f}`" for f in (op.dx, op.dy, op.dz)[:op.arity])
         node = f"`{op.node}`" if op.node else "(bool result, no grad)"

@@ -140,8 +140,9 @@ def _imports(texts, module_names):
 
 def internal(op) -> bool:
     """A row users never call (PyTorch's fused backward ops, recorded only by create_graph
-    rules): like every surface generated from the table, tg.jit gives it no form."""
-    return getattr(op, "backward_of", None) is not None
+    rules; ``internal`` rows another function records): like every surface generated from
+    the table, tg.jit gives it no form."""
+    return getattr(op, "backward_of", None) is not None or getattr(op, "internal", False)
 
 
 def _forms(op):

@@ -5927,7 +5927,12 @@ def clamp_max_(input, max):
     return _generic(54, (input, max))
 
 
-FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'sign': sign_, 'round': round_, 'floor': floor_, 'ceil': ceil_, 'trunc': trunc_, 'lt': lt_, 'le': le_, 'gt': gt_, 'ge': ge_, 'eq': eq_, 'ne': ne_, 'clamp': clamp_, 'where': where_, 'reciprocal': reciprocal_, 'clone': clone_, 'sigmoid_backward': sigmoid_backward_, 'tanh_backward': tanh_backward_, 'threshold_backward': threshold_backward_, 'leaky_relu_backward': leaky_relu_backward_, 'elu_backward': elu_backward_, 'gelu_backward': gelu_backward_, 'softplus_backward': softplus_backward_, 'mse_loss_backward': mse_loss_backward_, 'binary_cross_entropy_backward': binary_cross_entropy_backward_, 'smooth_l1_backward': smooth_l1_backward_, 'sgn': sgn_, 'clamp_min': clamp_min_, 'clamp_max': clamp_max_}
+def clamp_no_max_(input, min, max=math.inf):
+    """clamp_no_max: elementwise, differentiable (node ``ClampBackward0``)."""
+    return _generic(55, (input, min, max,))
+
+
+FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'sign': sign_, 'round': round_, 'floor': floor_, 'ceil': ceil_, 'trunc': trunc_, 'lt': lt_, 'le': le_, 'gt': gt_, 'ge': ge_, 'eq': eq_, 'ne': ne_, 'clamp': clamp_, 'where': where_, 'reciprocal': reciprocal_, 'clone': clone_, 'sigmoid_backward': sigmoid_backward_, 'tanh_backward': tanh_backward_, 'threshold_backward': threshold_backward_, 'leaky_relu_backward': leaky_relu_backward_, 'elu_backward': elu_backward_, 'gelu_backward': gelu_backward_, 'softplus_backward': softplus_backward_, 'mse_loss_backward': mse_loss_backward_, 'binary_cross_entropy_backward': binary_cross_entropy_backward_, 'smooth_l1_backward': smooth_l1_backward_, 'sgn': sgn_, 'clamp_min': clamp_min_, 'clamp_max': clamp_max_, 'clamp_no_max': clamp_no_max_}
 WITH_ALPHA = {'add': add_alpha_, 'sub': sub_alpha_}
 
 
@@ -6273,7 +6278,11 @@ def _gp_clamp_max(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return ((_sel((_operand(x, xv) <= _operand(y, yv)), g, None, 'clamp_max') if tx or ty else (g if (_operand(x, xv) <= _operand(y, yv)) else _zeros(g))) if nx else None, (_sel((_operand(x, xv) > _operand(y, yv)), g, None, 'clamp_max') if tx or ty else (g if (_operand(x, xv) > _operand(y, yv)) else _zeros(g))) if ny else None,)
 
 
-GRAPH_PARTIALS = (_gp_add, _gp_sub, _gp_mul, _gp_div, _gp_pow, _gp_atan2, _gp_maximum, _gp_minimum, _gp_neg, _gp_abs, _gp_exp, _gp_log, _gp_log1p, _gp_expm1, _gp_sqrt, _gp_sin, _gp_cos, _gp_tan, _gp_asin, _gp_acos, _gp_atan, _gp_sinh, _gp_cosh, _gp_tanh, _gp_sigmoid, _gp_relu, _gp_erf, _gp_sign, _gp_round, _gp_floor, _gp_ceil, _gp_trunc, _gp_lt, _gp_le, _gp_gt, _gp_ge, _gp_eq, _gp_ne, _gp_clamp, _gp_where, _gp_reciprocal, _gp_clone, _gp_sigmoid_backward, _gp_tanh_backward, _gp_threshold_backward, _gp_leaky_relu_backward, _gp_elu_backward, _gp_gelu_backward, _gp_softplus_backward, _gp_mse_loss_backward, _gp_binary_cross_entropy_backward, _gp_smooth_l1_backward, _gp_sgn, _gp_clamp_min, _gp_clamp_max,)
+def _gp_clamp_no_max(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (_sel((_operand(x, xv) >= _operand(y, yv)), g, None, 'clamp_no_max') if nx else None, _sel((_operand(x, xv) < _operand(y, yv)), g, None, 'clamp_no_max') if ny else None, _zeros(g) if nz else None,)
+
+
+GRAPH_PARTIALS = (_gp_add, _gp_sub, _gp_mul, _gp_div, _gp_pow, _gp_atan2, _gp_maximum, _gp_minimum, _gp_neg, _gp_abs, _gp_exp, _gp_log, _gp_log1p, _gp_expm1, _gp_sqrt, _gp_sin, _gp_cos, _gp_tan, _gp_asin, _gp_acos, _gp_atan, _gp_sinh, _gp_cosh, _gp_tanh, _gp_sigmoid, _gp_relu, _gp_erf, _gp_sign, _gp_round, _gp_floor, _gp_ceil, _gp_trunc, _gp_lt, _gp_le, _gp_gt, _gp_ge, _gp_eq, _gp_ne, _gp_clamp, _gp_where, _gp_reciprocal, _gp_clone, _gp_sigmoid_backward, _gp_tanh_backward, _gp_threshold_backward, _gp_leaky_relu_backward, _gp_elu_backward, _gp_gelu_backward, _gp_softplus_backward, _gp_mse_loss_backward, _gp_binary_cross_entropy_backward, _gp_smooth_l1_backward, _gp_sgn, _gp_clamp_min, _gp_clamp_max, _gp_clamp_no_max,)
 REFLECTED = {'add': add_, 'sub': rsub_, 'mul': mul_, 'div': rdiv_, 'pow': rpow_}
 for _name, _fn in list(FUNCTIONS.items()) + [('r' + k, f) for k, f in REFLECTED.items()
                                            if f is not FUNCTIONS[k]] + list(WITH_ALPHA.items()):

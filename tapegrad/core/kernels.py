@@ -9,24 +9,24 @@ import numpy as np
 
 from .numba_jit import jit
 
-N_ELEMENTWISE = 55
-LEAF = 55
-LINK = 56
-CONST = 57
-ARG = 58
-PYFUNC = 59
-PYOUT = 60
-ARITY = np.array([2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 1, 1, 2, 2, 2, 3, 3, 2, 3, 3, 3, 3, 1, 2, 2, 0, 0, 0, 0, 0, 0], dtype=np.int8)
-SAVES_X = np.array([False, False, True, False, True, True, True, True, False, True, False, True, True, False, False, True, True, False, True, True, True, True, True, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, True, True, False, False, True, True, False, False, True, True, True, True, True, True, False, True, True, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_Y = np.array([False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, True, True, True, True, True, True, True, True, True, True, False, True, True, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_Z = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, True, True, False, True, True, True, True, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_OUT = np.array([False, False, False, True, True, False, False, False, False, False, True, False, False, True, True, False, False, True, False, False, False, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+N_ELEMENTWISE = 56
+LEAF = 56
+LINK = 57
+CONST = 58
+ARG = 59
+PYFUNC = 60
+PYOUT = 61
+ARITY = np.array([2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 1, 1, 2, 2, 2, 3, 3, 2, 3, 3, 3, 3, 1, 2, 2, 3, 0, 0, 0, 0, 0, 0], dtype=np.int8)
+SAVES_X = np.array([False, False, True, False, True, True, True, True, False, True, False, True, True, False, False, True, True, False, True, True, True, True, True, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, True, True, False, False, True, True, False, False, True, True, True, True, True, True, False, True, True, True, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_Y = np.array([False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, True, True, True, True, True, True, True, True, True, True, False, True, True, True, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_Z = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, True, True, False, True, True, True, True, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_OUT = np.array([False, False, False, True, True, False, False, False, False, False, True, False, False, True, True, False, False, True, False, False, False, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
 SAVES = SAVES_X | SAVES_Y | SAVES_Z | SAVES_OUT
-READS = np.array([[[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, True], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, True, True, False], [True, True, True, False], [True, True, True, False]], [[False, False, False, False], [True, False, False, False], [True, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, True, False], [False, False, False, False], [False, False, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, True, True, False], [True, False, False, False], [True, False, False, False]], [[False, True, True, False], [True, True, True, False], [True, True, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]]], dtype=np.bool_)
-SAVED_FOR_TENSOR = np.array([[False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, True, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False]], dtype=np.bool_)
-NO_GRAD = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
-ZERO_TENSOR = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False], dtype=np.bool_)
-ZERO_MODE = np.array([[0, 0, 1], [0, 2, 1], [0, 0, 1], [0, 2, 1], [1, 0, 1], [0, 0, 1], [1, 1, 1], [1, 1, 1], [2, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [0, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [2, 1, 1], [0, 1, 1], [1, 0, 1], [1, 0, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 0, 1], [1, 1, 1], [1, 0, 1], [0, 0, 2], [1, 0, 1], [0, 0, 0], [1, 1, 1], [1, 1, 1], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0]], dtype=np.int8)
+READS = np.array([[[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, True], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, True, True, False], [True, True, True, False], [True, True, True, False]], [[False, False, False, False], [True, False, False, False], [True, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, True, False], [False, False, False, False], [False, False, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, True, True, False], [True, False, False, False], [True, False, False, False]], [[False, True, True, False], [True, True, True, False], [True, True, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]]], dtype=np.bool_)
+SAVED_FOR_TENSOR = np.array([[False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, True, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False]], dtype=np.bool_)
+NO_GRAD = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+ZERO_TENSOR = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+ZERO_MODE = np.array([[0, 0, 1], [0, 2, 1], [0, 0, 1], [0, 2, 1], [1, 0, 1], [0, 0, 1], [1, 1, 1], [1, 1, 1], [2, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [0, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [2, 1, 1], [0, 1, 1], [1, 0, 1], [1, 0, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 0, 1], [1, 1, 1], [1, 0, 1], [0, 0, 2], [1, 0, 1], [0, 0, 0], [1, 1, 1], [1, 1, 1], [1, 1, 1], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0]], dtype=np.int8)
 
 
 @jit
@@ -164,6 +164,8 @@ def forward(o, x, y, z):
         return math.nan if (x != x or y != y) else (y if x < y else x)
     elif o == 54:  # clamp_max
         return math.nan if (x != x or y != y) else (y if x > y else x)
+    elif o == 55:  # clamp_no_max
+        return math.nan if (x != x or y != y) else (y if x < y else x)
     return math.nan
 
 
@@ -281,6 +283,8 @@ def terms(o, g, x, y, z, out):
         return (g) if x >= y else (0.0), (g) if x < y else (0.0), 0.0
     elif o == 54:  # clamp_max
         return (g) if x <= y else (0.0), (g) if x > y else (0.0), 0.0
+    elif o == 55:  # clamp_no_max
+        return (g) if x >= y else (0.0), (g) if x < y else (0.0), 0.0
     return 0.0, 0.0, 0.0
 
 
@@ -1351,6 +1355,25 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
                 gz[k * sz] += 0.0
             elif mz == 2:
                 gz[k * sz] = 0.0
+    elif o == 55:  # clamp_no_max
+        for k in range(n):
+            g = gv[k * sg]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            if mx == 1:
+                gx[k * sx] += (g) if x >= y else (0.0)
+            elif mx == 2:
+                gx[k * sx] = (g) if x >= y else (0.0)
+            if my == 1:
+                gy[k * sy] += (g) if x < y else (0.0)
+            elif my == 2:
+                gy[k * sy] = (g) if x < y else (0.0)
+            if mz == 1:
+                gz[k * sz] += 0.0
+            elif mz == 2:
+                gz[k * sz] = 0.0
 
 
 @jit
@@ -2041,7 +2064,7 @@ def fast_loop(o, want, n, G, O, X, Y, Z, tx, ty, tz):
     return True
 
 
-HESSIAN_PAIRS = ((), (), ((0, 1),), ((0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), (), (), (), (), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), (), ((0, 0),), (), (), (), (), (), (), (), (), (), (), (), (), (), ((0, 0),), (), ((0, 1), (1, 1)), ((0, 1), (1, 1)), (), ((0, 2),), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (1, 1)), ((0, 1), (1, 1)), ((0, 1), (0, 2)), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (0, 2), (1, 2)), (), (), ())
+HESSIAN_PAIRS = ((), (), ((0, 1),), ((0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), (), (), (), (), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), (), ((0, 0),), (), (), (), (), (), (), (), (), (), (), (), (), (), ((0, 0),), (), ((0, 1), (1, 1)), ((0, 1), (1, 1)), (), ((0, 2),), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (1, 1)), ((0, 1), (1, 1)), ((0, 1), (0, 2)), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (0, 2), (1, 2)), (), (), (), ())
 
 @jit
 def saved_state(o, i, ra, rb, rc, op, freed, dirty, has_dirty):
@@ -2477,6 +2500,10 @@ def replay_point(op, a, b, V, stop):
             x = V[ra]
             y = V[rb]
             V[i] = math.nan if (x != x or y != y) else (y if x > y else x)
+        elif o == 55:  # clamp_no_max
+            x = V[ra]
+            y = V[rb]
+            V[i] = math.nan if (x != x or y != y) else (y if x < y else x)
 
 
 @jit
@@ -2816,6 +2843,14 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
                 ADJ[ra] += (g) if x <= y else (0.0)
             if vb:
                 ADJ[rb] += (g) if x > y else (0.0)
+        elif o == 55:  # clamp_no_max
+            x = V[ra]
+            y = V[rb]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += (g) if x >= y else (0.0)
+            if vb:
+                ADJ[rb] += (g) if x < y else (0.0)
 
 
 @jit
@@ -3097,6 +3132,11 @@ def replay_batch(op, a, b, V, stop):
                 x = V[ra, k]
                 y = V[rb, k]
                 V[i, k] = math.nan if (x != x or y != y) else (y if x > y else x)
+        elif o == 55:  # clamp_no_max
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                V[i, k] = math.nan if (x != x or y != y) else (y if x < y else x)
 
 
 @jit
@@ -3492,6 +3532,15 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                     ADJ[ra, k] += (g) if x <= y else (0.0)
                 if vb:
                     ADJ[rb, k] += (g) if x > y else (0.0)
+        elif o == 55:  # clamp_no_max
+            for k in range(nb):
+                x = V[ra, k]
+                y = V[rb, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += (g) if x >= y else (0.0)
+                if vb:
+                    ADJ[rb, k] += (g) if x < y else (0.0)
 
 
 @jit
@@ -4003,6 +4052,20 @@ def tangent_point(op, a, b, V, T, stop):
                 if vb and not mb:
                     s += pb * T[rb, k]
                 T[i, k] = s
+        elif o == 55:  # clamp_no_max
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 if x >= y else 0.0
+            ma = ((False) if (x >= y) else (True))
+            pb = 1.0 if x < y else 0.0
+            mb = ((False) if (x < y) else (True))
+            for k in range(nk):
+                s = 0.0
+                if va and not ma:
+                    s += pa * T[ra, k]
+                if vb and not mb:
+                    s += pb * T[rb, k]
+                T[i, k] = s
 
 
 @jit
@@ -4462,6 +4525,19 @@ def reverse_multi(op, a, b, V, A, start, stop):
             ma = ((False) if (x <= y) else (True))
             pb = 1.0 if x > y else 0.0
             mb = ((False) if (x > y) else (True))
+            for k in range(nk):
+                g = A[i, k]
+                if va and not ma:
+                    A[ra, k] += g * pa
+                if vb and not mb:
+                    A[rb, k] += g * pb
+        elif o == 55:  # clamp_no_max
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 if x >= y else 0.0
+            ma = ((False) if (x >= y) else (True))
+            pb = 1.0 if x < y else 0.0
+            mb = ((False) if (x < y) else (True))
             for k in range(nk):
                 g = A[i, k]
                 if va and not ma:
@@ -5018,6 +5094,20 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
             ma = ((False) if (x <= y) else (True))
             pb = 1.0 if x > y else 0.0
             mb = ((False) if (x > y) else (True))
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                if va and not ma:
+                    D[ra, k] += dg * pa
+                if vb and not mb:
+                    D[rb, k] += dg * pb
+        elif o == 55:  # clamp_no_max
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 if x >= y else 0.0
+            ma = ((False) if (x >= y) else (True))
+            pb = 1.0 if x < y else 0.0
+            mb = ((False) if (x < y) else (True))
             g = A[i]
             for k in range(nk):
                 dg = D[i, k]
@@ -5628,6 +5718,21 @@ def forward_tangent(op, a, b, V, T, stop):
             if vb and not mb:
                 t += pb * T[rb]
             T[i] = t
+        elif o == 55:  # clamp_no_max
+            x = V[ra]
+            y = V[rb]
+            out = math.nan if (x != x or y != y) else (y if x < y else x)
+            V[i] = out
+            pa = 1.0 if x >= y else 0.0
+            ma = ((False) if (x >= y) else (True))
+            pb = 1.0 if x < y else 0.0
+            mb = ((False) if (x < y) else (True))
+            t = 0.0
+            if va and not ma:
+                t += pa * T[ra]
+            if vb and not mb:
+                t += pb * T[rb]
+            T[i] = t
 
 
 @jit
@@ -6198,6 +6303,21 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             ma = ((False) if (x <= y) else (True))
             pb = 1.0 if x > y else 0.0
             mb = ((False) if (x > y) else (True))
+            g = A[i]
+            dg = D[i]
+            if va and not ma:
+                A[ra] += g * pa
+                D[ra] += dg * pa
+            if vb and not mb:
+                A[rb] += g * pb
+                D[rb] += dg * pb
+        elif o == 55:  # clamp_no_max
+            x = V[ra]
+            y = V[rb]
+            pa = 1.0 if x >= y else 0.0
+            ma = ((False) if (x >= y) else (True))
+            pb = 1.0 if x < y else 0.0
+            mb = ((False) if (x < y) else (True))
             g = A[i]
             dg = D[i]
             if va and not ma:

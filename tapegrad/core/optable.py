@@ -82,6 +82,9 @@ class Op(NamedTuple):
     # is a tensor, taking a gradient or not (``pow``'s tensor exponent: PowBackward1 saves the
     # result), so an in-place change of those values raises at the backward, as there
     saved_for_tensor: Optional[str] = None
+    # a row another function records (``torch_api.clamp`` without a max): no ``tg.<name>``,
+    # not in the README's op list
+    internal: bool = False
 
 
 U = ((-2.0, 2.0),)
@@ -340,6 +343,16 @@ OPS: Tuple[Op, ...] = (
        "1.0 if x <= y else 0.0", "1.0 if x > y else 0.0",
        node="ClampMaxBackward1", node_c="ClampMaxBackward0", int_result=True, method=False,
        params="input, max", domain=B2),
+    # clamp(x, min=t) with a tensor t and no max: PyTorch's clamp.Tensor node (ClampBackward0,
+    # an edge per bound, None for the max) with clamp_backward_min_max's rule for an absent
+    # max: t takes the gradient where x < t, at t = +inf too.  (The clamp row records an
+    # absent max as +inf, and its partial for min, ``x < min and min < max``, is the rule with
+    # a max: with t = +inf it gave 0.  The max here is that +inf, which no partial reads.)
+    Op("clamp_no_max", 3, "math.nan if (x != x or y != y) else (y if x < y else x)",
+       "np.where((x != x) | (y != y), np.nan, np.where(x < y, y, x))",
+       "1.0 if x >= y else 0.0", "1.0 if x < y else 0.0", "0.0",
+       node="ClampBackward0", int_result=True, method=False, internal=True,
+       sig="input, min, max=math.inf", call="input, min, max", domain=((-2.0, 2.0), (-1.0, -1.0), (1.0, 1.0))),
 )
 
 # Structural opcodes follow the elementwise ones; the sweep treats them specially.

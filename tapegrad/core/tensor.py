@@ -329,7 +329,8 @@ def _generic_slow(code, args):
     else:
         # clamp's absent bounds (+-inf) do not promote an integer tensor, as PyTorch's None
         typed = [(a, v) for a, v in list(zip(args, vals))[first:]
-                 if not (op.name == "clamp" and a.__class__ is _b.float and math.isinf(a))]
+                 if not (op.name in ("clamp", "clamp_no_max") and a.__class__ is _b.float
+                         and math.isinf(a))]
         dt = _result_dtype(*zip(*typed))
         if dt.kind != "f" and not op.int_result:
             dt = _F64   # int / int, sqrt(int): the default float dtype

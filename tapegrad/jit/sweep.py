@@ -380,6 +380,19 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
             if rb >= 0:
                 adj[rb] += (g) if x > y else (0.0)
                 reached[rb] = 1
+        elif o == 55:  # clamp_no_max
+            rc = b[rb]
+            rb = a[rb]
+            x = val[ra] if ra >= 0 else consts[-ra - 1]
+            y = val[rb] if rb >= 0 else consts[-rb - 1]
+            if ra >= 0:
+                adj[ra] += (g) if x >= y else (0.0)
+                reached[ra] = 1
+            if rb >= 0:
+                adj[rb] += (g) if x < y else (0.0)
+                reached[rb] = 1
+            if rc >= 0:
+                reached[rc] = 1
 
 
 @jit

@@ -2514,7 +2514,10 @@ def clamp(input, min=None, max=None, *, out=None):  # noqa: A002
                 min = bound.item()
             else:
                 max = bound.item()
-    r = ELEMENTWISE["clamp"](input, min, max)
+    if max is None and isinstance(min, Tensor):   # (PyTorch's rule without a max)
+        r = ELEMENTWISE["clamp_no_max"](input, min)
+    else:
+        r = ELEMENTWISE["clamp"](input, min, max)
     return r if out is None else write_out(r, out, "clamp")
 
 
