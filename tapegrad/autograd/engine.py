@@ -191,8 +191,11 @@ class WalkIndex:
     def _update(self, T, n):
         c = T._c
         nc = len(c)
-        if self.nconsts < nc:
-            if self.consts is None or len(self.consts) < nc:
+        if not self.nconsts:   # (a fresh index: the constants in one call)
+            self.consts = np.array(c, np.float64)
+            self.nconsts = nc
+        elif self.nconsts < nc:
+            if len(self.consts) < nc:
                 grown = np.empty(max(nc, 2 * self.nconsts, 64), np.float64)
                 if self.nconsts:
                     grown[:self.nconsts] = self.consts[:self.nconsts]

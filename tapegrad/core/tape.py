@@ -218,25 +218,32 @@ class Tape:
                     f"this tape would hold more than {MAX_ENTRIES} entries (or constants): "
                     "its operand slots are int32. Record less on one tape (call backward() "
                     "more often, or use tg.no_grad() where no gradient is needed).")
-            if end > len(self._stored_op):
-                cap = max(end, 2 * len(self._stored_op), 1024)
-                for name in ("_stored_op", "_stored_a", "_stored_b", "_stored_val"):
-                    old = getattr(self, name)
-                    new = np.empty(cap, old.dtype)
-                    if self._base:
-                        new[:self._base] = old[:self._base]
-                    setattr(self, name, new)
-            s = slice(self._base, end)
-            if n <= _FEW:   # (a backward of a small graph: NumPy's per-call cost dominates)
-                self._stored_op[s] = self._rec_op
-                self._stored_a[s] = self._rec_a
-                self._stored_b[s] = self._rec_b
-                self._stored_val[s] = self._rec_val
+            if not self._base:
+                # a fresh tape (a backward's first flush, mostly): arrays of exactly these
+                # entries, made from the lists in one call each (a later flush grows them)
+                self._stored_op = np.fromiter(self._rec_op, np.int8, n)
+                self._stored_a = np.fromiter(self._rec_a, np.int32, n)
+                self._stored_b = np.fromiter(self._rec_b, np.int32, n)
+                self._stored_val = np.fromiter(self._rec_val, np.float64, n)
             else:
-                self._stored_op[s] = np.fromiter(self._rec_op, np.int8, n)
-                self._stored_a[s] = np.fromiter(self._rec_a, np.int32, n)
-                self._stored_b[s] = np.fromiter(self._rec_b, np.int32, n)
-                self._stored_val[s] = np.fromiter(self._rec_val, np.float64, n)
+                if end > len(self._stored_op):
+                    cap = max(end, 2 * len(self._stored_op), 1024)
+                    for name in ("_stored_op", "_stored_a", "_stored_b", "_stored_val"):
+                        old = getattr(self, name)
+                        new = np.empty(cap, old.dtype)
+                        new[:self._base] = old[:self._base]
+                        setattr(self, name, new)
+                s = slice(self._base, end)
+                if n <= _FEW:   # (a backward of a small graph: NumPy's per-call cost dominates)
+                    self._stored_op[s] = self._rec_op
+                    self._stored_a[s] = self._rec_a
+                    self._stored_b[s] = self._rec_b
+                    self._stored_val[s] = self._rec_val
+                else:
+                    self._stored_op[s] = np.fromiter(self._rec_op, np.int8, n)
+                    self._stored_a[s] = np.fromiter(self._rec_a, np.int32, n)
+                    self._stored_b[s] = np.fromiter(self._rec_b, np.int32, n)
+                    self._stored_val[s] = np.fromiter(self._rec_val, np.float64, n)
             self._check_chunk(self._base, end)
             if thread_state.implicit is not self:
                 pass

@@ -111,7 +111,7 @@ def _headline(tape):
 def tape_summary(tape, max_rows=20, sweep=None):
     """The tape as a plain-text Wengert list, one entry a line::
 
-        Tape: 3 entries, 1 leaves, 0 python ops, 1.08 kB
+        Tape: 3 entries, 1 leaves, 0 python ops, 167 B
         ops: leaf 1, mul 1, sin 1
            0  leaf             -> v0 = 2
            1  mul   v0, 3      -> v1 = 6
