@@ -505,12 +505,12 @@ class FloatAdjoints:
         if m and sizes.max() >= _LARGE:
             # (the operands of an array entry have its size, or are numbers: a large
             # entry's operands are large too, so no flat entry refers to a large one)
-            large = [k for k in flat if arrays[k].size >= _LARGE]
-            flat = [k for k in flat if arrays[k].size < _LARGE]
-            large = [k for k in large if A.op[k] < N_ELEMENTWISE]
+            small = (sizes < _LARGE).tolist()
+            large = [k for k, s in zip(flat, small) if not s and A.op[k] < N_ELEMENTWISE]
+            flat = [k for k, s in zip(flat, small) if s]
+            arrs = [v for v, s in zip(arrs, small) if s]
+            sizes = sizes[sizes < _LARGE]
             m = len(flat)
-            arrs = list(map(arrays.__getitem__, flat))
-            sizes = np.fromiter(map(_SIZE, arrs), np.int64, m)
         if not flat:    # (no offsets at all: a fill as long as the tape is not free)
             return _EMPTY_I, _EMPTY_I, _EMPTY_F, large
         off = np.empty(n, np.int64)

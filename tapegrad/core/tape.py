@@ -221,10 +221,8 @@ class Tape:
             if not self._base:
                 # a fresh tape (a backward's first flush, mostly): arrays of exactly these
                 # entries, made from the lists in one call each (a later flush grows them)
-                self._stored_op = np.fromiter(self._rec_op, np.int8, n)
-                self._stored_a = np.fromiter(self._rec_a, np.int32, n)
-                self._stored_b = np.fromiter(self._rec_b, np.int32, n)
-                self._stored_val = np.fromiter(self._rec_val, np.float64, n)
+                (self._stored_op, self._stored_a, self._stored_b,
+                 self._stored_val) = self._lists_as_arrays(n)
             else:
                 if end > len(self._stored_op):
                     cap = max(end, 2 * len(self._stored_op), 1024)
@@ -240,10 +238,9 @@ class Tape:
                     self._stored_b[s] = self._rec_b
                     self._stored_val[s] = self._rec_val
                 else:
-                    self._stored_op[s] = np.fromiter(self._rec_op, np.int8, n)
-                    self._stored_a[s] = np.fromiter(self._rec_a, np.int32, n)
-                    self._stored_b[s] = np.fromiter(self._rec_b, np.int32, n)
-                    self._stored_val[s] = np.fromiter(self._rec_val, np.float64, n)
+                    for stored, new in zip((self._stored_op, self._stored_a, self._stored_b,
+                                            self._stored_val), self._lists_as_arrays(n)):
+                        stored[s] = new
             self._check_chunk(self._base, end)
             if thread_state.implicit is not self:
                 pass
@@ -267,6 +264,11 @@ class Tape:
             self._base = end
             self._large_bytes = 0
         return 0
+
+    def _lists_as_arrays(self, n):
+        """The ``n`` entries of the recording lists as four arrays (op, a, b, val)."""
+        return (np.fromiter(self._rec_op, np.int8, n), np.fromiter(self._rec_a, np.int32, n),
+                np.fromiter(self._rec_b, np.int32, n), np.fromiter(self._rec_val, np.float64, n))
 
     def _flush_array(self, v):
         """Flush, if due, before array value ``v`` is appended: every ``ARRAY_CHUNK``
@@ -517,30 +519,23 @@ def next_tape(T, tensors):
 def successor(T):
     """A fresh default tape after ``T`` (this thread's default tape, full)."""
     T._retiring = 0
-    st = thread_state
-    if st.implicit is not T:
+    if thread_state.implicit is not T:
         return T
-    st.implicit = Tape()
-    st.refresh()
-    _unbind_leaves(T)
-    return st.implicit
+    fresh_default_tape(T)
+    return thread_state.implicit
 
 
 def fresh_default_tape(T):
     """If ``T`` is this thread's default tape, start a fresh one (after a backward freed it:
-    memory stays bounded in a training loop)."""
+    memory stays bounded in a training loop), and unbind ``T``'s leaves: a leaf that no
+    later op uses would otherwise keep ``T``, and every array it holds, alive.  (The tape
+    still lists them: a result of ``T`` that lives on gets their gradients; a leaf's next
+    op binds it to the tape that records it.)"""
     st = thread_state
-    if st.implicit is T:
-        st.implicit = Tape()
-        st.refresh()
-        _unbind_leaves(T)
-
-
-def _unbind_leaves(T):
-    """Unbind the leaves bound to ``T``, a default tape no op records onto any more: a leaf
-    that no later op uses would otherwise keep ``T``, and every array it holds, alive.  (The
-    tape still lists them: a result of ``T`` that lives on gets their gradients; a leaf's
-    next op binds it to the tape that records it.)"""
+    if st.implicit is not T:
+        return
+    st.implicit = Tape()
+    st.refresh()
     with _BINDING:
         for t in T._leaves.values():
             if t._tape is T:

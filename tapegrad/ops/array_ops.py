@@ -886,18 +886,29 @@ def max_all(x):
     return np.max(x)
 
 
+# arrays of at least this many elements take ``_evenly_flat`` in the float walk (below it,
+# the kernel's dispatch costs what NumPy's three short passes do)
+_EVENLY_KERNEL = 256
+
+
+@jit
+def _tie(v, a):
+    """Is ``v`` one of the elements a max/min ``a`` of all elements came from (a NaN, for a
+    NaN ``a``)?"""
+    return v == a or (a != a and v != v)
+
+
 @jit
 def _evenly_flat(x, a, g, out):
     """``_evenly`` on a flat float64 array, in two passes and no mask: the ties counted, then
     ``g / count`` where they are and +0. elsewhere."""
-    nan = a != a
     count = 0
     for k in range(x.shape[0]):
-        if x[k] == a or (nan and x[k] != x[k]):
+        if _tie(x[k], a):
             count += 1
     share = g / float(count)
     for k in range(x.shape[0]):
-        out[k] = share if x[k] == a or (nan and x[k] != x[k]) else 0.0
+        out[k] = share if _tie(x[k], a) else 0.0
 
 
 def _evenly(g, ans, x):
@@ -906,7 +917,7 @@ def _evenly(g, ans, x):
     # passes over x, not nine: the ties as a mask, counted, the share put where they are.)
     # The count is a number in both walks (no gradient flows through it): counted by NumPy,
     # it divides as a float, g / 3.0 being g / 3 bit for bit.
-    if x.__class__ is np.ndarray and x.dtype is _DT64 and x.size >= _ROWS_SUMMED:
+    if x.__class__ is np.ndarray and x.dtype is _DT64 and x.size >= _EVENLY_KERNEL:
         out = np.empty(x.shape)   # (the float walk, large arrays: one kernel)
         _evenly_flat(np.ascontiguousarray(x).reshape(-1), float(ans), float(g), out.reshape(-1))
         return (out,)

@@ -175,10 +175,10 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
 
 
 def _folds(a, b):
-    """Does PyTorch's matmul fold batched ``a`` into a matrix for matrix ``b`` (its
-    ``should_fold``)?  When ``b`` requires grad, or when ``a``'s batch dims merge with its
-    rows without a copy; else it runs a ``bmm`` on ``a`` expanded (an expanded ``a`` that
-    does not require grad... ``BmmBackward0`` over ``ReshapeAliasBackward0``)."""
+    """Does PyTorch's matmul fold batched ``a`` into a matrix for ``b`` (a matrix or a
+    vector: its ``should_fold``)?  When ``b`` requires grad, or when ``a``'s batch dims
+    merge with its rows without a copy; else it runs a ``bmm`` on ``a`` expanded
+    (``BmmBackward0`` over ``ReshapeAliasBackward0`` for a permuted or sliced ``a``)."""
     if b._tape is not None or a.numel() == 0:
         return True
     shape, strides = a._value.shape, strides_of(a._value)
