@@ -413,3 +413,27 @@ def test_large_arrays_count_towards_a_roll_over_at_once():
         return max(sizes)
 
     assert _in_a_thread(run) < 4 * tape_module.SOFT_ROLLOVER_BYTES
+
+
+def test_array_ops_alone_count_towards_a_roll_over():
+    """A loop of array ops only (Python-op entries: ``matmul``, ``sum``) and of elementwise
+    ops through the generic array path (``x + 0-d tensor``) flushes every ``ARRAY_CHUNK``
+    entries like the elementwise fast paths, so the default tape sees its bytes and retires:
+    ``_push_pyop`` flushed only at ``CHUNK`` entries, and a forward-only matmul loop kept
+    every 80 KB result (fresh pages each: 55 us a call against NumPy's 8)."""
+    from tapegrad.core import tape as tape_module
+    rng = np.random.default_rng(0)
+
+    def run(op):
+        c = tg.tensor(rng.normal(size=(10, 8)), requires_grad=True)
+        p = tg.tensor(rng.normal(size=(8, 1000)))
+        s = tg.tensor(2.0, requires_grad=True)
+        sizes = []
+        for _ in range(300):      # 300 x 80 KB: 24 MB without a roll-over
+            op(c, p, s)
+            sizes.append(tg.current_tape().nbytes)
+        return max(sizes)
+
+    limit = 2 * tape_module.SOFT_ROLLOVER_BYTES
+    assert _in_a_thread(lambda: run(lambda c, p, s: tg.matmul(c, p))) < limit
+    assert _in_a_thread(lambda: run(lambda c, p, s: (c @ p).t() + s)) < limit

@@ -32,7 +32,7 @@ from .graph import node_for
 from .printing import format_value
 from .shapes import broadcast_error, torch_layout, wrap_dim
 from .pyop import record_broadcast
-from .tape import (CHUNK, ARG, CONST, UNREGISTERED_LEAF, Tape, boot, next_tape, rec_get, recording,
+from .tape import (ARRAY_CHUNK, LARGE_ARRAY, ARG, CONST, UNREGISTERED_LEAF, Tape, boot, next_tape, rec_get, recording,
                    thread_state)
 from .views import forget_views, register_detached
 
@@ -213,6 +213,8 @@ def elementwise_fallback(code, args):
                 T = boot()
             if T is None:
                 return wrap(v)
+            if T._retiring:
+                T = next_tape(T, args)
             x = args[0]
             if x.__class__ is Tensor:
                 t = x._tape
@@ -233,8 +235,8 @@ def elementwise_fallback(code, args):
                     rb = T._cmap.get(y) or T._const(y)
             vs = T._rec_val
             n = len(vs)
-            if n >= CHUNK:
-                n = T._flush()
+            if n >= ARRAY_CHUNK or v.size >= LARGE_ARRAY:
+                n = T._flush_array(v)
             i = T._base + n
             T._rec_op.append(code)
             T._rec_a.append(ra)
