@@ -32,8 +32,8 @@ from .graph import node_for
 from .printing import format_value
 from .shapes import broadcast_error, torch_layout, wrap_dim
 from .pyop import record_broadcast
-from .tape import (ARRAY_CHUNK, LARGE_ARRAY, ARG, CONST, UNREGISTERED_LEAF, Tape, boot, next_tape, rec_get, recording,
-                   thread_state)
+from .tape import (ARRAY_CHUNK, LARGE_ARRAY, ARG, CONST, UNREGISTERED_LEAF, Tape, boot,
+                   next_tape, rec_get, recording, thread_state)
 from .views import forget_views, register_detached
 
 import builtins as _b  # noqa: E402  (methods named float/int/... below read the builtins)
