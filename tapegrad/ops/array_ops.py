@@ -616,7 +616,7 @@ def _spread(g, x, dim, keepdim):
     shape = _shape(x)
     if dim is not None and not keepdim:
         axes = _axes(dim, len(shape))
-        g = rule_call("reshape", g, tuple(1 if k in axes else n for k, n in enumerate(shape)))
+        g = rule_call("reshape", g, _reduced_shape(shape, axes, True))
     return rule_call("expand", g, shape) if _shape(g) != shape else g
 
 
