@@ -43,3 +43,15 @@ def test_programs_match_torch():
                             f"(python tools/fuzz.py --seed 0 --count {COUNT} for reproducers): "
                             f"{classes}")
         pytest.xfail(f"{report.failed} of {COUNT} programs ran past their time budget: {classes}")
+
+
+def test_shards_add_up_to_the_run():
+    """``tools/fuzz.py`` runs a seed in shards (child processes): programs ``start ..`` of a
+    shard are the run's own, and the merged report is the run's."""
+    from fuzz.programs import merge
+    whole = fuzz(seed=3, count=30)
+    parts = merge([fuzz(seed=3, count=12), fuzz(seed=3, count=18, start=12)])
+    assert (parts.passed, parts.failed) == (whole.passed, whole.failed)
+    assert parts.per_family == whole.per_family
+    assert parts.skipped_deviations == whole.skipped_deviations
+    assert sorted(parts.classes) == sorted(whole.classes)

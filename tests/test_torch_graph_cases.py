@@ -141,6 +141,9 @@ def test_matmul_graph_matches_torch(grads):
 # matrix without grad: PyTorch's ``should_fold`` says bmm (found by the fuzzer, seed 2)
 UNFOLDED = {
     "expanded": (lambda x: x.expand(2, 1, 3, 2), (1, 3, 2)),
+    # a size-1 dim kept by expand keeps its stride in PyTorch (NumPy's broadcast_to gives it
+    # 0, which made the batch look mergeable: fuzzer, seed 6)
+    "expanded, a size-1 dim kept": (lambda x: x.expand(2, 1, 2), (1, 2)),
     "permuted": (lambda x: x.permute(1, 0, 2), (3, 2, 2)),
     "sliced": (lambda x: x[::2], (4, 3, 2)),
     "contiguous": (lambda x: x * 1.0, (2, 3, 2)),

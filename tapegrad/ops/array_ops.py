@@ -1497,7 +1497,28 @@ def expand(x, shape):
             return out
     shape = tuple(x.shape[k - (len(shape) - x.ndim)] if n == -1 else n
                   for k, n in enumerate(shape))
-    return np.broadcast_to(x, shape)
+    out = np.broadcast_to(x, shape)
+    if 1 in shape:   # NumPy gives a kept size-1 dim stride 0: PyTorch's strides, which
+        strides = _expand_strides(x, shape)   # matmul's fold test reads (should_fold)
+        if strides != out.strides:
+            out = np.lib.stride_tricks.as_strided(x, shape, strides, writeable=False)
+    return out
+
+
+def _expand_strides(x, shape):
+    """PyTorch's strides (in bytes) of ``x.expand(shape)`` (its ``inferExpandGeometry``):
+    a dim kept keeps its stride, a broadcast one gets 0, a new leading dim of size 1 the
+    stride that would make it contiguous with the dim after it."""
+    strides = [0] * len(shape)
+    for i in range(len(shape) - 1, -1, -1):
+        dim = x.ndim - len(shape) + i
+        if dim >= 0:
+            stride, size = x.strides[dim], x.shape[dim]
+        else:
+            stride = shape[i + 1] * strides[i + 1] if i + 1 < len(shape) else x.itemsize
+            size = 1
+        strides[i] = stride if size == shape[i] else 0
+    return tuple(strides)
 
 
 # the gradient summed back over the broadcast dims

@@ -2010,27 +2010,64 @@ class Report:
     per_family: Dict[str, Dict[str, int]] = field(default_factory=dict)
 
 
-def fuzz(seed: int, count: int, family: Optional[str] = None) -> Report:
+def fuzz(seed: int, count: int, family: Optional[str] = None, start: int = 0) -> Report:
+    """Programs ``start .. start + count - 1`` of the seed (a shard of a longer run gives the
+    same programs as the run itself)."""
     # PyTorch's default dtype is float64 while the programs run, whatever the caller (a
     # test run before it) left it at: float32 there made Python numbers float32 on the
     # PyTorch side only (13 of 2,000 programs in the suite's bounded run)
     default = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
-        return _fuzz(seed, count, family)
+        return _fuzz(seed, count, family, start)
     finally:
         torch.set_default_dtype(default)
 
 
-def _fuzz(seed: int, count: int, family: Optional[str]) -> Report:
+def program_at(seed: int, index: int, family: Optional[str]) -> Program:
+    fam = family_of(index, family)
+    program = generate(seed * 1_000_003 + index, fam)
+    if not program.steps:
+        program = generate(seed * 1_000_003 + index + 7_919, fam)
+    return program
+
+
+def run_one_side(program: Program, side: str) -> Outcome:
+    """The program on one library alone (``"tg"`` or ``"torch"``): which of the two takes a
+    process down, when running both did."""
+    lib = TG if side == "tg" else TORCH
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        return run_replay(program, lib) if program.family == "replay" else run_steps(program, lib)
+    finally:
+        torch.set_default_dtype(default)
+
+
+def merge(reports: List[Report]) -> Report:
+    """One report of several shards' (in the order given)."""
+    total = Report()
+    for r in reports:
+        total.passed += r.passed
+        total.failed += r.failed
+        for key, n in r.skipped_deviations.items():
+            total.skipped_deviations[key] = total.skipped_deviations.get(key, 0) + n
+        for cls, results in r.classes.items():
+            total.classes.setdefault(cls, []).extend(results)
+        for fam, stats in r.per_family.items():
+            mine = total.per_family.setdefault(fam, {"passed": 0, "failed": 0})
+            for key in mine:
+                mine[key] += stats[key]
+    return total
+
+
+def _fuzz(seed: int, count: int, family: Optional[str], start: int = 0) -> Report:
     report = Report()
-    for index in range(count):
+    for index in range(start, start + count):
         fam = family_of(index, family)
         program = Program(fam, [])
         try:
-            program = generate(seed * 1_000_003 + index, fam)
-            if not program.steps:
-                program = generate(seed * 1_000_003 + index + 7_919, fam)
+            program = program_at(seed, index, family)
             result = check(program)
         except Exception as e:  # noqa: BLE001 - a fuzzer bug is reported, not fatal
             result = Result(program, f"{fam} / fuzzer-crash / {type(e).__name__}",
@@ -2063,6 +2100,9 @@ def summary(report: Report, show: int = 1, minimise_budget: int = 300) -> str:
         for r in results[:show]:
             if "fuzzer-crash" in cls:
                 lines.append("    (a bug of the fuzzer itself: no reproducer)")
+                continue
+            if "process-crash" in cls:   # running it here would take the fuzzer down
+                lines.append("    " + source(r.program).replace("\n", "\n    "))
                 continue
             small = minimise(r.program, cls, minimise_budget)
             again = check(small)
