@@ -2,7 +2,8 @@
 operands reach ``_EINSUM_PLANNED`` elements (``everyday_ops._einsum_as_matmul``): values
 as NumPy's einsum computes them (to rounding), gradients as PyTorch's; the others (a
 diagonal, a letter summed out of one operand alone, a broadcast letter, integers) keep
-NumPy's einsum."""
+NumPy's einsum.  Small products contracting one short letter into at most three run in the
+``_short_products`` kernel (``SHORT``), with the same checks."""
 import numpy as np
 import pytest
 
@@ -36,6 +37,18 @@ OTHERS = [
     ("...ij,...jk->...ik", ((1, 60, 40), (4, 40, 25))),     # a broadcast letter
 ]
 
+# small (under _EINSUM_PLANNED), one contracted letter of <= _SHORT_CONTRACTION elements,
+# 1-3 output letters: the kernel, letters absent from an operand broadcast
+SHORT = [
+    ("ijk,mik->mij", ((5, 2, 2), (100, 5, 2))),     # GMM's, and its gradients' below
+    ("mij,ijk->mik", ((100, 5, 2), (5, 2, 2))),
+    ("ij,jk->ik", ((7, 16), (16, 9))),
+    ("ij,kj->ki", ((7, 3), (9, 3))),
+    ("ij,ij->i", ((40, 3), (40, 3))),
+    ("bij,bjk->kib", ((3, 1, 4), (3, 4, 5))),     # a size-1 letter, the output permuted
+    ("ij,jk->ik", ((0, 3), (3, 4))),               # no results
+]
+
 
 def _operands(shapes, seed):
     rng = np.random.default_rng(seed)
@@ -50,6 +63,36 @@ def test_values_are_numpys_einsum(equation, shapes):
     want = np.einsum(equation, *xs)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("equation,shapes", SHORT)
+@pytest.mark.parametrize("layout", ["C", "F", "sliced"])
+def test_short_products_are_numpys_einsum(equation, shapes, layout, monkeypatch):
+    """In the kernel (checked: it runs), whatever the operands' strides; values to
+    rounding, gradients as PyTorch's."""
+    calls = []
+    kernel = everyday_ops._short_products
+    monkeypatch.setattr(everyday_ops, "_short_products", lambda *a: calls.append(1) or kernel(*a))
+    xs = _operands(shapes, 6)
+    if layout == "F":
+        xs = [np.asfortranarray(x) for x in xs]
+    elif layout == "sliced":
+        xs = [np.repeat(x, 2, axis=-1)[..., ::2] for x in xs]
+    assert sum(x.size for x in xs) < everyday_ops._EINSUM_PLANNED
+    ours = [tg.tensor(x, requires_grad=True) for x in xs]
+    got = tg.einsum(equation, *ours)
+    want = np.einsum(equation, *xs)
+    assert got.shape == want.shape and got.detach().numpy().flags.c_contiguous
+    np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-13, atol=1e-13)
+    assert calls or want.size == 0
+    if torch is None:
+        return
+    seed = np.random.default_rng(7).standard_normal(want.shape)
+    theirs = [torch.tensor(x, requires_grad=True) for x in xs]
+    (got * tg.tensor(seed)).sum().backward()
+    (torch.einsum(equation, *theirs) * torch.tensor(seed)).sum().backward()
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("equation,shapes", CASES)

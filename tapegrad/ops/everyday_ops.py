@@ -16,6 +16,7 @@ import numpy as np
 
 from ..core.elementwise import FUNCTIONS as ELEMENTWISE
 from ..core.grad_mode import is_grad_enabled
+from ..core.numba_jit import jit
 from ..core.shapes import wrap_dim
 from ..core.tensor import Tensor, wrap
 from .array_ops import along_index, call, contiguous, defop, like_layout, rule_call
@@ -383,46 +384,104 @@ def _einsum_equation(ins, out):
 _EINSUM_PLANNED = 4096
 
 
+# a small product (under ``_EINSUM_PLANNED``) whose contracted letter has at most this
+# many elements runs in ``_short_products``: GMM's 'ijk,mik->mij' and its gradient
+# 'mij,ijk->mik' contract d = 2 or 10, where NumPy's einsum loop took 38-40 us for
+# 5 x 2 x 2 with 100 x 5 x 2, the kernel 13-14 (larger ones run matmul on the permuted
+# operands: faster than the kernel from ~10,000 results, 23 against 31 us)
+_SHORT_CONTRACTION = 16
+
+
 @defop("einsum", "EinsumBackward0", method=False, numpy_rule=True)
 def einsum(equation, *xs):
     ins, out = parse_einsum(equation, [np.shape(x) for x in xs])
     planned = len(xs) > 2 or sum(np.size(x) for x in xs) >= _EINSUM_PLANNED
-    if planned and len(xs) == 2:
-        product = _einsum_as_matmul(ins, out, *xs)
+    if len(xs) == 2:
+        product = _einsum_as_matmul(ins, out, *xs, planned)
         if product is not None:
             return product
     return np.einsum(_einsum_equation(ins, out), *xs, optimize=planned)
 
 
-def _einsum_as_matmul(ins, out, x, y):
+@jit
+def _short_products(x, y, out):
+    """``out[p, q, r] = sum over k of x[p, q, r, k] * y[p, q, r, k]``, summed in order,
+    where a size-1 dim of ``x`` or ``y`` is broadcast (a letter the operand lacks): an
+    einsum's two operands viewed in its output's letter order, looping in the output's
+    memory order (both operands' rows over k are then read as laid out)."""
+    P, Q, R = out.shape
+    K = x.shape[3]
+    x0, x1, x2 = int(x.shape[0] > 1), int(x.shape[1] > 1), int(x.shape[2] > 1)
+    y0, y1, y2 = int(y.shape[0] > 1), int(y.shape[1] > 1), int(y.shape[2] > 1)
+    for p in range(P):
+        for q in range(Q):
+            for r in range(R):
+                acc = 0.0
+                for k in range(K):
+                    acc += x[p * x0, q * x1, r * x2, k] * y[p * y0, q * y1, r * y2, k]
+                out[p, q, r] = acc
+
+
+def _einsum_as_matmul(ins, out, x, y, planned=True):
     """A two-operand einsum that is a batched matrix product (every letter a batch, free or
     contracted one, no diagonal, nothing summed out of one operand alone) as ``matmul``
-    on the operands permuted to (batch, free, contracted): NumPy's planned einsum spent
-    30-50 us planning GMM's 'ijk,mik->mij' and its gradients, the product 5-7 us.  C-ordered,
-    as einsum's result; None where it is not such a product."""
-    a, b = ins
-    if (x.dtype != y.dtype or x.dtype.kind != "f" or len(set(a)) != len(a)
-            or len(set(b)) != len(b) or len(set(out)) != len(out)
+    on the operands permuted to (batch, free, contracted) (NumPy's planned einsum spent
+    30-50 us planning GMM's 'ijk,mik->mij' and its gradients, the product 5-7 us), or in
+    ``_short_products`` when not ``planned`` (small) and the contraction is short.
+    C-ordered, as einsum's result; None where it is not such a product, or small and not
+    short (NumPy's own loop then)."""
+    if x.dtype != y.dtype or x.dtype.kind != "f" or not (planned or x.dtype == np.float64):
+        return None
+    plan = _product_plan(ins[0], ins[1], out, x.shape, y.shape, planned)
+    if plan is None:
+        return None
+    if plan[0] == "short":
+        _, (px, sx), (py, sy), shape, slots = plan
+        z = np.empty(shape)
+        _short_products(x.transpose(px).reshape(sx), y.transpose(py).reshape(sy),
+                        z.reshape(slots))
+        return z
+    _, (px, sx), (py, sy), shape, back = plan
+    z = np.matmul(x.transpose(px).reshape(sx), y.transpose(py).reshape(sy)).reshape(shape)
+    if back is None:   # (a number, as einsum's; ascontiguousarray would make it 1-d)
+        return z[()]
+    return np.ascontiguousarray(z.transpose(back))
+
+
+@functools.lru_cache(maxsize=256)   # (an objective's einsum and its gradients, every call)
+def _product_plan(a, b, out, xshape, yshape, planned):
+    """How ``_einsum_as_matmul`` computes ``a,b->out``: ``("short", (x's permutation, its
+    view's shape), (y's ...), the result's shape, its 3-d view's shape)``,
+    ``("matmul", (x's permutation, shape), (y's ...), the product's shape, the permutation
+    back (None for a number))``, or None."""
+    if (len(set(a)) != len(a) or len(set(b)) != len(b) or len(set(out)) != len(out)
             or any(c not in b and c not in out for c in a)
             or any(c not in a and c not in out for c in b)):
         return None
-    size = dict(zip(a, x.shape))
-    for c, n in zip(b, y.shape):
+    size = dict(zip(a, xshape))
+    for c, n in zip(b, yshape):
         if c in size and size[c] != n:   # (a broadcast letter: einsum's own loop)
             return None
         size[c] = n
+    summed = [c for c in a if c in b and c not in out]
+    if not planned:   # (planned: BLAS's matmul on the permuted operands, faster there)
+        if len(summed) != 1 or size[summed[0]] > _SHORT_CONTRACTION or not 1 <= len(out) <= 3:
+            return None
+        slots = out.rjust(3, " ")   # (padded in front: size-1 dims)
+        views = []
+        for sub, shape in ((a, xshape), (b, yshape)):
+            mine = [c for c in slots if c in sub] + summed
+            views.append(([sub.index(c) for c in mine],
+                          [size[c] if c in sub else 1 for c in slots] + [size[summed[0]]]))
+        return ("short", *views, [size[c] for c in out], [size.get(c, 1) for c in slots])
     batch = [c for c in out if c in a and c in b]
     left = [c for c in out if c in a and c not in b]
     right = [c for c in out if c in b and c not in a]
-    summed = [c for c in a if c in b and c not in out]
     nb, nl, nr, ns = (math.prod(size[c] for c in cs) for cs in (batch, left, right, summed))
-    xm = x.transpose([a.index(c) for c in batch + left + summed]).reshape(nb, nl, ns)
-    ym = y.transpose([b.index(c) for c in batch + summed + right]).reshape(nb, ns, nr)
     order = batch + left + right
-    z = np.matmul(xm, ym).reshape([size[c] for c in order])
-    if not out:   # (a number, as einsum's; ascontiguousarray would make it 1-d)
-        return z[()]
-    return np.ascontiguousarray(z.transpose([order.index(c) for c in out]))
+    return ("matmul", ([a.index(c) for c in batch + left + summed], (nb, nl, ns)),
+            ([b.index(c) for c in batch + summed + right], (nb, ns, nr)),
+            [size[c] for c in order], [order.index(c) for c in out] if out else None)
 
 
 def _einsum_grad(g, equation, xs, k):
