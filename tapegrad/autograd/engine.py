@@ -41,6 +41,7 @@ from ..core.numba_jit import jit
 from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC, PYOUT,
                          SECOND_BACKWARD, Tape, fresh_default_tape)
 from ..core.dtypes import Size
+from ..core.shapes import broadcast_view
 from ..core.graph import LEAF_STATE, node_input_slots, node_name, node_state
 from ..core.tensor import Tensor, tensor_of_entry, wrap
 from ..ops.array_ops import (constant_changed, full_reduction_scale, pyop_backward,
@@ -158,6 +159,14 @@ VALUE_READ = tuple(tuple(bool(K.READS[o, :, j].any()) for j in range(3))
 _SIZE = np.ndarray.size.__get__   # (an array's size, for map)
 _FALSE = wrap(np.False_)
 _NO_SWITCH = contextlib.nullcontext()
+
+
+def _written_out(g, shape):
+    """``g`` broadcast to ``shape`` as a new float64 array (``np.array(np.broadcast_to(g,
+    shape))`` without broadcast_to's cost: 2.8 -> 0.4 us for a (5, 2) adjoint)."""
+    out = np.empty(shape)
+    out[...] = g
+    return out
 
 
 def _masked(g):
@@ -662,7 +671,7 @@ class FloatAdjoints:
             # would, without broadcast_to's cost)
             self.aadj[o:o + arr.size].reshape(arr.shape)[...] = g
         else:
-            self.side[i] = np.array(np.broadcast_to(g, arr.shape), dtype=np.float64)
+            self.side[i] = _written_out(g, arr.shape)
             self.spread.discard(i)
 
     def seed(self, i, g):
@@ -694,14 +703,14 @@ class FloatAdjoints:
                   and not any(g.strides) and g.shape == arr.shape):
                 # one number broadcast (a sum's gradient): kept so, read-only, over a copy
                 # of the number (whatever g views is not ours)
-                self.side[i] = np.broadcast_to(np.array(g.flat[0]), arr.shape)
+                self.side[i] = broadcast_view(np.array(g.flat[0]), arr.shape)
                 self.spread.add(i)
             elif (g.__class__ is np.ndarray and g.base is None and g.flags.writeable
                   and g.shape == arr.shape and g.dtype == np.float64 and id(g) not in self.owned):
                 self.side[i] = g          # a fresh array from a vjp: adopt it, no copy
                 self.owned.add(id(g))     # (a vjp returning one array twice gets a copy)
             else:
-                self.side[i] = np.array(np.broadcast_to(g, arr.shape), dtype=np.float64)
+                self.side[i] = _written_out(g, arr.shape)
 
     def add_number(self, i, g):
         """Add the number ``g`` to every element of entry ``i``'s adjoint: what ``add``
@@ -715,7 +724,7 @@ class FloatAdjoints:
             slot = self.aadj[o:o + arr.size]
             slot += g
         else:
-            self.add(i, np.broadcast_to(np.float64(g), arr.shape))
+            self.add(i, broadcast_view(np.array(g, np.float64), arr.shape))
 
     def saved(self, r):
         """The value entry or constant ``r`` saved, as a tensor for a Python backward."""

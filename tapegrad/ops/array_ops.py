@@ -1497,9 +1497,16 @@ def expand(x, shape):
             return out
     shape = tuple(x.shape[k - (len(shape) - x.ndim)] if n == -1 else n
                   for k, n in enumerate(shape))
+    # PyTorch's strides (NumPy's broadcast_to gives a kept size-1 dim stride 0, and
+    # matmul's fold test reads them: should_fold); a C-ordered x viewed directly, at less
+    # than broadcast_to's cost
+    if x.__class__ is np.ndarray and x.size and x.flags.c_contiguous:
+        out = np.ndarray(shape, x.dtype, x, 0, _expand_strides(x, shape))
+        out.flags.writeable = False
+        return out
     out = np.broadcast_to(x, shape)
-    if 1 in shape:   # NumPy gives a kept size-1 dim stride 0: PyTorch's strides, which
-        strides = _expand_strides(x, shape)   # matmul's fold test reads (should_fold)
+    if 1 in shape:
+        strides = _expand_strides(x, shape)
         if strides != out.strides:
             out = np.lib.stride_tricks.as_strided(x, shape, strides, writeable=False)
     return out
