@@ -108,3 +108,4 @@ def test_broadcast_gradcheck():
     f = lambda a, b: (a * b - b) ** 2 + a / (b * b + 1.0)  # noqa: E731
     assert tg.autograd.gradcheck(f, (col, row))
     assert tg.autograd.gradgradcheck(f, (col, row))
+

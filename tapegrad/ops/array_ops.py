@@ -1500,7 +1500,7 @@ def expand(x, shape):
     # PyTorch's strides (NumPy's broadcast_to gives a kept size-1 dim stride 0, and
     # matmul's fold test reads them: should_fold); a C-ordered x viewed directly, at less
     # than broadcast_to's cost
-    if x.__class__ is np.ndarray and x.size and x.flags.c_contiguous:
+    if x.__class__ is np.ndarray and x.size and len(shape) >= x.ndim and x.flags.c_contiguous:
         out = np.ndarray(shape, x.dtype, x, 0, _expand_strides(x, shape))
         out.flags.writeable = False
         return out
@@ -1521,6 +1521,8 @@ def _expand_strides(x, shape):
         dim = x.ndim - len(shape) + i
         if dim >= 0:
             stride, size = x.strides[dim], x.shape[dim]
+            if size != shape[i] and size != 1:   # (never a view past x's memory)
+                raise ValueError(f"cannot expand shape {x.shape} to {shape}")
         else:
             stride = shape[i + 1] * strides[i + 1] if i + 1 < len(shape) else x.itemsize
             size = 1
