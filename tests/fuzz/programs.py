@@ -2025,6 +2025,8 @@ def fuzz(seed: int, count: int, family: Optional[str] = None, start: int = 0) ->
 
 
 def program_at(seed: int, index: int, family: Optional[str]) -> Program:
+    """Program ``index`` of ``seed``, as a run generates it (a program with no steps is
+    drawn again)."""
     fam = family_of(index, family)
     program = generate(seed * 1_000_003 + index, fam)
     if not program.steps:
