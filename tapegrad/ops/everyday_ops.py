@@ -428,8 +428,8 @@ def _einsum_as_matmul(ins, out, x, y, planned=True):
     on the operands permuted to (batch, free, contracted) (NumPy's planned einsum spent
     30-50 us planning GMM's 'ijk,mik->mij' and its gradients, the product 5-7 us), or in
     ``_short_products`` when not ``planned`` (small) and the contraction is short.
-    C-ordered, as einsum's result; None where it is not such a product, or small and not
-    short (NumPy's own loop then)."""
+    C-ordered, as einsum's result; None where it is not such a product, or small and
+    contracting short letters that the kernel does not take (NumPy's own loop then)."""
     if x.dtype != y.dtype or x.dtype.kind != "f" or not (planned or x.dtype == np.float64):
         return None
     plan = _product_plan(ins[0], ins[1], out, x.shape, y.shape, planned)
@@ -464,8 +464,12 @@ def _product_plan(a, b, out, xshape, yshape, planned):
             return None
         size[c] = n
     summed = [c for c in a if c in b and c not in out]
-    if not planned:   # (planned: BLAS's matmul on the permuted operands, faster there)
-        if len(summed) != 1 or size[summed[0]] > _SHORT_CONTRACTION or not 1 <= len(out) <= 3:
+    # a small product contracting short letters runs in the kernel (one letter, <= 3 out)
+    # or NumPy's loop; larger ones, and small ones contracting longer, in BLAS's matmul
+    # on the permuted operands (GMM's gradient 'mij,mik->ijk' with two 100 x 5 x 2:
+    # NumPy's einsum loop 13 us, matmul 3.3)
+    if not planned and math.prod(size[c] for c in summed) <= _SHORT_CONTRACTION:
+        if len(summed) != 1 or not 1 <= len(out) <= 3:
             return None
         slots = out.rjust(3, " ")   # (padded in front: size-1 dims)
         views = []
@@ -489,32 +493,45 @@ def _einsum_grad(g, equation, xs, k):
     k's subscripts.  A letter that operand k repeats (a diagonal) is renamed and tied to
     its first use by an identity matrix; a letter only operand k has (summed out there)
     comes back by expanding."""
-    ins, out = parse_einsum(equation, [_shape(x) for x in xs])
-    sub, shape = ins[k], _shape(xs[k])
+    subs, partial, eyes, back = _grad_plan(equation, tuple(tuple(_shape(x)) for x in xs), k)
+    eyes = [np.eye(n) if g.__class__ is np.ndarray else wrap(np.eye(n)) for n in eyes]
+    operands = [g] + [x for j, x in enumerate(xs) if j != k] + eyes
+    r = rule_call("einsum", _einsum_equation(subs, partial), *operands)
+    if back is not None:
+        shape_in, order, shape = back
+        if order is not None:
+            r = rule_call("permute", r, order)
+        r = rule_call("expand", rule_call("reshape", r, shape_in), shape)
+    return r
+
+
+@functools.lru_cache(maxsize=256)   # (an objective's einsum gradients, every call)
+def _grad_plan(equation, shapes, k):
+    """``_einsum_grad``'s product for operand ``k``: ``(subscripts, output subscript, sizes
+    of the identity matrices, (shape, permutation or None, operand k's shape) to expand
+    back to, or None)``."""
+    ins, out = parse_einsum(equation, shapes)
+    sub, shape = ins[k], shapes[k]
     spare = iter(c for c in string.ascii_letters if c not in "".join(ins) + out)
     target, eyes, seen = "", [], {}
     for c, n in zip(sub, shape):
         if c in seen:
             fresh = next(spare)
-            eye = np.eye(n)
-            eyes.append((seen[c] + fresh, eye if g.__class__ is np.ndarray else wrap(eye)))
+            eyes.append((seen[c] + fresh, n))
             target += fresh
         else:
             seen[c] = c
             target += c
-    operands = [g] + [x for j, x in enumerate(xs) if j != k] + [e for _, e in eyes]
     subs = [out] + [s for j, s in enumerate(ins) if j != k] + [s for s, _ in eyes]
     # letters of operand k found nowhere else: computed without, then expanded back
     have = "".join(subs)
     partial = "".join(c for c in target if c in have)
-    r = rule_call("einsum", _einsum_equation(subs, partial), *operands)
+    back = None
     if partial != target:
         shape_in = tuple(n if c in partial else 1 for c, n in zip(target, shape))
         order = [partial.index(c) for c in target if c in partial]
-        if order != sorted(order):
-            r = rule_call("permute", r, tuple(order))
-        r = rule_call("expand", rule_call("reshape", r, shape_in), tuple(shape))
-    return r
+        back = (shape_in, tuple(order) if order != sorted(order) else None, tuple(shape))
+    return tuple(subs), partial, tuple(n for _, n in eyes), back
 
 
 einsum.defvjp(lambda g, ans, equation, *xs:
