@@ -22,7 +22,7 @@ import numpy as np
 
 from ..core.elementwise import FUNCTIONS as ELEMENTWISE
 from ..core.dtypes import scalar_type_name
-from ..core.shapes import torch_layout, wrap_dim, wrap_dims
+from ..core.shapes import broadcast_view, torch_layout, wrap_dim, wrap_dims
 from ..core.pyop import Arg, record, record_one
 from ..core.grad_mode import is_grad_enabled
 from ..core.numba_jit import jit
@@ -614,6 +614,10 @@ def _graph_shape(g, x, numpy=False):
 def _spread(g, x, dim, keepdim):
     """A reduced result (or its gradient) expanded back over ``x``'s shape."""
     shape = _shape(x)
+    if g.__class__ is np.ndarray:   # (a numpy_rule's value: the view, without two calls)
+        if dim is not None and not keepdim:
+            g = g.reshape(_reduced_shape(shape, _axes(dim, len(shape)), True))
+        return broadcast_view(g, shape) if g.shape != shape else g
     if dim is not None and not keepdim:
         axes = _axes(dim, len(shape))
         g = rule_call("reshape", g, _reduced_shape(shape, axes, True))

@@ -674,6 +674,8 @@ def getitem(input: Tensor, idx) -> Tensor:
             (idx.__class__ is int and -input._value.shape[0] <= idx < input._value.shape[0])
             or (idx.__class__ is slice and _plain_slice(idx))):
         return basic_index(input, idx)   # one step, nothing to check: c[3], c[0:3]
+    if idx is None:   # (c[None]: one new dim, as c[None, ...])
+        idx = (None,)
     if idx.__class__ is tuple and input.__class__ is Tensor and input._value.__class__ is _ND \
             and (input._tape is not None or getattr(input, "_comparison", None) is None):
         steps = basic_steps(input._value.shape, idx)
