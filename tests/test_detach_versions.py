@@ -167,11 +167,31 @@ def _pow_result_changed(exponent, shape, create_graph=False):
     return program
 
 
+def _constant_changed(walked, nconsts):
+    # a constant saved by reference, changed in place: the backward of the graph that
+    # saved it raises, that of another graph on the tape does not (the walk looks for
+    # stale constants among the entries it reaches: fewer constants than entries, or more)
+    def program(lib):
+        x = lib.tensor(np.arange(1.0, 6.0), requires_grad=True)
+        cs = [lib.tensor(np.arange(5.0) + k) for k in range(nconsts)]
+        saved = (x * cs[0]).sum()
+        others = [(x * c).sum() for c in cs[1:]]
+        other = (x * 2).sin().sum()
+        cs[0].add_(1)
+        (saved if walked else other).backward()
+        return x.grad.tolist(), len(others)
+    program.__name__ = f"_constant_changed_{'in' if walked else 'outside'}_the_graph_{nconsts}"
+    return program
+
+
+CONSTANT_PROGRAMS = [_constant_changed(w, n) for w in (True, False) for n in (1, 12)]
+
+
 POW_PROGRAMS = [_pow_result_changed(e, s, c) for e in ("detached", "constant", "number")
                 for s in ((), (3,)) for c in (False, True)]
 
 
-PROGRAMS = POW_PROGRAMS + [_view_of_a_detached_leaf_that_requires_grad, _detached_made_a_leaf_that_requires_grad, _detached_of_leaf_changed, _detached_of_saved_leaf_changed,
+PROGRAMS = POW_PROGRAMS + CONSTANT_PROGRAMS + [_view_of_a_detached_leaf_that_requires_grad, _detached_made_a_leaf_that_requires_grad, _detached_of_leaf_changed, _detached_of_saved_leaf_changed,
             _detached_of_saved_result_changed, _detached_of_unsaved_result_changed,
             _source_changed_under_a_detached, _detached_of_a_view, _view_of_a_detached,
             _detached_takes_a_history_of_its_own, _scalar_detached,

@@ -486,11 +486,16 @@ class TapeArrays:
         backward cost the whole tape)."""
         T, n = self.tape, self.n
         sources = T._const_sources
-        if not sources:
+        if not sources or (entries is not None and not len(entries)):
             stale = []
-        elif entries is None:
+        elif entries is None or len(sources) <= len(entries):
+            # (fewer constants than entries to check: each constant's version, then the
+            # stale ones among the entries)
             stale = [k for k, (t, version) in sources.items()
                      if k < n and getattr(t, "_version", 0) != version]
+            if stale and entries is not None:
+                at = np.minimum(np.searchsorted(entries, stale), len(entries) - 1)
+                stale = [k for k, j in zip(stale, at.tolist()) if entries[j] == k]
         else:
             stale = []
             for k in entries[self.op[entries] == CONST].tolist():
