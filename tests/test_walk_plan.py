@@ -143,3 +143,18 @@ def test_fuzz_programs_run_again_give_what_they_gave(plans, monkeypatch):
         alone = run_steps(p, TG).records
         for records in runs:
             assert _same(records, alone), p
+
+
+def test_long_tapes_get_no_plan(plans, monkeypatch):
+    monkeypatch.setattr(engine, "_PLAN_ENTRIES", 20)
+    used = []
+    for n in (3, 30):   # entries on the tape: 1 + 2 per step of the loop below
+        before = plans["used"]
+        for _ in range(4):
+            x = tg.tensor(1.5, requires_grad=True)
+            y = x
+            for _ in range(n):
+                y = (y * 0.5).sin()
+            y.backward()
+        used.append(plans["used"] - before)
+    assert used[0] >= 1 and used[1] == 0, used

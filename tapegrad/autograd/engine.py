@@ -300,6 +300,10 @@ class WalkPlan:
 # the last tape walked without one: a plan is derived only for a tape the size of the one
 # before, so that a walk over a program never seen again pays nothing for it
 _LAST_PLAN = [None, None]
+# Tapes of more entries get no plan: a plan keeps its tape's structure alive (~60 bytes an
+# entry: a 10-million-entry scalar tape would leave 600 MB behind its backward), and the
+# setup it saves is a small part of walking that many
+_PLAN_ENTRIES = 1 << 16
 
 
 def plan_for(T, op, a, b):
@@ -310,7 +314,7 @@ def plan_for(T, op, a, b):
     if plan is not None and plan.matches(T, op, a, b):
         return plan, None
     shape = (len(op), len(T._stops))
-    if seen != shape:
+    if seen != shape or len(op) > _PLAN_ENTRIES:
         _LAST_PLAN[1] = shape
         return None, None
     return None, WalkPlan(T, op, a, b)
