@@ -845,6 +845,10 @@ class FloatAdjoints:
         if o >= 0:
             slot = self.aadj[o:o + arr.size]
             slot += g
+        elif i not in self.side and arr.size > 1:
+            # (the first gradient: the number kept broadcast, as ``add`` keeps a spread one)
+            self.side[i] = broadcast_view(np.array(g, np.float64), arr.shape)
+            self.spread.add(i)
         else:
             self.add(i, broadcast_view(np.array(g, np.float64), arr.shape))
 
