@@ -86,6 +86,7 @@ def defop(name, node, method=True, outputs=None, cast=True, edges=None, saves=Tr
 
 _F64 = np.float64
 _DT64 = np.dtype(np.float64)
+_float = builtins.float
 
 
 def contiguous(v):
@@ -1914,7 +1915,10 @@ def basic_index(x, idx, node=None):
     analysis; the caller checks that (``node``: the step's node name, when known).  The same
     value, node, tape entry and view as the general path, at a third of its cost."""
     v = x._value
-    if idx.__class__ is int:
+    if idx.__class__ is int and v.ndim == 1 and v.dtype is _DT64:
+        # an element of a float64 vector (``for v in w``, ``sum(w)``): its number directly
+        part, node = _float(v[idx]), "SelectBackward0"
+    elif idx.__class__ is int:
         part, node = v[idx, ...], "SelectBackward0"
     elif idx.__class__ is slice:
         part, node = v[idx], "SliceBackward0"
@@ -1925,7 +1929,8 @@ def basic_index(x, idx, node=None):
         if part.__class__ is not np.ndarray:   # an element: the 0-d view of it
             part = v[idx + (Ellipsis,)]
     shared = True   # (a basic index is a view, an empty one too, as PyTorch's empty slice)
-    out = part if part.ndim or part.dtype != np.float64 else float(part)
+    out = part if part.__class__ is _float or part.ndim or part.dtype != np.float64 \
+        else float(part)
     T = recording()
     tape = x._tape
     if T is None or tape is None:
