@@ -15,7 +15,7 @@ from tapegrad.autograd import engine, gradients
 @pytest.fixture(params=["float walk", "float walk, large-graph setup", "recorded walk"])
 def both_walks(request, monkeypatch):
     # (a walk plan is derived under one setup: none carries over from another test's)
-    monkeypatch.setattr(engine, "_LAST_PLAN", [None, None])
+    monkeypatch.setattr(engine, "WALK_PLANS", engine.WalkPlans())
     if request.param == "float walk, large-graph setup":
         # the setup a walk over a long tape or a large graph takes (NumPy over the reached
         # entries), forced on the small graphs of the tests: it must compute the same

@@ -264,7 +264,7 @@ class WalkPlan:
     (``key``: opcodes and operand references), the stops, the Python ops' inputs (the
     index; ``TapeArrays``), the seeds' entries (the reach; ``TapeArrays.reach``), and which
     reached entries hold arrays, of which sizes (the layout; ``FloatAdjoints``).  It holds
-    no value, tensor or tape; once published (``publish``) it is never changed."""
+    no value, tensor or tape; once published (``WalkPlans.publish``) it is never changed."""
 
     __slots__ = ("n", "key", "stops", "inputs", "index", "seeds", "reached", "arrays",
                  "sizes", "layout")
@@ -296,35 +296,50 @@ class WalkPlan:
         return ix
 
 
-# The last published WalkPlan (one: a loop repeats one program), and (entries, stops) of
-# the last tape walked without one: a plan is derived only for a tape the size of the one
-# before, so that a walk over a program never seen again pays nothing for it
-_LAST_PLAN = [None, None]
+class WalkPlans:
+    """The last few published WalkPlans, newest first (a loop repeats a few programs: a
+    Jacobian loop walks each evaluation's tape twice, from two outputs), and the
+    (entries, stops) counts of the last few tapes walked without one: a plan is derived only
+    for a tape of counts seen before, so that a walk over a program never seen again pays
+    nothing for it.  ``plans`` is replaced, never changed (readers iterate a snapshot)."""
+
+    KEEP = 4
+
+    def __init__(self):
+        self.plans = ()
+        self.seen = []
+        self.lock = threading.Lock()
+
+    def find(self, T, op, a, b):
+        """``(plan, new)``: a published plan that tape ``T`` (entries ``op``, ``a``, ``b``)
+        matches, or a new one to fill in as the walk derives it (None for a tape of
+        counts not seen lately, or too long)."""
+        for plan in self.plans:
+            if plan.matches(T, op, a, b):
+                return plan, None
+        shape = (len(op), len(T._stops))
+        with self.lock:
+            if shape not in self.seen or len(op) > _PLAN_ENTRIES:
+                self.seen.insert(0, shape)
+                del self.seen[self.KEEP:]
+                return None, None
+        return None, WalkPlan(T, op, a, b)
+
+    def publish(self, plan):
+        """Make WalkPlan ``plan`` the newest, once it holds a reach (a walk that records
+        gradients derives no layout: a float walk then derives its own)."""
+        if plan.reached is None:
+            return
+        with self.lock:
+            others = tuple(p for p in self.plans if p.key != plan.key or p.stops != plan.stops)
+            self.plans = (plan,) + others[:self.KEEP - 1]
+
+
+WALK_PLANS = WalkPlans()
 # Tapes of more entries get no plan: a plan keeps its tape's structure alive (~60 bytes an
 # entry: a 10-million-entry scalar tape would leave 600 MB behind its backward), and the
 # setup it saves is a small part of walking that many
 _PLAN_ENTRIES = 1 << 16
-
-
-def plan_for(T, op, a, b):
-    """``(plan, new)``: a published WalkPlan that tape ``T`` (not walked before, entries
-    ``op``, ``a``, ``b``) matches, or a new one to fill in as the walk derives it (None
-    for a tape unlike the one before)."""
-    plan, seen = _LAST_PLAN
-    if plan is not None and plan.matches(T, op, a, b):
-        return plan, None
-    shape = (len(op), len(T._stops))
-    if seen != shape or len(op) > _PLAN_ENTRIES:
-        _LAST_PLAN[1] = shape
-        return None, None
-    return None, WalkPlan(T, op, a, b)
-
-
-def publish(plan):
-    """Make WalkPlan ``plan`` the one the next walks try, once it holds a reach (a walk
-    that records gradients derives no layout: a float walk then derives its own)."""
-    if plan.reached is not None:
-        _LAST_PLAN[0] = plan
 
 
 def walk_index(T, n):
@@ -461,15 +476,15 @@ class TapeArrays:
     def __init__(self, T, entries=None, planned=False):
         """``entries``: the entries whose in-place changes matter (a walk's reachable ones,
         ascending); None for all.  ``planned``: a walk's, which reuses a WalkPlan of a tape
-        structured as ``T`` when ``T`` was not walked before (``plan``), or derives one
-        (``new_plan``)."""
+        structured as ``T`` (``plan``; its WalkIndex too where ``T`` was not walked before),
+        or derives one (``new_plan``)."""
         self.tape = T
         self.op, self.a, self.b, self.val = T._arrays()
         n = self.n = len(self.op)
         self.plan = self.new_plan = None
-        if planned and T._walk_index is None:
-            self.plan, self.new_plan = plan_for(T, self.op, self.a, self.b)
-            if self.plan is not None:
+        if planned:
+            self.plan, self.new_plan = WALK_PLANS.find(T, self.op, self.a, self.b)
+            if self.plan is not None and T._walk_index is None:
                 T._walk_index = self.plan.fresh_index()
         self.consts, self.stopmark, *self.heads = walk_index(T, n)
         if self.new_plan is not None:
@@ -1299,7 +1314,7 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
     adj.needed = needed
     adj.stops = stops
     if A.new_plan is not None:
-        publish(A.new_plan)
+        WALK_PLANS.publish(A.new_plan)
     return adj
 
 
