@@ -57,6 +57,8 @@ def sum(input: Tensor, dim: Dim = None, keepdim: bool = False, dtype=None) -> Te
     """Sum of all elements, or over ``dim`` (int or tuple)."""
     if dim is None and dtype is None:   # (the common case: nothing to convert)
         return call_arrays("sum", (input,), _SUM_ALL_KEEPDIM if keepdim else _SUM_ALL)
+    if dim.__class__ is int and dtype is None:   # (one dim: GMM's, k-means' sums)
+        return call_arrays("sum", (input,), {"dim": dim, "keepdim": keepdim})
     return call("sum", _as(input, dtype), dim=_dims(dim, input.ndim), keepdim=keepdim)
 
 
