@@ -126,6 +126,8 @@ def norm(input, p="fro", dim=None, keepdim=False):
 
 def logsumexp(input: Tensor, dim: Dim, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) over ``dim``, computed stably."""
+    if dim.__class__ is int:   # (GMM's: nothing to convert)
+        return call_arrays("logsumexp", (input,), {"dim": dim, "keepdim": keepdim})
     return call("logsumexp", input, dim=_dims(dim), keepdim=keepdim)
 
 
