@@ -66,9 +66,14 @@ def record_broadcast(T, r, value, shape):
     copy, so a later in-place change of the base cannot reach it unnoticed); an in-place
     change of ``r`` marks this entry modified too (``find_dirty`` in the walk)."""
     held = T._arr.get(r)
-    out = broadcast_view(np.asarray(value if held is None else held, np.float64), shape)
-    return record(T, "broadcast", [r], [out], None,
-                  ("expand", (Arg(0),), {"shape": tuple(shape)}))[0]
+    v = value if held is None else held
+    if v.__class__ is not np.ndarray or v.dtype != np.float64:
+        v = np.asarray(v, np.float64)
+    return record_one(T, "broadcast", (r,), broadcast_view(v, shape), None,
+                      ("expand", _FIRST_ARG, {"shape": tuple(shape)}))
+
+
+_FIRST_ARG = (Arg(0),)   # (the template of a broadcast's call: an Arg is immutable)
 
 
 interrupts.protect(record, record_one)
