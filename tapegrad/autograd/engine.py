@@ -314,6 +314,12 @@ class WalkPlans:
         """``(plan, new)``: a published plan that tape ``T`` (entries ``op``, ``a``, ``b``)
         matches, or a new one to fill in as the walk derives it (None for a tape of
         counts not seen lately, or too long)."""
+        plan = T._walk_plan
+        if plan is not None and plan.n == len(op) and plan.stops == T._stops:
+            # (the plan of this very tape's last walk: entries are only ever appended, so
+            # at the same length, with the same stops, it is the same structure; a Jacobian
+            # loop walks one retained tape again and again)
+            return plan, None
         for plan in self.plans:
             if plan.matches(T, op, a, b):
                 return plan, None
@@ -484,8 +490,10 @@ class TapeArrays:
         self.plan = self.new_plan = None
         if planned:
             self.plan, self.new_plan = WALK_PLANS.find(T, self.op, self.a, self.b)
-            if self.plan is not None and T._walk_index is None:
-                T._walk_index = self.plan.fresh_index()
+            if self.plan is not None:
+                T._walk_plan = self.plan
+                if T._walk_index is None:
+                    T._walk_index = self.plan.fresh_index()
         self.consts, self.stopmark, *self.heads = walk_index(T, n)
         if self.new_plan is not None:
             self.new_plan.keep_index(T._walk_index)
@@ -1313,8 +1321,9 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
         adj.segment(pos, low - 1)
     adj.needed = needed
     adj.stops = stops
-    if A.new_plan is not None:
+    if A.new_plan is not None and A.new_plan.reached is not None:
         WALK_PLANS.publish(A.new_plan)
+        T._walk_plan = A.new_plan
     return adj
 
 

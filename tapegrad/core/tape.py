@@ -146,7 +146,7 @@ class Tape:
     __slots__ = ("_rec_op", "_rec_a", "_rec_b", "_rec_val", "_c", "_base", "_stored_op", "_stored_a", "_stored_b", "_stored_val",
                  "_arr", "_leaves", "_leaf_of", "_owner", "_links", "_linkcache", "_py", "_hooks", "_retain",
                  "_stops", "_freed", "_dirty", "_const_sources", "_const_entries", "_tensor_consts", "_cmap", "_reads", "_guards",
-                 "_walk_index", "rewrite_array_op", "_arr_seen", "_arr_bytes", "_retiring", "_soft_bytes", "_large_bytes",
+                 "_walk_index", "_walk_plan", "rewrite_array_op", "_arr_seen", "_arr_bytes", "_retiring", "_soft_bytes", "_large_bytes",
                  "__weakref__")
 
     def __init__(self):
@@ -184,6 +184,7 @@ class Tape:
         self._reads = []           # (entry, "file:line") where Python read a recorded value
         self._guards = []          # (comparison entry, outcome, "file:line") of branches taken
         self._walk_index = None    # what the reverse walk derives from this tape, kept up to date
+        self._walk_plan = None     # the walk plan of its structure when last walked (engine)
         # while tg.compile records: handler(name, args, params) rewriting array ops on 0-d
         # tensors into scalar entries (None otherwise)
         self.rewrite_array_op = None
