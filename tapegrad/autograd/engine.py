@@ -314,12 +314,12 @@ class WalkPlans:
         """``(plan, new)``: a published plan that tape ``T`` (entries ``op``, ``a``, ``b``)
         matches, or a new one to fill in as the walk derives it (None for a tape of
         counts not seen lately, or too long)."""
-        plan = T._walk_plan
-        if plan is not None and plan.n == len(op) and plan.stops == T._stops:
-            # (the plan of this very tape's last walk: entries are only ever appended, so
-            # at the same length, with the same stops, it is the same structure; a Jacobian
-            # loop walks one retained tape again and again)
-            return plan, None
+        last = T._walk_plan
+        if last is not None and last[1] == len(op) and last[2] == len(T._stops):
+            # (the plan of this very tape's last walk: entries and stops are only ever
+            # appended, so at the same counts it is the same structure; a Jacobian loop
+            # walks one retained tape again and again)
+            return last[0], None
         for plan in self.plans:
             if plan.matches(T, op, a, b):
                 return plan, None
@@ -491,7 +491,7 @@ class TapeArrays:
         if planned:
             self.plan, self.new_plan = WALK_PLANS.find(T, self.op, self.a, self.b)
             if self.plan is not None:
-                T._walk_plan = self.plan
+                T._walk_plan = (self.plan, n, len(T._stops))
                 if T._walk_index is None:
                     T._walk_index = self.plan.fresh_index()
         self.consts, self.stopmark, *self.heads = walk_index(T, n)
@@ -622,9 +622,13 @@ class FloatAdjoints:
         adjoints in ``side``."""
         arrays = A.tape._arr
         plan = A.plan
-        if plan is not None and plan.layout is not None and plan.arrays[0] == list(arrays):
-            arrs = list(map(arrays.get, plan.arrays[1]))
-            if list(map(_SIZE, arrs)) == plan.sizes:
+        if plan is not None and plan.layout is not None and arrays and len(swept):
+            # the same reached entries hold arrays (those whose value is NaN, less NaN
+            # numbers: as ``_new_layout`` finds them, in the reach's cost), of the same sizes
+            nans = swept[np.isnan(A.val[swept])].tolist()
+            arrs = list(map(arrays.get, nans))
+            if nans == plan.arrays and not any(map(operator.is_, arrs, itertools.repeat(None))) \
+                    and list(map(_SIZE, arrs)) == plan.sizes:
                 off, nel, flat, large = plan.layout
                 if len(flat) != len(arrs):   # (large entries left out)
                     arrs = list(map(arrays.get, flat))
@@ -632,8 +636,8 @@ class FloatAdjoints:
                 return off, nel, aval, list(large)
         off, nel, aval, large, flat, cand, sizes = FloatAdjoints._new_layout(A, swept)
         plan = A.new_plan
-        if plan is not None:
-            plan.arrays, plan.sizes = (list(arrays), cand), sizes
+        if plan is not None and arrays and len(swept):
+            plan.arrays, plan.sizes = cand, sizes
             plan.layout = (off, nel, flat, tuple(large))
         return off, nel, aval, large
 
@@ -1323,7 +1327,7 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
     adj.stops = stops
     if A.new_plan is not None and A.new_plan.reached is not None:
         WALK_PLANS.publish(A.new_plan)
-        T._walk_plan = A.new_plan
+        T._walk_plan = (A.new_plan, A.n, len(A.new_plan.stops))
     return adj
 
 

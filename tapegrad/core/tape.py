@@ -184,7 +184,7 @@ class Tape:
         self._reads = []           # (entry, "file:line") where Python read a recorded value
         self._guards = []          # (comparison entry, outcome, "file:line") of branches taken
         self._walk_index = None    # what the reverse walk derives from this tape, kept up to date
-        self._walk_plan = None     # the walk plan of its structure when last walked (engine)
+        self._walk_plan = None     # (walk plan, entries, stops) of its last planned walk (engine)
         # while tg.compile records: handler(name, args, params) rewriting array ops on 0-d
         # tensors into scalar entries (None otherwise)
         self.rewrite_array_op = None
