@@ -1190,3 +1190,34 @@ def test_retained_gradient_follows_an_in_place_op():
     np.testing.assert_allclose(y_grad, [-6.0, 7.8], rtol=1e-15)
     np.testing.assert_allclose(x_grad, [18.0, -23.4], rtol=1e-15)
     assert z_grad == 1.0
+
+
+def _leaf_changed_where_nothing_records(lib, how, mode):
+    """A leaf used, changed in place where nothing records (under no_grad, through
+    ``detach()``, through ``.data``), used again: both uses reach its gradient, with
+    ``inputs=`` / ``autograd.grad`` too (the change unbinds the leaf from the tape)."""
+    x = lib.tensor([1.0, 2.0], requires_grad=True)
+    y1 = (x * 2.0).sum()
+    if how == "no_grad":
+        with lib.no_grad():
+            x.add_(1.0)
+    elif how == "detach":
+        x.detach().add_(1.0)
+    else:
+        x.data.add_(1.0)
+    z = y1 + (x * 3.0).sum()
+    if mode == "grad":
+        return val(lib.autograd.grad(z, x)[0])
+    if mode == "grad, two inputs":
+        return [val(g) for g in lib.autograd.grad(z, [x, y1])]
+    z.backward(inputs=[x] if mode == "inputs" else None)
+    return val(x.grad)
+
+
+@pytest.mark.parametrize("how", ["no_grad", "detach", "data"])
+@pytest.mark.parametrize("mode", ["grad", "grad, two inputs", "inputs", "backward"])
+def test_a_leaf_changed_where_nothing_records_keeps_both_uses(how, mode):
+    got = _leaf_changed_where_nothing_records(tg, how, mode)
+    assert got == ([[5.0, 5.0], 1.0] if mode == "grad, two inputs" else [5.0, 5.0])
+    if torch is not None:
+        assert got == _leaf_changed_where_nothing_records(torch, how, mode)

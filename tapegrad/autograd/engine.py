@@ -1208,6 +1208,16 @@ def needed_entries(T, A, inputs, lo=0, hi=None):
         for i in (T._leaf_of.get(id(x)), x._entry if x._tape is T else None):
             if i is not None and i < A.n:
                 sources[i] = 1
+    if len(T._leaf_of) != len(T._leaves):
+        # a leaf whose memory changed in place where nothing recorded (through ``detach()``,
+        # under no_grad, ``.data``) was unbound, to be registered again with its new value:
+        # it is still the leaf of the entries that used it before (PyTorch: one
+        # AccumulateGrad), which ``_leaf_of`` no longer names.  (Only then: a scan of the
+        # tape's leaves.)
+        wanted = {id(x) for x in inputs}   # (alive, as the tape's leaves are: ids unique)
+        for i, t in T._leaves.items():
+            if id(t) in wanted and i < A.n:
+                sources[i] = 1
     _depends_on(A.op, A.a, A.b, sources, *A.heads, lo, A.n - 1 if hi is None else hi)
     return sources
 
