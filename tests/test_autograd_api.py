@@ -1221,3 +1221,22 @@ def test_a_leaf_changed_where_nothing_records_keeps_both_uses(how, mode):
     assert got == ([[5.0, 5.0], 1.0] if mode == "grad, two inputs" else [5.0, 5.0])
     if torch is not None:
         assert got == _leaf_changed_where_nothing_records(torch, how, mode)
+
+
+@pytest.mark.parametrize("op", ["cumsum", "cumprod"])
+def test_a_rule_returning_its_gradient_does_not_alias_two_grads(op):
+    """cumsum's and cumprod's rules over a dim of 1 return the gradient they are given: the
+    operand's adjoint must not be that same array, or the leaf's and the retained
+    non-leaf's .grad are one array and a second backward adds into both (3 for 2)."""
+    def run(lib):
+        x = lib.tensor([[1.0], [3.0], [0.617]], dtype=lib.float64, requires_grad=True)
+        y = getattr(x, op)(-1)
+        y.retain_grad()
+        s = y.reshape((-1,)).sum()
+        s.backward(retain_graph=True)
+        s.backward()
+        return val(x.grad), val(y.grad)
+    got = run(tg)
+    assert got == ([[2.0], [2.0], [2.0]], [[2.0], [2.0], [2.0]])
+    if torch is not None:
+        assert got == run(torch)

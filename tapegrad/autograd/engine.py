@@ -820,7 +820,8 @@ class FloatAdjoints:
             # would, without broadcast_to's cost)
             self.aadj[o:o + arr.size].reshape(arr.shape)[...] = g
         else:
-            self.side[i] = _written_out(g, arr.shape)
+            g = self.side[i] = _written_out(g, arr.shape)
+            self.owned.add(id(g))
             self.spread.discard(i)
 
     def seed(self, i, g):
@@ -859,7 +860,11 @@ class FloatAdjoints:
                 self.side[i] = g          # a fresh array from a vjp: adopt it, no copy
                 self.owned.add(id(g))     # (a vjp returning one array twice gets a copy)
             else:
-                self.side[i] = _written_out(g, arr.shape)
+                # (owned too: a rule may return its gradient itself, as cumsum's over a
+                # dim of 1 does, which must not become the operand's adjoint as well --
+                # the two would then be one .grad)
+                g = self.side[i] = _written_out(g, arr.shape)
+                self.owned.add(id(g))
 
     def add_number(self, i, g):
         """Add the number ``g`` to every element of entry ``i``'s adjoint: what ``add``
