@@ -225,6 +225,32 @@ def test_var_past_the_degrees_of_freedom_is_nan_or_inf():
         assert math.isnan(tg.tensor([5.0]).std().item())
 
 
+EQUAL_ROWS = [[1.866, 1.866, 1.866], [0.5, 1.866, 2.0], [0.1, 0.1, 0.1], [math.inf] * 3]
+
+
+def test_var_of_equal_values_over_a_dim_is_exactly_zero():
+    """Over a dim, PyTorch's Welford update gives exactly 0 for equal finite values (two
+    passes leave 7e-32 for three 1.866), and std's gradient there is 0 (fuzzer seed 13:
+    ``where(x.var(1) > 0, ...)`` picked the other branch)."""
+    x = tg.tensor(EQUAL_ROWS, requires_grad=True)
+    v = x.var(1)
+    assert v.tolist()[0] == 0.0 and v.tolist()[2] == 0.0 and v.tolist()[1] > 0.0
+    assert math.isnan(v.tolist()[3])            # (inf - inf: not equal values)
+    tg.where(x.var(1) > 0, x.var(1), -0.74).sum().backward()
+    assert x.grad.tolist()[0] == [0.0, 0.0, 0.0]
+    y = tg.tensor(EQUAL_ROWS[:3], requires_grad=True)
+    y.std(1).sum().backward()
+    assert y.grad.tolist()[0] == [0.0, 0.0, 0.0] and y.grad.tolist()[2] == [0.0, 0.0, 0.0]
+
+
+@needs_torch
+@pytest.mark.parametrize("op", ["std", "var"])
+@pytest.mark.parametrize("dim", [0, 1, None])
+def test_std_var_of_equal_values_match_pytorch(op, dim):
+    assert_same(lambda m, x: getattr(x, op)(dim), [EQUAL_ROWS[:3]])
+    assert_same(lambda m, x: getattr(x, op)(dim, keepdim=True), [[[0.25] * 4] * 3])
+
+
 STDVAR = [(op, dim, c) for op in ("std", "var") for dim in (0, 1, None) for c in (0, 1, 2, 3, 4)]
 
 

@@ -1045,7 +1045,17 @@ def _variance(x, dim, unbiased, keepdim, correction, name):
                       UserWarning, stacklevel=5)
     with np.errstate(divide="ignore", invalid="ignore"):
         d = x - np.sum(x, axis=ax, keepdims=True) / n
-        return contiguous(np.sum(d * d, axis=ax, keepdims=keepdim) / builtins.max(dof, 0))
+        out = np.sum(d * d, axis=ax, keepdims=keepdim) / builtins.max(dof, 0)
+    if dof > 0 and n > 1 and out.size > 1 and x.dtype.kind == "f":
+        # over a dim (more than one result) PyTorch's Welford update never moves off equal
+        # values: exactly 0 there, where two passes leave rounding (7e-32 for three 1.866):
+        # a `where(x.var(1) > 0, ...)` or std's backward (0 where std is 0) would differ.
+        # (A reduction to one number takes PyTorch's other kernel: rounding either way.)
+        hi = np.max(x, axis=ax, keepdims=keepdim)
+        equal = (hi == np.min(x, axis=ax, keepdims=keepdim)) & np.isfinite(hi)
+        if equal.any():
+            out = np.where(equal, 0.0, out).astype(out.dtype, copy=False)
+    return contiguous(out)
 
 
 @defop("var", "VarBackward0")
