@@ -332,10 +332,8 @@ class WalkPlans:
         return None, WalkPlan(T, op, a, b)
 
     def publish(self, plan):
-        """Make WalkPlan ``plan`` the newest, once it holds a reach (a walk that records
-        gradients derives no layout: a float walk then derives its own)."""
-        if plan.reached is None:
-            return
+        """Make WalkPlan ``plan`` (holding a reach: a walk that records gradients derives no
+        layout, a float walk then derives its own) the newest."""
         with self.lock:
             others = tuple(p for p in self.plans if p.key != plan.key or p.stops != plan.stops)
             self.plans = (plan,) + others[:self.KEEP - 1]
@@ -575,6 +573,18 @@ class TapeArrays:
         return hits, low, swept, stops
 
 
+def _array_entries(arrays, val, swept):
+    """The entries among ``swept`` that hold arrays, ascending, and their arrays: those
+    whose value in ``val`` is NaN (found in NumPy, in the reach's cost, not the tape's),
+    less the few NaN numbers among them."""
+    flat = swept[np.isnan(val[swept])].tolist()
+    arrs = list(map(arrays.get, flat))
+    if any(map(operator.is_, arrs, itertools.repeat(None))):   # (a NaN number)
+        flat = [k for k, v in zip(flat, arrs) if v is not None]
+        arrs = [v for v in arrs if v is not None]
+    return flat, arrs
+
+
 class FloatAdjoints:
     """Adjoints as numbers: scalar entries in ``adj``, array entries of the Numba layout in
     ``aadj``, other array entries (inputs and outputs of Python ops only, such as the
@@ -623,12 +633,9 @@ class FloatAdjoints:
         arrays = A.tape._arr
         plan = A.plan
         if plan is not None and plan.layout is not None and arrays and len(swept):
-            # the same reached entries hold arrays (those whose value is NaN, less NaN
-            # numbers: as ``_new_layout`` finds them, in the reach's cost), of the same sizes
-            nans = swept[np.isnan(A.val[swept])].tolist()
-            arrs = list(map(arrays.get, nans))
-            if nans == plan.arrays and not any(map(operator.is_, arrs, itertools.repeat(None))) \
-                    and list(map(_SIZE, arrs)) == plan.sizes:
+            # the same reached entries hold arrays, of the same sizes
+            cand, arrs = _array_entries(arrays, A.val, swept)
+            if cand == plan.arrays and list(map(_SIZE, arrs)) == plan.sizes:
                 off, nel, flat, large = plan.layout
                 if len(flat) != len(arrs):   # (large entries left out)
                     arrs = list(map(arrays.get, flat))
@@ -648,13 +655,7 @@ class FloatAdjoints:
         arrays, n = A.tape._arr, A.n
         if not arrays or not len(swept):
             return _EMPTY_I, _EMPTY_I, _EMPTY_F, (), [], [], []
-        # an array entry's value in ``val`` is NaN: the candidates, found in NumPy, and
-        # the few NaN numbers among them dropped
-        flat = swept[np.isnan(A.val[swept])].tolist()
-        arrs = list(map(arrays.get, flat))
-        if any(map(operator.is_, arrs, itertools.repeat(None))):   # (a NaN number)
-            flat = [k for k, v in zip(flat, arrs) if v is not None]
-            arrs = [v for v in arrs if v is not None]
+        flat, arrs = _array_entries(arrays, A.val, swept)
         large = ()
         m = len(flat)
         cand = flat
@@ -851,10 +852,7 @@ class FloatAdjoints:
                     cur += g
             elif (g.__class__ is np.ndarray and g.dtype == np.float64 and g.size > 1
                   and not any(g.strides) and g.shape == arr.shape):
-                # one number broadcast (a sum's gradient): kept so, read-only, over a copy
-                # of the number (whatever g views is not ours)
-                self.side[i] = broadcast_view(np.array(g.flat[0]), arr.shape)
-                self.spread.add(i)
+                self._keep_spread(i, g.flat[0], arr.shape)
             elif (g.__class__ is np.ndarray and g.base is None and g.flags.writeable
                   and g.shape == arr.shape and g.dtype == np.float64 and id(g) not in self.owned):
                 self.side[i] = g          # a fresh array from a vjp: adopt it, no copy
@@ -865,6 +863,12 @@ class FloatAdjoints:
                 # the two would then be one .grad)
                 g = self.side[i] = _written_out(g, arr.shape)
                 self.owned.add(id(g))
+
+    def _keep_spread(self, i, number, shape):
+        """Entry ``i``'s first adjoint, one number broadcast (a sum's gradient): kept so,
+        read-only, over a copy of the number (whatever a gradient views is not ours)."""
+        self.side[i] = broadcast_view(np.array(number, np.float64), shape)
+        self.spread.add(i)
 
     def add_number(self, i, g):
         """Add the number ``g`` to every element of entry ``i``'s adjoint: what ``add``
@@ -878,9 +882,7 @@ class FloatAdjoints:
             slot = self.aadj[o:o + arr.size]
             slot += g
         elif i not in self.side and arr.size > 1:
-            # (the first gradient: the number kept broadcast, as ``add`` keeps a spread one)
-            self.side[i] = broadcast_view(np.array(g, np.float64), arr.shape)
-            self.spread.add(i)
+            self._keep_spread(i, g, arr.shape)   # (the first gradient, as ``add`` keeps it)
         else:
             self.add(i, broadcast_view(np.array(g, np.float64), arr.shape))
 
