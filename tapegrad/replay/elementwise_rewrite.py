@@ -291,7 +291,15 @@ def _var(x, dim=None, unbiased=True, keepdim=False, correction=None):
     n = _count(E, dim)
     c = (1 if unbiased else 0) if correction is None else correction
     d = _wrap_elems(E) - _wrap_elems(_mean(x, dim, keepdim=True))
-    return _E(_wrap_elems(_sum(d * d, dim, keepdim)) / float(max(n - c, 0)))
+    v = _wrap_elems(_sum(d * d, dim, keepdim)) / float(max(n - c, 0))
+    if n - c > 0 and n > 1 and v.numel() > 1:
+        # as the eager op: exactly 0 over equal finite values (PyTorch's Welford update over a
+        # dim), where two passes leave rounding that a `where(x.var(1) > 0, ...)` amplifies
+        where = FUNCTIONS["where"]
+        hi = _wrap_elems(_fold(_max, E, dim, keepdim))
+        lo = _wrap_elems(_fold(_min, E, dim, keepdim))
+        v = where(hi == lo, where(hi.abs() < math.inf, 0.0, v), v)
+    return _E(v)
 
 
 def _std(x, *args, **kwargs):
