@@ -6,7 +6,7 @@ import pytest
 
 import tapegrad as tg
 from tapegrad.autograd import engine
-from tapegrad.ops.array_ops import ARRAY_OPS
+from tapegrad.ops.array_ops import ARRAY_OPS, pyop_records_nothing
 
 
 def _data(shape, seed):
@@ -164,3 +164,100 @@ def test_float32_values_take_the_tensor_rule(monkeypatch):
     assert taken and all(t is None for t in taken)
     assert x.grad.dtype == tg.float32
     assert x.grad._value.tolist() == [[1.0] * 3] * 2
+
+
+# -- create_graph with a constant gradient ------------------------------------------------------
+# A create_graph walk whose gradient reaching an op is a constant runs the numpy rule where
+# the tensor rule would record nothing (``grad_depends``: k-means' Newton direction): the
+# same values, and a flag that claims more than the rule does would drop a second-order
+# term silently -- so each flag is checked against the tensor rule itself.
+
+def _constant_g_gradients(program, inputs, which, through_rules=False):
+    """create_graph gradients of ``program`` for a constant weighting of its output, the
+    leaves ``which`` requiring grad (the others constants), and the gradients of their
+    squares again (the second order through whatever the first walk recorded).
+    ``through_rules``: of the first gradient of its square instead, whose graph holds the
+    rules' own recorded ops (unindex, ungather, expand)."""
+    xs = [tg.tensor(a, requires_grad=k in which) for k, a in enumerate(inputs)]
+    out = program(*xs)
+    leaves = [xs[k] for k in which]
+    if through_rules:
+        gs = tg.autograd.grad((out * out).sum(), leaves, create_graph=True, allow_unused=True)
+        live = [g for g in gs if g is not None and g.requires_grad]
+        if not live:
+            return [], []
+        out = live[0]
+    weights = tg.tensor(_data(tuple(out.shape), 9) if out.ndim else 0.7)
+    gs = tg.autograd.grad(out, leaves, grad_outputs=weights, create_graph=True,
+                          allow_unused=True)
+    first = [None if g is None else (np.array(g._value, dtype=np.float64), g.requires_grad)
+             for g in gs]
+    live = [g for g in gs if g is not None and g.requires_grad]
+    second = []
+    if live:
+        loss = sum((g * g).sum() for g in live)
+        second = [None if g is None else np.array(g._value, dtype=np.float64)
+                  for g in tg.autograd.grad(loss, leaves, allow_unused=True)]
+    return first, second
+
+
+def _leaf_choices(inputs):
+    n = len(inputs)
+    return [tuple(range(n))] + ([(k,) for k in range(n)] if n > 1 else [])
+
+
+@pytest.mark.parametrize("through_rules", [False, True], ids=["program", "its rules"])
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_constant_gradient_rule_matches_tensor_rule(name, through_rules, monkeypatch):
+    inputs, program = PROGRAMS[name]
+    for which in _leaf_choices(inputs):
+        fast = _constant_g_gradients(program, inputs, which, through_rules)
+        with monkeypatch.context() as m:
+            m.setattr(engine, "pyop_constant_backward", lambda *args: None)
+            slow = _constant_g_gradients(program, inputs, which, through_rules)
+        for f, s in zip(fast[0], slow[0]):
+            assert (f is None) == (s is None), name
+            assert f is None or (_same_bits(f[0], s[0]) and f[1] == s[1]), (name, which, f, s)
+        assert len(fast[1]) == len(slow[1])
+        for f, s in zip(fast[1], slow[1]):
+            assert _same_bits(f, s), (name, which, f, s)
+
+
+def test_grad_depends_flags_hold_for_the_tensor_rules(monkeypatch):
+    """Where ``pyop_records_nothing`` says a rule records nothing given a constant gradient,
+    the rule run on tensors (the constant path off) records nothing: no gradient it returns
+    requires grad.  Every flagged op is checked so."""
+    checked = set()
+    real = engine._run_pyop
+
+    def run_pyop(adj, py, s, state, reached):
+        grads = real(adj, py, s, state, reached)
+        g = adj.get(s + 1)
+        if adj.create_graph and not (isinstance(g, tg.Tensor) and g.requires_grad) and \
+                pyop_records_nothing(py, adj.recorded):
+            assert all(r is None or not r.requires_grad for r in grads), py.name
+            checked.add(py.fwd[0])
+        return grads
+
+    monkeypatch.setattr(engine, "pyop_constant_backward", lambda *args: None)
+    monkeypatch.setattr(engine, "_run_pyop", run_pyop)
+    for inputs, program in PROGRAMS.values():
+        for which in _leaf_choices(inputs):
+            for through_rules in (False, True):
+                _constant_g_gradients(program, inputs, which, through_rules)
+    flagged = {name for name, op in ARRAY_OPS.items() if op.grad_depends is not None}
+    assert flagged - checked == set()
+    assert all(ARRAY_OPS[name].numpy_rule for name in flagged)
+
+
+def test_a_constant_gradients_result_owns_its_memory():
+    """The numpy rules return views of g (sum's broadcast, reshape's view): the gradient
+    handed out is memory of its own, as the float walk's, not a second tensor over g's."""
+    x = tg.tensor(np.ones((3, 2)), requires_grad=True)
+    seed = tg.tensor(np.arange(6.0))
+    (j,) = tg.autograd.grad(x.reshape(6), x, grad_outputs=seed, create_graph=True)
+    j.add_(1.0)
+    assert seed.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    (j,) = tg.autograd.grad(x.sum(1).sum(), x, create_graph=True)
+    j.mul_(2.0)
+    assert j.tolist() == [[2.0, 2.0]] * 3

@@ -45,7 +45,7 @@ from ..core.shapes import broadcast_view
 from ..core.graph import LEAF_STATE, node_input_slots, node_name, node_state
 from ..core.tensor import Tensor, tensor_of_entry, wrap
 from ..ops.array_ops import (constant_changed, full_reduction_scale, pyop_backward,
-                              pyop_numpy_backward,
+                              pyop_constant_backward, pyop_numpy_backward,
                               pyop_reads_output, pyop_reads_values, pyop_saves, sum_to)
 from .anomaly_mode import check_nan, is_anomaly_enabled
 from .graph import pack_pending, release_saved, unpack_entry
@@ -802,11 +802,7 @@ class FloatAdjoints:
 
     def value(self, r):
         """The value entry or constant ``r`` saved (``saved`` wraps it)."""
-        T = self.tape
-        if r < 0:
-            return T._c[-r - 1]
-        arr = T._arr.get(r)   # (an array entry's value without reading its opcode first)
-        return T._value(r) if arr is None else arr
+        return saved_value(self.tape, r)
 
     def set(self, i, g):
         if isinstance(g, Tensor):
@@ -923,6 +919,14 @@ class FloatAdjoints:
         return ts, self.adj[hit].tolist()
 
 
+def saved_value(T, r):
+    """The value entry or constant ``r`` of tape ``T`` saved."""
+    if r < 0:
+        return T._c[-r - 1]
+    arr = T._arr.get(r)   # (an array entry's value without reading its opcode first)
+    return T._value(r) if arr is None else arr
+
+
 def _elements(v):
     """Array ``v``'s elements as a flat, writable float64 array (a view where it is one
     already).  Writable even where only read: Numba compiles the kernels again for every
@@ -966,6 +970,47 @@ class GraphAdjoints:
         if v is None:
             v = self.views[r] = tensor_of_entry(T, r, T._value(r))
         return v
+
+    def recorded(self, r):
+        """Does entry or constant ``r`` carry a graph (what ``saved`` gives records)?"""
+        return r >= 0 and self.tape._entry(r)[0] != CONST
+
+    def constant_backward(self, py, s):
+        """Recorded op ``py``'s input gradients (stop ``s``) as constants where its result's
+        gradient is a constant and its rule would record nothing (``pyop_constant_backward``:
+        k-means' cost ends in sum, min, matmul and broadcasts of a constant gradient); None
+        where the rule runs on tensors."""
+        given = self.adj.get(s + 1)
+        if given.__class__ is Tensor:
+            if given._tape is not None:
+                return None
+            g = given._value
+        elif given.__class__ is float:
+            g = given
+        else:   # (an EfficientZero: the tensor rule)
+            return None
+        T = self.tape
+        grads = pyop_constant_backward(py, g, T._value(s + 1), self.value, self.recorded)
+        if grads is None:
+            return None
+        out = []
+        for v in grads:
+            if v.__class__ is np.ndarray and v.ndim:
+                if v is g and given.__class__ is Tensor:
+                    v = given    # (the tensor rule passes g itself on)
+                elif v.base is not None or not v.flags.writeable:
+                    # a view of g or of a value (the tensor rule's result is a view tensor,
+                    # sharing a version counter): memory of its own, as the float walk's
+                    v = wrap(np.array(v))
+                else:
+                    v = wrap(v)
+            elif v is not None and not isinstance(v, Tensor):   # (a rule may end in a tensor op)
+                v = wrap(float(v))
+            out.append(v)
+        return out
+
+    def value(self, r):
+        return saved_value(self.tape, r)
 
     def get(self, i):
         g = self.adj.get(i)
@@ -1321,8 +1366,11 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
             if py is not None:
                 _check_saved(A, s, py)
                 # the float walk runs a rule with no node hooks on NumPy values where it can
-                grads_in = (pyop_numpy_backward(py, adj.get(s + 1), adj.value(s + 1), adj.value)
-                            if numpy_rules and state is None and py.nout == 1 else None)
+                grads_in = None
+                if state is None and py.nout == 1:
+                    grads_in = (pyop_numpy_backward(py, adj.get(s + 1), adj.value(s + 1),
+                                                    adj.value) if numpy_rules else
+                                adj.constant_backward(py, s) if create_graph else None)
                 if grads_in is None:
                     grads_in = _run_pyop(adj, py, s, state, reached)
                 for r, g in zip(py.inputs, grads_in):

@@ -55,13 +55,19 @@ class ArrayOp(NamedTuple):
     numpy_rule: bool = False    # the rule also runs on plain float64 NumPy values: it uses
     #   only ``rule_call``, shapes and NumPy arithmetic, so the float walk calls it so
     #   (``pyop_numpy_backward``), without wrapping every value in a tensor
+    # what a numpy_rule's gradients depend on besides g, differentiably: "nothing" (it reads
+    # its inputs for shapes, indices and comparisons only: sum, expand, min over a dim),
+    # "others" (each input's gradient is linear in each other input and does not read its
+    # own: matmul, einsum); None: not declared.  With a constant g, a create_graph walk runs
+    # such a rule on NumPy values where it would record nothing (``pyop_constant_backward``)
+    grad_depends: Optional[str] = None
 
 
 ARRAY_OPS = {}
 
 
 def defop(name, node, method=True, outputs=None, cast=True, edges=None, saves=True, view=False,
-          reads=None, reads_output=False, numpy_rule=False):
+          reads=None, reads_output=False, numpy_rule=False, grad_depends=None):
     """Register ``forward`` (the decorated function) with its ``vjp`` (``forward.defvjp``).
 
     The rule is written in tapegrad ops: ``vjp(g, ans, *args, **params)`` gets the result's
@@ -77,7 +83,8 @@ def defop(name, node, method=True, outputs=None, cast=True, edges=None, saves=Tr
     def register(forward):
         def with_vjp(vjp):
             ARRAY_OPS[name] = ArrayOp(name, node, forward, vjp, method, outputs, cast, edges,
-                                      saves, view, reads, reads_output, numpy_rule)
+                                      saves, view, reads, reads_output, numpy_rule,
+                                      grad_depends)
             return vjp
         forward.defvjp = with_vjp
         return forward
@@ -253,6 +260,24 @@ def pyop_numpy_backward(py, g, ans, value):
     gs = op.vjp(g, ans, *args, **params)
     return [_graph_shape(gs[k], args[k], numpy=True) if r >= 0 else None
             for r, k in zip(py.inputs, tensor_pos)]
+
+
+def pyop_records_nothing(py, recorded):
+    """With a constant gradient, does recorded op ``py``'s rule record nothing?  Its
+    gradients depend on no recorded value besides g (``grad_depends``; ``recorded(ref)``:
+    does input ``ref`` carry a graph)."""
+    if py.backward_fn is not None:
+        return False
+    depends = ARRAY_OPS[py.fwd[0]].grad_depends
+    return depends == "nothing" or (depends == "others" and
+                                    builtins.sum(1 for r in py.inputs if recorded(r)) <= 1)
+
+
+def pyop_constant_backward(py, g, ans, value, recorded):
+    """``pyop_numpy_backward`` in a create_graph walk where the gradient ``g`` reaching
+    recorded op ``py`` is a constant (a number or array) and its rule would record nothing:
+    the input gradients as NumPy values; None where the rule must run on tensors."""
+    return pyop_numpy_backward(py, g, ans, value) if pyop_records_nothing(py, recorded) else None
 
 
 def _float64(v):
@@ -774,7 +799,8 @@ def _prod(shape):
 
 
 
-@defop("sum", lambda x, dim=None, keepdim=False: _name("Sum", dim), saves=False, numpy_rule=True)
+@defop("sum", lambda x, dim=None, keepdim=False: _name("Sum", dim), saves=False, numpy_rule=True,
+       grad_depends="nothing")
 def sum(x, dim=None, keepdim=False):  # noqa: A001
     if x.__class__ is np.ndarray:   # what np.sum calls for an ndarray, without its dispatch
         if dim is None and not keepdim and x.ndim == 1:
@@ -793,7 +819,7 @@ sum.defvjp(lambda g, ans, x, dim=None, keepdim=False: (_spread(g, x, dim, keepdi
 
 
 @defop("mean", lambda x, dim=None, keepdim=False: _name("Mean", dim), saves=False,
-       numpy_rule=True)
+       numpy_rule=True, grad_depends="nothing")
 def mean(x, dim=None, keepdim=False):
     if x.dtype.kind not in "fc":
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a "
@@ -945,7 +971,7 @@ def _route(largest):
 
 
 @defop("max_dim", "MaxBackward0", method=False, outputs=tuple,
-       numpy_rule=True)
+       numpy_rule=True, grad_depends="nothing")
 def max_dim(x, dim, keepdim=False):
     return _arg_extreme(True)(x, dim, keepdim)
 
@@ -954,7 +980,7 @@ max_dim.defvjp(_route(True))
 
 
 @defop("min_dim", "MinBackward0", method=False, outputs=tuple,
-       numpy_rule=True)
+       numpy_rule=True, grad_depends="nothing")
 def min_dim(x, dim, keepdim=False):
     return _arg_extreme(False)(x, dim, keepdim)
 
@@ -1304,7 +1330,7 @@ def _mm_name(a, b):
     return "UnsafeViewBackward0"
 
 
-@defop("matmul", lambda a, b: _mm_name(a, b), numpy_rule=True)
+@defop("matmul", lambda a, b: _mm_name(a, b), numpy_rule=True, grad_depends="others")
 def matmul(a, b):
     if a.ndim == 2 and b.ndim == 2 and a.shape[1] == 1 and a.shape[0] > 1 and b.shape[1] > 1:
         return a * b   # an outer product, as PyTorch's mm computes it: -0. products stay -0.
@@ -1358,7 +1384,7 @@ def _linear_node(x, w, b=None):
     return "UnsafeViewBackward0" if b is None else "ViewBackward0"
 
 
-@defop("linear", _linear_node, method=False, numpy_rule=True)
+@defop("linear", _linear_node, method=False, numpy_rule=True, grad_depends="others")
 def linear(x, w, b=None):
     """x W^T + b, fused (no transposed copy of W, no broadcast entry for b)."""
     out = np.matmul(x, w.T)
@@ -1401,7 +1427,7 @@ def _reshape_back(g, ans, x, *args, **params):
     return (rule_call("reshape", g, _shape(x)),)
 
 
-@defop("reshape", "ViewBackward0", saves=False, view=True, numpy_rule=True)
+@defop("reshape", "ViewBackward0", saves=False, view=True, numpy_rule=True, grad_depends="nothing")
 def reshape(x, shape):
     return np.reshape(x, shape)
 
@@ -1409,7 +1435,8 @@ def reshape(x, shape):
 reshape.defvjp(_reshape_back)
 
 
-@defop("view_node", lambda x, shape, node: node, method=False, saves=False, numpy_rule=True)
+@defop("view_node", lambda x, shape, node: node, method=False, saves=False, numpy_rule=True,
+       grad_depends="nothing")
 def view_node(x, shape, node):
     """A reshape recorded under the name of the PyTorch view op it stands for
     (``UnsafeViewBackward0``, ``ReshapeAliasBackward0``, ``SqueezeBackward4``): the steps of
@@ -1421,7 +1448,7 @@ view_node.defvjp(_reshape_back)
 
 
 @defop("reshape_alias", "ReshapeAliasBackward0", method=False, saves=False, view=True,
-       numpy_rule=True)
+       numpy_rule=True, grad_depends="nothing")
 def reshape_alias(x, shape):
     """``reshape`` of a tensor that is not contiguous but has a view of the new shape."""
     return np.reshape(x, shape)
@@ -1430,7 +1457,8 @@ def reshape_alias(x, shape):
 reshape_alias.defvjp(_reshape_back)
 
 
-@defop("transpose", "TransposeBackward0", saves=False, view=True, numpy_rule=True)
+@defop("transpose", "TransposeBackward0", saves=False, view=True, numpy_rule=True,
+       grad_depends="nothing")
 def transpose(x, dim0, dim1):
     dim0, dim1 = wrap_dim(dim0, x.ndim), wrap_dim(dim1, x.ndim)
     return np.swapaxes(x, dim0, dim1) if x.ndim else x[...]
@@ -1440,7 +1468,7 @@ def transpose(x, dim0, dim1):
 transpose.defvjp(lambda g, ans, x, dim0, dim1: (rule_call("transpose", g, dim0, dim1),))
 
 
-@defop("t", "TBackward0", saves=False, view=True, numpy_rule=True)
+@defop("t", "TBackward0", saves=False, view=True, numpy_rule=True, grad_depends="nothing")
 def t(x):
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
@@ -1450,7 +1478,8 @@ def t(x):
 t.defvjp(lambda g, ans, x: (rule_call("t", g),))
 
 
-@defop("permute", "PermuteBackward0", saves=False, view=True, numpy_rule=True)
+@defop("permute", "PermuteBackward0", saves=False, view=True, numpy_rule=True,
+       grad_depends="nothing")
 def permute(x, dims):
     if len(dims) != x.ndim:
         raise RuntimeError("permute(sparse_coo): number of dimensions in the tensor input does "
@@ -1474,7 +1503,7 @@ def _squeeze_node(x, dim=None):
     return "SqueezeBackward2" if isinstance(dim, (tuple, list)) else "SqueezeBackward1"
 
 
-@defop("squeeze", _squeeze_node, saves=False, view=True, numpy_rule=True)
+@defop("squeeze", _squeeze_node, saves=False, view=True, numpy_rule=True, grad_depends="nothing")
 def squeeze(x, dim=None):
     """Drop the dims of size 1 (of those in ``dim``, an int or a tuple, when given)."""
     if dim is None:
@@ -1486,7 +1515,8 @@ def squeeze(x, dim=None):
 squeeze.defvjp(_reshape_back)
 
 
-@defop("unsqueeze", "UnsqueezeBackward0", saves=False, view=True, numpy_rule=True)
+@defop("unsqueeze", "UnsqueezeBackward0", saves=False, view=True, numpy_rule=True,
+       grad_depends="nothing")
 def unsqueeze(x, dim):
     return np.expand_dims(x, wrap_dim(dim, x.ndim + 1))
 
@@ -1494,7 +1524,7 @@ def unsqueeze(x, dim):
 unsqueeze.defvjp(_reshape_back)
 
 
-@defop("expand", "ExpandBackward0", saves=False, view=True, numpy_rule=True)
+@defop("expand", "ExpandBackward0", saves=False, view=True, numpy_rule=True, grad_depends="nothing")
 def expand(x, shape):
     """A read-only view (several elements share one place in memory: an in-place op on it
     raises, as in PyTorch)."""
@@ -1581,7 +1611,7 @@ def _slices(g, xs, dim, pick):
                  for k, x in enumerate(xs))
 
 
-@defop("cat", "CatBackward0", method=False, saves=False, numpy_rule=True)
+@defop("cat", "CatBackward0", method=False, saves=False, numpy_rule=True, grad_depends="nothing")
 def cat(*xs, dim=0):
     return contiguous(np.concatenate(xs, axis=wrap_dim(dim, xs[0].ndim)))
 
@@ -1596,7 +1626,8 @@ def _(g, ans, *xs, dim=0):
     return _slices(g, xs, dim, lambda k, x: slice(starts[k], starts[k + 1]))
 
 
-@defop("stack", "StackBackward0", method=False, saves=False, numpy_rule=True)
+@defop("stack", "StackBackward0", method=False, saves=False, numpy_rule=True,
+       grad_depends="nothing")
 def stack(*xs, dim=0):
     axis = wrap_dim(dim, xs[0].ndim + 1)
     first = xs[0]
@@ -1809,7 +1840,7 @@ def _index_node(idx):
 # (IndexBackward0 saves its indices: a second backward through a freed one raises there)
 @defop("getitem", lambda x, idx: _index_node(idx), method=False,
        saves=lambda node: node == "IndexBackward0", view=True,
-       numpy_rule=True)
+       numpy_rule=True, grad_depends="nothing")
 def getitem(x, idx):
     """``x[idx]``: a view for basic indices (an element as a 0-d view), a copy for
     advanced ones."""
@@ -1825,7 +1856,8 @@ def getitem(x, idx):
 getitem.defvjp(lambda g, ans, x, idx: (rule_call("unindex", g, _shape(x), idx),))
 
 
-@defop("unindex", "IndexPutBackward0", method=False, saves=False, numpy_rule=True)
+@defop("unindex", "IndexPutBackward0", method=False, saves=False, numpy_rule=True,
+       grad_depends="nothing")
 def unindex(g, shape, idx):
     """Zeros of ``shape`` with ``g`` added at ``idx``: the adjoint of ``getitem``."""
     out = np.zeros(shape)
@@ -1860,7 +1892,8 @@ def gather(x, dim, index):
 gather.defvjp(lambda g, ans, x, dim, index: (call("ungather", g, _shape(x), dim, index),))
 
 
-@defop("ungather", "ScatterAddBackward0", method=False, saves=False, numpy_rule=True)
+@defop("ungather", "ScatterAddBackward0", method=False, saves=False, numpy_rule=True,
+       grad_depends="nothing")
 def ungather(g, shape, dim, index):
     """Zeros of ``shape`` with ``g`` added along ``dim`` at ``index``: gather's adjoint."""
     out = np.zeros(tuple(shape) or (1,))

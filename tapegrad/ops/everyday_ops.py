@@ -392,7 +392,7 @@ _EINSUM_PLANNED = 4096
 _SHORT_CONTRACTION = 16
 
 
-@defop("einsum", "EinsumBackward0", method=False, numpy_rule=True)
+@defop("einsum", "EinsumBackward0", method=False, numpy_rule=True, grad_depends="others")
 def einsum(equation, *xs):
     ins, out = parse_einsum(equation, [np.shape(x) for x in xs])
     planned = len(xs) > 2 or sum(np.size(x) for x in xs) >= _EINSUM_PLANNED
@@ -539,7 +539,7 @@ einsum.defvjp(lambda g, ans, equation, *xs:
                               for k in range(len(xs))))
 
 
-@defop("cross", "LinalgCrossBackward0", method=False, numpy_rule=True)
+@defop("cross", "LinalgCrossBackward0", method=False, numpy_rule=True, grad_depends="others")
 def cross(a, b, dim=-1):
     if a.__class__ is np.ndarray and b.__class__ is np.ndarray and a.shape == b.shape == (3,) \
             and a.dtype == b.dtype == np.float64:
