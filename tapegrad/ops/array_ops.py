@@ -640,6 +640,8 @@ def _graph_shape(g, x, numpy=False):
 def _spread(g, x, dim, keepdim):
     """A reduced result (or its gradient) expanded back over ``x``'s shape."""
     shape = _shape(x)
+    if g.__class__ is _F64:   # (a numpy_rule's number: a reduction to one)
+        g = np.asarray(g)
     if g.__class__ is np.ndarray:   # (a numpy_rule's value: the view, without two calls)
         if dim is not None and not keepdim:
             g = g.reshape(_reduced_shape(shape, _axes(dim, len(shape)), True))
