@@ -1223,6 +1223,61 @@ def test_a_leaf_changed_where_nothing_records_keeps_both_uses(how, mode):
         assert got == _leaf_changed_where_nothing_records(torch, how, mode)
 
 
+NONLEAF_CHANGES = ["no_grad", "detach", "no_grad on a view", "detach of a view",
+                   "no_grad on the view", "detach of the view", "no_grad setitem"]
+
+
+def _nonleaf_changed_where_nothing_records(lib, how, shape, use):
+    """A non-leaf ``v = a * 2`` (and its view ``w = v[1:]``) changed in place where nothing
+    records, then used by an op that saves it: that op saves the new value, and the
+    gradient reaches ``a`` through ``v``'s own node (fuzzer seed 15: the tape kept the old
+    value, 2.4 for 0.4)."""
+    a = lib.tensor([0.3, 1.2, -0.7][:shape], dtype=lib.float64, requires_grad=True) \
+        if shape else lib.tensor(0.3, dtype=lib.float64, requires_grad=True)
+    v = a * 2
+    w = v[1:] if shape else None
+    if how == "no_grad":
+        with lib.no_grad():
+            v.sub_(0.5)
+    elif how == "detach":
+        v.detach().sub_(0.5)
+    elif how == "no_grad on a view":
+        with lib.no_grad():
+            v[1:].mul_(3.0)
+    elif how == "detach of a view":
+        v.detach()[1:].mul_(3.0)
+    elif how == "no_grad on the view":
+        with lib.no_grad():
+            w.mul_(3.0)
+    elif how == "detach of the view":
+        w.detach().mul_(3.0)
+    else:
+        with lib.no_grad():
+            v[0] = 5.0
+    f = {"square": lambda t: t * t, "sin": lambda t: t.sin(),
+         "matmul": lambda t: (t @ t).reshape(1) if t.ndim else t * t}[use]
+    y = f(v).sum() + (f(w).sum() if w is not None else 0.0)
+    y.backward()
+    return val(v), val(a.grad)
+
+
+@pytest.mark.parametrize("use", ["square", "sin", "matmul"])
+@pytest.mark.parametrize("shape", [3, 0], ids=["array", "0-d"])
+@pytest.mark.parametrize("how", NONLEAF_CHANGES)
+def test_a_nonleaf_changed_where_nothing_records_is_saved_with_its_new_value(how, shape, use):
+    if not shape and ("view" in how or "setitem" in how):
+        pytest.skip("a 0-d tensor has no view of part of it")
+    v, grad = _nonleaf_changed_where_nothing_records(tg, how, shape, use)
+    # the gradient at the new values: through v, and through w = v[1:]
+    vv = np.asarray(v, dtype=float)
+    d = {"square": 2 * vv, "sin": np.cos(vv), "matmul": 2 * vv}[use]
+    if shape:
+        d[1:] += d[1:]
+    assert np.allclose(grad, 2 * d, rtol=1e-9, atol=0)   # (val rounds to 10 digits)
+    if torch is not None:
+        assert (v, grad) == _nonleaf_changed_where_nothing_records(torch, how, shape, use)
+
+
 @pytest.mark.parametrize("op", ["cumsum", "cumprod"])
 def test_a_rule_returning_its_gradient_does_not_alias_two_grads(op):
     """cumsum's and cumprod's rules over a dim of 1 return the gradient they are given: the

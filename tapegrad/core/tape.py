@@ -427,6 +427,18 @@ class Tape:
                     t._tape = self
         return i
 
+    def _rebind_value(self, i, v):
+        """Entry ``i``'s tensor was changed in place where nothing recorded (no_grad,
+        ``detach()``): what reads it from now on reads ``v``, its value now (an array, or a
+        number for a number entry), as PyTorch's ops save a tensor as it is when they use it.
+        (What read it before is marked modified: a backward through that raises.)"""
+        if i in self._arr:
+            self._arr[i] = v
+        elif i >= self._base:
+            self._rec_val[i - self._base] = float(v)
+        else:
+            self._stored_val[i] = float(v)
+
     def _ref(self, t):
         """Reference to tensor ``t`` (which requires grad) from this tape: registers a leaf,
         or links a non-leaf of another tape so that gradients flow on into it."""

@@ -778,6 +778,10 @@ class Tensor:
                 self._value[...] = v            # really in place: .data and aliases see it
             else:
                 self._value = v
+            if self._tape.__class__ is Tape and old._arr.get(self._entry) is not self._value:
+                # a non-leaf keeps its node; what uses it from now on saves its new value
+                # (a number entry's, or a read-only array's: not the memory written above)
+                old._rebind_value(self._entry, self._value)
         return self
 
     def add_(self, other, alpha=1):

@@ -83,6 +83,20 @@ def _keep_saved(aliases, memory, rec_tape, start):
         T._dirty.append((e, start if T is rec_tape else len(T)))
 
 
+def _rebind(aliases):
+    """After an in-place change that recorded nothing for them (no_grad, ``detach()``), each
+    alias with history keeps its node, and its tape entry takes its new value: an op using
+    it from now on saves that, as PyTorch's would (``_keep_saved`` kept the old value and
+    marked the readers before, which raise at backward).  A view's is kept as a copy, as
+    a view op's result is (``_record_call``)."""
+    for t in aliases:
+        T = t._tape
+        if T.__class__ is Tape and T._leaves.get(t._entry) is not t:
+            v = t._value
+            T._rebind_value(t._entry, v if v.__class__ is float or t._view is None
+                            else np.array(v))
+
+
 def inplace_view(self, compute):
     """``self = compute(self)`` written into the memory ``self`` shares with views (the
     ``Tensor._inplace`` of views); None when no view of it is alive (the plain path)."""
@@ -128,6 +142,7 @@ def inplace_view(self, compute):
             root._tape = UNREGISTERED_LEAF
         for w in views:
             _reread(w, memory)
+        _rebind([root] + views)
     root._vc = getattr(root, "_vc", 0) + 1
     return self
 
@@ -190,6 +205,7 @@ def _inplace_detached(self, compute, root, steps, views):
             _reread(w, root._value)
     if place is None or self._value.__class__ is float:
         self._value = float(v) if place is None else float(place)
+    _rebind([root] + [w for w in views if w is not self or not recorded])
     return self
 
 
