@@ -1223,8 +1223,9 @@ def test_a_leaf_changed_where_nothing_records_keeps_both_uses(how, mode):
         assert got == _leaf_changed_where_nothing_records(torch, how, mode)
 
 
-NONLEAF_CHANGES = ["no_grad", "detach", "no_grad on a view", "detach of a view",
-                   "no_grad on the view", "detach of the view", "no_grad setitem"]
+NONLEAF_CHANGES = ["no_grad", "detach", "data", "no_grad on a view", "detach of a view",
+                   "data of a view", "no_grad on the view", "detach of the view",
+                   "no_grad setitem"]
 
 
 def _nonleaf_changed_where_nothing_records(lib, how, shape, use):
@@ -1241,6 +1242,10 @@ def _nonleaf_changed_where_nothing_records(lib, how, shape, use):
             v.sub_(0.5)
     elif how == "detach":
         v.detach().sub_(0.5)
+    elif how == "data":
+        v.data.sub_(0.5)
+    elif how == "data of a view":
+        v.data[1:].mul_(3.0)
     elif how == "no_grad on a view":
         with lib.no_grad():
             v[1:].mul_(3.0)
@@ -1276,6 +1281,51 @@ def test_a_nonleaf_changed_where_nothing_records_is_saved_with_its_new_value(how
     assert np.allclose(grad, 2 * d, rtol=1e-9, atol=0)   # (val rounds to 10 digits)
     if torch is not None:
         assert (v, grad) == _nonleaf_changed_where_nothing_records(torch, how, shape, use)
+
+
+def _changed_through_data(lib, case, shape):
+    """PyTorch's ``.data``: the memory, not the version counter.  What saved the tensor
+    before the change reads the new value unnoticed; what saved ``.data`` itself raises."""
+    value = [0.3, 1.2][:shape] if shape else 0.3
+    a = lib.tensor(value, dtype=lib.float64, requires_grad=True)
+    if case == "saved before, non-leaf":
+        v = a * 2
+        u = (v * v).sum()
+        v.data.add_(1.0)
+        u.backward()
+        return val(a.grad)
+    if case == "saved before, leaf":
+        u = (a * a).sum()
+        a.data.add_(1.0)
+        (u + (a * 3.0).sum()).backward()
+        return val(a.grad)
+    if case == "the alias saved":
+        d = (a * 2).data
+        y = (a * d).sum()
+        d.add_(1.0)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.backward()
+        return "raised"
+    c = lib.tensor(value, dtype=lib.float64)   # "versions": a tensor without grad
+    d, e = c.data, c.detach()
+    c.add_(1.0)
+    d.add_(1.0)
+    return c._version, d._version, e._version, val(c), val(d), val(e)
+
+
+@pytest.mark.parametrize("shape", [2, 0], ids=["array", "0-d"])
+@pytest.mark.parametrize("case", ["saved before, non-leaf", "saved before, leaf",
+                                  "the alias saved", "versions"])
+def test_a_change_through_data_is_pytorchs(case, shape):
+    got = _changed_through_data(tg, case, shape)
+    if torch is not None:
+        assert got == _changed_through_data(torch, case, shape)
+    want = {"saved before, non-leaf": [6.4, 13.6], "saved before, leaf": [5.6, 7.4],
+            "the alias saved": "raised",
+            "versions": (1, 1, 1, [2.3, 3.2], [2.3, 3.2], [2.3, 3.2])}[case]
+    if not shape and case != "the alias saved":
+        want = want[0] if case != "versions" else (1, 1, 1, 2.3, 2.3, 2.3)
+    assert got == want
 
 
 @pytest.mark.parametrize("op", ["cumsum", "cumprod"])

@@ -416,6 +416,7 @@ class Tensor:
     _view = None
     _views = None
     _detached = False   # x.detach(): a view in memory and version only (core/views.py)
+    _untracked = False  # x.data: a detached view with a version counter of its own
     _multi_output = None   # (k, node, version): output k of split/unbind (or a view of one),
                            # PyTorch's views of a multi-output node, which refuse in-place ops
                            # and, after their memory changed, their grad_fn
@@ -431,12 +432,12 @@ class Tensor:
         """How many times the memory of this tensor was changed in place: one counter for a
         base and all its views, as in PyTorch (a saved value checks it)."""
         info = self._view
-        return getattr(self if info is None else info[0], "_vc", 0)
+        return getattr(self if info is None or self._untracked else info[0], "_vc", 0)
 
     @_version.setter
     def _version(self, n):
         info = self._view
-        (self if info is None else info[0])._vc = n
+        (self if info is None or self._untracked else info[0])._vc = n
 
     @property
     def _base(self):
@@ -577,7 +578,12 @@ class Tensor:
         """The value as a tensor that does not require grad (shares memory)."""
         if self._tape is not None:
             _note_read(self)   # (as detach)
-        return wrap(self._value)
+        out = wrap(self._value)
+        # PyTorch's .data shares the memory, not the version counter: an in-place change
+        # through it goes unnoticed by what saved this tensor, but what reads it later (a
+        # view's entry, a number entry) reads the new value (ops/inplace_views.py)
+        register_detached(out, self, untracked=True)
+        return out
 
     @data.setter
     def data(self, other):
@@ -760,7 +766,7 @@ class Tensor:
         if r._tape.__class__ is Tape:          # recorded: self is now the new entry
             mem = self._value
             if rec is r._tape:
-                _own_the_old_value(rec, start, self, mem)
+                own_the_old_value(rec, start, self, mem)
             # a tensor without grad: the op wrote its memory, as PyTorch (from_numpy's array
             # and .data see it).  (A recorded tensor's memory is its entry's saved value.)
             if old.__class__ is not Tape and mem.__class__ is np.ndarray and \
@@ -839,7 +845,7 @@ def mark_multi_output(t, k, node):
         t._multi_output = (k, node, t._version)
 
 
-def _own_the_old_value(T, start, t, mem):
+def own_the_old_value(T, start, t, mem):
     """The entries ``T`` recorded from ``start`` for an in-place op on ``t`` (no grad) hold
     ``t``'s value before the op as a constant.  The op writes ``t``'s memory ``mem``, so
     they get their own copy (PyTorch saves a clone of the original self): a later in-place

@@ -47,17 +47,22 @@ def register_view(view, src, step):
         view._multi_output = (0, view.grad_fn.name().removesuffix("Backward0"), src._version)
     if src._detached:   # (its _base is the detached tensor, not the memory's root)
         view._detached = True
+        if src._untracked:
+            view._untracked = True
         view._detached_base = src._detached_base if src._view is not None and \
             "_detached_base" in src.__dict__ else src
     _remember(root, view)
 
 
-def register_detached(alias, src):
-    """Note that tensor ``alias`` is ``src.detach()``: same memory, same version counter."""
+def register_detached(alias, src, untracked=False):
+    """Note that tensor ``alias`` is ``src.detach()``: same memory, same version counter;
+    ``untracked``: ``src.data``, a version counter of its own."""
     info = src._view
     root, steps = (src, ()) if info is None else info
     alias._view = (root, steps)
     alias._detached = True
+    if untracked:
+        alias._untracked = True
     _remember(root, alias)
 
 

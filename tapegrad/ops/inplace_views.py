@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.tape import Tape, recording
-from ..core.tensor import UNREGISTERED_LEAF
+from ..core.tensor import UNREGISTERED_LEAF, own_the_old_value
 from ..core.views import live_views, root_and_steps
 from .array_ops import call, replay_view, view_through, writable_view
 
@@ -117,34 +117,45 @@ def inplace_view(self, compute):
         if self._multi_output is not None and self._tape is not None:
             raise RuntimeError(MULTI_OUTPUT_VIEW.format(*self._multi_output[:2]))
     tracked = root._tape is not None
-    place = _written_place(self, root, steps)
+    # a 0-d float64 root holds a Python float (its aliases: detach(), .data): no memory to
+    # write into, so the root's value is replaced
+    place = None if memory.__class__ is float else _written_place(self, root, steps)
     start = len(T) if T is not None else 0
     r = compute(self)
-    v = _as_dtype(r._value, place)
+    v = float(r._value) if place is None else _as_dtype(r._value, place)
     recorded = r._tape.__class__ is Tape
+    if recorded and not tracked:   # (c.div_(w) of a constant c that has aliases: c.data)
+        own_the_old_value(r._tape, start, self, memory)
     _keep_saved([root] + views, memory, r._tape if recorded else None, start)
     if recorded:
         new_root = call("copy_slices", root, r, steps) if steps else r
-        place[...] = v
+        _write(root, place, v)
         root._tape, root._entry = new_root._tape, new_root._entry
         for w in views:   # each view is the base's new value viewed again, but one made
             if w._detached:   # under no_grad (PyTorch refuses its later use) or detached
-                _reread(w, memory)
+                _reread(w, root._value)
             elif w is self or w._tape is not None or not tracked:
                 nv = replay_view(root, root_and_steps(w)[1])      # refuses its later use)
                 w._tape, w._entry, w._value = nv._tape, nv._entry, nv._value
             else:
-                _reread(w, memory)
+                _reread(w, root._value)
     else:
-        place[...] = v
+        _write(root, place, v)
         if _is_leaf_on_tape(root):   # registered again with its new value on next use
             root._tape._leaf_of.pop(id(root), None)
             root._tape = UNREGISTERED_LEAF
         for w in views:
-            _reread(w, memory)
+            _reread(w, root._value)
         _rebind([root] + views)
     root._vc = getattr(root, "_vc", 0) + 1
     return self
+
+
+def _write(root, place, v):
+    if place is None:
+        root._value = v
+    else:
+        place[...] = v
 
 
 def _reread(view, memory):
@@ -172,7 +183,9 @@ def _inplace_detached(self, compute, root, steps, views):
     else:
         place = _written_place(self, root, steps)
     start = len(T) if T is not None else 0
-    root._vc = getattr(root, "_vc", 0) + 1   # (before: the op's own constants are current)
+    untracked = self._untracked   # (x.data: what saved x is not told, as in PyTorch)
+    counter = self if untracked else root
+    counter._vc = getattr(counter, "_vc", 0) + 1   # (before: the op's own constants are current)
     r = compute(self)
     recorded = r._tape.__class__ is Tape
     if recorded:   # the op saved self's memory as a constant (d.mul_(w)): keep the old value
@@ -181,7 +194,8 @@ def _inplace_detached(self, compute, root, steps, views):
             saved = arrays.get(e)
             if saved is not None and place is not None and np.may_share_memory(saved, place):
                 arrays[e] = saved.copy()
-    _keep_saved([root] + views, memory, r._tape if recorded else None, start)
+    if not untracked:
+        _keep_saved([root] + views, memory, r._tape if recorded else None, start)
     if place is None:
         root._value = v = float(r._value)
     else:
@@ -190,6 +204,8 @@ def _inplace_detached(self, compute, root, steps, views):
     leaf_root = _is_leaf_on_tape(root)
     for t in (root, self):
         if _is_leaf_on_tape(t):   # registered again with its new value on next use
+            if untracked:   # (what read it before reads the new value too, unnoticed)
+                t._tape._rebind_value(t._entry, t._value)
             t._tape._leaf_of.pop(id(t), None)
             t._tape = UNREGISTERED_LEAF
     if recorded:
