@@ -243,6 +243,28 @@ def test_var_of_equal_values_over_a_dim_is_exactly_zero():
     assert y.grad.tolist()[0] == [0.0, 0.0, 0.0] and y.grad.tolist()[2] == [0.0, 0.0, 0.0]
 
 
+def _std_second_order_at_no_spread(lib):
+    x = lib.tensor([[0.0, 0.0, 0.0], [0.5, 1.8, -0.5]], dtype=lib.float64, requires_grad=True)
+    c = lib.tensor([0.987, 1.318], dtype=lib.float64, requires_grad=True)
+    (gx,) = lib.autograd.grad((x.std(dim=-1) * c).sum(), [x], create_graph=True)
+    gx.sum().backward()
+    return gx.tolist(), c.grad.tolist(), x.grad.tolist()
+
+
+def test_std_second_order_at_no_spread_is_pytorchs():
+    """std's backward is PyTorch's (g / (2 std)).masked_fill_(std == 0, 0): its derivative in
+    g is 0 / 0 on a row without spread, NaN as PyTorch's (fuzzer seed 18: 0 where PyTorch
+    gives NaN)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # (the masked division warns nothing)
+        gx, cg, xg = _std_second_order_at_no_spread(tg)
+    assert gx[0] == [0.0, 0.0, 0.0] and math.isnan(cg[0]) and cg[1] == 0.0
+    assert xg[0] == [0.0, 0.0, 0.0] and np.allclose(xg[1], 0.0, atol=1e-15)
+    if torch is not None:
+        tgx, tcg, _ = _std_second_order_at_no_spread(torch)
+        assert np.allclose(gx, tgx, rtol=1e-14, atol=0) and math.isnan(tcg[0])
+
+
 def test_replayed_var_of_equal_values_over_a_dim_is_exactly_zero():
     """tape.compile's replay of var/std (scalar sums) gives the eager op's exact 0 on equal
     rows: the same branch of a ``where`` and the same gradient (it gave 1.519, not 0.039)."""

@@ -1108,10 +1108,14 @@ def std(x, dim=None, unbiased=True, keepdim=False, correction=None):
     return np.sqrt(_variance(x, dim, unbiased, keepdim, correction, "std"))
 
 
-# d std = d var / (2 std), and 0 where std is 0 (as PyTorch: no nan at zero spread)
-std.defvjp(lambda g, ans, x, dim=None, unbiased=True, keepdim=False, correction=None:
-           ARRAY_OPS["var"].vjp(_where(ans == 0.0, 0.0, g / (_where(ans == 0.0, 1.0, ans) * 2.0)),
-                                ans, x, dim, unbiased, keepdim, correction))
+# d std = d var / (2 std), and 0 where std is 0 (as PyTorch: no nan at zero spread).  As
+# PyTorch's std_backward writes it, (g / (2 std)).masked_fill_(std == 0, 0): differentiated
+# again, the gradient's term there is 0 / 0 (NaN), as PyTorch's (fuzzer seed 18)
+@std.defvjp
+def _(g, ans, x, dim=None, unbiased=True, keepdim=False, correction=None):
+    with np.errstate(divide="ignore", invalid="ignore"):   # (the masked g / 0)
+        g_var = _where(ans == 0.0, 0.0, g / (ans * 2.0))
+    return ARRAY_OPS["var"].vjp(g_var, ans, x, dim, unbiased, keepdim, correction)
 
 
 @defop("norm", "LinalgVectorNormBackward0", reads_output=True)
