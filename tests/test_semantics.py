@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
+from tapegrad.core import optable
 
 # every test here runs with the float walk and with the recorded walk of create_graph=True
 pytestmark = pytest.mark.usefixtures("both_walks")
@@ -1085,6 +1086,38 @@ def test_broadcast_operand_gradient_sums_from_plus_zero():
     for f in (lambda: x + y, lambda: x * y, lambda: (x * x + y * y).reciprocal()):
         (g,) = tg.autograd.grad(f(), y, tg.tensor([-0.0, -0.0]))
         assert g.item() == 0.0 and not math.copysign(1.0, g.item()) < 0
+
+
+def _unary_rows():
+    return [op for op in optable.OPS if op.arity == 1 and op.method and not op.internal
+            and op.backward_of is None and not op.compare]
+
+
+def _changed_after_a_unary_op(lib, op, which):
+    lo, hi = op.domain[0]
+    x0 = lib.tensor(np.linspace(lo, hi, 6)[1:-1], dtype=lib.float64, requires_grad=True)
+    x = x0 * 1.0
+    y = getattr(x, op.name)()
+    (x if which == "input" else y).mul_(1.5)
+    try:
+        y.sum().backward()
+        return "computes"
+    except RuntimeError as e:
+        return "raises" if "modified by an inplace operation" in str(e) else str(e)
+
+
+@pytest.mark.parametrize("which", ["input", "result"])
+@pytest.mark.parametrize("name", [op.name for op in _unary_rows()])
+def test_a_unary_ops_operand_or_result_changed_in_place_as_pytorch(name, which):
+    """Each elementwise row saves what PyTorch's node saves (its input, its result): a
+    change of that in place before the backward raises, a change of the other computes
+    (fuzzer seed 16: relu saved its input, where ReluBackward0 saves the result)."""
+    torch = pytest.importorskip("torch")
+    op = next(op for op in optable.OPS if op.name == name)
+    if not hasattr(torch.Tensor, name):
+        pytest.skip(f"torch.Tensor has no {name}")
+    assert _changed_after_a_unary_op(tg, op, which) == _changed_after_a_unary_op(torch, op,
+                                                                                  which)
 
 
 RESULT_SAVING = {   # PyTorch's rules that save the op's result (and the ones that do not)

@@ -163,7 +163,9 @@ def kernels_source() -> str:
     out.append("SAVES = SAVES_X | SAVES_Y | SAVES_Z | SAVES_OUT")
     # READS[o, j, k]: the adjoint term of input j (x, y, z) of op o, as the sweep computes
     # it, reads value k (x, y, z, out): what op o saves when input j takes a gradient
-    reads = [tuple(tuple(n in _used(adjoint_term(op, v)) for n in ("x", "y", "z", "out"))
+    # (and what the row ``saves`` beyond its partials, as PyTorch's node does)
+    reads = [tuple(tuple(n in _used(adjoint_term(op, v)) or n in op.saves.split()
+                         for n in ("x", "y", "z", "out"))
                    if (op.dx, op.dy, op.dz)[k] else (False,) * 4 for k, v in enumerate("xyz"))
              for op in OPS] + [((False,) * 4,) * 3] * len(STRUCTURAL)
     out.append(f"READS = np.array({[[list(r) for r in rs] for rs in reads]}, dtype=np.bool_)")

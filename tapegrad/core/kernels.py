@@ -17,12 +17,12 @@ ARG = 59
 PYFUNC = 60
 PYOUT = 61
 ARITY = np.array([2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 1, 1, 2, 2, 2, 3, 3, 2, 3, 3, 3, 3, 1, 2, 2, 3, 0, 0, 0, 0, 0, 0], dtype=np.int8)
-SAVES_X = np.array([False, False, True, False, True, True, True, True, False, True, False, True, True, False, False, True, True, False, True, True, True, True, True, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, True, True, False, False, True, True, False, False, True, True, True, True, True, True, False, True, True, True, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_X = np.array([False, False, True, False, True, True, True, True, False, True, False, True, True, False, False, True, True, False, True, True, True, True, True, False, False, False, True, False, False, False, False, False, False, False, False, False, False, False, True, True, False, False, True, True, False, False, True, True, True, True, True, True, True, True, True, True, False, False, False, False, False, False], dtype=np.bool_)
 SAVES_Y = np.array([False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, True, True, True, True, True, True, True, True, True, True, False, True, True, True, False, False, False, False, False, False], dtype=np.bool_)
 SAVES_Z = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, True, True, False, True, True, True, True, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_OUT = np.array([False, False, False, True, True, False, False, False, False, False, True, False, False, True, True, False, False, True, False, False, False, False, False, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_OUT = np.array([False, False, False, True, True, False, False, False, False, False, True, False, False, True, True, False, False, True, False, False, False, False, False, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
 SAVES = SAVES_X | SAVES_Y | SAVES_Z | SAVES_OUT
-READS = np.array([[[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, True], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, True, True, False], [True, True, True, False], [True, True, True, False]], [[False, False, False, False], [True, False, False, False], [True, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, True, False], [False, False, False, False], [False, False, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, True, True, False], [True, False, False, False], [True, False, False, False]], [[False, True, True, False], [True, True, True, False], [True, True, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]]], dtype=np.bool_)
+READS = np.array([[[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, True], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, True, True, False], [True, True, True, False], [True, True, True, False]], [[False, False, False, False], [True, False, False, False], [True, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, True, False], [False, False, False, False], [False, False, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, True, True, False], [True, False, False, False], [True, False, False, False]], [[False, True, True, False], [True, True, True, False], [True, True, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[True, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]]], dtype=np.bool_)
 SAVED_FOR_TENSOR = np.array([[False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, True, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False]], dtype=np.bool_)
 NO_GRAD = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
 ZERO_TENSOR = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
@@ -224,7 +224,7 @@ def terms(o, g, x, y, z, out):
     elif o == 24:  # sigmoid
         return g * (out * (1.0 - out)), 0.0, 0.0
     elif o == 25:  # relu
-        return (0.0) if x <= 0.0 else (g), 0.0, 0.0
+        return (0.0) if out <= 0.0 else (g), 0.0, 0.0
     elif o == 26:  # erf
         return (1.1283791670955126 * exp(-(x ** 2.0)) * g), 0.0, 0.0
     elif o == 27:  # sign
@@ -793,9 +793,9 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
             z = zv[k * sz]
             out = ov[k]
             if mx == 1:
-                gx[k * sx] += (0.0) if x <= 0.0 else (g)
+                gx[k * sx] += (0.0) if out <= 0.0 else (g)
             elif mx == 2:
-                gx[k * sx] = (0.0) if x <= 0.0 else (g)
+                gx[k * sx] = (0.0) if out <= 0.0 else (g)
             if my == 1:
                 gy[k * sy] += 0.0
             elif my == 2:
@@ -1710,7 +1710,7 @@ def fast_loop(o, want, n, G, O, X, Y, Z, tx, ty, tz):
                 x = X[k]
                 y = Y[k]
                 out = O[k]
-                tx[k] = (0.0) if x <= 0.0 else (g)
+                tx[k] = (0.0) if out <= 0.0 else (g)
     elif o == 26:  # erf
         if want == 1:
             for k in range(n):
@@ -2683,10 +2683,10 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
             if va:
                 ADJ[ra] += g * (out * (1.0 - out))
         elif o == 25:  # relu
-            x = V[ra]
+            out = V[i]
             g = ADJ[i]
             if va:
-                ADJ[ra] += (0.0) if x <= 0.0 else (g)
+                ADJ[ra] += (0.0) if out <= 0.0 else (g)
         elif o == 26:  # erf
             x = V[ra]
             g = ADJ[i]
@@ -3343,10 +3343,10 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                     ADJ[ra, k] += g * (out * (1.0 - out))
         elif o == 25:  # relu
             for k in range(nb):
-                x = V[ra, k]
+                out = V[i, k]
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += (0.0) if x <= 0.0 else (g)
+                    ADJ[ra, k] += (0.0) if out <= 0.0 else (g)
         elif o == 26:  # erf
             for k in range(nb):
                 x = V[ra, k]
@@ -3800,9 +3800,9 @@ def tangent_point(op, a, b, V, T, stop):
                     s += pa * T[ra, k]
                 T[i, k] = s
         elif o == 25:  # relu
-            x = V[ra]
-            pa = 0.0 if x <= 0.0 else 1.0
-            ma = ((True) if (x <= 0.0) else (False))
+            out = V[i]
+            pa = 0.0 if out <= 0.0 else 1.0
+            ma = ((True) if (out <= 0.0) else (False))
             for k in range(nk):
                 s = 0.0
                 if va and not ma:
@@ -4309,9 +4309,9 @@ def reverse_multi(op, a, b, V, A, start, stop):
                 if va:
                     A[ra, k] += g * pa
         elif o == 25:  # relu
-            x = V[ra]
-            pa = 0.0 if x <= 0.0 else 1.0
-            ma = ((True) if (x <= 0.0) else (False))
+            out = V[i]
+            pa = 0.0 if out <= 0.0 else 1.0
+            ma = ((True) if (out <= 0.0) else (False))
             for k in range(nk):
                 g = A[i, k]
                 if va and not ma:
@@ -4838,9 +4838,9 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                 if va:
                     D[ra, k] += dg * pa + (g * (tout * (1.0 - out) + out * -tout))
         elif o == 25:  # relu
-            x = V[ra]
-            pa = 0.0 if x <= 0.0 else 1.0
-            ma = ((True) if (x <= 0.0) else (False))
+            out = V[i]
+            pa = 0.0 if out <= 0.0 else 1.0
+            ma = ((True) if (out <= 0.0) else (False))
             g = A[i]
             for k in range(nk):
                 dg = D[i, k]
@@ -5404,8 +5404,8 @@ def forward_tangent(op, a, b, V, T, stop):
             x = V[ra]
             out = 0.0 if x < 0.0 else x
             V[i] = out
-            pa = 0.0 if x <= 0.0 else 1.0
-            ma = ((True) if (x <= 0.0) else (False))
+            pa = 0.0 if out <= 0.0 else 1.0
+            ma = ((True) if (out <= 0.0) else (False))
             t = 0.0
             if va and not ma:
                 t += pa * T[ra]
@@ -6033,9 +6033,9 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
                 A[ra] += g * pa
                 D[ra] += dg * pa + (g * (tout * (1.0 - out) + out * -tout))
         elif o == 25:  # relu
-            x = V[ra]
-            pa = 0.0 if x <= 0.0 else 1.0
-            ma = ((True) if (x <= 0.0) else (False))
+            out = V[i]
+            pa = 0.0 if out <= 0.0 else 1.0
+            ma = ((True) if (out <= 0.0) else (False))
             g = A[i]
             dg = D[i]
             if va and not ma:

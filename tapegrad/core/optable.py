@@ -85,6 +85,9 @@ class Op(NamedTuple):
     # a row another function records (``torch_api.clamp`` without a max): no ``tg.<name>``,
     # not in the README's op list
     internal: bool = False
+    # what PyTorch's node saves beyond what the partials read ("x out": ``sgn``, whose
+    # partial is 0 but whose SgnBackward0 saves both): an in-place change of it raises
+    saves: str = ""
 
 
 U = ((-2.0, 2.0),)
@@ -181,7 +184,7 @@ OPS: Tuple[Op, ...] = (
     # relu(-0.) = -0., relu(nan) = nan, relu'(0) = 0, relu'(nan) = 1, as PyTorch; its backward
     # (threshold_backward) reads x, so a create_graph gradient through it requires grad
     Op("relu", 1, "0.0 if x < 0.0 else x", "np.where(x < 0.0, 0.0, x)",
-       "0.0 if x <= 0.0 else 1.0", gx="threshold_backward(g, out)", node="ReluBackward0",
+       "0.0 if out <= 0.0 else 1.0", gx="threshold_backward(g, out)", node="ReluBackward0",
        int_result=True),
     # erf' = 2/sqrt(pi) exp(-x^2)
     Op("erf", 1, "math.erf(x)", "erf_array(x)", "1.1283791670955126 * exp(-x * x)",
@@ -329,7 +332,7 @@ OPS: Tuple[Op, ...] = (
     # sgn: sign, whose derivative is PyTorch's efficient zero tensor (abs's rule uses it)
     Op("sgn", 1, "1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)",
        "(x > 0.0) * 1.0 - (x < 0.0) * 1.0", "0.0", node="SgnBackward0", int_result=True,
-       efficient_zero=True),
+       efficient_zero=True, saves="x out"),
     # clamp with one bound (``clamp_min``, ``clamp_max``): PyTorch's own nodes, 0 for a number
     # bound, 1 for a tensor; x keeps the gradient at a tie, the bound takes it where it wins
     # (rows appended: a saved compiled tape's opcodes stay those of the rows above)
@@ -368,10 +371,11 @@ STRUCTURAL = (
 
 
 def saved_inputs(op: Op) -> Tuple[bool, bool, bool, bool]:
-    """Which of (x, y, z, out) the op's backward reads: derived from its partials.  (A
+    """Which of (x, y, z, out) the op's backward reads: derived from its partials (and
+    ``saves``).  (A
     ``g*`` rule may read others, as div's ``x``: the tape keeps every entry's value, and the
     in-place checks stay those of the sweep, so ``x / 2.0`` does not save ``x``.)"""
     import re
 
-    text = " ".join(f for f in (op.dx, op.dy, op.dz) if f)
+    text = " ".join(f for f in (op.dx, op.dy, op.dz, op.saves) if f)
     return tuple(bool(re.search(r"\b%s\b" % n, text)) for n in ("x", "y", "z", "out"))

@@ -179,8 +179,8 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
                 reached[ra] = 1
         elif o == 25:  # relu
             if ra >= 0:
-                x = val[ra] if ra >= 0 else consts[-ra - 1]
-                adj[ra] += (0.0) if x <= 0.0 else (g)
+                out = val[i]
+                adj[ra] += (0.0) if out <= 0.0 else (g)
                 reached[ra] = 1
         elif o == 26:  # erf
             if ra >= 0:
