@@ -1120,6 +1120,33 @@ def test_a_unary_ops_operand_or_result_changed_in_place_as_pytorch(name, which):
                                                                                   which)
 
 
+def _changed_after_a_binary_op(lib, op, which, number):
+    (lo, hi), (lo2, hi2) = op.domain if len(op.domain) == 2 else op.domain * 2
+    x = lib.tensor(np.linspace(lo, hi, 6)[1:-1], dtype=lib.float64, requires_grad=True) * 1.0
+    y = lib.tensor(np.linspace(hi2, lo2, 6)[1:-1], dtype=lib.float64, requires_grad=True) * 1.0
+    out = getattr(lib, op.name)(x, 1.7 if number else y)
+    {"x": x, "y": y, "out": out}[which].mul_(1.5)
+    try:
+        out.sum().backward()
+        return "computes"
+    except RuntimeError as e:
+        return "raises" if "modified by an inplace operation" in str(e) else str(e)
+
+
+@pytest.mark.parametrize("which", ["x", "y", "out", "x of x op number", "out of x op number"])
+@pytest.mark.parametrize("name", [op.name for op in optable.OPS if op.arity == 2 and
+                                  not op.internal and op.backward_of is None and not op.compare])
+def test_a_binary_ops_operand_or_result_changed_in_place_as_pytorch(name, which):
+    torch = pytest.importorskip("torch")
+    op = next(op for op in optable.OPS if op.name == name)
+    number = "number" in which
+    if number and name in ("atan2", "maximum", "minimum"):
+        pytest.skip("PyTorch takes no number there")
+    which = which.split()[0]
+    assert _changed_after_a_binary_op(tg, op, which, number) == \
+        _changed_after_a_binary_op(torch, op, which, number)
+
+
 RESULT_SAVING = {   # PyTorch's rules that save the op's result (and the ones that do not)
     "logsumexp": (lambda x: x.logsumexp(-1, keepdim=True), True),
     "softmax": (lambda x: x.softmax(-1), True),
