@@ -1283,6 +1283,26 @@ def test_a_nonleaf_changed_where_nothing_records_is_saved_with_its_new_value(how
         assert (v, grad) == _nonleaf_changed_where_nothing_records(torch, how, shape, use)
 
 
+@pytest.mark.parametrize("how", ["no_grad", "detach"])
+@pytest.mark.parametrize("shape", [2, 0], ids=["array", "0-d"])
+def test_a_nonleaf_of_another_tape_changed_where_nothing_records(how, shape):
+    """A tape links a non-leaf of another tape (the value it had then): used again after an
+    in-place change where nothing records, the link is made again with the new value (a
+    0-d tensor's number is a new object; it kept the old link: 2.4 for 0.4)."""
+    a = tg.tensor([0.3, 1.2][:shape] if shape else 0.3, dtype=tg.float64, requires_grad=True)
+    v = a * 2
+    with tg.Tape():
+        (v * 3.0).sum()        # the link
+        if how == "no_grad":
+            with tg.no_grad():
+                v.sub_(0.5)
+        else:
+            v.detach().sub_(0.5)
+        y = (v * v).sum()
+    y.backward()
+    assert np.allclose(val(a.grad), 4 * np.asarray(val(v)), rtol=1e-9)
+
+
 def _changed_through_data(lib, case, shape):
     """PyTorch's ``.data``: the memory, not the version counter.  What saved the tensor
     before the change reads the new value unnoticed; what saved ``.data`` itself raises."""

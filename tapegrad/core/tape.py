@@ -450,11 +450,14 @@ class Tape:
         if src.__class__ is not Tape or src._leaves.get(e) is t:
             return self._push_leaf(t, src)
         key = (id(src), e)
-        j = self._linkcache.get(key)
-        if j is None:
-            j = self._push(LINK, -1, -1, t._value)
-            self._links[j] = (src, e)
-            self._linkcache[key] = j
+        link = self._linkcache.get(key)
+        # (a new link where the tensor has another value object since: a number entry
+        # changed in place where nothing recorded; an array is changed in its memory)
+        if link is not None and link[1] is t._value:
+            return link[0]
+        j = self._push(LINK, -1, -1, t._value)
+        self._links[j] = (src, e)
+        self._linkcache[key] = (j, t._value)
         return j
 
     # -- reading ----------------------------------------------------------------------
