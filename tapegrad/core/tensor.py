@@ -776,6 +776,7 @@ class Tensor:
                 v = mem
             self._tape, self._entry, self._value = r._tape, r._entry, v
         else:
+            note_unrecorded_change(self)
             if old.__class__ is Tape and old._leaves.get(self._entry) is self:
                 old._leaf_of.pop(id(self), None)
                 self._tape = _UNREG            # re-register with the new value on next use
@@ -907,6 +908,18 @@ def recorded_comparison(T, args):
         if g is not None and g[0] is T:
             return g
     return None
+
+
+UNRECORDED_CHANGE = "changed in place where nothing records"
+
+
+def note_unrecorded_change(t):
+    """Tensor ``t``, which has history, was changed in place where nothing records (no_grad):
+    a replay of the tape would not repeat the change, so ``compile`` must refuse."""
+    T = t._tape
+    if T.__class__ is Tape:
+        f = _user_frame()
+        T._reads.append((t._entry, f"{f.f_code.co_filename}:{f.f_lineno} ({UNRECORDED_CHANGE})"))
 
 
 def note_comparison_use(T, g, why="a comparison used as a number; use tg.where(cond, a, b)"):

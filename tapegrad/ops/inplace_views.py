@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.tape import Tape, recording
-from ..core.tensor import UNREGISTERED_LEAF, own_the_old_value
+from ..core.tensor import UNREGISTERED_LEAF, note_unrecorded_change, own_the_old_value
 from ..core.views import live_views, root_and_steps
 from .array_ops import call, replay_view, view_through, writable_view
 
@@ -141,6 +141,7 @@ def inplace_view(self, compute):
                 _reread(w, root._value)
     else:
         _write(root, place, v)
+        note_unrecorded_change(root)
         if _is_leaf_on_tape(root):   # registered again with its new value on next use
             root._tape._leaf_of.pop(id(root), None)
             root._tape = UNREGISTERED_LEAF

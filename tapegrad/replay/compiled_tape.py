@@ -35,7 +35,7 @@ from ..core import kernels as K
 from ..core.numba_jit import jit
 from ..core import optable
 from ..core.tape import ARG, LEAF, N_ELEMENTWISE, OP_NAMES, Tape
-from ..core.tensor import Tensor, wrap
+from ..core.tensor import UNRECORDED_CHANGE, Tensor, wrap
 from .elementwise_rewrite import Elements, array_op, elements, scalarize_tape
 from .sparsity import colour, pattern
 from .tape_passes import optimize
@@ -118,6 +118,12 @@ class CompiledTape:
         if tape._reads:   # any read: it may have chosen an output, even after computing it
             i, where = tape._reads[0]
             what = f"entry {i} ({OP_NAMES[tape._entry(i)[0]]})" if i >= 0 else "a leaf"
+            if where.endswith(f"({UNRECORDED_CHANGE})"):
+                raise ReadsRecordedValues(
+                    f"the recording changed {what} in place where nothing records (no_grad) "
+                    f"at {where.rsplit(' (', 1)[0]}: a replay would not repeat the change, so "
+                    "this tape cannot be replayed. Change it where grad mode is on (the "
+                    "change is recorded), or on a copy.")
             raise ReadsRecordedValues(
                 f"the recording read the value of {what} into Python at {where} (float(), "
                 ".item(), int(), ...): code that depends on such a value cannot be checked at "
