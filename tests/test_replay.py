@@ -611,3 +611,15 @@ def test_a_tape_changed_in_place_where_nothing_records_is_not_replayed(case):
             y = (v * v).sum()
     with pytest.raises(tg.RetraceRequired, match="in place where nothing records"):
         tape.compile([a], [y])
+
+
+def test_a_change_where_nothing_records_after_the_outputs_leaves_them_replayable():
+    """An optimizer's step (no_grad) after the loss was recorded: the loss replays."""
+    with tg.Tape() as tape:
+        a = tg.tensor([0.3, 1.2], requires_grad=True)
+        y = (a * a).sum()
+        with tg.no_grad():
+            a.sub_(0.1)
+    f = tape.compile([a], [y])
+    value, grad = f.value_and_grad([np.array([1.0, 2.0])])
+    assert value == 5.0 and grad.tolist() == [2.0, 4.0]

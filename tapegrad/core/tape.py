@@ -145,7 +145,7 @@ class Tape:
 
     __slots__ = ("_rec_op", "_rec_a", "_rec_b", "_rec_val", "_c", "_base", "_stored_op", "_stored_a", "_stored_b", "_stored_val",
                  "_arr", "_leaves", "_leaf_of", "_owner", "_links", "_linkcache", "_py", "_hooks", "_retain",
-                 "_stops", "_freed", "_dirty", "_const_sources", "_const_entries", "_tensor_consts", "_cmap", "_reads", "_guards",
+                 "_stops", "_freed", "_dirty", "_const_sources", "_const_entries", "_tensor_consts", "_cmap", "_reads", "_changes", "_guards",
                  "_walk_index", "_walk_plan", "rewrite_array_op", "_arr_seen", "_arr_bytes", "_retiring", "_soft_bytes", "_large_bytes",
                  "__weakref__")
 
@@ -182,6 +182,8 @@ class Tape:
         self._tensor_consts = set()           # constant refs that came from tensors (not Python numbers)
         self._cmap = {}            # Python-number constant -> its reference (deduplicated)
         self._reads = []           # (entry, "file:line") where Python read a recorded value
+        self._changes = []         # (tape length, entry, "file:line"): a tensor with history
+        #                            changed in place where nothing records (no_grad)
         self._guards = []          # (comparison entry, outcome, "file:line") of branches taken
         self._walk_index = None    # what the reverse walk derives from this tape, kept up to date
         self._walk_plan = None     # (walk plan, entries, stops) of its last planned walk (engine)

@@ -910,16 +910,14 @@ def recorded_comparison(T, args):
     return None
 
 
-UNRECORDED_CHANGE = "changed in place where nothing records"
-
-
 def note_unrecorded_change(t):
     """Tensor ``t``, which has history, was changed in place where nothing records (no_grad):
-    a replay of the tape would not repeat the change, so ``compile`` must refuse."""
+    a replay of the entries recorded from now on would not repeat the change, so ``compile``
+    refuses outputs among them (an optimizer's step after the loss leaves the loss's)."""
     T = t._tape
     if T.__class__ is Tape:
         f = _user_frame()
-        T._reads.append((t._entry, f"{f.f_code.co_filename}:{f.f_lineno} ({UNRECORDED_CHANGE})"))
+        T._changes.append((len(T), t._entry, f"{f.f_code.co_filename}:{f.f_lineno}"))
 
 
 def note_comparison_use(T, g, why="a comparison used as a number; use tg.where(cond, a, b)"):

@@ -35,7 +35,7 @@ from ..core import kernels as K
 from ..core.numba_jit import jit
 from ..core import optable
 from ..core.tape import ARG, LEAF, N_ELEMENTWISE, OP_NAMES, Tape
-from ..core.tensor import UNRECORDED_CHANGE, Tensor, wrap
+from ..core.tensor import Tensor, wrap
 from .elementwise_rewrite import Elements, array_op, elements, scalarize_tape
 from .sparsity import colour, pattern
 from .tape_passes import optimize
@@ -96,6 +96,7 @@ class CompiledTape:
                 raise NotImplementedError("compile(): only float64 inputs replay")
         if not at_recorded_point:
             self._check_reads(tape)
+            self._check_changes(tape, outputs)
         op, a, b, val = tape._arrays()
         # every guard counts, also one recorded after the outputs: ``return y if y > z else
         # z`` compares after computing both, and that comparison chose the output
@@ -114,16 +115,21 @@ class CompiledTape:
         self._finish(tape, inputs, outputs, op, a, b, val, end, optimize)
 
     @staticmethod
+    def _check_changes(tape, outputs):
+        last = max(t._entry for t in outputs)
+        for at, i, where in tape._changes:
+            if at <= last:   # (an output recorded after the change may read it)
+                raise ReadsRecordedValues(
+                    f"the recording changed entry {i} ({OP_NAMES[tape._entry(i)[0]]}) in "
+                    f"place where nothing records (no_grad) at {where}, before an output: a "
+                    "replay would not repeat the change, so this tape cannot be replayed. "
+                    "Change it where grad mode is on (the change is recorded), or a copy.")
+
+    @staticmethod
     def _check_reads(tape):
         if tape._reads:   # any read: it may have chosen an output, even after computing it
             i, where = tape._reads[0]
             what = f"entry {i} ({OP_NAMES[tape._entry(i)[0]]})" if i >= 0 else "a leaf"
-            if where.endswith(f"({UNRECORDED_CHANGE})"):
-                raise ReadsRecordedValues(
-                    f"the recording changed {what} in place where nothing records (no_grad) "
-                    f"at {where.rsplit(' (', 1)[0]}: a replay would not repeat the change, so "
-                    "this tape cannot be replayed. Change it where grad mode is on (the "
-                    "change is recorded), or on a copy.")
             raise ReadsRecordedValues(
                 f"the recording read the value of {what} into Python at {where} (float(), "
                 ".item(), int(), ...): code that depends on such a value cannot be checked at "
