@@ -197,10 +197,17 @@ def execute(step: Step, env: list, lib: Lib, hook_calls: Dict[int, list]):
         raise ValueError(f"unknown step kind {k!r}")
 
 
+# Off while ``warm_up`` runs: a first compile of the kernels takes longer than a program's
+# budget on a busy machine, and an alarm that interrupts it leaves it to start again with
+# the next program (two fuzzer processes on a fresh checkout compiled for 20 minutes).
+_BUDGETS = {"on": True, "warm": False}
+
+
 @contextlib.contextmanager
 def time_budget(seconds: float):
     """Nothing may hang: an alarm interrupts a program that runs too long (main thread only)."""
-    if threading.current_thread() is not threading.main_thread() or not seconds:
+    if threading.current_thread() is not threading.main_thread() or not seconds or \
+            not _BUDGETS["on"]:
         yield
         return
 
@@ -2019,9 +2026,28 @@ def fuzz(seed: int, count: int, family: Optional[str] = None, start: int = 0) ->
     default = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
+        warm_up()
         return _fuzz(seed, count, family, start)
     finally:
         torch.set_default_dtype(default)
+
+
+def warm_up(programs: int = 4):
+    """Run a few programs of each family (of a seed of its own) without time budgets, once
+    a process: the kernels they compile are compiled before any program is timed."""
+    if _BUDGETS["warm"]:
+        return
+    _BUDGETS["on"] = False
+    try:
+        for fam in FAMILIES:
+            for k in range(programs):
+                try:
+                    check(program_at(999_983, k, fam))
+                except Exception:  # noqa: BLE001 - only the compiling matters here
+                    pass
+    finally:
+        _BUDGETS["on"] = True
+        _BUDGETS["warm"] = True
 
 
 def program_at(seed: int, index: int, family: Optional[str]) -> Program:
