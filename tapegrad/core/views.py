@@ -20,8 +20,10 @@ does (the fast path): an in-place change of the memory refreshes its value.
 A detached tensor (``x.detach()``) is registered as a view with ``_detached`` set: it shares
 the memory and the version counter (PyTorch's ``detach``) but no history, so an in-place
 change through it marks what saved the memory modified and never rebases the base's
-history; views of a detached tensor are detached too.  (``x.data`` is not registered: PyTorch
-documents that its in-place changes bump no version.)
+history; views of a detached tensor are detached too.  ``x.data`` is registered so too, with
+``_untracked`` set: a version counter of its own (PyTorch documents that in-place changes
+through it bump no version of ``x``), so a change through it is not seen by what saved ``x``
+but reaches every alias's value and tape entry (``ops/inplace_views.py``).
 """
 from __future__ import annotations
 
