@@ -770,7 +770,44 @@ NODES = {
     "trace": lambda m, x: x.trace(),
     "bmm": lambda m, x: m.bmm(x[None] * 1.0, x[None] * 1.0),
     "square": lambda m, x: x.square(),
+    "kthvalue": lambda m, x: m.kthvalue(x, 2).values,
+    "kthvalue_keepdim": lambda m, x: x.kthvalue(1, dim=0, keepdim=True)[0],
+    "median_dim": lambda m, x: m.median(x, 0).values,
 }
+
+
+# value-selecting reductions: PyTorch's backward scatters g into zeros (an assignment)
+PICKS = {
+    "sort": lambda m, x: m.sort(x, 1)[0],
+    "topk": lambda m, x: m.topk(x, 2, 1)[0],
+    "min_dim": lambda m, x: m.min(x, 0)[0],
+    "max_dim_keepdim": lambda m, x: m.max(x, 1, keepdim=True)[0],
+    "kthvalue": lambda m, x: m.kthvalue(x, 2, 1)[0],
+    "median_dim_keepdim": lambda m, x: m.median(x, 0, keepdim=True)[0],
+}
+
+
+@needs_torch
+@pytest.mark.parametrize("name", sorted(PICKS))
+def test_a_picked_values_gradient_is_scattered_as_pytorchs(name, torch64):
+    """A -0. gradient stays -0. where it lands (scatter, not scatter_add: 0. + -0. would be
+    0.), in the float walk and under create_graph, whose gradient is a ScatterBackward0."""
+    x = np.array([[1.0, 2.0, 5.0], [0.0, 3.0, -1.0]])
+    got = []
+    for m in (tg, torch64):
+        t = m.tensor(x, requires_grad=True)
+        v = PICKS[name](m, t)
+        g = m.tensor(np.array([-0.0, 2.0, -0.0, 1.0, 0.0, -3.0])[:v.numel()].reshape(tuple(v.shape)),
+                     requires_grad=True)   # (a gradient with a graph: its backward records)
+        (plain,) = m.autograd.grad(v, t, g.detach(), retain_graph=True)
+        (graph,) = m.autograd.grad(v, t, g, create_graph=True)
+        (second,) = m.autograd.grad((graph * graph).sum() + (v * v).sum(), t)
+        got.append((plain.numpy(), graph.detach().numpy(), graph.grad_fn.name(), second.numpy()))
+    (a, ag, an, a2), (b, bg, bn, b2) = got
+    for p, q in ((a, b), (ag, bg), (a2, b2)):
+        np.testing.assert_array_equal(p, q)
+        np.testing.assert_array_equal(np.signbit(p), np.signbit(q))
+    assert an == bn
 
 
 @needs_torch

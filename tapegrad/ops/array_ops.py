@@ -937,6 +937,41 @@ def _first_extreme(x, largest):
     return idx, best
 
 
+@jit
+def _route_first_extreme(x, g, largest, out):
+    """``out`` (zeros shaped like ``x``: outer, n, inner) with ``g[o, j]`` at the first
+    extreme of ``x[o, :, j]`` (``_first_extreme``'s): min/max over a dim's gradient in one
+    pass, without the index arrays NumPy's scatter needs (``ungather(..., assign=True)``)."""
+    outer, n, inner = x.shape
+    for o in range(outer):
+        for j in range(inner):
+            b = x[o, 0, j]
+            k = 0
+            if b == b:
+                for i in range(1, n):
+                    v = x[o, i, j]
+                    if v != v:   # (the first NaN beats every number and every later NaN)
+                        k = i
+                        break
+                    if v > b if largest else v < b:
+                        b = v
+                        k = i
+            out[o, k, j] = g[o, j]
+
+
+def _routed(x, g, dim, largest):
+    """The gradient of min/max over ``dim`` of float64 array ``x`` given the result's
+    gradient ``g`` (NumPy values, as a ``numpy_rule`` runs): ``g`` at the element the
+    forward chose, zeros elsewhere."""
+    shape = x.shape
+    outer, n, inner = math.prod(shape[:dim]), shape[dim], math.prod(shape[dim + 1:])
+    out = np.zeros(shape)
+    _route_first_extreme(np.ascontiguousarray(x).reshape(outer, n, inner),
+                         np.ascontiguousarray(g, np.float64).reshape(outer, inner), largest,
+                         out.reshape(outer, n, inner))
+    return out
+
+
 def _extreme_along(x, dim, largest):
     """``(index, value)`` of the first extreme of ``x`` along ``dim``, keeping the dim."""
     if x.dtype == np.float64 and x.size:
@@ -966,9 +1001,11 @@ def _route(largest):
         # d max(x, dim) / dx = 1 at the index it returned, 0 elsewhere
         if not _shape(x):
             return (g,)
+        if not isinstance(g, Tensor) and x.dtype == np.float64 and x.size:
+            return (_routed(x, g, wrap_dim(dim, x.ndim), largest),)   # (NumPy values)
         idx, _ = _extreme_along(_value(x), wrap_dim(dim, len(_shape(x))), largest)
         gk = g if keepdim else rule_call("unsqueeze", g, dim)
-        return (rule_call("ungather", gk, _shape(x), dim, idx),)
+        return (rule_call("ungather", gk, _shape(x), dim, idx, assign=True),)
     return vjp
 
 
@@ -1898,22 +1935,28 @@ def gather(x, dim, index):
 gather.defvjp(lambda g, ans, x, dim, index: (call("ungather", g, _shape(x), dim, index),))
 
 
-@defop("ungather", "ScatterAddBackward0", method=False, saves=False, numpy_rule=True,
-       grad_depends="nothing")
-def ungather(g, shape, dim, index):
-    """Zeros of ``shape`` with ``g`` added along ``dim`` at ``index``: gather's adjoint."""
+@defop("ungather", lambda g, shape, dim, index, assign=False:
+       "ScatterBackward0" if assign else "ScatterAddBackward0",
+       method=False, saves=False, numpy_rule=True, grad_depends="nothing")
+def ungather(g, shape, dim, index, assign=False):
+    """Zeros of ``shape`` with ``g`` added along ``dim`` at ``index``: gather's adjoint
+    (scatter_add); ``assign``: one index per position along ``dim``, ``g`` written there
+    (scatter, min/max over a dim's adjoint: a -0. stays -0.)."""
     out = np.zeros(tuple(shape) or (1,))
     idx = along_index(index, dim)
-    if np.ndim(index) and np.shape(index)[dim] == 1:
-        # one index per position along dim (max/min's): no place is hit twice, so an
-        # assignment adds (+ 0.0: 0.0 + -0.0 is 0.0), at a third of np.add.at's cost
+    if assign:   # (the caller's indices hit no place twice: sort's, min/max's)
+        out[idx] = np.reshape(g, idx[dim].shape)
+    elif np.ndim(index) and np.shape(index)[dim] == 1:
+        # one index per position along dim: no place is hit twice, so an assignment adds
+        # (+ 0.0: 0.0 + -0.0 is 0.0), at a third of np.add.at's cost
         out[idx] = np.reshape(g, idx[dim].shape) + 0.0
     else:
         np.add.at(out, idx, np.reshape(g, idx[dim].shape))
     return out.reshape(shape)
 
 
-ungather.defvjp(lambda g, ans, v, shape, dim, index: (rule_call("gather", g, dim, index),))
+ungather.defvjp(lambda g, ans, v, shape, dim, index, assign=False:
+                (rule_call("gather", g, dim, index),))
 
 
 @defop("index_select", "IndexSelectBackward0", saves=False)

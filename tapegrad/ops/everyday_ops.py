@@ -59,7 +59,7 @@ def _scatter_back(g, x, dim, idx):
     from."""
     if not _shape(x):
         return g
-    return call("ungather", g, _shape(x), dim, idx)
+    return call("ungather", g, _shape(x), dim, idx, assign=True)
 
 
 @defop("sort", "SortBackward0", method=False, outputs=tuple)
@@ -94,6 +94,38 @@ def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002  (torch's argum
 
 topk.defvjp(lambda g, ans, x, k, dim=-1, largest=True, sorted=True:
             (_scatter_back(g, x, dim, topk_indices(_value(x), k, dim, largest)),))
+
+
+def kth_indices(x, k, dim, nan_wins=False):
+    """Indices (``dim`` kept, of size 1) of the k-th smallest (0-based) along ``dim``; with
+    ``nan_wins``, a row's first NaN instead where it has one (PyTorch's median)."""
+    idx = np.take(sort_indices(x, dim), [k], axis=dim)
+    if nan_wins and x.dtype.kind == "f":
+        nans = np.isnan(x)
+        idx = np.where(nans.any(axis=dim, keepdims=True),
+                       np.argmax(nans, axis=dim, keepdims=True), idx)
+    return idx
+
+
+@defop("kthvalue", lambda x, k, dim, keepdim=False, nan_wins=False:
+       "MedianBackward1" if nan_wins else "KthvalueBackward0", method=False, outputs=tuple)
+def kthvalue(x, k, dim, keepdim=False, nan_wins=False):
+    """``(values, indices)`` of the k-th smallest (0-based) along ``dim`` (see
+    ``kth_indices``); torch_api checks ``k`` and wraps ``dim``."""
+    if x.ndim == 0:
+        return x.copy(), np.zeros((), np.int64)
+    idx = kth_indices(x, k, dim, nan_wins)
+    vals = np.take_along_axis(x, idx, axis=dim)
+    if not keepdim:
+        vals, idx = np.squeeze(vals, dim), np.squeeze(idx, dim)
+    return vals, idx.astype(np.int64, copy=False)
+
+
+# the picked value's gradient goes back to where it came from (PyTorch's scatter into zeros)
+kthvalue.defvjp(lambda g, ans, x, k, dim, keepdim=False, nan_wins=False: (
+    g if not _shape(x) else
+    _scatter_back(g if keepdim else call("unsqueeze", g, dim), x, dim,
+                  kth_indices(_value(x), k, dim, nan_wins)),))
 
 
 # -- scattering ------------------------------------------------------------------------------

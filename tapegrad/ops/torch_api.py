@@ -2030,19 +2030,8 @@ def _kth(input, k, dim, keepdim, nan_wins=False):
     """Values and indices of the k-th smallest (0-based) along ``dim`` (with ``nan_wins``, a
     row's first NaN instead where it has one, as PyTorch's median)."""
     dim = wrap_dim(dim, builtins.max(input.ndim, 1))
-    v = _array(input)
-    order = everyday_ops.sort_indices(v, dim)
-    if input.ndim == 0:
-        return ValuesIndices(input * 1.0, wrap(np.zeros((), np.int64)))
-    idx = np.take(order, [k], axis=dim)
-    if nan_wins and v.dtype.kind == "f":
-        nans = np.isnan(v)
-        idx = np.where(nans.any(axis=dim, keepdims=True),
-                       np.argmax(nans, axis=dim, keepdims=True), idx)
-    vals = gather(input, dim, idx)
-    if not keepdim:
-        vals, idx = squeeze(vals, dim), np.squeeze(idx, dim)
-    return ValuesIndices(vals, wrap(np.asarray(idx, np.int64)))
+    vals, idx = call("kthvalue", input, k, dim, keepdim=keepdim, nan_wins=nan_wins)
+    return ValuesIndices(vals, idx)
 
 
 def kthvalue(input, k, dim=-1, keepdim=False):

@@ -409,13 +409,13 @@ def _accumulate(fn, x, dim):
     return np.frompyfunc(fn, 2, 1).accumulate(_E(x), axis=dim)
 
 
-def _ungather(g, shape, dim, index):
+def _ungather(g, shape, dim, index, assign=False):
     out = np.full(shape, 0.0, dtype=object)
     idx = list(np.indices(np.shape(index), sparse=True))
     idx[dim] = np.asarray(index)
     for at, e in zip(zip(*[a.reshape(-1) for a in np.broadcast_arrays(*idx)]),
                      np.broadcast_to(_E(g), np.shape(index)).reshape(-1)):
-        out[at] = out[at] + e
+        out[at] = e if assign else out[at] + e
     return out
 
 
