@@ -31,6 +31,7 @@ REFERENCE = {
     "log": math.log,
     "log1p": math.log1p,
     "expm1": math.expm1,
+    "exp2": lambda x: 2.0 ** x,
     "sqrt": math.sqrt,
     "sin": math.sin,
     "cos": math.cos,

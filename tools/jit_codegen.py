@@ -64,6 +64,7 @@ JIT_FORMS = {
     "log": "math.log np.log",
     "log1p": "math.log1p np.log1p",
     "expm1": "math.expm1 np.expm1",
+    "exp2": "np.exp2",
     "sqrt": "math.sqrt np.sqrt",
     "sin": "math.sin np.sin",
     "cos": "math.cos np.cos",

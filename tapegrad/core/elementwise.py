@@ -62,6 +62,7 @@ _forward_gelu_backward = _ARRAY_FORWARD[47]
 _forward_sgn = _ARRAY_FORWARD[52]
 _forward_clamp_min = _ARRAY_FORWARD[53]
 _forward_clamp_max = _ARRAY_FORWARD[54]
+_forward_exp2 = _ARRAY_FORWARD[56]
 
 
 def add_(input, other):
@@ -5932,7 +5933,99 @@ def clamp_no_max_(input, min, max=math.inf):
     return _generic(55, (input, min, max,))
 
 
-FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'sign': sign_, 'round': round_, 'floor': floor_, 'ceil': ceil_, 'trunc': trunc_, 'lt': lt_, 'le': le_, 'gt': gt_, 'ge': ge_, 'eq': eq_, 'ne': ne_, 'clamp': clamp_, 'where': where_, 'reciprocal': reciprocal_, 'clone': clone_, 'sigmoid_backward': sigmoid_backward_, 'tanh_backward': tanh_backward_, 'threshold_backward': threshold_backward_, 'leaky_relu_backward': leaky_relu_backward_, 'elu_backward': elu_backward_, 'gelu_backward': gelu_backward_, 'softplus_backward': softplus_backward_, 'mse_loss_backward': mse_loss_backward_, 'binary_cross_entropy_backward': binary_cross_entropy_backward_, 'smooth_l1_backward': smooth_l1_backward_, 'sgn': sgn_, 'clamp_min': clamp_min_, 'clamp_max': clamp_max_, 'clamp_no_max': clamp_no_max_}
+def exp2_(input):
+    """exp2: elementwise, differentiable (node ``Exp2Backward0``)."""
+    if input.__class__ is Tensor:
+        x = input._value
+        if x.__class__ is float:
+            try:
+                v = 2.0 ** x
+            except (ArithmeticError, ValueError):
+                v = _ieee(56, x, 0.0, 0.0)
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if T._retiring:
+                T = _next_tape(T, (input,))
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._const_t(x, input)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _CHUNK:
+                n = T._flush()
+            T._rec_op.append(56)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(v)
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = T._base + n
+            return r
+        elif x.__class__ is _ND and x.dtype is _F64:
+            v = _forward_exp2(x)
+            if not x.flags.c_contiguous:
+                v = _torch_layout(v, (x,))
+            xt = input._tape
+            if xt is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            try:
+                T = _rec_get()
+            except LookupError:
+                T = _boot()
+            if T is None:
+                r = _new(Tensor)
+                r._value = v
+                r._tape = None
+                return r
+            if T._retiring:
+                T = _next_tape(T, (input,))
+            if xt is T:
+                rx = input._entry
+            elif xt is None:
+                rx = T._push_const(input, x)
+            else:
+                rx = T._ref(input)
+            ry = -1
+            vs = T._rec_val
+            n = len(vs)
+            if n >= _ARRAY_CHUNK or v.size >= _LARGE_ARRAY:
+                n = T._flush_array(v)
+            i = T._base + n
+            T._rec_op.append(56)
+            T._rec_a.append(rx)
+            T._rec_b.append(ry)
+            vs.append(_NAN)
+            T._arr[i] = v
+            r = _new(Tensor)
+            r._value = v
+            r._tape = T
+            r._entry = i
+            return r
+    return _generic(56, (input,))
+
+
+FUNCTIONS = {'add': add_, 'sub': sub_, 'mul': mul_, 'div': div_, 'pow': pow_, 'atan2': atan2_, 'maximum': maximum_, 'minimum': minimum_, 'neg': neg_, 'abs': abs_, 'exp': exp_, 'log': log_, 'log1p': log1p_, 'expm1': expm1_, 'sqrt': sqrt_, 'sin': sin_, 'cos': cos_, 'tan': tan_, 'asin': asin_, 'acos': acos_, 'atan': atan_, 'sinh': sinh_, 'cosh': cosh_, 'tanh': tanh_, 'sigmoid': sigmoid_, 'relu': relu_, 'erf': erf_, 'sign': sign_, 'round': round_, 'floor': floor_, 'ceil': ceil_, 'trunc': trunc_, 'lt': lt_, 'le': le_, 'gt': gt_, 'ge': ge_, 'eq': eq_, 'ne': ne_, 'clamp': clamp_, 'where': where_, 'reciprocal': reciprocal_, 'clone': clone_, 'sigmoid_backward': sigmoid_backward_, 'tanh_backward': tanh_backward_, 'threshold_backward': threshold_backward_, 'leaky_relu_backward': leaky_relu_backward_, 'elu_backward': elu_backward_, 'gelu_backward': gelu_backward_, 'softplus_backward': softplus_backward_, 'mse_loss_backward': mse_loss_backward_, 'binary_cross_entropy_backward': binary_cross_entropy_backward_, 'smooth_l1_backward': smooth_l1_backward_, 'sgn': sgn_, 'clamp_min': clamp_min_, 'clamp_max': clamp_max_, 'clamp_no_max': clamp_no_max_, 'exp2': exp2_}
 WITH_ALPHA = {'add': add_alpha_, 'sub': sub_alpha_}
 
 
@@ -6282,7 +6375,11 @@ def _gp_clamp_no_max(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
     return (_sel((_operand(x, xv) >= _operand(y, yv)), g, None, 'clamp_no_max') if nx else None, _sel((_operand(x, xv) < _operand(y, yv)), g, None, 'clamp_no_max') if ny else None, _zeros(g) if nz else None,)
 
 
-GRAPH_PARTIALS = (_gp_add, _gp_sub, _gp_mul, _gp_div, _gp_pow, _gp_atan2, _gp_maximum, _gp_minimum, _gp_neg, _gp_abs, _gp_exp, _gp_log, _gp_log1p, _gp_expm1, _gp_sqrt, _gp_sin, _gp_cos, _gp_tan, _gp_asin, _gp_acos, _gp_atan, _gp_sinh, _gp_cosh, _gp_tanh, _gp_sigmoid, _gp_relu, _gp_erf, _gp_sign, _gp_round, _gp_floor, _gp_ceil, _gp_trunc, _gp_lt, _gp_le, _gp_gt, _gp_ge, _gp_eq, _gp_ne, _gp_clamp, _gp_where, _gp_reciprocal, _gp_clone, _gp_sigmoid_backward, _gp_tanh_backward, _gp_threshold_backward, _gp_leaky_relu_backward, _gp_elu_backward, _gp_gelu_backward, _gp_softplus_backward, _gp_mse_loss_backward, _gp_binary_cross_entropy_backward, _gp_smooth_l1_backward, _gp_sgn, _gp_clamp_min, _gp_clamp_max, _gp_clamp_no_max,)
+def _gp_exp2(g, x, y, z, out, xv, yv, zv, outv, nx, ny, nz, tx, ty, tz):
+    return (((g * out) * 0.6931471805599453) if nx else None,)
+
+
+GRAPH_PARTIALS = (_gp_add, _gp_sub, _gp_mul, _gp_div, _gp_pow, _gp_atan2, _gp_maximum, _gp_minimum, _gp_neg, _gp_abs, _gp_exp, _gp_log, _gp_log1p, _gp_expm1, _gp_sqrt, _gp_sin, _gp_cos, _gp_tan, _gp_asin, _gp_acos, _gp_atan, _gp_sinh, _gp_cosh, _gp_tanh, _gp_sigmoid, _gp_relu, _gp_erf, _gp_sign, _gp_round, _gp_floor, _gp_ceil, _gp_trunc, _gp_lt, _gp_le, _gp_gt, _gp_ge, _gp_eq, _gp_ne, _gp_clamp, _gp_where, _gp_reciprocal, _gp_clone, _gp_sigmoid_backward, _gp_tanh_backward, _gp_threshold_backward, _gp_leaky_relu_backward, _gp_elu_backward, _gp_gelu_backward, _gp_softplus_backward, _gp_mse_loss_backward, _gp_binary_cross_entropy_backward, _gp_smooth_l1_backward, _gp_sgn, _gp_clamp_min, _gp_clamp_max, _gp_clamp_no_max, _gp_exp2,)
 REFLECTED = {'add': add_, 'sub': rsub_, 'mul': mul_, 'div': rdiv_, 'pow': rpow_}
 for _name, _fn in list(FUNCTIONS.items()) + [('r' + k, f) for k, f in REFLECTED.items()
                                            if f is not FUNCTIONS[k]] + list(WITH_ALPHA.items()):

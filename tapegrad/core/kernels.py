@@ -9,24 +9,24 @@ import numpy as np
 
 from .numba_jit import jit
 
-N_ELEMENTWISE = 56
-LEAF = 56
-LINK = 57
-CONST = 58
-ARG = 59
-PYFUNC = 60
-PYOUT = 61
-ARITY = np.array([2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 1, 1, 2, 2, 2, 3, 3, 2, 3, 3, 3, 3, 1, 2, 2, 3, 0, 0, 0, 0, 0, 0], dtype=np.int8)
-SAVES_X = np.array([False, False, True, False, True, True, True, True, False, True, False, True, True, False, False, True, True, False, True, True, True, True, True, False, False, False, True, False, False, False, False, False, False, False, False, False, False, False, True, True, False, False, True, True, False, False, True, True, True, True, True, True, True, True, True, True, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_Y = np.array([False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, True, True, True, True, True, True, True, True, True, True, False, True, True, True, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_Z = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, True, True, False, True, True, True, True, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
-SAVES_OUT = np.array([False, False, False, True, True, False, False, False, False, False, True, False, False, True, True, False, False, True, False, False, False, False, False, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+N_ELEMENTWISE = 57
+LEAF = 57
+LINK = 58
+CONST = 59
+ARG = 60
+PYFUNC = 61
+PYOUT = 62
+ARITY = np.array([2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 1, 1, 2, 2, 2, 3, 3, 2, 3, 3, 3, 3, 1, 2, 2, 3, 1, 0, 0, 0, 0, 0, 0], dtype=np.int8)
+SAVES_X = np.array([False, False, True, False, True, True, True, True, False, True, False, True, True, False, False, True, True, False, True, True, True, True, True, False, False, False, True, False, False, False, False, False, False, False, False, False, False, False, True, True, False, False, True, True, False, False, True, True, True, True, True, True, True, True, True, True, False, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_Y = np.array([False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, True, True, True, True, True, True, True, True, True, True, False, True, True, True, False, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_Z = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, True, True, False, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+SAVES_OUT = np.array([False, False, False, True, True, False, False, False, False, False, True, False, False, True, True, False, False, True, False, False, False, False, False, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, True, False, False, False, False, False, False], dtype=np.bool_)
 SAVES = SAVES_X | SAVES_Y | SAVES_Z | SAVES_OUT
-READS = np.array([[[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, True], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, True, True, False], [True, True, True, False], [True, True, True, False]], [[False, False, False, False], [True, False, False, False], [True, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, True, False], [False, False, False, False], [False, False, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, True, True, False], [True, False, False, False], [True, False, False, False]], [[False, True, True, False], [True, True, True, False], [True, True, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[True, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]]], dtype=np.bool_)
-SAVED_FOR_TENSOR = np.array([[False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, True, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False]], dtype=np.bool_)
-NO_GRAD = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
-ZERO_TENSOR = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
-ZERO_MODE = np.array([[0, 0, 1], [0, 2, 1], [0, 0, 1], [0, 2, 1], [1, 0, 1], [0, 0, 1], [1, 1, 1], [1, 1, 1], [2, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [0, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [2, 1, 1], [0, 1, 1], [1, 0, 1], [1, 0, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 0, 1], [1, 1, 1], [1, 0, 1], [0, 0, 2], [1, 0, 1], [0, 0, 0], [1, 1, 1], [1, 1, 1], [1, 1, 1], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0]], dtype=np.int8)
+READS = np.array([[[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, True], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[True, True, True, False], [True, True, True, False], [True, True, True, False]], [[False, False, False, False], [True, False, False, False], [True, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, False, False], [False, False, False, False], [False, False, False, False]], [[False, True, True, False], [False, False, False, False], [False, False, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[False, True, True, False], [True, False, False, False], [True, False, False, False]], [[False, True, True, False], [True, True, True, False], [True, True, False, False]], [[False, True, True, False], [True, True, True, False], [False, False, False, False]], [[True, False, False, True], [False, False, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[True, True, False, False], [True, True, False, False], [False, False, False, False]], [[False, False, False, True], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]], [[False, False, False, False], [False, False, False, False], [False, False, False, False]]], dtype=np.bool_)
+SAVED_FOR_TENSOR = np.array([[False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, True, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False], [False, False, False]], dtype=np.bool_)
+NO_GRAD = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+ZERO_TENSOR = np.array([False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, False, False, False, False, False, False, False, False], dtype=np.bool_)
+ZERO_MODE = np.array([[0, 0, 1], [0, 2, 1], [0, 0, 1], [0, 2, 1], [1, 0, 1], [0, 0, 1], [1, 1, 1], [1, 1, 1], [2, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [0, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [0, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [2, 1, 1], [0, 1, 1], [1, 0, 1], [1, 0, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 0, 1], [1, 1, 1], [1, 0, 1], [0, 0, 2], [1, 0, 1], [0, 0, 0], [1, 1, 1], [1, 1, 1], [1, 1, 1], [0, 1, 1], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0]], dtype=np.int8)
 
 
 @jit
@@ -166,6 +166,8 @@ def forward(o, x, y, z):
         return math.nan if (x != x or y != y) else (y if x > y else x)
     elif o == 55:  # clamp_no_max
         return math.nan if (x != x or y != y) else (y if x < y else x)
+    elif o == 56:  # exp2
+        return 2.0 ** x
     return math.nan
 
 
@@ -285,6 +287,8 @@ def terms(o, g, x, y, z, out):
         return (g) if x <= y else (0.0), (g) if x > y else (0.0), 0.0
     elif o == 55:  # clamp_no_max
         return (g) if x >= y else (0.0), (g) if x < y else (0.0), 0.0
+    elif o == 56:  # exp2
+        return (g * out * 0.6931471805599453), 0.0, 0.0
     return 0.0, 0.0, 0.0
 
 
@@ -1374,6 +1378,25 @@ def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz)
                 gz[k * sz] += 0.0
             elif mz == 2:
                 gz[k * sz] = 0.0
+    elif o == 56:  # exp2
+        for k in range(n):
+            g = gv[k * sg]
+            x = xv[k * sx]
+            y = yv[k * sy]
+            z = zv[k * sz]
+            out = ov[k]
+            if mx == 1:
+                gx[k * sx] += (g * out * 0.6931471805599453)
+            elif mx == 2:
+                gx[k * sx] = (g * out * 0.6931471805599453)
+            if my == 1:
+                gy[k * sy] += 0.0
+            elif my == 2:
+                gy[k * sy] = 0.0
+            if mz == 1:
+                gz[k * sz] += 0.0
+            elif mz == 2:
+                gz[k * sz] = 0.0
 
 
 @jit
@@ -2059,12 +2082,20 @@ def fast_loop(o, want, n, G, O, X, Y, Z, tx, ty, tz):
                 out = O[k]
                 tx[k] = (g) if x <= y else (0.0)
                 ty[k] = (g) if x > y else (0.0)
+    elif o == 56:  # exp2
+        if want == 1:
+            for k in range(n):
+                g = G[k]
+                x = X[k]
+                y = Y[k]
+                out = O[k]
+                tx[k] = (g * out * 0.6931471805599453)
     else:
         return False
     return True
 
 
-HESSIAN_PAIRS = ((), (), ((0, 1),), ((0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), (), (), (), (), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), (), ((0, 0),), (), (), (), (), (), (), (), (), (), (), (), (), (), ((0, 0),), (), ((0, 1), (1, 1)), ((0, 1), (1, 1)), (), ((0, 2),), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (1, 1)), ((0, 1), (1, 1)), ((0, 1), (0, 2)), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (0, 2), (1, 2)), (), (), (), ())
+HESSIAN_PAIRS = ((), (), ((0, 1),), ((0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), (), (), (), (), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), (), ((0, 0),), (), (), (), (), (), (), (), (), (), (), (), (), (), ((0, 0),), (), ((0, 1), (1, 1)), ((0, 1), (1, 1)), (), ((0, 2),), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (1, 1)), ((0, 1), (1, 1)), ((0, 1), (0, 2)), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (0, 2), (1, 2)), (), (), (), (), ((0, 0),))
 
 @jit
 def saved_state(o, i, ra, rb, rc, op, freed, dirty, has_dirty):
@@ -2504,6 +2535,9 @@ def replay_point(op, a, b, V, stop):
             x = V[ra]
             y = V[rb]
             V[i] = math.nan if (x != x or y != y) else (y if x < y else x)
+        elif o == 56:  # exp2
+            x = V[ra]
+            V[i] = 2.0 ** x
 
 
 @jit
@@ -2851,6 +2885,11 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
                 ADJ[ra] += (g) if x >= y else (0.0)
             if vb:
                 ADJ[rb] += (g) if x < y else (0.0)
+        elif o == 56:  # exp2
+            out = V[i]
+            g = ADJ[i]
+            if va:
+                ADJ[ra] += g * (out * 0.6931471805599453)
 
 
 @jit
@@ -3137,6 +3176,10 @@ def replay_batch(op, a, b, V, stop):
                 x = V[ra, k]
                 y = V[rb, k]
                 V[i, k] = math.nan if (x != x or y != y) else (y if x < y else x)
+        elif o == 56:  # exp2
+            for k in range(nb):
+                x = V[ra, k]
+                V[i, k] = 2.0 ** x
 
 
 @jit
@@ -3541,6 +3584,12 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                     ADJ[ra, k] += (g) if x >= y else (0.0)
                 if vb:
                     ADJ[rb, k] += (g) if x < y else (0.0)
+        elif o == 56:  # exp2
+            for k in range(nb):
+                out = V[i, k]
+                g = ADJ[i, k]
+                if va:
+                    ADJ[ra, k] += g * (out * 0.6931471805599453)
 
 
 @jit
@@ -4066,6 +4115,14 @@ def tangent_point(op, a, b, V, T, stop):
                 if vb and not mb:
                     s += pb * T[rb, k]
                 T[i, k] = s
+        elif o == 56:  # exp2
+            out = V[i]
+            pa = out * 0.6931471805599453
+            for k in range(nk):
+                s = 0.0
+                if va:
+                    s += pa * T[ra, k]
+                T[i, k] = s
 
 
 @jit
@@ -4544,6 +4601,13 @@ def reverse_multi(op, a, b, V, A, start, stop):
                     A[ra, k] += g * pa
                 if vb and not mb:
                     A[rb, k] += g * pb
+        elif o == 56:  # exp2
+            out = V[i]
+            pa = out * 0.6931471805599453
+            for k in range(nk):
+                g = A[i, k]
+                if va:
+                    A[ra, k] += g * pa
 
 
 @jit
@@ -5115,6 +5179,15 @@ def hvp_point(op, a, b, V, A, T, D, start, stop):
                     D[ra, k] += dg * pa
                 if vb and not mb:
                     D[rb, k] += dg * pb
+        elif o == 56:  # exp2
+            out = V[i]
+            pa = out * 0.6931471805599453
+            g = A[i]
+            for k in range(nk):
+                dg = D[i, k]
+                tout = T[i, k]
+                if va:
+                    D[ra, k] += dg * pa + (g * (tout * 0.6931471805599453))
 
 
 @jit
@@ -5733,6 +5806,15 @@ def forward_tangent(op, a, b, V, T, stop):
             if vb and not mb:
                 t += pb * T[rb]
             T[i] = t
+        elif o == 56:  # exp2
+            x = V[ra]
+            out = 2.0 ** x
+            V[i] = out
+            pa = out * 0.6931471805599453
+            t = 0.0
+            if va:
+                t += pa * T[ra]
+            T[i] = t
 
 
 @jit
@@ -6326,3 +6408,12 @@ def reverse_hvp(op, a, b, V, T, A, D, start, stop):
             if vb and not mb:
                 A[rb] += g * pb
                 D[rb] += dg * pb
+        elif o == 56:  # exp2
+            out = V[i]
+            pa = out * 0.6931471805599453
+            g = A[i]
+            dg = D[i]
+            tout = T[i]
+            if va:
+                A[ra] += g * pa
+                D[ra] += dg * pa + (g * (tout * 0.6931471805599453))

@@ -356,6 +356,10 @@ OPS: Tuple[Op, ...] = (
        "1.0 if x >= y else 0.0", "1.0 if x < y else 0.0", "0.0",
        node="ClampBackward0", int_result=True, method=False, internal=True,
        sig="input, min, max=math.inf", call="input, min, max", domain=((-2.0, 2.0), (-1.0, -1.0), (1.0, 1.0))),
+    # 2 ** x: a row of its own, not pow(2.0, x), because PyTorch's Exp2Backward0 saves the
+    # result (grad * result * ln 2): changing x in place after it does not spoil it
+    Op("exp2", 1, "2.0 ** x", "np.exp2(x)", "out * 0.6931471805599453",
+       gx="g * out * 0.6931471805599453", node="Exp2Backward0"),
 )
 
 # Structural opcodes follow the elementwise ones; the sweep treats them specially.

@@ -411,6 +411,13 @@ def clamp_max(x, y):
     return fwd_clamp_max(float(x), float(y), 0.0)
 
 
+def fwd_exp2(x, y, z):
+    return 2.0 ** x
+
+
+fwd_exp2.expression = '2.0 ** x'
+
+
 FORMS = {   # row -> ((callable, kind), ...), in opcode order
     'add': ((operator.add, 'op'), (operator.iadd, 'op'), (np.add, 'op'),),
     'sub': ((operator.sub, 'op'), (operator.isub, 'op'), (np.subtract, 'op'),),
@@ -457,6 +464,7 @@ FORMS = {   # row -> ((callable, kind), ...), in opcode order
     'sgn': ((sgn, 'stub'),),
     'clamp_min': ((clamp_min, 'stub'),),
     'clamp_max': ((clamp_max, 'stub'),),
+    'exp2': ((np.exp2, 'op'),),
 }
 
 register(0, 'add', 2, fwd_add, FORMS['add'])
@@ -504,5 +512,6 @@ register(41, 'clone', 1, fwd_clone, FORMS['clone'])
 register(52, 'sgn', 1, fwd_sgn, FORMS['sgn'])
 register(53, 'clamp_min', 2, fwd_clamp_min, FORMS['clamp_min'])
 register(54, 'clamp_max', 2, fwd_clamp_max, FORMS['clamp_max'])
+register(56, 'exp2', 1, fwd_exp2, FORMS['exp2'])
 
 STUBS = {f.__name__: f for f in (maximum, minimum, sigmoid, relu, erf, sign, clamp, where, reciprocal, clone, sgn, clamp_min, clamp_max)}

@@ -393,6 +393,11 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
                 reached[rb] = 1
             if rc >= 0:
                 reached[rc] = 1
+        elif o == 56:  # exp2
+            if ra >= 0:
+                out = val[i]
+                adj[ra] += (g * out * 0.6931471805599453)
+                reached[ra] = 1
 
 
 @jit

@@ -2705,10 +2705,10 @@ METHODS.update(
 # special functions PyTorch has at the top level and as methods
 _SPECIAL = special.SPECIAL
 FUNCTIONS.update({n: _SPECIAL[n] for n in ("lgamma", "digamma", "polygamma", "erfinv", "erfc",
-                                           "logit", "xlogy", "sinc", "exp2")},
+                                           "logit", "xlogy", "sinc")},
                  mvlgamma=special.multigammaln)
 METHODS.update({n: _SPECIAL[n] for n in ("lgamma", "digamma", "erfinv", "erfc", "logit",
-                                         "xlogy", "sinc", "exp2")},
+                                         "xlogy", "sinc")},
                polygamma=lambda self, n: special.polygamma_checked(n, self),
                mvlgamma=special.multigammaln)
 METHODS.update({f"{n}_": _inplace_row(METHODS[n])
