@@ -1181,3 +1181,54 @@ def test_an_array_ops_result_changed_in_place_before_the_backward(name):
         else:
             y.sum().backward()
             assert x.grad is not None
+
+
+# ops that index with an integer tensor or a mask: what their backward saves, as PyTorch's
+# (IndexBackward0 and IndexSelectBackward0 save the index, GatherBackward0 and TakeBackward0
+# the input too): changing a saved one in place makes the backward raise, changing one not
+# saved does not.  name -> fn(m, x, index tensor)
+INDEXING = {
+    "getitem": (lambda m, x, i: x[i], [1, 0]),
+    "getitem_mask": (lambda m, x, i: x[i], [True, False]),
+    "getitem_tuple": (lambda m, x, i: x[i, 1:], [1, 0]),
+    "getitem_list_column": (lambda m, x, i: x[:, i], [1, 0]),
+    "index_select": (lambda m, x, i: x.index_select(0, i), [1, 0]),
+    "take": (lambda m, x, i: m.take(x, i), [1, 0]),
+    "gather": (lambda m, x, i: x.gather(0, i.reshape(1, 2)), [1, 0]),
+    "take_along_dim": (lambda m, x, i: m.take_along_dim(x, i.reshape(2, 1), 1), [1, 0]),
+    "setitem": (lambda m, x, i: _set(x * 1.0, i, x[0] * 2.0), [1, 0]),
+    "index_add": (lambda m, x, i: (x * 1.0).index_add(0, i, x * 3.0), [1, 0]),
+    "scatter": (lambda m, x, i: (x * 1.0).scatter(0, i.reshape(1, 2), x[:1] * 3.0), [1, 0]),
+    "scatter_add": (lambda m, x, i: (x * 1.0).scatter_add(0, i.reshape(1, 2), x[:1] * 3.0),
+                    [1, 0]),
+}
+
+
+def _set(y, i, v):
+    y[i] = v
+    return y
+
+
+def _index_backward(m, name, change):
+    fn, index = INDEXING[name]
+    x = m.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=m.float64, requires_grad=True)
+    i = m.tensor(index)
+    y = fn(m, x, i)
+    if change == "input":
+        x.detach().zero_()
+    elif change == "index":
+        i[0] = i[1]   # (an in-place change of the index tensor: [0, 0] or [False, False])
+    try:
+        (y * y).sum().backward()
+    except RuntimeError as e:
+        return type(e).__name__ + (": inplace" if "inplace" in str(e) else ": " + str(e))
+    return x.grad.numpy().tolist()
+
+
+@pytest.mark.parametrize("change", ["input", "index"])
+@pytest.mark.parametrize("name", sorted(INDEXING))
+def test_an_index_or_input_changed_in_place_after_indexing_as_pytorch(name, change):
+    """(Fuzzer seed 29: x[i] raised when x changed; tapegrad's gradient read an index
+    changed in place, where PyTorch raises.)"""
+    torch = pytest.importorskip("torch")
+    assert _index_backward(tg, name, change) == _index_backward(torch, name, change)

@@ -46,7 +46,8 @@ from ..core.graph import LEAF_STATE, node_input_slots, node_name, node_state
 from ..core.tensor import Tensor, tensor_of_entry, wrap
 from ..ops.array_ops import (constant_changed, full_reduction_scale, pyop_backward,
                               pyop_constant_backward, pyop_numpy_backward,
-                              pyop_reads_output, pyop_reads_values, pyop_saves, sum_to)
+                              pyop_read_inputs, pyop_reads_output, pyop_reads_values, pyop_saves,
+                              sum_to)
 from .anomaly_mode import check_nan, is_anomaly_enabled
 from .graph import pack_pending, release_saved, unpack_entry
 
@@ -116,6 +117,8 @@ def _check_saved(A, s, py):
     or constant input whose memory was changed in place after it was saved (their entries
     hold the tensor's own array; other entries keep a copy of what they saved, see
     ``ops/inplace_views.py``, so their rules compute with the saved value)."""
+    if py.versions is not None and constant_changed(py):   # (an index tensor changed)
+        _check(A.tape, 2, s)
     if not pyop_saves(py):
         return
     if A.freed[s]:
@@ -124,7 +127,8 @@ def _check_saved(A, s, py):
     last = s + py.nout   # (an in-place op's own entries may read the value it replaces)
     if py.backward_fn is None and len(d) and pyop_reads_values(py):
         leaves = A.tape._leaves
-        if any(r >= 0 and d[r] > last and (r in leaves or A.op[r] == CONST) for r in py.inputs):
+        if any(r >= 0 and d[r] > last and (r in leaves or A.op[r] == CONST)
+               for r in pyop_read_inputs(py)):
             _check(A.tape, 2, s)
     if py.backward_fn is None and constant_changed(py):
         _check(A.tape, 2, s)

@@ -26,13 +26,17 @@ class PyOp:
     requires grad given as an ``Arg``: the reverse walk finds its rule in the array-op
     table, and ``tg.compile`` runs it again on elements.  Other ops (custom ``Function``s)
     have ``backward_fn(grads_out) -> grads_in`` over tensors: under ``create_graph=True``
-    it runs with grad mode on, so what it computes is recorded, as in PyTorch."""
+    it runs with grad mode on, so what it computes is recorded, as in PyTorch.
 
-    __slots__ = ("name", "inputs", "backward_fn", "nout", "fwd")
+    ``versions``: ``(tensor, version)`` of index tensors whose memory the rule reads
+    (``note_index_versions``), or None."""
+
+    __slots__ = ("name", "inputs", "backward_fn", "nout", "fwd", "versions")
 
     def __init__(self, name, inputs, backward_fn, nout, fwd=None):
         self.name, self.inputs, self.backward_fn, self.nout = name, inputs, backward_fn, nout
         self.fwd = fwd
+        self.versions = None
 
 
 def record(T, name, refs, values, backward_fn, fwd=None):
@@ -52,6 +56,19 @@ def record_one(T, name, refs, value, backward_fn, fwd=None):
     T._py[head] = PyOp(name, tuple(refs), backward_fn, 1, fwd)
     T._stops.append(head)
     return head + 1
+
+
+def note_index_versions(t, indices):
+    """Tensor ``t``, the one result of a recorded Python op, took the integer or mask
+    tensors ``indices`` as an index that its rule reads (held as their own memory, not a
+    copy): their versions now, so that a backward after one changed in place raises, as
+    PyTorch's saved indices do, instead of reading the new index."""
+    T = t._tape
+    if T is None or not indices:
+        return
+    py = T._py.get(t._entry - 1)
+    if py is not None and py.nout == 1:
+        py.versions = tuple((s, s._version) for s in indices)
 
 
 def record_broadcast(T, r, value, shape):

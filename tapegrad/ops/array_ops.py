@@ -190,6 +190,16 @@ def pyop_reads_values(py):
     return py.backward_fn is not None or ARRAY_OPS[py.fwd[0]].reads != ()
 
 
+def pyop_read_inputs(py):
+    """The input references of recorded Python op ``py`` whose values its backward reads
+    (PyTorch saves them): all of a custom Function's; an array op's at the positions of its
+    call in its ``reads``."""
+    reads = None if py.backward_fn is not None else ARRAY_OPS[py.fwd[0]].reads
+    if reads is None:
+        return py.inputs
+    return [py.inputs[int(a)] for k, a in enumerate(py.fwd[1]) if a.__class__ is Arg and k in reads]
+
+
 def pyop_backward(py, grads, saved, outs):
     """The input gradients of recorded Python op ``py`` (one per ``py.inputs``, None for
     an input that needs none), given its outputs' gradients ``grads`` (tensors).
@@ -539,8 +549,12 @@ def _template(args, edges=None, reads=None):
 
 
 def constant_changed(py):
-    """Was a tensor that array op ``py`` took as a constant (no grad) changed in place since
-    it was recorded?  Its rule would read the new value (PyTorch's version counter raises)."""
+    """Was a tensor that array op ``py`` took as a constant (no grad), or as an index, changed
+    in place since it was recorded?  Its rule would read the new value (PyTorch's version
+    counter raises)."""
+    for t, version in py.versions or ():
+        if t._version != version:
+            return True
     for a in py.fwd[1]:
         if a.__class__ is Tensor:
             src = a.__dict__.get("_constant_of")
@@ -1882,7 +1896,7 @@ def _index_node(idx):
 
 # (IndexBackward0 saves its indices: a second backward through a freed one raises there)
 @defop("getitem", lambda x, idx: _index_node(idx), method=False,
-       saves=lambda node: node == "IndexBackward0", view=True,
+       saves=lambda node: node == "IndexBackward0", view=True, reads=(1,),   # (x: its shape)
        numpy_rule=True, grad_depends="nothing")
 def getitem(x, idx):
     """``x[idx]``: a view for basic indices (an element as a 0-d view), a copy for
@@ -1925,7 +1939,7 @@ def along_index(index, dim):
     return tuple(idx)
 
 
-@defop("gather", "GatherBackward0", saves=False)
+@defop("gather", "GatherBackward0")   # (PyTorch saves x and the index)
 def gather(x, dim, index):
     """PyTorch's gather: the result has the index's shape (which may be smaller than the
     input's in every dim but ``dim``)."""
@@ -1959,7 +1973,7 @@ ungather.defvjp(lambda g, ans, v, shape, dim, index, assign=False:
                 (rule_call("gather", g, dim, index),))
 
 
-@defop("index_select", "IndexSelectBackward0", saves=False)
+@defop("index_select", "IndexSelectBackward0", reads=(2,))   # (the index; x: its shape)
 def index_select(x, dim, index):
     if x.ndim == 0:   # one element: the index is 0
         return x.copy()
@@ -1972,7 +1986,7 @@ index_select.defvjp(lambda g, ans, x, dim, index:
                           + (index,)),))
 
 
-@defop("take", "TakeBackward0", saves=False)
+@defop("take", "TakeBackward0")   # (PyTorch saves x and the index)
 def take(x, index):
     return np.take(x, index)
 

@@ -18,6 +18,7 @@ from ..core.elementwise import FUNCTIONS as ELEMENTWISE
 from ..core import optable
 from ..core.dtypes import (CPU, scalar_type_name, as_device, as_dtype, bool_, device as _device, float16, float32,
                            float64, get_default_dtype, int8, int16, int32, int64, uint8)
+from ..core.pyop import note_index_versions
 from ..core.tape import Tape, recording
 from ..core.tensor import Tensor, check_float, mark_multi_output, note_comparison_use, wrap
 from ..core.views import register_view, root_and_steps
@@ -687,10 +688,26 @@ def getitem(input: Tensor, idx) -> Tensor:
             for step, node in steps:
                 input = basic_index(input, step, node)
             return input
+    tensors = index_tensors(idx)
     note_recorded_index(idx)
     idx = index_value(idx)
     check_index(input, idx)
-    return index(input, idx)
+    return _noting_index(index(input, idx), tensors)
+
+
+def index_tensors(idx):
+    """The tensors among index ``idx``'s parts (integer tensors, masks): their memory is the
+    recorded index, which the backward reads."""
+    if isinstance(idx, Tensor):
+        return [idx]
+    return [p for p in idx if isinstance(p, Tensor)] if isinstance(idx, tuple) else []
+
+
+def _noting_index(out, tensors):
+    """``out``, recorded with ``tensors`` as its index (``note_index_versions``)."""
+    if tensors and out._tape is not None:
+        note_index_versions(out, tensors)
+    return out
 
 
 def _plain_slice(s):
@@ -728,6 +745,7 @@ def gather(input: Tensor, dim: int, index) -> Tensor:
     """``out[i][j] = input[index[i][j]][j]`` for ``dim`` 0 (and so on): the result has the
     index's shape, which may be smaller than the input's in every dim but ``dim``
     (repeated indices accumulate in backward)."""
+    tensors = index_tensors(index)
     index = np.asarray(index_value(index))
     if index.dtype.kind not in "iu":
         raise RuntimeError("gather(): Expected dtype int32/int64 for index")
@@ -743,11 +761,12 @@ def gather(input: Tensor, dim: int, index) -> Tensor:
     if bad.any():
         raise RuntimeError(f"index {int(index[bad].flat[0])} is out of bounds for dimension {dim} "
                            f"with size {have[dim]}")
-    return call("gather", input, dim, index)
+    return _noting_index(call("gather", input, dim, index), tensors)
 
 
 def index_select(input: Tensor, dim: int, index) -> Tensor:
     """Slices of ``input`` along ``dim`` at the integer ``index`` (a vector)."""
+    tensors = index_tensors(index)
     index = np.asarray(index_value(index))
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
@@ -760,20 +779,22 @@ def index_select(input: Tensor, dim: int, index) -> Tensor:
     n = input.shape[dim] if input.ndim else 1
     if np.any(index >= n) or np.any(index < -n):
         raise IndexError("index out of range in self")
-    return call("index_select", input, dim, index)
+    return _noting_index(call("index_select", input, dim, index), tensors)
 
 
 def take(input: Tensor, index) -> Tensor:
     """Elements of the flattened input at ``index``."""
+    tensors = index_tensors(index)
     index = index_value(index)
     if np.any(index >= input.numel()) or np.any(index < -input.numel()):
         raise IndexError(f"out of range: tried to access index {int(np.max(index))} on a "
                          f"tensor of {input.numel()} elements.")
-    return call("take", input, index)
+    return _noting_index(call("take", input, index), tensors)
 
 
 def setitem(input: Tensor, idx, value) -> None:
     """``x[idx] = value``, in place under the in-place rules (recorded as CopySlices)."""
+    tensors = index_tensors(idx)
     note_recorded_index(idx)
     idx = index_value(idx)
     check_index(input, idx)
@@ -811,6 +832,7 @@ def setitem(input: Tensor, idx, value) -> None:
         input._inplace(lambda s: call(row, s, value))
         return
     input._inplace(lambda s: call("index_put", s, idx, value))
+    _noting_index(input, tensors)
 
 
 # -- dtypes and devices ---------------------------------------------------------------------
@@ -1211,6 +1233,7 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
     if reduce not in (None, "add", "multiply"):
         raise RuntimeError("reduce argument must be either add or multiply.")
     src = value if src is None else src
+    tensors = index_tensors(index)
     index = _index_array(index, "scatter")
     dim = _check_scatter(input, dim, index, src, "scatter")
     index = index % (input.shape[dim] if input.ndim else 1)
@@ -1223,15 +1246,16 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
         return call("scatter_folded", input, dim, index, src, reduce)
     if isinstance(src, Tensor) and src.ndim == 0 and index.ndim:
         src = src.item()
-    return call("scatter", input, dim, index, src)
+    return _noting_index(call("scatter", input, dim, index, src), tensors)
 
 
 def scatter_add(input, dim, index, src):
     """``input`` with ``src`` added along ``dim`` at ``index`` (repeated indices add up)."""
+    tensors = index_tensors(index)
     index = _index_array(index, "scatter")
     dim = _check_scatter(input, dim, index, src, "scatter_add")
     index = index % (input.shape[dim] if input.ndim else 1)
-    return call("scatter_add", input, dim, index, src)
+    return _noting_index(call("scatter_add", input, dim, index, src), tensors)
 
 
 def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
@@ -1246,6 +1270,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     if reduce not in ("sum", "prod", "mean", "amax", "amin"):
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got "
                            f"{reduce}")
+    tensors = index_tensors(index)
     index = _index_array(index, "scatter_reduce")
     dim = _check_scatter(input, dim, index, src, "scatter_reduce")
     if input.dtype != src.dtype:
@@ -1253,11 +1278,13 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     index = index % (input.shape[dim] if input.ndim else 1)
     if src.ndim and tuple(src.shape) != index.shape:   # only this part is scattered
         src = src[tuple(slice(0, n) for n in index.shape)]
-    return call("scatter_reduce", input, dim, index, src, reduce, include_self)
+    return _noting_index(call("scatter_reduce", input, dim, index, src, reduce, include_self),
+                         tensors)
 
 
 def index_add(input, dim, index, source, *, alpha=1):
     """``input`` with ``alpha * source`` slices added along ``dim`` at ``index``."""
+    tensors = index_tensors(index)
     index = np.asarray(index_value(index))
     if index.dtype.kind not in "iu":
         raise RuntimeError(f"index_add_(): Expected dtype int32/int64 for index but got: "
@@ -1271,7 +1298,7 @@ def index_add(input, dim, index, source, *, alpha=1):
     if index.size != k:
         raise RuntimeError(f"index_add_(): Number of indices ({index.size}) should be equal to "
                            f"source.size(dim): ({k}), for dim: {dim}")
-    return call("index_add", input, dim, index, source, alpha=alpha)
+    return _noting_index(call("index_add", input, dim, index, source, alpha=alpha), tensors)
 
 
 def masked_fill(input, mask, value):
@@ -1978,7 +2005,9 @@ def take_along_dim(input, indices, dim=None):
     full_idx = np.broadcast_to(idx, tuple(shape[:dim]) + (idx.shape[dim],) + tuple(shape[dim:]))
     x_shape = tuple(shape[:dim]) + (input.shape[dim],) + tuple(shape[dim:])
     x = input if tuple(input.shape) == x_shape else expand(input, x_shape)
-    return gather(x, dim, np.ascontiguousarray(full_idx))
+    # (a copy of the index, as PyTorch's broadcast: a later in-place change of ``indices``
+    # reaches neither the result nor its backward)
+    return gather(x, dim, np.array(full_idx, order="C"))
 
 
 MinMaxResult = namedtuple("aminmax", ["min", "max"])
