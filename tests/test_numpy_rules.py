@@ -22,6 +22,7 @@ def _data(shape, seed):
 A, B = _data((3, 4), 0), _data((4, 5), 1)
 V3, W3 = _data((3,), 2), _data((3,), 3)
 C = _data((2, 3, 4), 4)
+L = _data((64, 80), 5)   # (5,120 elements: a large entry, an adjoint buffer of its own)
 
 
 def _leaves(*arrays):
@@ -53,6 +54,14 @@ PROGRAMS = {
     "getitem repeated index": ((A,), lambda x: x[[0, 2, 0, 0]]),
     "getitem mask": ((A,), lambda x: x[x > 0.1]),
     "getitem element": ((A,), lambda x: x[2, 3]),
+    # basic indices in the float walk: into the flat layout, and into a large entry's
+    # buffer of its own, first (the gradient itself), after a full sum's (a broadcast
+    # number, written out), and twice at the same place
+    "getitem slices": ((A,), lambda x: (x * 1.0)[1:, ::2] + (x * 1.0)[:2, 1::2]),
+    "getitem of a large entry": ((L,), lambda x: (x * 1.0)[1:3, :-1]),
+    "getitem after a full sum": ((L,), lambda x: (lambda y: y.sum() + y[None, 2, ::3].sum()
+                                                  + y[2] * y[2, 1:2])(x * 1.0)),
+    "getitem twice at one place": ((L,), lambda x: (lambda y: y[0, :64] * y[0, :64] + y[..., 5])(x * 1.0)),
     "cat": ((A, A * 2), lambda x, y: tg.cat([x, y, x], dim=1)),
     "stack": ((V3, W3), lambda v, w: tg.stack([v, w, v], dim=1)),
     "dot": ((V3, W3), lambda v, w: v @ w),
@@ -115,17 +124,32 @@ def _same_bits(a, b):
 
 
 def _watch_numpy_rules(monkeypatch):
-    """The names of the ops whose rules the walk runs on NumPy values from now on."""
+    """The names of the ops whose rules the walk runs on NumPy values from now on (a basic
+    index's gradient added into the adjoint itself counts as getitem's)."""
     ran = []
     real = engine.pyop_numpy_backward
+    real_at = engine.FloatAdjoints.add_at
 
     def watched(py, *args):
         out = real(py, *args)
         if out is not None:
             ran.append(py.fwd[0])
         return out
+
+    def watched_at(self, *args):
+        done = real_at(self, *args)
+        if done:
+            ran.append("getitem")
+        return done
     monkeypatch.setattr(engine, "pyop_numpy_backward", watched)
+    monkeypatch.setattr(engine.FloatAdjoints, "add_at", watched_at)
     return ran
+
+
+def _tensor_rules_only(monkeypatch):
+    """From now on the float walk runs every rule on tensors, as the recorded walk does."""
+    monkeypatch.setattr(engine, "pyop_numpy_backward", lambda *args: None)
+    monkeypatch.setattr(engine, "pyop_basic_index", lambda py: None)
 
 
 @pytest.mark.parametrize("second_order", [False, True], ids=["first", "second order"])
@@ -134,7 +158,7 @@ def test_numpy_rule_matches_tensor_rule(name, second_order, monkeypatch):
     inputs, program = PROGRAMS[name]
     ran = _watch_numpy_rules(monkeypatch)
     fast = _gradients(program, inputs, second_order)
-    monkeypatch.setattr(engine, "pyop_numpy_backward", lambda *args: None)
+    _tensor_rules_only(monkeypatch)
     slow = _gradients(program, inputs, second_order)
     assert len(fast) == len(slow)
     for f, s in zip(fast, slow):

@@ -46,8 +46,8 @@ from ..core.graph import LEAF_STATE, node_input_slots, node_name, node_state
 from ..core.tensor import Tensor, tensor_of_entry, wrap
 from ..ops.array_ops import (constant_changed, full_reduction_scale, pyop_backward,
                               pyop_constant_backward, pyop_numpy_backward,
-                              pyop_read_inputs, pyop_reads_output, pyop_reads_values, pyop_saves,
-                              sum_to)
+                              pyop_basic_index, pyop_read_inputs, pyop_reads_output,
+                              pyop_reads_values, pyop_saves, sum_to)
 from .anomaly_mode import check_nan, is_anomaly_enabled
 from .graph import pack_pending, release_saved, unpack_entry
 
@@ -864,6 +864,33 @@ class FloatAdjoints:
                 g = self.side[i] = _written_out(g, arr.shape)
                 self.owned.add(id(g))
 
+    def add_at(self, i, idx, g):
+        """Add ``g``, the gradient of ``x[idx]`` for a basic index, to array entry ``i``'s
+        adjoint: what ``add`` does with getitem's rule's result (zeros with ``g`` written at
+        ``idx``: ``g`` added there, ``+0.`` elsewhere, whose sign of zero matters), without
+        that array.  False where entry ``i`` is a number (``add`` then)."""
+        arr = self.tape._arr.get(i)
+        if arr is None:
+            return False
+        o = self._flat(i)
+        if o >= 0:
+            buf = self.aadj[o:o + arr.size].reshape(arr.shape)
+        else:
+            buf = self.side.get(i)
+            if buf is None:   # (the first gradient: the rule's array itself, as add adopts it)
+                buf = self.side[i] = np.zeros(arr.shape)
+                buf[idx] = g
+                self.owned.add(id(buf))
+                return True
+            if i in self.spread:   # (a read-only view: written out first)
+                self.spread.discard(i)
+                buf = self.side[i] = np.array(buf, dtype=np.float64, order="C")
+                self.owned.add(id(buf))
+        part = buf[idx] + g
+        buf += 0.0
+        buf[idx] = part
+        return True
+
     def _keep_spread(self, i, number, shape):
         """Entry ``i``'s first adjoint, one number broadcast (a sum's gradient): kept so,
         read-only, over a copy of the number (whatever a gradient views is not ours)."""
@@ -1371,6 +1398,15 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
                 _check_saved(A, s, py)
                 # the float walk runs a rule with no node hooks on NumPy values where it can
                 grads_in = None
+                if state is None and py.nout == 1 and numpy_rules:
+                    # x[idx] with a basic index: its gradient added into x's adjoint at idx,
+                    # without the rule's zeros (most of the stops of an LSTM's walk)
+                    idx = pyop_basic_index(py)
+                    r = py.inputs[0]
+                    if idx is not None and r >= 0 and adj.add_at(r, idx, adj.get(s + 1)):
+                        reached[r] = 1
+                        pos = s - 1
+                        continue
                 if state is None and py.nout == 1:
                     grads_in = (pyop_numpy_backward(py, adj.get(s + 1), adj.value(s + 1),
                                                     adj.value) if numpy_rules else

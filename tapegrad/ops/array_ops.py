@@ -272,6 +272,24 @@ def pyop_numpy_backward(py, g, ans, value):
             for r, k in zip(py.inputs, tensor_pos)]
 
 
+_BASIC_PARTS = (int, slice, type(None), type(Ellipsis))
+
+
+def pyop_basic_index(py):
+    """The index of recorded op ``py`` when it is a getitem with a basic index (ints, slices,
+    None: a view of its input), whose rule writes ``g`` at that index into zeros; else
+    None.  (The float walk adds ``g`` there into the input's adjoint itself.)"""
+    fwd = py.fwd
+    if fwd is None or fwd[0] != "getitem" or py.backward_fn is not None:
+        return None
+    idx = fwd[1][1]
+    c = idx.__class__
+    if c is int or c is slice or (c is tuple and builtins.all(p.__class__ in _BASIC_PARTS
+                                                              for p in idx)):
+        return idx
+    return None
+
+
 def pyop_records_nothing(py, recorded):
     """With a constant gradient, does recorded op ``py``'s rule record nothing?  Its
     gradients depend on no recorded value besides g (``grad_depends``; ``recorded(ref)``:
