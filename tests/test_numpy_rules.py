@@ -61,6 +61,8 @@ PROGRAMS = {
     "getitem of a large entry": ((L,), lambda x: (x * 1.0)[1:3, :-1]),
     "getitem after a full sum": ((L,), lambda x: (lambda y: y.sum() + y[None, 2, ::3].sum()
                                                   + y[2] * y[2, 1:2])(x * 1.0)),
+    "cat with a constant": ((A, B), lambda x, y: tg.cat((x.t(), tg.ones(4, 2), y * 2.0), dim=1)),
+    "cat of a large entry": ((L,), lambda x: tg.cat(((x * 1.0)[:3], x[5:9] * 3.0, x[:1]))),
     "getitem twice at one place": ((L,), lambda x: (lambda y: y[0, :64] * y[0, :64] + y[..., 5])(x * 1.0)),
     "cat": ((A, A * 2), lambda x, y: tg.cat([x, y, x], dim=1)),
     "stack": ((V3, W3), lambda v, w: tg.stack([v, w, v], dim=1)),
@@ -141,8 +143,16 @@ def _watch_numpy_rules(monkeypatch):
         if done:
             ran.append("getitem")
         return done
+    real_cat = engine.pyop_cat_parts
+
+    def watched_cat(py, *args):
+        parts = real_cat(py, *args)
+        if parts is not None:
+            ran.append("cat")
+        return parts
     monkeypatch.setattr(engine, "pyop_numpy_backward", watched)
     monkeypatch.setattr(engine.FloatAdjoints, "add_at", watched_at)
+    monkeypatch.setattr(engine, "pyop_cat_parts", watched_cat)
     return ran
 
 
@@ -150,6 +160,7 @@ def _tensor_rules_only(monkeypatch):
     """From now on the float walk runs every rule on tensors, as the recorded walk does."""
     monkeypatch.setattr(engine, "pyop_numpy_backward", lambda *args: None)
     monkeypatch.setattr(engine, "pyop_basic_index", lambda py: None)
+    monkeypatch.setattr(engine, "pyop_cat_parts", lambda py, shape_of: None)
 
 
 @pytest.mark.parametrize("second_order", [False, True], ids=["first", "second order"])

@@ -46,7 +46,8 @@ from ..core.graph import LEAF_STATE, node_input_slots, node_name, node_state
 from ..core.tensor import Tensor, tensor_of_entry, wrap
 from ..ops.array_ops import (constant_changed, full_reduction_scale, pyop_backward,
                               pyop_constant_backward, pyop_numpy_backward,
-                              pyop_basic_index, pyop_read_inputs, pyop_reads_output,
+                              pyop_basic_index, pyop_cat_parts, pyop_read_inputs,
+                              pyop_reads_output,
                               pyop_reads_values, pyop_saves, sum_to)
 from .anomaly_mode import check_nan, is_anomaly_enabled
 from .graph import pack_pending, release_saved, unpack_entry
@@ -1398,15 +1399,10 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
                 _check_saved(A, s, py)
                 # the float walk runs a rule with no node hooks on NumPy values where it can
                 grads_in = None
-                if state is None and py.nout == 1 and numpy_rules:
-                    # x[idx] with a basic index: its gradient added into x's adjoint at idx,
-                    # without the rule's zeros (most of the stops of an LSTM's walk)
-                    idx = pyop_basic_index(py)
-                    r = py.inputs[0]
-                    if idx is not None and r >= 0 and adj.add_at(r, idx, adj.get(s + 1)):
-                        reached[r] = 1
-                        pos = s - 1
-                        continue
+                if state is None and py.nout == 1 and numpy_rules and \
+                        _direct_backward(adj, py, s, reached):
+                    pos = s - 1
+                    continue
                 if state is None and py.nout == 1:
                     grads_in = (pyop_numpy_backward(py, adj.get(s + 1), adj.value(s + 1),
                                                     adj.value) if numpy_rules else
@@ -1434,6 +1430,35 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
         WALK_PLANS.publish(A.new_plan)
         T._walk_plan = (A.new_plan, A.n, len(A.new_plan.stops))
     return adj
+
+
+def _direct_backward(adj, py, s, reached):
+    """The float walk's own backward of the two array ops an LSTM's walk stops at most:
+    ``x[idx]`` with a basic index (its gradient added into x's adjoint at idx, without the
+    rule's zeros) and ``cat`` (each input gets its slice of g); the same values as their
+    rules (tests/test_numpy_rules.py).  False for any other op."""
+    idx = pyop_basic_index(py)
+    if idx is not None:
+        r = py.inputs[0]
+        if r >= 0 and adj.add_at(r, idx, adj.get(s + 1)):
+            reached[r] = 1
+            return True
+        return False
+    parts = pyop_cat_parts(py, lambda r: _float64_shape(adj.value(r)))
+    if parts is None:
+        return False
+    g = adj.get(s + 1)
+    if g.__class__ is not np.ndarray:
+        return False
+    for r, at in parts:
+        if r >= 0:
+            adj.add(r, g[at])
+            reached[r] = 1
+    return True
+
+
+def _float64_shape(v):
+    return v.shape if v.__class__ is np.ndarray and v.dtype == np.float64 else None
 
 
 def _run_pyop(adj, py, s, state, reached):

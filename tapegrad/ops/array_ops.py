@@ -290,6 +290,35 @@ def pyop_basic_index(py):
     return None
 
 
+def pyop_cat_parts(py, shape_of):
+    """For a recorded ``cat``: ``[(input reference, index of its part of the result)]``,
+    the slices of ``g`` its rule passes on (references -1 included: a tensor without grad);
+    else None.  ``shape_of(ref)``: an input entry's shape (None: not a float64 array)."""
+    fwd = py.fwd
+    if fwd is None or fwd[0] != "cat" or py.backward_fn is not None:
+        return None
+    parts, start, shapes = [], 0, []
+    for a in fwd[1]:
+        if a.__class__ is Arg:
+            shape = shape_of(py.inputs[int(a)])
+            if shape is None:
+                return None
+            shapes.append(shape)
+        elif isinstance(a, Tensor):
+            shapes.append(_shape(a))
+        else:
+            return None
+    if not shapes or not shapes[0]:
+        return None
+    dim = wrap_dim(fwd[2].get("dim", 0), len(shapes[0]))
+    lead = (slice(None),) * dim
+    for ref, shape in zip(py.inputs, shapes):
+        end = start + shape[dim]
+        parts.append((ref, lead + (slice(start, end),)))
+        start = end
+    return parts
+
+
 def pyop_records_nothing(py, recorded):
     """With a constant gradient, does recorded op ``py``'s rule record nothing?  Its
     gradients depend on no recorded value besides g (``grad_depends``; ``recorded(ref)``:
