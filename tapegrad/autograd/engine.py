@@ -147,6 +147,9 @@ _UNBOUNDED = 1 << 62
 # _FEW_HITS entries read and mark them in a Python loop, not in NumPy (whose per-call cost
 # is more than the loop's there).
 _SMALL = 4096
+# the flat layout's values end in three scratch slots: the sweep's number operands of an
+# array entry (``kernels._operand``)
+_SCRATCH = [np.zeros(3)]
 _FEW_HITS = 32
 # Array entries of at least _LARGE elements stay out of the flat layout of the Numba sweep
 # (laying them out copies every value and fills every adjoint): the walk stops at each
@@ -644,7 +647,8 @@ class FloatAdjoints:
                 off, nel, flat, large = plan.layout
                 if len(flat) != len(arrs):   # (large entries left out)
                     arrs = list(map(arrays.get, flat))
-                aval = np.concatenate(arrs, axis=None, dtype=np.float64) if arrs else _EMPTY_F
+                aval = np.concatenate(arrs + _SCRATCH, axis=None, dtype=np.float64) if arrs \
+                    else _EMPTY_F
                 return off, nel, aval, list(large)
         off, nel, aval, large, flat, cand, sizes = FloatAdjoints._new_layout(A, swept)
         plan = A.new_plan
@@ -681,7 +685,7 @@ class FloatAdjoints:
         nel = np.zeros(n, np.int64)
         # (offsets summed and placed in Numba: fancy stores from lists cost more)
         _place(off, nel, np.fromiter(flat, np.int64, m), sizes)
-        aval = np.concatenate(arrs, axis=None, dtype=np.float64)
+        aval = np.concatenate(arrs + _SCRATCH, axis=None, dtype=np.float64)
         return off, nel, aval, large, flat, cand, all_sizes
 
     def segment(self, start, stop):

@@ -293,27 +293,30 @@ def terms(o, g, x, y, z, out):
 
 
 @jit
-def put(k, dx, dy, dz, gx, mx, sx, gy, my, sy, gz, mz, sz):
+def put(k, dx, dy, dz, gx, ogx, mx, sx, gy, ogy, my, sy, gz, ogz, mz, sz):
     """Terms ``dx``/``dy``/``dz`` of element ``k`` into the operands' adjoints (see
     ``array_terms``)."""
     if mx == 1:
-        gx[k * sx] += dx
+        gx[ogx + k * sx] += dx
     elif mx == 2:
-        gx[k * sx] = dx
+        gx[ogx + k * sx] = dx
     if my == 1:
-        gy[k * sy] += dy
+        gy[ogy + k * sy] += dy
     elif my == 2:
-        gy[k * sy] = dy
+        gy[ogy + k * sy] = dy
     if mz == 1:
-        gz[k * sz] += dz
+        gz[ogz + k * sz] += dz
     elif mz == 2:
-        gz[k * sz] = dz
+        gz[ogz + k * sz] = dz
 
 
 @jit
-def array_loop(o, n, gv, sg, ov, xv, sx, yv, sy, zv, sz, gx, mx, gy, my, gz, mz):
+def array_loop(o, n, gv, og, sg, ov, oo, xv, ox, sx, yv, oy, sy, zv, oz, sz, gx, ogx, mx,
+               gy, ogy, my, gz, ogz, mz):
     """``array_terms`` of an entry that a gradient reached (not only zero tensors),
     one loop per op."""
+    gv, ov, xv, yv, zv = gv[og:], ov[oo:], xv[ox:], yv[oy:], zv[oz:]
+    gx, gy, gz = gx[ogx:], gy[ogy:], gz[ogz:]
     if o == 0:  # add
         for k in range(n):
             g = gv[k * sg]
@@ -2146,32 +2149,43 @@ def reach(r, by_zero_tensor, reached, stop):
 
 
 @jit
-def array_terms(o, zero, zx, zy, zz, n, g, sg, out, x, sx, y, sy, z, sz, gx, mx, gy, my, gz, mz):
-    """The adjoint terms of an array entry of op ``o`` (``n`` elements, adjoint ``g`` at step
-    ``sg``, value ``out``; ``zero`` and ``z*`` as in ``reverse``) added into its operands' adjoints, element
-    by element in order.  ``x``/``y``/``z`` are the operands' values and ``gx``/``gy``/``gz``
-    their adjoints, read at step ``s*``: 1 for an array, 0 for a number broadcast over the
-    entry (whose adjoint sums the terms).  ``m*``: 0 leaves the operand's adjoint alone (a
-    constant), 1 adds to it, 2 sets it (a buffer no term reached yet: -0.0 + t is t, bit for
-    bit, so the buffer needs no fill)."""
+def array_terms(o, zero, zx, zy, zz, n, g, og, sg, out, oo, x, ox, sx, y, oy, sy, z, oz, sz,
+                gx, ogx, mx, gy, ogy, my, gz, ogz, mz):
+    """The adjoint terms of an array entry of op ``o`` (``n`` elements, adjoint ``g`` from
+    ``og`` at step ``sg``, value ``out`` from ``oo``; ``zero`` and ``z*`` as in ``reverse``)
+    added into its operands' adjoints, element by element in order.  ``x``/``y``/``z`` hold
+    the operands' values from ``o*`` and ``gx``/``gy``/``gz`` their adjoints from ``og*``,
+    read at step ``s*``: 1 for an array, 0 for a number broadcast over the entry (whose
+    adjoint sums the terms).  ``m*``: 0 leaves the operand's adjoint alone (a constant), 1
+    adds to it, 2 sets it (a buffer no term reached yet: -0.0 + t is t, bit for bit, so the
+    buffer needs no fill).  (Arrays and offsets, not slices: making three operands' slices
+    per entry cost ~120 ns an entry in ``reverse``, more than an 8-element entry's terms.)"""
     if not zero:
-        array_loop(o, n, g, sg, out, x, sx, y, sy, z, sz, gx, mx, gy, my, gz, mz)
+        array_loop(o, n, g, og, sg, out, oo, x, ox, sx, y, oy, sy, z, oz, sz,
+                   gx, ogx, mx, gy, ogy, my, gz, ogz, mz)
         return
     for k in range(n):
-        dx, dy, dz = terms(o, 0.0, x[k * sx], y[k * sy], z[k * sz], out[k])
+        dx, dy, dz = terms(o, 0.0, x[ox + k * sx], y[oy + k * sy], z[oz + k * sz], out[oo + k])
         dx, dy, dz = zero_terms(dx, dy, dz, zx, zy, zz)
-        put(k, dx, dy, dz, gx, mx, sx, gy, my, sy, gz, mz, sz)
+        put(k, dx, dy, dz, gx, ogx, mx, sx, gy, ogy, my, sy, gz, ogz, mz, sz)
 
 
-@jit
-def _operand(r, off, n, val, consts, aval, adj, aadj):
-    """Operand ``r`` of an array entry of ``n`` elements in the flat layout: its values, their
-    step (1 an array, 0 a number) and its adjoint's slots."""
+@jit(inline="always")
+def _operand(r, j, off, val, consts, aval, aadj):
+    """Operand ``r`` (the ``j``-th) of an array entry in the flat layout: the offset of its
+    values and adjoint in ``aval``/``aadj``, their step (1 an array, 0 a number) and its
+    adjoint's mode (``array_terms``: 0 for a constant).  A number's value goes to slot ``j``
+    of the three at the end of ``aval`` and its terms are summed in that of ``aadj``, from
+    +0.0."""
     if r >= 0 and off[r] >= 0:
-        return aval[off[r]:off[r] + n], 1, aadj[off[r]:off[r] + n]
+        return off[r], 1, 1
+    k = aval.shape[0] - 3 + j
+    aadj[k] = 0.0
     if r >= 0:
-        return val[r:r + 1], 0, adj[r:r + 1]
-    return consts[-r - 1:-r], 0, adj[0:0]
+        aval[k] = val[r]
+        return k, 0, 1
+    aval[k] = consts[-r - 1]
+    return k, 0, 0
 
 
 @jit
@@ -2201,8 +2215,8 @@ def reverse_entry(op, a, b, adj, reached, freed, dirty, i, g, sg, out, x, sx, y,
     zy = zero and ZERO_MODE[o, 1] == 0
     zz = zero and ZERO_MODE[o, 2] == 0
     if want == 0 or zero or not fast_loop(o, want, out.shape[0], g, out, x, y, z, tx, ty, ty):
-        array_terms(o, zero, zx, zy, zz, out.shape[0], g, sg, out, x, sx, y, sy, z, sz,
-                    gx, mx, gy, my, gz, mz)
+        array_terms(o, zero, zx, zy, zz, out.shape[0], g, 0, sg, out, 0, x, 0, sx, y, 0, sy,
+                    z, 0, sz, gx, 0, mx, gy, 0, my, gz, 0, mz)
     reach(ra, zx, reached, -1)
     reach(rb, zy, reached, -1)
     reach(rc, zz, reached, -1)
@@ -2217,7 +2231,8 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
     An operand reference ``r >= 0`` is an entry; ``r < 0`` is the constant ``consts[-r - 1]``
     (``consts[0]`` is 0.0, the unused operand of unary ops).  Scalar entries keep value and
     adjoint in ``val``/``adj``; array entries (``off[i] >= 0``) keep ``nel[i]`` elements at
-    ``off[i]`` in ``aval``/``aadj``.  Returns ``(0, -1)``, or ``(1, i)`` when entry ``i`` was
+    ``off[i]`` in ``aval``/``aadj``, whose last three slots are scratch (``_operand``).
+    Returns ``(0, -1)``, or ``(1, i)`` when entry ``i`` was
     freed by an earlier backward, or ``(2, i)`` when an input entry ``i`` saved was modified
     in place after it was recorded.  ``pending`` counts the reached entries in the range not
     yet processed: the walk ends when it drops to 0, so a backward costs the size of its
@@ -2225,7 +2240,6 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
     """
     has_arr = off.shape[0] > 0
     has_dirty = dirty.shape[0] > 0
-    total = np.zeros(3)
     for i in range(start, stop, -1):
         if pending == 0:
             break
@@ -2264,29 +2278,20 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
             # entry or a constant broadcasts (its adjoint sums over the elements)
             oi = off[i]
             n = nel[i]
-            x, sx, gx = _operand(ra, off, n, val, consts, aval, adj, aadj)
-            y, sy, gy = _operand(rb, off, n, val, consts, aval, adj, aadj)
-            z, sz, gz = _operand(rc, off, n, val, consts, aval, adj, aadj)
-            # a number broadcast over the entry: its terms are summed from +0.0 first, then
-            # added to its adjoint (PyTorch's sum_to_size: all -0.0 terms give +0.0)
-            total[0] = 0.0
-            total[1] = 0.0
-            total[2] = 0.0
-            if sx == 0:
-                gx = total[0:1]
-            if sy == 0:
-                gy = total[1:2]
-            if sz == 0:
-                gz = total[2:3]
-            array_terms(o, zero, zx, zy, zz, n, aadj[oi:oi + n], 1, aval[oi:oi + n],
-                        x, sx, y, sy, z, sz, gx, 1 if ra >= 0 else 0, gy, 1 if rb >= 0 else 0,
-                        gz, 1 if rc >= 0 else 0)
+            # a number broadcast over the entry: its terms are summed from +0.0 first (in a
+            # scratch slot), then added to its adjoint (PyTorch's sum_to_size: all -0.0
+            # terms give +0.0)
+            ox, sx, mx = _operand(ra, 0, off, val, consts, aval, aadj)
+            oy, sy, my = _operand(rb, 1, off, val, consts, aval, aadj)
+            oz, sz, mz = _operand(rc, 2, off, val, consts, aval, aadj)
+            array_terms(o, zero, zx, zy, zz, n, aadj, oi, 1, aval, oi, aval, ox, sx, aval, oy,
+                        sy, aval, oz, sz, aadj, ox, mx, aadj, oy, my, aadj, oz, mz)
             if sx == 0 and ra >= 0:
-                adj[ra] += total[0]
+                adj[ra] += aadj[ox]
             if sy == 0 and rb >= 0:
-                adj[rb] += total[1]
+                adj[rb] += aadj[oy]
             if sz == 0 and rc >= 0:
-                adj[rc] += total[2]
+                adj[rc] += aadj[oz]
         else:
             x = val[ra] if ra >= 0 else consts[-ra - 1]
             y = val[rb] if rb >= 0 else consts[-rb - 1]
