@@ -165,7 +165,7 @@ def _record_call(op, node, args, outs, params, edges=None, shared=False, tensors
         template = _template(args, edges, op.reads)
     if len(outs) == 1:
         return [tensor_of_entry(T, record_one(T, node, refs, kept[0], None,
-                                              (op.name, template, params)), outs[0])]
+                                              recorded_call(op.name, template, params)), outs[0])]
     idx = record(T, node, refs, kept, None, (op.name, template, params))
     return [tensor_of_entry(T, i, v) for i, v in zip(idx, outs)]
 
@@ -494,7 +494,8 @@ def call_arrays(name, xs, params=None):
             refs.append(T._ref(x))
     n = len(xs)
     template = _ARG_TUPLES[n] if not dead and n < len(_ARG_TUPLES) else _template(xs, None, op.reads)
-    return tensor_of_entry(T, record_one(T, node, refs, out, None, (name, template, params)), out)
+    return tensor_of_entry(T, record_one(T, node, refs, out, None,
+                                         recorded_call(name, template, params)), out)
 
 
 def _unrecorded(ans, dt, extra):
@@ -571,6 +572,57 @@ def view_through(a, steps):
 
 _ARGS = tuple(Arg(k) for k in range(16))   # (made once: an Arg is immutable)
 _ARG_TUPLES = tuple(_ARGS[:n] for n in range(len(_ARGS) + 1))
+
+
+_SHARED_CALLS = {}   # (recorded_call's tuples, by op name, template and params)
+_SHARED_LIMIT = 4096
+_EXACT = frozenset((type(None), bool, int, str))   # (values equal only when the same)
+
+
+def recorded_call(name, template, params):
+    """``PyOp.fwd`` ``(name, template, params)``: one tuple shared by every op recorded with
+    the same call, where the template is an argument-number tuple of ``_ARG_TUPLES`` and the
+    params are Nones, bools, ints and strs (``sum(dim=None)``, a slice ``x[0:14]``).  A tape
+    keeps a fresh tuple per op alive, which Python's garbage collector traverses again at
+    every full collection (the LSTM objective spent a quarter of its time there).  Keys
+    carry each value's class: ``1``, ``True`` and ``1.0`` are equal as keys, not as
+    arguments; a float (``-0.0 == 0.0``) is never shared."""
+    if template.__class__ is not tuple or len(template) >= len(_ARG_TUPLES) \
+            or template is not _ARG_TUPLES[len(template)]:
+        return (name, template, params)
+    if params:
+        key = [name, len(template)]
+        for k, v in params.items():
+            if v.__class__ not in _EXACT:
+                return (name, template, params)
+            key += (k, v.__class__, v)
+        key = tuple(key)
+    else:
+        key = (name, len(template))
+    fwd = _SHARED_CALLS.get(key)
+    if fwd is None:
+        if len(_SHARED_CALLS) >= _SHARED_LIMIT:
+            _SHARED_CALLS.clear()
+        fwd = _SHARED_CALLS[key] = (name, template, params)
+    return fwd
+
+
+def _shared_index_call(idx):
+    """``recorded_call`` of ``getitem`` with the one-step index ``idx`` (an int or a plain
+    slice, as ``basic_index`` takes them; else a tuple of its own)."""
+    c = idx.__class__
+    if c is int:
+        key = ("getitem", int, idx)
+    elif c is slice:
+        key = ("getitem", slice, idx.start, idx.stop, idx.step)
+    else:
+        return ("getitem", (_ARGS[0], idx), _NO_PARAMS)
+    fwd = _SHARED_CALLS.get(key)
+    if fwd is None:
+        if len(_SHARED_CALLS) >= _SHARED_LIMIT:
+            _SHARED_CALLS.clear()
+        fwd = _SHARED_CALLS[key] = ("getitem", (_ARGS[0], idx), _NO_PARAMS)
+    return fwd
 
 
 def _template(args, edges=None, reads=None):
@@ -2093,7 +2145,7 @@ def basic_index(x, idx, node=None):
             T = next_tape(T, (x,))
         ref = x._entry if tape is T else T._ref(x)
         kept = np.array(out) if shared and out.__class__ is np.ndarray else out
-        i = record_one(T, node, (ref,), kept, None, ("getitem", (_ARGS[0], idx), _NO_PARAMS))
+        i = record_one(T, node, (ref,), kept, None, _shared_index_call(idx))
         r = tensor_of_entry(T, i, out)
     if shared:
         register_view(r, x, ("getitem", (idx,), _NO_PARAMS))
