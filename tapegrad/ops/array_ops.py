@@ -159,8 +159,8 @@ def _record_call(op, node, args, outs, params, edges=None, shared=False, tensors
         return [wrap(v) for v in outs]
     kept = [np.array(v) if v.__class__ is np.ndarray else v for v in outs] if shared else outs
     n = len(args)
-    if not dead and n == len(refs) and n < len(_ARG_TUPLES):   # every argument an input
-        template = _ARG_TUPLES[n]
+    if not dead and n == len(refs):   # every argument an input
+        template = arg_numbers(n)
     else:
         template = _template(args, edges, op.reads)
     if len(outs) == 1:
@@ -493,7 +493,7 @@ def call_arrays(name, xs, params=None):
         else:
             refs.append(T._ref(x))
     n = len(xs)
-    template = _ARG_TUPLES[n] if not dead and n < len(_ARG_TUPLES) else _template(xs, None, op.reads)
+    template = arg_numbers(n) if not dead else _template(xs, None, op.reads)
     return tensor_of_entry(T, record_one(T, node, refs, out, None,
                                          recorded_call(name, template, params)), out)
 
@@ -572,6 +572,21 @@ def view_through(a, steps):
 
 _ARGS = tuple(Arg(k) for k in range(16))   # (made once: an Arg is immutable)
 _ARG_TUPLES = tuple(_ARGS[:n] for n in range(len(_ARGS) + 1))
+_MANY_ARG_TUPLES = {}   # (argument-number tuples of more than 16, by length: stack of 400)
+
+
+def arg_numbers(n):
+    """The template ``(Arg(0), ..., Arg(n - 1))`` of a call whose ``n`` arguments are all
+    inputs, made once per ``n``: a tape keeps every op's template, which Python's garbage
+    collector traverses again at every full collection."""
+    if n < len(_ARG_TUPLES):
+        return _ARG_TUPLES[n]
+    t = _MANY_ARG_TUPLES.get(n)
+    if t is None:
+        if len(_MANY_ARG_TUPLES) >= 256:
+            _MANY_ARG_TUPLES.clear()
+        t = _MANY_ARG_TUPLES.setdefault(n, tuple(Arg(k) for k in range(n)))
+    return t
 
 
 _SHARED_CALLS = {}   # (recorded_call's tuples, by op name, template and params)
@@ -581,24 +596,24 @@ _EXACT = frozenset((type(None), bool, int, str))   # (values equal only when the
 
 def recorded_call(name, template, params):
     """``PyOp.fwd`` ``(name, template, params)``: one tuple shared by every op recorded with
-    the same call, where the template is an argument-number tuple of ``_ARG_TUPLES`` and the
+    the same call, where the template is an argument-number tuple of ``arg_numbers`` and the
     params are Nones, bools, ints and strs (``sum(dim=None)``, a slice ``x[0:14]``).  A tape
     keeps a fresh tuple per op alive, which Python's garbage collector traverses again at
     every full collection (the LSTM objective spent a quarter of its time there).  Keys
     carry each value's class: ``1``, ``True`` and ``1.0`` are equal as keys, not as
     arguments; a float (``-0.0 == 0.0``) is never shared."""
-    if template.__class__ is not tuple or len(template) >= len(_ARG_TUPLES) \
-            or template is not _ARG_TUPLES[len(template)]:
+    n = len(template)
+    if template is not (_ARG_TUPLES[n] if n < len(_ARG_TUPLES) else _MANY_ARG_TUPLES.get(n)):
         return (name, template, params)
     if params:
-        key = [name, len(template)]
+        key = [name, n]
         for k, v in params.items():
             if v.__class__ not in _EXACT:
                 return (name, template, params)
             key += (k, v.__class__, v)
         key = tuple(key)
     else:
-        key = (name, len(template))
+        key = (name, n)
     fwd = _SHARED_CALLS.get(key)
     if fwd is None:
         if len(_SHARED_CALLS) >= _SHARED_LIMIT:
@@ -607,21 +622,22 @@ def recorded_call(name, template, params):
     return fwd
 
 
-def _shared_index_call(idx):
+def _shared_index_call(idx, step=False):
     """``recorded_call`` of ``getitem`` with the one-step index ``idx`` (an int or a plain
-    slice, as ``basic_index`` takes them; else a tuple of its own)."""
+    slice, as ``basic_index`` takes them; else a tuple of its own); ``step``: the view step
+    ``("getitem", (idx,), params)`` that ``register_view`` keeps instead."""
     c = idx.__class__
     if c is int:
-        key = ("getitem", int, idx)
+        key = (int, step, idx)   # (a class first: never equal to recorded_call's keys)
     elif c is slice:
-        key = ("getitem", slice, idx.start, idx.stop, idx.step)
+        key = (slice, step, idx.start, idx.stop, idx.step)
     else:
-        return ("getitem", (_ARGS[0], idx), _NO_PARAMS)
+        return ("getitem", (idx,) if step else (_ARGS[0], idx), _NO_PARAMS)
     fwd = _SHARED_CALLS.get(key)
     if fwd is None:
         if len(_SHARED_CALLS) >= _SHARED_LIMIT:
             _SHARED_CALLS.clear()
-        fwd = _SHARED_CALLS[key] = ("getitem", (_ARGS[0], idx), _NO_PARAMS)
+        fwd = _SHARED_CALLS[key] = ("getitem", (idx,) if step else (_ARGS[0], idx), _NO_PARAMS)
     return fwd
 
 
@@ -2148,7 +2164,7 @@ def basic_index(x, idx, node=None):
         i = record_one(T, node, (ref,), kept, None, _shared_index_call(idx))
         r = tensor_of_entry(T, i, out)
     if shared:
-        register_view(r, x, ("getitem", (idx,), _NO_PARAMS))
+        register_view(r, x, _shared_index_call(idx, True))
     return r
 
 
