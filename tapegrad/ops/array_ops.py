@@ -159,14 +159,14 @@ def _record_call(op, node, args, outs, params, edges=None, shared=False, tensors
         return [wrap(v) for v in outs]
     kept = [np.array(v) if v.__class__ is np.ndarray else v for v in outs] if shared else outs
     n = len(args)
-    if not dead and n == len(refs):   # every argument an input
-        template = arg_numbers(n)
+    if not dead and n == len(refs):   # every argument an input: a shared call
+        name = op.name
+        fwd = _SHARED_CALLS.get((name, n, id(params))) or shared_call(name, n, params)
     else:
-        template = _template(args, edges, op.reads)
+        fwd = (op.name, _template(args, edges, op.reads), params)
     if len(outs) == 1:
-        return [tensor_of_entry(T, record_one(T, node, refs, kept[0], None,
-                                              recorded_call(op.name, template, params)), outs[0])]
-    idx = record(T, node, refs, kept, None, (op.name, template, params))
+        return [tensor_of_entry(T, record_one(T, node, refs, kept[0], None, fwd), outs[0])]
+    idx = record(T, node, refs, kept, None, fwd)
     return [tensor_of_entry(T, i, v) for i, v in zip(idx, outs)]
 
 
@@ -493,9 +493,9 @@ def call_arrays(name, xs, params=None):
         else:
             refs.append(T._ref(x))
     n = len(xs)
-    template = arg_numbers(n) if not dead else _template(xs, None, op.reads)
-    return tensor_of_entry(T, record_one(T, node, refs, out, None,
-                                         recorded_call(name, template, params)), out)
+    fwd = (_SHARED_CALLS.get((name, n, id(params))) or shared_call(name, n, params)) if not dead \
+        else (name, _template(xs, None, op.reads), params)
+    return tensor_of_entry(T, record_one(T, node, refs, out, None, fwd), out)
 
 
 def _unrecorded(ans, dt, extra):
@@ -589,55 +589,56 @@ def arg_numbers(n):
     return t
 
 
-_SHARED_CALLS = {}   # (recorded_call's tuples, by op name, template and params)
+_SHARED_CALLS = {}   # (shared_call's and _shared_index_call's tuples, by their keys)
 _SHARED_LIMIT = 4096
 _EXACT = frozenset((type(None), bool, int, str))   # (values equal only when the same)
 
 
-def recorded_call(name, template, params):
-    """``PyOp.fwd`` ``(name, template, params)``: one tuple shared by every op recorded with
-    the same call, where the template is an argument-number tuple of ``arg_numbers`` and the
-    params are Nones, bools, ints and strs (``sum(dim=None)``, a slice ``x[0:14]``).  A tape
-    keeps a fresh tuple per op alive, which Python's garbage collector traverses again at
-    every full collection (the LSTM objective spent a quarter of its time there).  Keys
-    carry each value's class: ``1``, ``True`` and ``1.0`` are equal as keys, not as
-    arguments; a float (``-0.0 == 0.0``) is never shared."""
-    n = len(template)
-    if template is not (_ARG_TUPLES[n] if n < len(_ARG_TUPLES) else _MANY_ARG_TUPLES.get(n)):
-        return (name, template, params)
-    if params:
+def shared_call(name, n, params):
+    """``PyOp.fwd`` ``(name, arg_numbers(n), params)`` of a call whose ``n`` arguments are
+    all inputs: one tuple shared by every op recorded with the same call, where the params
+    are Nones, bools, ints and strs (``sum(dim=None)``, ``sum(dim=1)``).  A tape keeps a
+    fresh tuple per op alive, which Python's garbage collector traverses again at every
+    full collection (the LSTM objective spent a quarter of its time there).
+
+    Callers first look the call up by the identity of ``params``
+    (``_SHARED_CALLS[name, n, id(params)]``), which finds a module's constant params
+    (``_SUM_ALL``) in one lookup: the shared tuple holds that dict, so no other dict can
+    have its id.  Other keys carry each value's class: ``1``, ``True`` and ``1.0`` are
+    equal as keys, not as arguments; a float (``-0.0 == 0.0``) is never shared."""
+    if not params:
+        key = (name, n)
+    else:
         key = [name, n]
         for k, v in params.items():
             if v.__class__ not in _EXACT:
-                return (name, template, params)
+                return (name, arg_numbers(n), params)
             key += (k, v.__class__, v)
         key = tuple(key)
-    else:
-        key = (name, n)
     fwd = _SHARED_CALLS.get(key)
     if fwd is None:
         if len(_SHARED_CALLS) >= _SHARED_LIMIT:
             _SHARED_CALLS.clear()
-        fwd = _SHARED_CALLS[key] = (name, template, params)
+        fwd = _SHARED_CALLS[key] = (name, arg_numbers(n), params)
+        _SHARED_CALLS[name, n, id(params)] = fwd
     return fwd
 
 
-def _shared_index_call(idx, step=False):
+def _shared_index_call(idx):
     """``recorded_call`` of ``getitem`` with the one-step index ``idx`` (an int or a plain
-    slice, as ``basic_index`` takes them; else a tuple of its own); ``step``: the view step
-    ``("getitem", (idx,), params)`` that ``register_view`` keeps instead."""
+    slice, as ``basic_index`` takes them; else a tuple of its own)."""
     c = idx.__class__
     if c is int:
-        key = (int, step, idx)   # (a class first: never equal to recorded_call's keys)
+        key = (int, idx)   # (a class first: never equal to shared_call's keys)
     elif c is slice:
-        key = (slice, step, idx.start, idx.stop, idx.step)
+        key = (slice, idx.start, idx.stop, idx.step)
     else:
-        return ("getitem", (idx,) if step else (_ARGS[0], idx), _NO_PARAMS)
+        return ("getitem", (_ARGS[0], idx), _NO_PARAMS)
     fwd = _SHARED_CALLS.get(key)
     if fwd is None:
         if len(_SHARED_CALLS) >= _SHARED_LIMIT:
             _SHARED_CALLS.clear()
-        fwd = _SHARED_CALLS[key] = ("getitem", (idx,) if step else (_ARGS[0], idx), _NO_PARAMS)
+        fwd = _SHARED_CALLS[key] = ("getitem", (_ARGS[0], idx), _NO_PARAMS)
     return fwd
 
 
@@ -2164,7 +2165,7 @@ def basic_index(x, idx, node=None):
         i = record_one(T, node, (ref,), kept, None, _shared_index_call(idx))
         r = tensor_of_entry(T, i, out)
     if shared:
-        register_view(r, x, _shared_index_call(idx, True))
+        register_view(r, x, ("getitem", (idx,), _NO_PARAMS))
     return r
 
 

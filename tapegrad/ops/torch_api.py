@@ -52,6 +52,7 @@ def _as(input, dtype):
 
 
 _SUM_ALL, _SUM_ALL_KEEPDIM = {"dim": None, "keepdim": False}, {"dim": None, "keepdim": True}
+_SUM_DIM = {}   # (sum's params over one dim, made once: a recorded call shares them)
 
 
 def sum(input: Tensor, dim: Dim = None, keepdim: bool = False, dtype=None) -> Tensor:  # noqa: A001
@@ -59,7 +60,12 @@ def sum(input: Tensor, dim: Dim = None, keepdim: bool = False, dtype=None) -> Te
     if dim is None and dtype is None:   # (the common case: nothing to convert)
         return call_arrays("sum", (input,), _SUM_ALL_KEEPDIM if keepdim else _SUM_ALL)
     if dim.__class__ is int and dtype is None:   # (one dim: GMM's, k-means' sums)
-        return call_arrays("sum", (input,), {"dim": dim, "keepdim": keepdim})
+        params = _SUM_DIM.get((dim, keepdim)) if keepdim.__class__ is bool else None
+        if params is None:
+            params = {"dim": dim, "keepdim": keepdim}
+            if keepdim.__class__ is bool and len(_SUM_DIM) < 64:
+                _SUM_DIM[dim, keepdim] = params
+        return call_arrays("sum", (input,), params)
     return call("sum", _as(input, dtype), dim=_dims(dim, input.ndim), keepdim=keepdim)
 
 
