@@ -149,6 +149,12 @@ def prod_zero_nan_inf_second(L, T):
     return g.tolist(), _grad(L, g.sum(), x).tolist()
 
 
+def prod_one_zero_element(L, T):   # one element: the gradient as it is (its view)
+    x = T([[-0.0]])
+    g = _grad(L, x.prod(), x, create_graph=True)
+    return g.tolist(), g.requires_grad
+
+
 def prod_two_zeros(L, T):
     x = T([0.0, 2.0, 0.0])
     x.prod().backward()
@@ -369,6 +375,7 @@ CASES = {   # the case, and PyTorch's result
     cumprod_zeros_floats: [[3.0, 0.0, 0.0, 0.0, 0.0], [1.0, 4.5, 0.0, 0.0, 0.0]],
     prod_zero_nan_inf_second: ([[inf, -1.6821609999999998], [nan, nan], [nan, nan], [-0.0, nan]],
                                [[nan, nan], [-inf, nan], [nan, nan], [nan, nan]]),
+    prod_one_zero_element: ([[1.0]], False),
     prod_two_zeros: [0.0, 0.0, 0.0],
     pow_tensor_two_second: (3.0, [2.0, 2.716395324324493]),
     atan2_underflow: [nan, nan, 0.0, -0.0, 0.0, -0.0],

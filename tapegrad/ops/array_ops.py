@@ -994,6 +994,8 @@ def _(g, ans, x, dim=None, keepdim=False):
         _note_no_zeros(x, "prod")
         return (_spread(g, x, dim, keepdim) * (_spread(ans, x, dim, keepdim) / x),)
     if dim is None:
+        if len(_value(x).reshape(-1)) == 1:   # the one element: g as it is, as PyTorch
+            return (call("reshape", g, shape),)
         if not is_grad_enabled() and np.count_nonzero(_value(x) == 0) > 1:
             return (wrap(np.zeros(shape)),)   # PyTorch's zeros_like (no graph to keep)
         return (call("reshape", g * _exclusive_products(call("reshape", x, (-1,)), 0), shape),)
