@@ -448,13 +448,22 @@ def test_recorded_ops_share_their_call_tuples_for_the_garbage_collector():
     with tg.Tape() as T:
         parts = [x[0:14] + 0 for _ in range(50)] + [x[3] * 1 for _ in range(50)]
         sums = [tg.sum(x) for _ in range(50)] + [x.sum(0, keepdim=True) for _ in range(50)]
-    calls = {id(py.fwd) for py in T._py.values()}
-    assert len(calls) == 4, len(calls)
+    kept = list(T._py.values())
+    assert all(py.__class__ is tuple for py in kept)   # (core/pyop.py's packed ops)
+    assert len({py[2] for py in kept}) == 4
     assert len(parts) + len(sums) == 200
-    assert shared_call("sum", 1, {"dim": 1}) is shared_call("sum", 1, {"dim": 1})
-    assert shared_call("sum", 1, {"dim": 1}) is not shared_call("sum", 1, {"dim": True})
-    assert shared_call("fill", 1, {"value": 0.0}) is not shared_call("fill", 1, {"value": 0.0})
-    assert shared_call("sum", 1, {"dim": 1})[1] == (0,) and shared_call("sum", 2, {})[1] == (0, 1)
+    gc.collect()
+    gc.collect()   # (the inputs' tuples untracked in the first, the ops' in the second)
+    assert not gc.is_tracked(T._py)   # (nothing for a full collection to traverse)
+    assert [tg.core.pyop.pyop_at(T, e).fwd for e in sorted(T._py)[::50]] == [
+        ("getitem", (0, slice(0, 14)), {}), ("getitem", (0, 3), {}),
+        ("sum", (0,), {"dim": None, "keepdim": False}), ("sum", (0,), {"dim": 0, "keepdim": True})]
+    assert shared_call("sum", 1, {"dim": 1}) == shared_call("sum", 1, {"dim": 1})
+    assert shared_call("sum", 1, {"dim": 1}) != shared_call("sum", 1, {"dim": True})
+    assert shared_call("fill", 1, {"value": 0.0}) is None   # (-0.0 == 0.0: never shared)
+    calls = tg.core.pyop.CALLS
+    assert calls[shared_call("sum", 1, {"dim": True})] == ("sum", (0,), {"dim": True})
+    assert calls[shared_call("sum", 2, {})][1] == (0, 1)
     g = tg.autograd.grad(sum(p.sum() for p in parts) + sum(s.sum() for s in sums), x)[0]
     expect = np.full(56, 100.0)
     expect[:14] += 50

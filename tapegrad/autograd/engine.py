@@ -43,6 +43,7 @@ from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC
 from ..core.dtypes import Size
 from ..core.shapes import broadcast_view
 from ..core.graph import LEAF_STATE, node_input_slots, node_name, node_state
+from ..core.pyop import pyop_at, pyop_inputs, pyop_name, pyop_nout
 from ..core.tensor import Tensor, tensor_of_entry, wrap
 from ..ops.array_ops import (constant_changed, full_reduction_scale, pyop_backward,
                               pyop_constant_backward, pyop_numpy_backward,
@@ -104,7 +105,7 @@ def _check(T, status, i):
     if status == 2:
         code = T._entry(i)[0]
         node = optable.OPS[code].node if code < N_ELEMENTWISE else \
-            T._py[i].name if i in T._py else OP_NAMES[code]
+            pyop_name(T._py[i]) if i in T._py else OP_NAMES[code]
         raise RuntimeError(
             "one of the variables needed for gradient computation has been modified by "
             f"an inplace operation: it was saved by entry {i} ({node}) of {T!r}, and "
@@ -246,7 +247,7 @@ class WalkIndex:
                 ptr, refs = [], []
                 end = int(self.head_ptr[-1])
                 for h in heads:
-                    inputs = py[h].inputs
+                    inputs = pyop_inputs(py[h])
                     refs.extend(inputs)
                     end += len(inputs)
                     ptr.append(end)
@@ -281,7 +282,7 @@ class WalkPlan:
         self.n = len(op)
         self.key = (op.tobytes(), a.tobytes(), b.tobytes())
         self.stops = [int(s) for s in T._stops]   # (a NodeState is its entry; not kept)
-        self.inputs = [py.inputs for py in T._py.values()]
+        self.inputs = [pyop_inputs(py) for py in T._py.values()]
         self.index = self.seeds = self.reached = self.arrays = self.sizes = self.layout = None
 
     def matches(self, T, op, a, b):
@@ -289,7 +290,7 @@ class WalkPlan:
         ``b``)?"""
         return (self.n == len(op) and self.stops == T._stops
                 and self.key == (op.tobytes(), a.tobytes(), b.tobytes())
-                and self.inputs == [py.inputs for py in T._py.values()])
+                and self.inputs == [pyop_inputs(py) for py in T._py.values()])
 
     def keep_index(self, ix):
         """Keep a copy of WalkIndex ``ix`` (the tape's may grow later; stopmark in place)."""
@@ -550,7 +551,7 @@ class TapeArrays:
         T, op, dirty = self.tape, self.op, self.dirty
         outs = np.flatnonzero(op == PYOUT) if entries is None else entries[op[entries] == PYOUT]
         for e in outs.tolist():
-            py = T._py.get(self.a[e])
+            py = pyop_at(T, self.a[e])
             if py is not None and py.name == "broadcast" and py.fwd is not None:
                 src = py.inputs[0]
                 if src >= 0 and dirty[src] > dirty[e]:
@@ -1171,8 +1172,9 @@ def entry_grads(adj, i, g, changed=None):
 def _broadcast_source(T, r):
     """The entry that operand ``r`` broadcasts (implicit broadcasting has no node), or None."""
     code, ra, _ = T._entry(r)
-    if code == PYOUT and T._py[ra].fwd is not None and T._py[ra].name == "broadcast":
-        return T._py[ra].inputs[0]
+    py = pyop_at(T, ra) if code == PYOUT else None
+    if py is not None and py.fwd is not None and py.name == "broadcast":
+        return py.inputs[0]
     return None
 
 
@@ -1200,7 +1202,7 @@ def call_node(node, *grads):
         slots = node_input_slots(T, i)          # one per edge (next_functions)
         refs, out = [refs[k] for k in slots], [out[k] for k in slots]
     else:
-        py = T._py[i]
+        py = pyop_at(T, i)
         _check_saved(A, i, py)
         grads = [adj.tensor(i + 1 + k) if g is None else g for k, g in enumerate(grads)]
         out = pyop_backward(py, grads, adj.saved, [adj.saved(i + 1 + k) for k in range(py.nout)])
@@ -1361,7 +1363,7 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
         for s, scale in zip(stops, scales):
             if pos > s:
                 py = T._py.get(s)
-                if py is not None and pos <= s + py.nout:
+                if py is not None and pos <= s + pyop_nout(py):
                     # only the head's own outputs lie between (a Python op's result is
                     # where most walks start): they pass reach to it, no kernel call
                     for k in range(s + 1, pos + 1):
@@ -1379,7 +1381,7 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
             if python and scale is not None:   # (a hook that ran may have attached one)
                 scale = _spread_scale(adj, T, s, needed)
             if scale is not None:
-                r = T._py[s].inputs[0]
+                r = pyop_inputs(T._py[s])[0]
                 g = adj.adj[s + 1]
                 adj.add_number(r, g if scale == 1.0 else g * scale)
                 reached[r] = 1
@@ -1397,7 +1399,7 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
                     # a hook's own result in place of sgn's zero tensor (g + 1): a gradient
                     # like any other from here, not a zero tensor the sweep passes on as +0
                     reached[s] = 1
-            py = None if pruned else T._py.get(s)
+            py = None if pruned else pyop_at(T, s)
             state = None if pruned else node_state(T, s)   # hooks on the node (autograd.graph)
             if py is not None:
                 _check_saved(A, s, py)
@@ -1490,7 +1492,7 @@ def _spread_scale(adj, T, s, needed):
     pruned by ``inputs=``; else None (the walk calls its rule)."""
     if adj.create_graph or (needed is not None and not needed[s]):
         return None
-    py = T._py.get(s)
+    py = pyop_at(T, s)
     if py is None or py.backward_fn is not None or len(py.inputs) != 1 or py.inputs[0] < 0:
         return None
     arrays = T._arr

@@ -25,6 +25,7 @@ import numpy as np
 from ..core import optable
 from ..core.graph import (AccumulateGrad, Node, RemovableHandle, leaf_state_for, node_state,
                           node_state_for, node_states)
+from ..core.pyop import pyop_at, pyop_inputs, pyop_name
 from ..core.kernels import NO_GRAD, SAVES_OUT, SAVES_X, SAVES_Y, SAVES_Z
 from ..core.tape import (CONST, LEAF, LINK, N_ELEMENTWISE, PYOUT, SECOND_BACKWARD, Tape,
                          recording)
@@ -112,8 +113,8 @@ def operand_tensor(T, i, r, number=False, condition=False):
     if code == LINK:
         S, j = T._links[r]
         return operand_tensor(S, j, j)
-    if code == PYOUT and T._py[ra].name == "broadcast":  # implicit broadcasting: no node
-        return operand_tensor(T, i, T._py[ra].inputs[0])
+    if code == PYOUT and pyop_name(T._py[ra]) == "broadcast":  # implicit broadcasting: no node
+        return operand_tensor(T, i, pyop_inputs(T._py[ra])[0])
     return tensor_of_entry(T, r, T._value(r))
 
 
@@ -144,7 +145,7 @@ def _packed(T, i, r):
 
 
 def _function_ctx(T, i):
-    py = T._py.get(i) if T is not None else None
+    py = pyop_at(T, i) if T is not None else None
     return None if py is None else getattr(py.backward_fn, "ctx", None)
 
 
@@ -415,8 +416,8 @@ def release_saved(T, freed, stops):
             st.packed = None
     py_ops = T._py
     for head in stops:
-        py = py_ops.get(head)
-        ctx = None if py is None else getattr(py.backward_fn, "ctx", None)
+        py = py_ops.get(head)   # (a packed one has no Function: pyop_at's backward_fn is None)
+        ctx = None if py is None or py.__class__ is tuple else getattr(py.backward_fn, "ctx", None)
         if ctx is not None and head < len(freed) and freed[head]:
             ctx.release()
 

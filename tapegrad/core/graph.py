@@ -10,6 +10,7 @@ import math
 import weakref
 
 from . import optable
+from .pyop import pyop_inputs, pyop_name
 from .tape import ARG, CONST, LEAF, LINK, PYFUNC, PYOUT, N_ELEMENTWISE
 
 _CLASSES = {}
@@ -269,7 +270,7 @@ def node_name(T, i):
     if code == PYOUT:
         return node_name(T, ra)
     if code == PYFUNC:
-        return T._py[i].name
+        return pyop_name(T._py[i])
     if code >= N_ELEMENTWISE:
         return optable.STRUCTURAL[code - N_ELEMENTWISE]
     op = optable.OPS[code]
@@ -298,8 +299,7 @@ def _edge(T, r):
     if code in (CONST, ARG):
         return (None, 0)
     if code == PYOUT:
-        op = T._py[ra]
-        if op.name == "broadcast":  # implicit broadcasting has no node, as in PyTorch
-            return _edge(T, op.inputs[0])
+        if pyop_name(T._py[ra]) == "broadcast":   # implicit broadcasting has no node, as PyTorch
+            return _edge(T, pyop_inputs(T._py[ra])[0])
         return (node_for(T, ra), r - ra - 1)
     return (node_for(T, r), 0)

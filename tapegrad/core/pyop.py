@@ -7,6 +7,8 @@ backward with the outputs' adjoints.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from . import interrupts
@@ -50,6 +52,61 @@ def record(T, name, refs, values, backward_fn, fwd=None):
     return [push(PYOUT, head, -1, v) for v in values]
 
 
+# Shared calls, by number: ``(array op name, template, params)`` tuples that many recorded
+# ops share (ops/array_ops.py decides which calls are shared).  Append-only, so a number
+# stays valid as long as the process; past CALLS_LIMIT, calls are no longer shared.
+CALLS = []
+CALLS_LIMIT = 1 << 16
+
+
+_REGISTERING = threading.Lock()   # (a number read after another thread's append would be its)
+
+
+def register_call(fwd):
+    """The number of shared call ``fwd`` (appended to ``CALLS``), or None once full."""
+    with _REGISTERING:
+        if len(CALLS) >= CALLS_LIMIT:
+            return None
+        CALLS.append(fwd)
+        return len(CALLS) - 1
+
+
+def record_shared(T, name, refs, value, call):
+    """``record_one`` of an array op with one output whose call is shared call number
+    ``call``.  The tape holds ``(name, inputs, call)``, a tuple of strs and ints, in place of
+    a ``PyOp``: Python's garbage collector stops tracking such a tuple at its first
+    collection (and the dict of them, once every value is one), where every PyOp a tape
+    keeps alive is traversed again at each full collection (10% of the LSTM objective).
+    ``pyop_at`` gives the ``PyOp``."""
+    head = T._push_pyop(value)
+    T._py[head] = (name, tuple(refs), call)
+    T._stops.append(head)
+    return head + 1
+
+
+def pyop_at(T, head):
+    """The ``PyOp`` recorded at head entry ``head`` of tape ``T``, or None."""
+    py = T._py.get(head)
+    if py.__class__ is tuple:
+        return PyOp(py[0], py[1], None, 1, CALLS[py[2]])
+    return py
+
+
+def pyop_inputs(py):
+    """The input references of a value of a tape's ``_py`` (a ``PyOp`` or a packed one)."""
+    return py[1] if py.__class__ is tuple else py.inputs
+
+
+def pyop_nout(py):
+    """The number of outputs of a value of a tape's ``_py`` (a packed one has one)."""
+    return 1 if py.__class__ is tuple else py.nout
+
+
+def pyop_name(py):
+    """The node name of a value of a tape's ``_py`` (a ``PyOp`` or a packed one)."""
+    return py[0] if py.__class__ is tuple else py.name
+
+
 def record_one(T, name, refs, value, backward_fn, fwd=None):
     """``record`` of an op with one output (most ops): returns the output entry's index."""
     head = T._push_pyop(value)
@@ -66,9 +123,10 @@ def note_index_versions(t, indices):
     T = t._tape
     if T is None or not indices:
         return
-    py = T._py.get(t._entry - 1)
+    py = pyop_at(T, t._entry - 1)
     if py is not None and py.nout == 1:
         py.versions = tuple((s, s._version) for s in indices)
+        T._py[t._entry - 1] = py   # (a packed one unpacked: it holds the versions)
 
 
 def record_broadcast(T, r, value, shape):
@@ -93,4 +151,4 @@ def record_broadcast(T, r, value, shape):
 _FIRST_ARG = (Arg(0),)   # (the template of a broadcast's call: an Arg is immutable)
 
 
-interrupts.protect(record, record_one)
+interrupts.protect(record, record_one, record_shared)

@@ -487,8 +487,9 @@ class Tape:
         code, ra, rb = self._entry(i)
         if code == PYOUT:
             return (ra,)
-        if code == PYFUNC:
-            return tuple(self._py[i].inputs)
+        if code == PYFUNC:   # (a PyOp, or core/pyop.py's packed tuple: name, inputs, call)
+            py = self._py[i]
+            return tuple(py[1] if py.__class__ is tuple else py.inputs)
         if code >= N_ELEMENTWISE:
             return ()
         arity = optable.OPS[code].arity
@@ -500,7 +501,8 @@ class Tape:
     def __iter__(self) -> Iterator[Entry]:
         for i in range(len(self)):
             code = self._entry(i)[0]
-            name = self._py[i].name if code == PYFUNC else OP_NAMES[code]
+            py = self._py.get(i) if code == PYFUNC else None
+            name = OP_NAMES[code] if py is None else py[0] if py.__class__ is tuple else py.name
             ins = tuple(r for r in self._inputs(i) if r >= 0)
             yield Entry(i, name, ins, i, self._value(i))
 

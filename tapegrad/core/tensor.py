@@ -861,7 +861,7 @@ def own_the_old_value(T, start, t, mem):
             if shared and a is not None and np.may_share_memory(a, mem):
                 arrays[k] = a.copy()
         py = pys.get(k)
-        if py is not None:
+        if py is not None and py.__class__ is not tuple:   # (a packed one has no constants)
             for a in py.fwd[1]:
                 if a.__class__ is Tensor and a.__dict__.get("_constant_of", (None,))[0] is t:
                     del a.__dict__["_constant_of"]

@@ -23,7 +23,7 @@ import numpy as np
 from ..core.elementwise import FUNCTIONS as ELEMENTWISE
 from ..core.dtypes import scalar_type_name
 from ..core.shapes import broadcast_view, torch_layout, wrap_dim, wrap_dims
-from ..core.pyop import Arg, record, record_one
+from ..core.pyop import Arg, record, record_one, record_shared, register_call
 from ..core.grad_mode import is_grad_enabled
 from ..core.numba_jit import jit
 from ..core.tape import next_tape, recording
@@ -159,11 +159,17 @@ def _record_call(op, node, args, outs, params, edges=None, shared=False, tensors
         return [wrap(v) for v in outs]
     kept = [np.array(v) if v.__class__ is np.ndarray else v for v in outs] if shared else outs
     n = len(args)
-    if not dead and n == len(refs):   # every argument an input: a shared call
-        name = op.name
-        fwd = _SHARED_CALLS.get((name, n, id(params))) or shared_call(name, n, params)
+    name = op.name
+    if not dead and n == len(refs):   # every argument an input
+        if len(outs) == 1:
+            number = _SHARED_CALLS.get((name, n, id(params)))
+            if number is None:
+                number = shared_call(name, n, params)
+            if number is not None:
+                return [tensor_of_entry(T, record_shared(T, node, refs, kept[0], number), outs[0])]
+        fwd = (name, arg_numbers(n), params)
     else:
-        fwd = (op.name, _template(args, edges, op.reads), params)
+        fwd = (name, _template(args, edges, op.reads), params)
     if len(outs) == 1:
         return [tensor_of_entry(T, record_one(T, node, refs, kept[0], None, fwd), outs[0])]
     idx = record(T, node, refs, kept, None, fwd)
@@ -493,9 +499,15 @@ def call_arrays(name, xs, params=None):
         else:
             refs.append(T._ref(x))
     n = len(xs)
-    fwd = (_SHARED_CALLS.get((name, n, id(params))) or shared_call(name, n, params)) if not dead \
-        else (name, _template(xs, None, op.reads), params)
-    return tensor_of_entry(T, record_one(T, node, refs, out, None, fwd), out)
+    if not dead:
+        number = _SHARED_CALLS.get((name, n, id(params)))
+        if number is None:
+            number = shared_call(name, n, params)
+        if number is not None:
+            return tensor_of_entry(T, record_shared(T, node, refs, out, number), out)
+        return tensor_of_entry(T, record_one(T, node, refs, out, None, (name, arg_numbers(n), params)), out)
+    return tensor_of_entry(T, record_one(T, node, refs, out, None,
+                                         (name, _template(xs, None, op.reads), params)), out)
 
 
 def _unrecorded(ans, dt, extra):
@@ -589,21 +601,21 @@ def arg_numbers(n):
     return t
 
 
-_SHARED_CALLS = {}   # (shared_call's and _shared_index_call's tuples, by their keys)
-_SHARED_LIMIT = 4096
+_SHARED_CALLS = {}   # (shared calls' numbers in CALLS, by shared_call's and _shared_index_call's keys)
 _EXACT = frozenset((type(None), bool, int, str))   # (values equal only when the same)
 
 
 def shared_call(name, n, params):
-    """``PyOp.fwd`` ``(name, arg_numbers(n), params)`` of a call whose ``n`` arguments are
-    all inputs: one tuple shared by every op recorded with the same call, where the params
-    are Nones, bools, ints and strs (``sum(dim=None)``, ``sum(dim=1)``).  A tape keeps a
-    fresh tuple per op alive, which Python's garbage collector traverses again at every
-    full collection (the LSTM objective spent a quarter of its time there).
+    """The number in ``CALLS`` (core/pyop.py) of the call ``(name, arg_numbers(n),
+    params)`` whose ``n`` arguments are all inputs, where the params are Nones, bools, ints
+    and strs (``sum(dim=None)``, ``sum(dim=1)``), else None.  Every op recorded with the
+    same call shares it (``record_shared``): a tape kept a fresh tuple and a ``PyOp`` per
+    op alive, which Python's garbage collector traversed again at every full collection
+    (the LSTM objective spent a quarter of its time there).
 
     Callers first look the call up by the identity of ``params``
     (``_SHARED_CALLS[name, n, id(params)]``), which finds a module's constant params
-    (``_SUM_ALL``) in one lookup: the shared tuple holds that dict, so no other dict can
+    (``_SUM_ALL``) in one lookup: ``CALLS`` holds that dict for good, so no other dict can
     have its id.  Other keys carry each value's class: ``1``, ``True`` and ``1.0`` are
     equal as keys, not as arguments; a float (``-0.0 == 0.0``) is never shared."""
     if not params:
@@ -612,34 +624,33 @@ def shared_call(name, n, params):
         key = [name, n]
         for k, v in params.items():
             if v.__class__ not in _EXACT:
-                return (name, arg_numbers(n), params)
+                return None
             key += (k, v.__class__, v)
         key = tuple(key)
-    fwd = _SHARED_CALLS.get(key)
-    if fwd is None:
-        if len(_SHARED_CALLS) >= _SHARED_LIMIT:
-            _SHARED_CALLS.clear()
-        fwd = _SHARED_CALLS[key] = (name, arg_numbers(n), params)
-        _SHARED_CALLS[name, n, id(params)] = fwd
-    return fwd
+    number = _SHARED_CALLS.get(key)
+    if number is None:
+        number = register_call((name, arg_numbers(n), params))
+        if number is not None:
+            _SHARED_CALLS[key] = _SHARED_CALLS[name, n, id(params)] = number
+    return number
 
 
 def _shared_index_call(idx):
-    """``recorded_call`` of ``getitem`` with the one-step index ``idx`` (an int or a plain
-    slice, as ``basic_index`` takes them; else a tuple of its own)."""
+    """``shared_call`` of ``getitem`` with the one-step index ``idx`` (an int or a plain
+    slice, as ``basic_index`` takes them), else None."""
     c = idx.__class__
     if c is int:
         key = (int, idx)   # (a class first: never equal to shared_call's keys)
     elif c is slice:
         key = (slice, idx.start, idx.stop, idx.step)
     else:
-        return ("getitem", (_ARGS[0], idx), _NO_PARAMS)
-    fwd = _SHARED_CALLS.get(key)
-    if fwd is None:
-        if len(_SHARED_CALLS) >= _SHARED_LIMIT:
-            _SHARED_CALLS.clear()
-        fwd = _SHARED_CALLS[key] = ("getitem", (_ARGS[0], idx), _NO_PARAMS)
-    return fwd
+        return None
+    number = _SHARED_CALLS.get(key)
+    if number is None:
+        number = register_call(("getitem", (_ARGS[0], idx), _NO_PARAMS))
+        if number is not None:
+            _SHARED_CALLS[key] = number
+    return number
 
 
 def _template(args, edges=None, reads=None):
@@ -2164,7 +2175,9 @@ def basic_index(x, idx, node=None):
             T = next_tape(T, (x,))
         ref = x._entry if tape is T else T._ref(x)
         kept = np.array(out) if shared and out.__class__ is np.ndarray else out
-        i = record_one(T, node, (ref,), kept, None, _shared_index_call(idx))
+        number = _shared_index_call(idx)
+        i = record_one(T, node, (ref,), kept, None, ("getitem", (_ARGS[0], idx), _NO_PARAMS)) \
+            if number is None else record_shared(T, node, (ref,), kept, number)
         r = tensor_of_entry(T, i, out)
     if shared:
         register_view(r, x, ("getitem", (idx,), _NO_PARAMS))

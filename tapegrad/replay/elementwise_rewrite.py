@@ -23,7 +23,7 @@ import numpy as np
 from ..core import optable
 from ..core.elementwise import FUNCTIONS
 from ..core.forward import SCALAR_FORWARD
-from ..core.pyop import Arg
+from ..core.pyop import Arg, pyop_at
 from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC, PYOUT, Tape,
                          recording)
 from ..core.tensor import Tensor, ieee_value, note_comparison_use, tensor_of_entry, wrap
@@ -666,7 +666,7 @@ def scalarize_tape(T, inputs, outputs):
             elif code in (CONST, LINK):
                 vals[i] = _as_arg(T._value(i))
             elif code == PYFUNC:
-                py = T._py[i]
+                py = pyop_at(T, i)
                 if py.fwd is None:
                     raise NotImplementedError(
                         f"compile(): tape entry {i} ({py.name}) is a custom Function or an op "

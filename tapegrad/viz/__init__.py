@@ -20,6 +20,7 @@ from collections import Counter
 import numpy as np
 
 from ..core.graph import AccumulateGrad
+from ..core.pyop import pyop_at, pyop_name
 from ..core.tape import ARG, OP_NAMES, PYFUNC, PYOUT, Tape
 from ..core.tensor import Tensor, extend
 
@@ -51,7 +52,8 @@ def _row(tape, i, sweep):
     """(index, op, inputs, output, value, adjoint) of entry ``i``, as strings."""
     code, ra, rb = tape._entry(i)
     if code == PYFUNC:
-        op, refs = tape._py[i].name, tape._py[i].inputs
+        py = pyop_at(tape, i)
+        op, refs = py.name, py.inputs
     elif code == PYOUT:
         op, refs = OP_NAMES[code], (ra,)       # output k of the pyfunc head ``ra``
     elif code == ARG:
@@ -91,7 +93,7 @@ def _counts(tape):
     counts = Counter({OP_NAMES[c]: int(k) for c, k in enumerate(per_code) if k})
     if tape._py:  # python ops by their own names (SumBackward0, a custom Function, ...)
         del counts[OP_NAMES[PYFUNC]]
-        counts.update(p.name for p in tape._py.values())
+        counts.update(pyop_name(p) for p in tape._py.values())
     return counts.most_common()
 
 
