@@ -43,7 +43,7 @@ from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC
 from ..core.dtypes import Size
 from ..core.shapes import broadcast_view
 from ..core.graph import LEAF_STATE, node_input_slots, node_name, node_state
-from ..core.pyop import pyop_at, pyop_inputs, pyop_name, pyop_nout
+from ..core.pyop import pyop_array_call, pyop_at, pyop_inputs, pyop_name, pyop_nout
 from ..core.tensor import Tensor, tensor_of_entry, wrap
 from ..ops.array_ops import (constant_changed, full_reduction_scale, pyop_backward,
                               pyop_constant_backward, pyop_numpy_backward,
@@ -1492,14 +1492,15 @@ def _spread_scale(adj, T, s, needed):
     pruned by ``inputs=``; else None (the walk calls its rule)."""
     if adj.create_graph or (needed is not None and not needed[s]):
         return None
-    py = pyop_at(T, s)
-    if py is None or py.backward_fn is not None or len(py.inputs) != 1 or py.inputs[0] < 0:
+    py = T._py.get(s)
+    call = None if py is None else pyop_array_call(py)   # (a stop's PyOp is not made here)
+    if call is None or len(call[0]) != 1 or call[0][0] < 0:
         return None
     arrays = T._arr
     if s + 1 in arrays or T._hooks.get(s) or node_state(T, s) is not None:
         return None    # (a result that is not a float64 number: float32, keepdim)
-    x = arrays.get(py.inputs[0])
-    return full_reduction_scale(py, 1 if x is None else x.size)
+    x = arrays.get(call[0][0])
+    return full_reduction_scale(call[1], 1 if x is None else x.size)
 
 
 class Grads:

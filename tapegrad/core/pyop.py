@@ -92,6 +92,14 @@ def pyop_at(T, head):
     return py
 
 
+def pyop_array_call(py):
+    """``(inputs, fwd)`` of a value of a tape's ``_py`` that is an array op (a ``PyOp`` or a
+    packed one), without making a ``PyOp``; None for a custom Function."""
+    if py.__class__ is tuple:
+        return py[1], CALLS[py[2]]
+    return None if py.backward_fn is not None else (py.inputs, py.fwd)
+
+
 def pyop_inputs(py):
     """The input references of a value of a tape's ``_py`` (a ``PyOp`` or a packed one)."""
     return py[1] if py.__class__ is tuple else py.inputs

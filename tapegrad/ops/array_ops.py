@@ -975,13 +975,12 @@ mean.defvjp(lambda g, ans, x, dim=None, keepdim=False:
             (_spread(g * (_numel(ans) / max(_numel(x), 1)), x, dim, keepdim),))
 
 
-def full_reduction_scale(py, numel):
-    """For recorded op ``py``, a sum or mean of every element of an input of ``numel``
+def full_reduction_scale(fwd, numel):
+    """For a recorded op's call ``fwd``, a sum or mean of every element of an input of ``numel``
     elements to one number: the factor ``c`` of its rules above, whose input gradient is
     ``g * c`` in every element (``g``: the result's gradient); None for any other op.
     The float walk adds that number itself, without a rule call, array-op dispatch and
     grad-mode switch (most of a small backward's cost); create_graph runs the rules."""
-    fwd = py.fwd
     if fwd is None or fwd[0] not in ("sum", "mean"):
         return None
     params = fwd[2]
