@@ -469,3 +469,22 @@ def test_recorded_ops_share_their_call_tuples_for_the_garbage_collector():
     expect[:14] += 50
     expect[3] += 50
     np.testing.assert_array_equal(g.numpy(), expect)
+
+
+def test_past_the_shared_calls_limit_ops_record_their_own_calls(monkeypatch):
+    # CALLS is append-only (a call number stays valid for good); once full, new calls are
+    # recorded as PyOps with their own call, with the same gradients
+    from tapegrad.core import pyop
+    from tapegrad.ops import array_ops
+    monkeypatch.setattr(pyop, "CALLS_LIMIT", len(pyop.CALLS))
+    monkeypatch.setattr(array_ops, "_SHARED_CALLS", {})   # (as if no call were shared yet)
+    x = tg.tensor(np.arange(40.0), requires_grad=True)
+    with tg.Tape() as T:
+        parts = [x[i:i + 29 + i % 3] for i in range(7)]
+        y = sum((p * p).sum() for p in parts)
+    assert all(py.__class__ is pyop.PyOp for py in T._py.values())
+    g = tg.autograd.grad(y, x)[0].numpy()
+    expect = np.zeros(40)
+    for i in range(7):
+        expect[i:i + 29 + i % 3] += 2 * np.arange(40.0)[i:i + 29 + i % 3]
+    np.testing.assert_array_equal(g, expect)

@@ -54,9 +54,10 @@ def record(T, name, refs, values, backward_fn, fwd=None):
 
 # Shared calls, by number: ``(array op name, template, params)`` tuples that many recorded
 # ops share (ops/array_ops.py decides which calls are shared).  Append-only, so a number
-# stays valid as long as the process; past CALLS_LIMIT, calls are no longer shared.
+# stays valid as long as the process; past CALLS_LIMIT (a program slicing at ever new
+# offsets, ``x[i:i + 3]``: a few MB of calls and keys by then), calls are no longer shared.
 CALLS = []
-CALLS_LIMIT = 1 << 16
+CALLS_LIMIT = 1 << 14
 
 
 _REGISTERING = threading.Lock()   # (a number read after another thread's append would be its)
