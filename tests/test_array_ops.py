@@ -77,6 +77,10 @@ def _index_put(x, v):
 
 
 CASES["index_put"] = [(_index_put, [(3, 4), (2,)])]
+CASES["index_put_add"] = [(lambda x, v: (x * 1.0).index_put((tg.tensor([1, 1, 0]),), v, accumulate=True) ** 2,
+                           [(3, 4), (3, 4)]),
+                          (lambda x, v: x.index_put((tg.tensor([2, 0]), tg.tensor([1, 1])), v * v,
+                                                    accumulate=True), [(3, 4), ()])]
 
 
 def _through_view(x):

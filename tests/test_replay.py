@@ -623,3 +623,23 @@ def test_a_change_where_nothing_records_after_the_outputs_leaves_them_replayable
     f = tape.compile([a], [y])
     value, grad = f.value_and_grad([np.array([1.0, 2.0])])
     assert value == 5.0 and grad.tolist() == [2.0, 4.0]
+
+
+def test_a_recorded_number_assigned_at_an_index_tensor_or_a_slice_replays():
+    # ``y[i] = x[0] * 2`` with an index tensor (index_put) or a slice wrote the recorded
+    # number where NumPy read its array: compile raised; one place keeps the element itself
+    def fn(x):
+        y = x * 1.0
+        y[tg.tensor([1])] = x[0] * 2.0
+        y[0:2] = y[1] * x[2]
+        y[2] = x[1] - 1.0
+        y[tg.tensor([True, False, True])] = y[0] * x[1]
+        return (y ** 3).sum()
+    f = tg.compile(fn)
+    for x in (np.array([1.0, 2.0, 3.0]), np.array([0.5, -1.0, 4.0])):
+        xt = tg.tensor(x, requires_grad=True)
+        want = fn(xt)
+        want.backward()
+        v, g = f.value_and_grad(x)
+        assert v == pytest.approx(float(want), rel=1e-14)
+        np.testing.assert_allclose(g, xt.grad.numpy(), rtol=1e-14)

@@ -2273,6 +2273,27 @@ def _(g, ans, x, idx, v):
     return (lambda: call("index_put", g, idx, 0.0), None, dv)
 
 
+@defop("index_put_add", "IndexPutBackward0", method=False, reads=(1,))
+def index_put_add(x, idx, v):
+    """``x`` with ``v`` added at ``idx`` (``index_put(..., accumulate=True)``): a place the
+    index repeats gets every value there, as in PyTorch."""
+    out = np.array(x, dtype=np.result_type(x, np.asarray(v)) if np.asarray(x).dtype.kind != "f"
+                   else np.asarray(x).dtype)
+    v = np.asarray(v)
+    view, last = view_at(out, idx)
+    np.add.at(view, last, v.reshape(without_leading_ones(v.shape)))
+    return out
+
+
+@index_put_add.defvjp
+def _(g, ans, x, idx, v):
+    # x's gradient is g; v's is g at idx, summed back over the broadcast and shaped like v
+    def dv():
+        gv = sum_to(index(g, idx), without_leading_ones(_shape(v)))
+        return gv if _shape(gv) == _shape(v) else call("reshape", gv, _shape(v))
+    return (g, None, dv)
+
+
 @defop("to_dtype", "ToCopyBackward0", method=False, cast=False, saves=False)
 def to_dtype(x, dtype):
     return x.astype(dtype)

@@ -352,6 +352,40 @@ index_add.defvjp(lambda g, ans, x, dim, index, source, alpha=1:
                   lambda: _index_add_source_grad(g, dim, _value(index), source, alpha)))
 
 
+@defop("index_copy", "IndexCopyBackward0", method=False, saves=False)
+def index_copy(x, dim, index, source):
+    """``x`` with its slices along ``dim`` at ``index`` replaced by ``source``'s (a place the
+    index repeats gets one of them, as PyTorch leaves it unspecified which)."""
+    out = np.array(x, copy=True)
+    if out.ndim == 0:
+        out[()] = np.asarray(source).reshape(())
+        return out
+    sl = [slice(None)] * out.ndim
+    sl[wrap_dim(dim, out.ndim)] = np.asarray(index).reshape(-1)
+    out[tuple(sl)] = source
+    return out
+
+
+def _index_copy_grads(g, dim, index, source):
+    # PyTorch's: x gets g with the copied slices zeroed (index_fill: +0.), source the
+    # slices of g at index
+    if not _shape(g):
+        return call("masked_fill", g, np.array(True), 0.0), call("reshape", g, _shape(source))
+    dim = wrap_dim(dim, len(_shape(g)))
+    index = np.asarray(index).reshape(-1)
+    copied = np.zeros(_shape(g)[dim], bool)
+    copied[index] = True
+    copied = copied.reshape([-1 if k == dim else 1 for k in range(len(_shape(g)))])
+    gs = call("index_select", g, dim, index)
+    return call("masked_fill", g, copied, 0.0), \
+        gs if _shape(gs) == _shape(source) else call("reshape", gs, _shape(source))
+
+
+index_copy.defvjp(lambda g, ans, x, dim, index, source:
+                  (lambda: _index_copy_grads(g, dim, _value(index), source)[0], None, None,
+                   lambda: _index_copy_grads(g, dim, _value(index), source)[1]))
+
+
 @defop("masked_fill", lambda x, mask, value: "MaskedFillBackward1" if _is_tensor_value(value)
        else "MaskedFillBackward0", method=False, saves=False)
 def masked_fill(x, mask, value):

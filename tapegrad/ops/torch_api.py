@@ -1307,6 +1307,56 @@ def index_add(input, dim, index, source, *, alpha=1):
     return _noting_index(call("index_add", input, dim, index, source, alpha=alpha), tensors)
 
 
+def index_copy(input, dim, index, source):
+    """``input`` with its slices along ``dim`` at ``index`` replaced by ``source``'s."""
+    tensors = index_tensors(index)
+    index = np.asarray(index_value(index))
+    if index.ndim > 1:
+        raise IndexError(f"index_copy_(): Index should have dimension 1 or 0 (got {index.ndim})")
+    if index.dtype.kind not in "iu":
+        raise RuntimeError("index_copy_(): Expected a long tensor for index, but got "
+                           f"{_TYPE_NAMES.get(index.dtype.name, index.dtype.name)}")
+    index = index.astype(np.int64).reshape(-1)
+    dim = wrap_dim(dim, builtins.max(input.ndim, 1))
+    n = input.shape[dim] if input.ndim else 1
+    k = source.shape[dim] if source.ndim else 1
+    if index.size != k:
+        raise IndexError(f"index_copy_(): Number of indices ({index.size}) should be equal to "
+                         f"source.size(dim) ({k})")
+    bad = index[(index < -n) | (index >= n)] if index.size else index
+    if bad.size:
+        raise IndexError(f"index_copy_(): index {bad[0]} is out of bounds for dimension {dim} "
+                         f"with size {n}")
+    return _noting_index(call("index_copy", input, dim, index % builtins.max(n, 1), source), tensors)
+
+
+def index_put(input, indices, values, accumulate=False):
+    """``input`` with ``values`` written at the advanced index ``indices`` (a tuple of
+    integer or mask tensors); ``accumulate``: added, a repeated place getting every value."""
+    if not isinstance(indices, (tuple, list)):
+        raise TypeError("index_put(): argument 'indices' (position 1) must be tuple of Tensors, "
+                        f"not {type(indices).__name__}")
+    if not isinstance(values, Tensor):
+        raise TypeError("index_put(): argument 'values' (position 2) must be Tensor, not "
+                        f"{type(values).__name__}")
+    idx = tuple(indices)
+    tensors = index_tensors(idx)
+    note_recorded_index(idx)
+    idx = index_value(idx)
+    check_index(input, idx)
+    target = index_shape(tuple(input.shape), idx)
+    stripped = without_leading_ones(values.shape)
+    try:
+        fits = np.broadcast_shapes(stripped, target) == target
+    except ValueError:
+        fits = False
+    if not fits:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(stripped)} cannot be "
+                           f"broadcast to indexing result of shape {list(target)}")
+    op = "index_put_add" if accumulate else "index_put"
+    return _noting_index(call(op, input, idx, values), tensors)
+
+
 def masked_fill(input, mask, value):
     """``input`` with ``value`` (a number or a 0-d tensor) where ``mask`` is True."""
     m = _array(mask)
@@ -2662,7 +2712,8 @@ METHODS = {
     "allclose": allclose, "isclose": isclose, "nonzero": nonzero,
     "count_nonzero": count_nonzero, "sort": sort, "argsort": argsort, "msort": msort,
     "topk": topk, "scatter": scatter, "scatter_add": scatter_add,
-    "scatter_reduce": scatter_reduce, "index_add": index_add,
+    "scatter_reduce": scatter_reduce, "index_add": index_add, "index_copy": index_copy,
+    "index_put": index_put,
     "masked_fill": masked_fill, "repeat_interleave": repeat_interleave, "cross": cross,
     "repeat": repeat, "tile": tile, "tril": tril, "triu": triu, "diag": diag, "trace": trace,
     "bmm": bmm, "addmm": addmm, "baddbmm": baddbmm, "unbind": unbind, "narrow": narrow,
@@ -2727,6 +2778,7 @@ METHODS.update(
     __mod__=remainder, __rmod__=lambda self, other: remainder(other, self),
     __floordiv__=floor_divide, __rfloordiv__=lambda self, other: floor_divide(other, self),
     scatter_add_=_inplace_row(scatter_add), index_add_=_inplace_row(index_add),
+    index_copy_=_inplace_row(index_copy), index_put_=_inplace_row(index_put),
     scatter_reduce_=_inplace_row(scatter_reduce),
     __and__=bitwise_and, __rand__=bitwise_and, __or__=bitwise_or, __ror__=bitwise_or,
     __xor__=bitwise_xor, __rxor__=bitwise_xor, __invert__=invert,

@@ -435,13 +435,29 @@ def _assign(E, idx, value):
     size-1 dims dropped before broadcasting)."""
     view, last = view_at(E, idx)
     vals = _objects(value)
-    view[last] = vals.reshape(without_leading_ones(vals.shape)) \
-        if isinstance(vals, np.ndarray) else vals
+    if not isinstance(vals, np.ndarray):
+        if not isinstance(view[last], np.ndarray):   # one place: the element itself
+            view[last] = vals
+            return
+        # many places (a slice, an index tensor): a 0-d object array broadcasts the element,
+        # where NumPy would read a recorded number's own array
+        vals = _scalar_array(vals)
+    view[last] = vals.reshape(without_leading_ones(vals.shape))
 
 
 def _index_put(x, idx, v):
     E = _E(x).copy()
     _assign(E, idx, v)
+    return E
+
+
+def _index_put_add(x, idx, v):
+    """``index_put(..., accumulate=True)``: each value added at its place (a repeated place
+    gets them all, in order)."""
+    E = _E(x).copy()
+    view, last = view_at(E, idx)
+    vals = _E(v)
+    np.add.at(view, last, vals.reshape(without_leading_ones(vals.shape)))
     return E
 
 
@@ -601,6 +617,7 @@ SCALAR_RULES = {
     "index_select": lambda x, dim, index: np.take(_E(x), np.asarray(index), axis=dim),
     "take": lambda x, index: _E(x).reshape(-1)[np.asarray(index)],
     "index_put": _index_put,
+    "index_put_add": _index_put_add,
     "cumsum": lambda x, dim: _accumulate(_add, x, dim),
     "cumprod": lambda x, dim: _accumulate(_mul, x, dim),
     "flip": lambda x, dims: np.flip(_E(x), axis=dims),
