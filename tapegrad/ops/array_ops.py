@@ -2255,43 +2255,44 @@ def _index_put_node(x, idx, v):
 def index_put(x, idx, v):
     """``x`` with ``x[idx] = v``; ``v``'s leading dims of size 1 are dropped first and the
     rest broadcasts, as in PyTorch."""
-    out = np.array(x, dtype=np.result_type(x, np.asarray(v)) if np.asarray(x).dtype.kind != "f"
-                   else np.asarray(x).dtype)
-    v = np.asarray(v)
+    out, v = _put_operands(x, v)
     view, last = view_at(out, idx)
     view[last] = v.reshape(without_leading_ones(v.shape))
     return out
 
 
-@index_put.defvjp
-def _(g, ans, x, idx, v):
-    # x's gradient is g with the overwritten places zeroed; v's is g there, summed back over
-    # the broadcast and shaped like v
-    def dv():
-        gv = sum_to(index(g, idx), without_leading_ones(_shape(v)))
-        return gv if _shape(gv) == _shape(v) else call("reshape", gv, _shape(v))
-    return (lambda: call("index_put", g, idx, 0.0), None, dv)
+def _put_operands(x, v):
+    """``index_put``'s result to write into (a copy of ``x``, promoted for a float value
+    into an integer ``x``) and ``v`` as an array."""
+    v = np.asarray(v)
+    x = np.asarray(x)
+    return np.array(x, dtype=np.result_type(x, v) if x.dtype.kind != "f" else x.dtype), v
+
+
+def _put_value_grad(g, idx, v):
+    """The gradient of ``index_put``'s value ``v``: ``g`` at ``idx``, summed back over the
+    broadcast and shaped like ``v``."""
+    gv = sum_to(index(g, idx), without_leading_ones(_shape(v)))
+    return gv if _shape(gv) == _shape(v) else call("reshape", gv, _shape(v))
+
+
+# x's gradient is g with the overwritten places zeroed
+index_put.defvjp(lambda g, ans, x, idx, v: (lambda: call("index_put", g, idx, 0.0), None,
+                                           lambda: _put_value_grad(g, idx, v)))
 
 
 @defop("index_put_add", "IndexPutBackward0", method=False, reads=(1,))
 def index_put_add(x, idx, v):
     """``x`` with ``v`` added at ``idx`` (``index_put(..., accumulate=True)``): a place the
     index repeats gets every value there, as in PyTorch."""
-    out = np.array(x, dtype=np.result_type(x, np.asarray(v)) if np.asarray(x).dtype.kind != "f"
-                   else np.asarray(x).dtype)
-    v = np.asarray(v)
+    out, v = _put_operands(x, v)
     view, last = view_at(out, idx)
     np.add.at(view, last, v.reshape(without_leading_ones(v.shape)))
     return out
 
 
-@index_put_add.defvjp
-def _(g, ans, x, idx, v):
-    # x's gradient is g; v's is g at idx, summed back over the broadcast and shaped like v
-    def dv():
-        gv = sum_to(index(g, idx), without_leading_ones(_shape(v)))
-        return gv if _shape(gv) == _shape(v) else call("reshape", gv, _shape(v))
-    return (g, None, dv)
+# x's gradient is g
+index_put_add.defvjp(lambda g, ans, x, idx, v: (g, None, lambda: _put_value_grad(g, idx, v)))
 
 
 @defop("to_dtype", "ToCopyBackward0", method=False, cast=False, saves=False)

@@ -817,13 +817,7 @@ def setitem(input: Tensor, idx, value) -> None:
         raise RuntimeError(inplace_views.LEAF_VIEW)   # PyTorch writes into a view of x
     stripped = without_leading_ones(value.shape)
     if advanced:
-        try:
-            fits = np.broadcast_shapes(stripped, target) == target
-        except ValueError:
-            fits = False
-        if not fits:
-            raise RuntimeError(f"shape mismatch: value tensor of shape {list(stripped)} cannot "
-                               f"be broadcast to indexing result of shape {list(target)}")
+        _check_put_shape(stripped, target)
     elif value.shape != target:
         check_expand(wrap(np.empty(stripped, np.int8)), target)
     if value._tape is not None and value.ndim and value.shape != target:
@@ -839,6 +833,18 @@ def setitem(input: Tensor, idx, value) -> None:
         return
     input._inplace(lambda s: call("index_put", s, idx, value))
     _noting_index(input, tensors)
+
+
+def _check_put_shape(stripped, target):
+    """PyTorch's error where a value (without its leading ones) does not broadcast to the
+    shape an advanced index selects."""
+    try:
+        fits = np.broadcast_shapes(stripped, target) == target
+    except ValueError:
+        fits = False
+    if not fits:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(stripped)} cannot "
+                           f"be broadcast to indexing result of shape {list(target)}")
 
 
 # -- dtypes and devices ---------------------------------------------------------------------
@@ -1344,15 +1350,7 @@ def index_put(input, indices, values, accumulate=False):
     note_recorded_index(idx)
     idx = index_value(idx)
     check_index(input, idx)
-    target = index_shape(tuple(input.shape), idx)
-    stripped = without_leading_ones(values.shape)
-    try:
-        fits = np.broadcast_shapes(stripped, target) == target
-    except ValueError:
-        fits = False
-    if not fits:
-        raise RuntimeError(f"shape mismatch: value tensor of shape {list(stripped)} cannot be "
-                           f"broadcast to indexing result of shape {list(target)}")
+    _check_put_shape(without_leading_ones(values.shape), index_shape(tuple(input.shape), idx))
     op = "index_put_add" if accumulate else "index_put"
     return _noting_index(call(op, input, idx, values), tensors)
 
