@@ -75,8 +75,8 @@ def register_call(fwd):
 def record_shared(T, name, refs, value, call):
     """``record_one`` of an array op with one output whose call is shared call number
     ``call``.  The tape holds ``(name, inputs, call)``, a tuple of strs and ints, in place of
-    a ``PyOp``: Python's garbage collector stops tracking such a tuple at its first
-    collection (and the dict of them, once every value is one), where every PyOp a tape
+    a ``PyOp``: Python's garbage collector stops tracking such a tuple within its first two
+    collections (and the dict of them, once every value is one), where every PyOp a tape
     keeps alive is traversed again at each full collection (10% of the LSTM objective).
     ``pyop_at`` gives the ``PyOp``."""
     head = T._push_pyop(value)

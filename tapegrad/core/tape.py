@@ -169,7 +169,7 @@ class Tape:
         self._owner = threading.get_ident()   # the thread that records onto this tape
         self._links = {}           # entry -> (tape, entry): a non-leaf of another tape
         self._linkcache = {}
-        self._py = {}              # head entry -> PyOp (backward in Python)
+        self._py = {}              # head entry -> PyOp, or (name, inputs, call number) (core/pyop.py)
         self._hooks = {}           # entry -> [hook, ...] of a non-leaf tensor
         self._retain = {}          # entry -> weakref to a tensor that retains grad
         self._stops = []           # entries where the sweep calls back into Python
