@@ -84,8 +84,8 @@ def _extreme(kind, input, dim, keepdim, other):
         other, dim = dim, None
     if other is not None:
         return ELEMENTWISE["maximum" if kind == "max" else "minimum"](input, other)
-    if dim is None:
-        return call(f"{kind}_all", input)
+    if dim is None:   # (call_arrays: past call's argument analysis for a float64 array)
+        return call_arrays(f"{kind}_all", (input,))
     vals, idx = call(f"{kind}_dim", input, dim=dim, keepdim=keepdim)
     return MaxMin(vals, idx)
 
