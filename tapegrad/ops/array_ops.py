@@ -2288,7 +2288,10 @@ def index_put_add(x, idx, v):
     index repeats gets every value there, as in PyTorch."""
     out, v = _put_operands(x, v)
     view, last = view_at(out, idx)
-    np.add.at(view, last, v.reshape(without_leading_ones(v.shape)))
+    # the values broadcast to the places first: NumPy 2.4's add.at broadcasts a short value
+    # over a 2-d index of a vector wrongly (and reads memory it does not own)
+    np.add.at(view, last, np.broadcast_to(v.reshape(without_leading_ones(v.shape)),
+                                          view[last].shape))
     return out
 
 

@@ -1314,26 +1314,49 @@ def index_add(input, dim, index, source, *, alpha=1):
 
 
 def index_copy(input, dim, index, source):
-    """``input`` with its slices along ``dim`` at ``index`` replaced by ``source``'s."""
+    """``input`` with its slices along ``dim`` at ``index`` replaced by ``source``'s (PyTorch's
+    checks, in its order: the index's dims and dtype, the dtypes, the slices' shapes, the
+    count, the bounds)."""
     tensors = index_tensors(index)
     index = np.asarray(index_value(index))
     if index.ndim > 1:
         raise IndexError(f"index_copy_(): Index should have dimension 1 or 0 (got {index.ndim})")
-    if index.dtype.kind not in "iu":
+    if index.dtype != np.int64:
         raise RuntimeError("index_copy_(): Expected a long tensor for index, but got "
                            f"{_TYPE_NAMES.get(index.dtype.name, index.dtype.name)}")
-    index = index.astype(np.int64).reshape(-1)
+    index = index.reshape(-1)
     dim = wrap_dim(dim, builtins.max(input.ndim, 1))
+    if input.dtype != source.dtype:
+        raise RuntimeError("index_copy_(): self and source expected to have the same dtype, but "
+                           f"got (self) {_type_name(input)} and (source) {_type_name(source)}")
+    if source.ndim == 0:
+        if index.size != 1:
+            raise IndexError("index_copy_(): When source is scalar, index should have one "
+                             f"element (got {index.size})")
+    elif input.ndim and source.ndim != input.ndim:
+        raise IndexError("index_copy_(): When source and destination are not scalars, their "
+                         f"dimensionality must match. Source dimensionality ({source.ndim}), "
+                         f"destination dimensionality ({input.ndim})")
+    else:
+        mine, theirs = (tuple(n for k, n in enumerate(t.shape) if k != dim) for t in (input, source))
+        if mine != theirs:   # (PyTorch names dimension 0 for the source's)
+            raise RuntimeError(
+                "index_copy_(): Source/destination tensor must have same slice shapes. "
+                f"Destination slice shape: {' '.join(map(str, mine))} at dimension {dim} and "
+                f"source slice shape: {' '.join(map(str, theirs))} at dimension 0.")
+        if index.size != source.shape[dim]:
+            raise IndexError(f"index_copy_(): Number of indices ({index.size}) should be equal "
+                             f"to source.size(dim) ({source.shape[dim]})")
     n = input.shape[dim] if input.ndim else 1
-    k = source.shape[dim] if source.ndim else 1
-    if index.size != k:
-        raise IndexError(f"index_copy_(): Number of indices ({index.size}) should be equal to "
-                         f"source.size(dim) ({k})")
-    bad = index[(index < -n) | (index >= n)] if index.size else index
+    bad = index[(index < 0) | (index >= n)]
     if bad.size:
         raise IndexError(f"index_copy_(): index {bad[0]} is out of bounds for dimension {dim} "
                          f"with size {n}")
-    return _noting_index(call("index_copy", input, dim, index % builtins.max(n, 1), source), tensors)
+    return _noting_index(call("index_copy", input, dim, index, source), tensors)
+
+
+def _type_name(t):
+    return _TYPE_NAMES.get(t._value.dtype.name if t._value.__class__ is np.ndarray else "float64")
 
 
 def index_put(input, indices, values, accumulate=False):
@@ -1342,15 +1365,24 @@ def index_put(input, indices, values, accumulate=False):
     if not isinstance(indices, (tuple, list)):
         raise TypeError("index_put(): argument 'indices' (position 1) must be tuple of Tensors, "
                         f"not {type(indices).__name__}")
+    for k, t in enumerate(indices):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"expected Tensor as element {k} in argument 0, but got "
+                            f"{type(t).__name__}")
     if not isinstance(values, Tensor):
         raise TypeError("index_put(): argument 'values' (position 2) must be Tensor, not "
                         f"{type(values).__name__}")
+    if input.dtype != values.dtype:
+        raise RuntimeError("Index put requires the source and destination dtypes match, got "
+                           f"{_type_name(input)} for the destination and {_type_name(values)} "
+                           "for the source.")
     idx = tuple(indices)
     tensors = index_tensors(idx)
     note_recorded_index(idx)
     idx = index_value(idx)
     check_index(input, idx)
-    _check_put_shape(without_leading_ones(values.shape), index_shape(tuple(input.shape), idx))
+    # (all of the value's dims: index_put drops no leading ones, where x[i] = v does)
+    _check_put_shape(tuple(values.shape), index_shape(tuple(input.shape), idx))
     op = "index_put_add" if accumulate else "index_put"
     return _noting_index(call(op, input, idx, values), tensors)
 

@@ -456,8 +456,9 @@ def _index_put_add(x, idx, v):
     gets them all, in order)."""
     E = _E(x).copy()
     view, last = view_at(E, idx)
-    vals = _E(v)
-    np.add.at(view, last, vals.reshape(without_leading_ones(vals.shape)))
+    vals = _E(v)   # (broadcast to the places first, as index_put_add's)
+    np.add.at(view, last, np.broadcast_to(vals.reshape(without_leading_ones(vals.shape)),
+                                          view[last].shape))
     return E
 
 
