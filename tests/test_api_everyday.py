@@ -880,6 +880,8 @@ ERRORS = {
     "scatter_add_index_dtype": lambda m: m.zeros(3).scatter_add(0, m.tensor([0.5]), m.ones(1)),
     "index_add_index_dtype": lambda m: m.zeros(3).index_add(0, m.tensor([0.5]), m.ones(1)),
     "index_add_count": lambda m: m.zeros(3).index_add(0, m.tensor([0, 1]), m.ones(3)),
+    "index_add_slice_shapes": lambda m: m.zeros(2, 3).index_add(0, m.tensor([1, 1]), m.ones(2, 1)),
+    "index_add_scalar_source": lambda m: m.zeros(3).index_add(0, m.tensor([0]), m.ones(())),
     "index_copy_index_dims": lambda m: m.zeros(3).index_copy(0, m.tensor([[0]]), m.ones(1)),
     "index_copy_count": lambda m: m.zeros(3).index_copy(0, m.tensor([0, 1]), m.ones(3)),
     "index_copy_index_dtype": lambda m: m.zeros(3).index_copy(0, m.tensor([0.5]), m.ones(1)),

@@ -1310,6 +1310,11 @@ def index_add(input, dim, index, source, *, alpha=1):
     if index.size != k:
         raise RuntimeError(f"index_add_(): Number of indices ({index.size}) should be equal to "
                            f"source.size(dim): ({k}), for dim: {dim}")
+    if source.ndim != input.ndim or builtins.any(
+            a != b for j, (a, b) in enumerate(zip(input.shape, source.shape)) if j != dim):
+        raise RuntimeError("source tensor shape must match self tensor shape, excluding the "
+                           f"specified dimension. Got self.shape = {list(input.shape)} "
+                           f"source.shape = {list(source.shape)}")
     return _noting_index(call("index_add", input, dim, index, source, alpha=alpha), tensors)
 
 
