@@ -366,24 +366,26 @@ def index_copy(x, dim, index, source):
     return out
 
 
-def _index_copy_grads(g, dim, index, source):
-    # PyTorch's: x gets g with the copied slices zeroed (index_fill: +0.), source the
-    # slices of g at index
+def _index_copy_input_grad(g, dim, index):
+    # PyTorch's: g with the copied slices zeroed (index_fill: +0.)
     if not _shape(g):
-        return call("masked_fill", g, np.array(True), 0.0), call("reshape", g, _shape(source))
+        return call("masked_fill", g, np.array(True), 0.0)
     dim = wrap_dim(dim, len(_shape(g)))
-    index = np.asarray(index).reshape(-1)
     copied = np.zeros(_shape(g)[dim], bool)
-    copied[index] = True
-    copied = copied.reshape([-1 if k == dim else 1 for k in range(len(_shape(g)))])
-    gs = call("index_select", g, dim, index)
-    return call("masked_fill", g, copied, 0.0), \
-        gs if _shape(gs) == _shape(source) else call("reshape", gs, _shape(source))
+    copied[np.asarray(index).reshape(-1)] = True
+    along = [-1 if k == dim else 1 for k in range(len(_shape(g)))]
+    return call("masked_fill", g, copied.reshape(along), 0.0)
+
+
+def _index_copy_source_grad(g, dim, index, source):
+    # PyTorch's: the slices of g at index, shaped like source
+    gs = call("index_select", g, dim, np.asarray(index).reshape(-1)) if _shape(g) else g
+    return gs if _shape(gs) == _shape(source) else call("reshape", gs, _shape(source))
 
 
 index_copy.defvjp(lambda g, ans, x, dim, index, source:
-                  (lambda: _index_copy_grads(g, dim, _value(index), source)[0], None, None,
-                   lambda: _index_copy_grads(g, dim, _value(index), source)[1]))
+                  (lambda: _index_copy_input_grad(g, dim, _value(index)), None, None,
+                   lambda: _index_copy_source_grad(g, dim, _value(index), source)))
 
 
 @defop("masked_fill", lambda x, mask, value: "MaskedFillBackward1" if _is_tensor_value(value)
