@@ -51,7 +51,7 @@ from ..ops.array_ops import (constant_changed, full_reduction_scale, pyop_backwa
                               pyop_reads_output,
                               pyop_reads_values, pyop_saves, sum_to)
 from .anomaly_mode import check_nan, is_anomaly_enabled
-from .graph import pack_pending, release_saved, unpack_entry
+from .graph import pack_pending, release_outlived, release_saved, unpack_entry
 
 _EMPTY_I = np.zeros(0, dtype=np.int64)
 _EMPTY_F = np.zeros(0, dtype=np.float64)
@@ -1620,7 +1620,8 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
             else:
                 freed[hits] |= reached[hits]
             release_saved(T, reached, adj.stops)   # what hooks packed and Functions saved goes too
-            fresh_default_tape(T)
+            if fresh_default_tape(T):   # (T records no more: what only it read can go)
+                release_outlived(T)
     if inputs is not None:
         for pos, x in enumerate(inputs):
             if _is_leaf(x):

@@ -146,7 +146,7 @@ class Tape:
     __slots__ = ("_rec_op", "_rec_a", "_rec_b", "_rec_val", "_c", "_base", "_stored_op", "_stored_a", "_stored_b", "_stored_val",
                  "_arr", "_leaves", "_leaf_of", "_owner", "_links", "_linkcache", "_py", "_hooks", "_retain",
                  "_stops", "_freed", "_dirty", "_const_sources", "_const_entries", "_tensor_consts", "_cmap", "_reads", "_changes", "_guards",
-                 "_walk_index", "_walk_plan", "rewrite_array_op", "_arr_seen", "_arr_bytes", "_retiring", "_soft_bytes", "_large_bytes",
+                 "_walk_index", "_walk_plan", "_released", "rewrite_array_op", "_arr_seen", "_arr_bytes", "_retiring", "_soft_bytes", "_large_bytes",
                  "__weakref__")
 
     def __init__(self):
@@ -174,6 +174,7 @@ class Tape:
         self._retain = {}          # entry -> weakref to a tensor that retains grad
         self._stops = []           # entries where the sweep calls back into Python
         self._freed = None         # uint8 per entry: freed by a backward without retain_graph
+        self._released = None      # entries whose arrays a freeing backward dropped (a set)
         self._dirty = []           # (entry, tape length) for tensors modified in place
         # const entry -> (tensor, its version then): a tensor without grad saved by reference,
         # whose in-place change after that makes a backward that needs it raise
@@ -558,16 +559,17 @@ def fresh_default_tape(T):
     memory stays bounded in a training loop), and unbind ``T``'s leaves: a leaf that no
     later op uses would otherwise keep ``T``, and every array it holds, alive.  (The tape
     still lists them: a result of ``T`` that lives on gets their gradients; a leaf's next
-    op binds it to the tape that records it.)"""
+    op binds it to the tape that records it.)  Returns whether ``T`` was the default tape."""
     st = thread_state
     if st.implicit is not T:
-        return
+        return False
     st.implicit = Tape()
     st.refresh()
     with _BINDING:
         for t in T._leaves.values():
             if t._tape is T:
                 t._tape = UNREGISTERED_LEAF
+    return True
 
 
 # (the default tape and the recording state that caches it change together)

@@ -79,6 +79,10 @@ class CompiledTape:
         recorded at (``tg.compile``'s fallback), where values read into Python are right."""
         outputs = list(outputs)
         inputs = list(inputs)
+        if tape._released:   # (a replay would run on stubs of the values the backward freed)
+            raise RuntimeError(
+                "compile(): a backward without retain_graph=True freed this tape's values; "
+                "record it again, or call backward(retain_graph=True) before compiling")
         for t in outputs:
             if any(t is x for x in inputs) and getattr(t, "_tape", None) is not tape \
                     and t.requires_grad and t.is_leaf:

@@ -62,8 +62,9 @@ def _row(tape, i, sweep):
         op, refs = OP_NAMES[code], tape._inputs(i)
     if code in (PYFUNC, ARG):                    # no value of their own: bookkeeping rows
         return str(i), op, ", ".join(_ref(tape, r) for r in refs), f"v{i}", "", ""
-    return (str(i), op, ", ".join(_ref(tape, r) for r in refs), f"v{i}",
-            _num(tape._value(i), cell=True), _adjoint(sweep, i))
+    value = "(freed)" if tape._released and i in tape._released else _num(tape._value(i), cell=True)
+    return (str(i), op, ", ".join(_ref(tape, r) for r in refs), f"v{i}", value,
+            _adjoint(sweep, i))
 
 
 def _adjoint(sweep, i):
