@@ -513,6 +513,11 @@ class TapeArrays:
         self.freed = freed
         self.find_dirty(entries)
 
+    def check_only(self, executed):
+        """Check saved values (freed, changed in place) only at the entries marked in
+        ``executed`` (uint8, one per entry)."""
+        self.freed = np.where(executed, self.freed[:self.n], np.uint8(K.UNCHECKED))
+
     def find_dirty(self, entries):
         """Mark in ``dirty`` the entries changed in place since recorded: tensors modified
         in place, and constant tensors saved by reference whose version moved on (only
@@ -601,7 +606,7 @@ class FloatAdjoints:
 
     create_graph = False
     __slots__ = ("tape", "arrays", "adj", "reached", "off", "nel", "aval", "aadj", "side", "owned",
-                 "spread", "needed", "hits", "stops", "large")
+                 "spread", "needed", "executed", "hits", "stops", "large")
 
     def __init__(self, arrays, hits, swept):
         T = self.tape = arrays.tape
@@ -978,7 +983,8 @@ class GraphAdjoints:
     op table's partials evaluated in recorded ops."""
 
     create_graph = True
-    __slots__ = ("tape", "arrays", "adj", "reached", "views", "needed", "hits", "stops")
+    __slots__ = ("tape", "arrays", "adj", "reached", "views", "needed", "executed", "hits",
+                 "stops")
     large = ()   # (every entry is walked in Python)
 
     def seed(self, i, g):
@@ -1141,7 +1147,7 @@ def entry_grads(adj, i, g, changed=None):
     code = int(A.op[i])
     refs = T._inputs(i)
     dirty = A.dirty
-    if K.SAVES[code] and (A.freed[i] or len(dirty)):
+    if K.SAVES[code] and A.freed[i] < K.UNCHECKED and (A.freed[i] or len(dirty)):
         r3 = list(refs) + [-1] * (3 - len(refs))
         status = K.saved_state(code, i, r3[0], r3[1], r3[2], A.op, A.freed, dirty, len(dirty) > 0)
         if status:
@@ -1312,6 +1318,17 @@ def needed_entries(T, A, inputs, lo=0, hi=None):
     return sources
 
 
+def executed_entries(needed, seeds, one_root):
+    """The entries whose nodes a walk with ``inputs=`` runs, as PyTorch's engine does: those
+    that lead to an input, and the output's own node when it is the only output."""
+    if not one_root:
+        return needed
+    executed = needed.copy()
+    for i in seeds:
+        executed[i] = 1
+    return executed
+
+
 def _runs_on(T, targets, inputs):
     """The entries of non-leaf inputs on ``T`` whose node the walk runs on: some other input
     is reached through it."""
@@ -1338,7 +1355,13 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
     hits, low, swept, stops = A.reach(seeds)
     A.find_dirty(hits)
     start = max(seeds)
-    needed = None if inputs is None else needed_entries(T, A, inputs, low, start)
+    needed = executed = None if inputs is None else needed_entries(T, A, inputs, low, start)
+    if needed is not None:
+        # the sweep still runs entries that lead to no input (their adjoints reach only
+        # entries like them), but PyTorch does not run those nodes: what they saved being
+        # freed or changed in place raises nothing, and a backward frees none of them
+        executed = executed_entries(needed, seeds, one_root)
+        A.check_only(executed)
     # under detect_anomaly every entry is walked in Python, so that a NaN names its node
     adj = (GraphAdjoints if create_graph or is_anomaly_enabled() else FloatAdjoints)(A, hits,
                                                                                 swept)
@@ -1430,7 +1453,7 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
                 pos = s - 1
     if pos >= low:   # (nothing below the lowest reachable entry has work)
         adj.segment(pos, low - 1)
-    adj.needed = needed
+    adj.needed, adj.executed = needed, executed
     adj.stops = stops
     if A.new_plan is not None and A.new_plan.reached is not None:
         WALK_PLANS.publish(A.new_plan)
@@ -1610,6 +1633,8 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
         for adj in walked:
             T = adj.tape
             hits, reached, freed = adj.hits, adj.reached, T._freed
+            if adj.executed is not None:   # (only the nodes a walk with inputs= ran)
+                reached = reached & adj.executed
             if len(hits) <= _FEW_HITS:
                 for i in hits.tolist():
                     if reached[i]:

@@ -10,6 +10,9 @@ import numpy as np
 from .numba_jit import jit
 
 N_ELEMENTWISE = 57
+# a walk's freed marks: 1 freed by an earlier backward; UNCHECKED: a node the walk
+# does not run (``inputs=`` pruning), whose saved values are not checked
+UNCHECKED = 2
 LEAF = 57
 LINK = 58
 CONST = 59
@@ -2106,7 +2109,8 @@ def saved_state(o, i, ra, rb, rc, op, freed, dirty, has_dirty):
     earlier backward freed, or 2 when a value it needs was changed in place after it was
     recorded.  A value is needed when the partial of an input that takes a gradient (an
     entry, not a constant) reads it, or of an input that PyTorch saves for as soon as it is
-    a tensor (``SAVED_FOR_TENSOR``: a constant entry too)."""
+    a tensor (``SAVED_FOR_TENSOR``: a constant entry too).  (The sweeps do not ask for an
+    entry whose ``freed`` is ``UNCHECKED``: a walk with ``inputs=`` does not run its node.)"""
     refs = np.empty(4, np.int64)
     refs[0] = ra
     refs[1] = rb
@@ -2206,7 +2210,7 @@ def reverse_entry(op, a, b, adj, reached, freed, dirty, i, g, sg, out, x, sx, y,
         rc = b[rb]
         rb = a[rb]
     has_dirty = dirty.shape[0] > 0
-    if SAVES[o] and (freed[i] != 0 or has_dirty):
+    if SAVES[o] and freed[i] < UNCHECKED and (freed[i] != 0 or has_dirty):
         status = saved_state(o, i, ra, rb, rc, op, freed, dirty, has_dirty)
         if status != 0:
             return status
@@ -2262,7 +2266,7 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
         if ARITY[o] == 3:
             rc = b[rb]
             rb = a[rb]
-        if SAVES[o] and (freed[i] != 0 or has_dirty):
+        if SAVES[o] and freed[i] < UNCHECKED and (freed[i] != 0 or has_dirty):
             status = saved_state(o, i, ra, rb, rc, op, freed, dirty, has_dirty)
             if status != 0:
                 return status, i
