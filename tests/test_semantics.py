@@ -55,6 +55,21 @@ def test_dtypes():
     assert tg.float32 != tg.float64
 
 
+INTEGER_DATA = [   # data, and the dtype PyTorch gives it
+    (3, "int64"), ([1, 2], "int64"), (np.int32(3), "int32"), (np.array([1, 2], np.int32), "int32"),
+    (np.int16(2), "int16"), (np.array([1], np.int8), "int8"),
+    ([np.int32(1), np.int32(2)], "int32"), ([np.int32(1), 2], "int64"), ([True, 2], "int64"),
+    ([np.int8(1), np.uint8(2)], "int16"),
+]
+
+
+@pytest.mark.parametrize("data,dtype", INTEGER_DATA, ids=repr)
+def test_tensor_of_numpy_integers_keeps_their_dtype(data, dtype):
+    assert tg.tensor(data).dtype == getattr(tg, dtype)
+    torch = pytest.importorskip("torch")
+    assert torch.tensor(data).dtype == getattr(torch, dtype)
+
+
 def test_float32_is_really_single_precision():
     x = tg.tensor(0.1, dtype=tg.float32)
     assert x.item() == float(np.float32(0.1))  # 0.10000000149011612

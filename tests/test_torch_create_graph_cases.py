@@ -446,3 +446,34 @@ def test_torch(case):
     finally:
         torch.set_default_dtype(before)
     assert _same(got, CASES[case]), got
+
+
+def float32_leaf(L):
+    x = L.tensor([1.0, 2.0], dtype=L.float32, requires_grad=True)
+    g = _grad(L, (x ** 3).sum(), x, create_graph=True)   # ones of float32 seed the walk
+    h = _grad(L, g.sum(), x)
+    return str(g.dtype).split(".")[-1], type(g.grad_fn).__name__, g.tolist(), \
+        str(h.dtype).split(".")[-1], h.tolist()
+
+
+def float32_leaf_in_a_float64_product(L):
+    x = L.tensor([1.0, 2.0], dtype=L.float32, requires_grad=True)
+    w = L.tensor([3.0, 0.5], dtype=L.float64, requires_grad=True)
+    gx, gw = L.autograd.grad((x * w).sum(), (x, w), create_graph=True)
+    h = _grad(L, (gx * gx).sum(), w)   # through the recorded cast back to float64
+    return str(gx.dtype).split(".")[-1], type(gx.grad_fn).__name__, gx.tolist(), \
+        str(gw.dtype).split(".")[-1], h.tolist()
+
+
+DTYPE_CASES = {   # a create_graph gradient has its input's dtype, as PyTorch's
+    float32_leaf: ("float32", "MulBackward0", [3.0, 12.0], "float32", [6.0, 12.0]),
+    float32_leaf_in_a_float64_product: ("float32", "ToCopyBackward0", [3.0, 0.5], "float64",
+                                        [6.0, 1.0]),
+}
+
+
+@pytest.mark.parametrize("case", list(DTYPE_CASES), ids=lambda c: c.__name__)
+def test_create_graph_gradients_have_the_inputs_dtype(case):
+    assert case(tg) == DTYPE_CASES[case]
+    if torch is not None:
+        assert case(torch) == DTYPE_CASES[case]

@@ -479,6 +479,15 @@ def _place(off, nel, flat, sizes):
         start += sizes[k]
 
 
+def grow_marks(marks, n):
+    """Per-entry marks (uint8) for at least ``n`` entries, with room: a tape grows between
+    walks; ``marks`` (or None) copied in."""
+    grown = np.zeros(max(n, 2 * (0 if marks is None else len(marks))), np.uint8)
+    if marks is not None:
+        grown[:len(marks)] = marks
+    return grown
+
+
 class TapeArrays:
     """What a walk over tape ``T`` reads: its entry arrays, constants, freed and modified
     marks (the last as the tape length when an entry's tensor was changed in place)."""
@@ -504,19 +513,23 @@ class TapeArrays:
         self.consts, self.stopmark, *self.heads = walk_index(T, n)
         if self.new_plan is not None:
             self.new_plan.keep_index(T._walk_index)
-        freed = T._freed
-        if freed is None or len(freed) < n:   # (grown with room: a tape grows between walks)
-            grown = np.zeros(max(n, 2 * (0 if freed is None else len(freed))), np.uint8)
-            if freed is not None:
-                grown[:len(freed)] = freed
-            T._freed = freed = grown
+        freed = T._freed   # (None until a backward frees an entry: see free_entries)
+        if freed is None:
+            freed = np.zeros(n, np.uint8)
+        elif len(freed) < n:
+            freed = T._freed = grow_marks(freed, n)
         self.freed = freed
         self.find_dirty(entries)
 
-    def check_only(self, executed):
+    def check_only(self, executed, hits):
         """Check saved values (freed, changed in place) only at the entries marked in
-        ``executed`` (uint8, one per entry)."""
-        self.freed = np.where(executed, self.freed[:self.n], np.uint8(K.UNCHECKED))
+        ``executed`` (uint8, one per entry) among the reachable ``hits``."""
+        if self.tape._freed is None and not len(self.dirty):
+            return   # (nothing freed or changed: every check passes anyway)
+        skipped = hits[executed[hits] == 0]
+        if len(skipped):
+            self.freed = self.freed[:self.n].copy()
+            self.freed[skipped] = K.UNCHECKED
 
     def find_dirty(self, entries):
         """Mark in ``dirty`` the entries changed in place since recorded: tensors modified
@@ -1361,7 +1374,7 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
         # entries like them), but PyTorch does not run those nodes: what they saved being
         # freed or changed in place raises nothing, and a backward frees none of them
         executed = executed_entries(needed, seeds, one_root)
-        A.check_only(executed)
+        A.check_only(executed, hits)
     # under detect_anomaly every entry is walked in Python, so that a NaN names its node
     adj = (GraphAdjoints if create_graph or is_anomaly_enabled() else FloatAdjoints)(A, hits,
                                                                                 swept)
@@ -1577,6 +1590,10 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
                                "have a grad_fn")
         gv = seed_value(k, t, g)
         if create_graph:   # a given gradient stays a tensor (it may require grad)
+            v = t._value
+            if g is None and v.__class__ is not float and v.dtype.kind == "f":
+                gv = np.ones(v.shape, v.dtype)   # (the output's dtype, as PyTorch: a float32
+                # graph's gradients round as float32, not as float64 cast at the end)
             gv = g if isinstance(g, Tensor) else wrap(gv)
         if _is_leaf(t):
             acc.extend([t], [gv])
@@ -1632,7 +1649,10 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
     if not retain_graph:
         for adj in walked:
             T = adj.tape
-            hits, reached, freed = adj.hits, adj.reached, T._freed
+            hits, reached = adj.hits, adj.reached
+            freed = T._freed
+            if freed is None or len(freed) < len(reached):
+                freed = T._freed = grow_marks(freed, len(reached))
             if adj.executed is not None:   # (only the nodes a walk with inputs= ran)
                 reached = reached & adj.executed
             if len(hits) <= _FEW_HITS:
@@ -1659,6 +1679,8 @@ def grad_value(t, g):
     if isinstance(g, Tensor):
         if tuple(g.shape) != tuple(t.shape):
             g = g.expand(tuple(t.shape)) if g.ndim <= t.ndim else g.sum()
+        if g.dtype != t.dtype and g.dtype.is_floating_point and t.dtype.is_floating_point:
+            g = g.to(t.dtype)   # (PyTorch casts a gradient to its input's dtype, recorded)
         return g
     v = t._value
     if v.__class__ is float:

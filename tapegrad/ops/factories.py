@@ -101,8 +101,8 @@ def tensor(data: Any, dtype: DType = None, device=None, requires_grad: bool = Fa
            pin_memory: bool = False) -> Tensor:
     """A new tensor from a number, a (nested) list or a NumPy array (always a copy).
 
-    Python floats give the default dtype (float64); a float32 array stays float32; ints
-    give int64."""
+    Python floats give the default dtype (float64); a float32 array stays float32; Python
+    ints give int64, NumPy integers (arrays, scalars, lists of them) keep their dtype."""
     if data.__class__ is float and dtype is None and device is None \
             and get_default_dtype() is float64:   # the scalar fast path
         return wrap(data, requires_grad)
@@ -119,9 +119,7 @@ def tensor(data: Any, dtype: DType = None, device=None, requires_grad: bool = Fa
             raise ValueError("Overflow when unpacking long long")
     if dtype is None and a.dtype == np.uint64 and not isinstance(data, np.ndarray):
         raise ValueError("Overflow when unpacking long long")
-    if dtype is None and a.dtype.kind == "i":
-        a = a.astype(np.int64)
-    elif dtype is None and a.dtype.kind == "f" and not isinstance(data, np.ndarray) \
+    if dtype is None and a.dtype.kind == "f" and not isinstance(data, np.ndarray) \
             and not isinstance(data, np.floating):
         a = a.astype(get_default_dtype().np)
     return _make(a, requires_grad, device)
@@ -285,9 +283,7 @@ def arange(start: Number = None, end: Optional[Number] = None, step: Number = 1,
     if (end - start) * step < 0:
         raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     a = np.arange(start, end, step, dtype=_np_dtype(dtype))
-    if dtype is None and a.dtype.kind == "i":
-        a = a.astype(np.int64)
-    elif dtype is None and a.dtype.kind == "f":
+    if dtype is None and a.dtype.kind == "f":
         a = a.astype(get_default_dtype().np)
     return _make(a, requires_grad, device)
 
