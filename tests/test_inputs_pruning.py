@@ -1,7 +1,7 @@
 """A backward with ``inputs=`` (``autograd.grad``, ``backward(inputs=...)``) runs, as PyTorch's
 engine does, only the nodes that lead to an input, and the output's node when it is the only
-output: what the other nodes saved being freed or changed in place raises nothing, and the walk
-frees none of them. Each program is compared with PyTorch (skipped without it) and with its
+output -- not a non-leaf input's own node, unless another input lies beyond it: what the other
+nodes saved being freed or changed in place raises nothing, and the walk frees none of them. Each program is compared with PyTorch (skipped without it) and with its
 value worked out by hand."""
 
 import math
@@ -86,6 +86,56 @@ def freed_large_branch_beside_the_input(m, create_graph):
     return m.autograd.grad(c, [w], create_graph=create_graph)
 
 
+def changed_value_saved_by_a_nonleaf_inputs_node(m, create_graph):
+    """the gradient of y is taken before y's node would run, so what it saved is not read"""
+    x = leaf(m, X0)
+    w = m.tensor(W0, dtype=m.float64)
+    y = x * w
+    w.zero_()
+    return m.autograd.grad(y.sum(), [y, y], create_graph=create_graph)
+
+
+def changed_value_saved_by_the_output_that_is_the_input(m, create_graph):
+    x = leaf(m, X0)
+    w = m.tensor(W0, dtype=m.float64)
+    y = x * w
+    w.zero_()
+    return m.autograd.grad(y, [y], grad_outputs=m.ones(3, dtype=m.float64),
+                           create_graph=create_graph)
+
+
+def freed_nonleaf_inputs_node(m, create_graph):
+    x = leaf(m, X0)
+    y = x.exp()
+    y.sum().backward()
+    return m.autograd.grad(y.sum(), [y], create_graph=create_graph)
+
+
+def nonleaf_input_of_two_outputs(m, create_graph):
+    x = leaf(m, X0)
+    w = m.tensor(W0, dtype=m.float64)
+    y = x * w
+    z = y * 2
+    w.zero_()
+    return m.autograd.grad([z.sum(), y.sum()], [y], create_graph=create_graph)
+
+
+def nonleaf_inputs_node_is_not_freed(m, create_graph):
+    x = leaf(m, X0)
+    y = x.exp()
+    gy, = m.autograd.grad(y.sum(), [y], create_graph=create_graph)
+    y.sum().backward()   # through the exp, which the grad above did not run
+    return gy, x.grad
+
+
+def nonleaf_input_made_by_an_array_op(m, create_graph):
+    x = m.tensor([[0.5, -1.0], [1.0, 2.0]], dtype=m.float64, requires_grad=True)
+    y = x @ x
+    with m.no_grad():
+        x.mul_(2)
+    return m.autograd.grad(y.sum(), [y], create_graph=create_graph)
+
+
 def _ex():
     return np.exp(np.array([[0.5, -1.0], [2.0, 1.0]]))
 
@@ -100,6 +150,12 @@ RUNS = {   # program: what each gradient it returns is, worked out by hand
                                                    np.cos(EXP_X) * np.array(EXP_X)],
     changed_matmul_operand_beside_the_input: [(_ex() @ _ex()).sum(axis=0)],
     freed_large_branch_beside_the_input: [np.exp(np.linspace(-1.0, 1.0, 50_000))],
+    changed_value_saved_by_a_nonleaf_inputs_node: [np.ones(3), np.ones(3)],
+    changed_value_saved_by_the_output_that_is_the_input: [np.ones(3)],
+    freed_nonleaf_inputs_node: [np.ones(3)],
+    nonleaf_input_of_two_outputs: [np.full(3, 3.0)],
+    nonleaf_inputs_node_is_not_freed: [np.ones(3), np.array(EXP_X)],
+    nonleaf_input_made_by_an_array_op: [np.ones((2, 2))],
 }
 
 
@@ -150,10 +206,19 @@ def freed_value_between_output_and_input(m):
     return m.autograd.grad(c, [x])
 
 
+def changed_value_saved_by_a_nonleaf_input_another_lies_beyond(m):
+    x = leaf(m, X0)
+    w = m.tensor(W0, dtype=m.float64)
+    y = x * w
+    w.zero_()
+    return m.autograd.grad(y.sum(), [y, x])   # y's node runs: x lies beyond it
+
+
 RAISES = {
     changed_value_saved_by_the_output_node: "modified by an inplace operation",
     changed_value_between_output_and_input: "modified by an inplace operation",
     freed_value_between_output_and_input: "backward through the graph a second time",
+    changed_value_saved_by_a_nonleaf_input_another_lies_beyond: "modified by an inplace",
 }
 
 

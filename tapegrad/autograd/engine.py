@@ -1331,14 +1331,19 @@ def needed_entries(T, A, inputs, lo=0, hi=None):
     return sources
 
 
-def executed_entries(needed, seeds, one_root):
+def executed_entries(T, needed, seeds, one_root, inputs, runs_on):
     """The entries whose nodes a walk with ``inputs=`` runs, as PyTorch's engine does: those
-    that lead to an input, and the output's own node when it is the only output."""
-    if not one_root:
-        return needed
+    that lead to an input, and the output's own node when it is the only output -- but not
+    a non-leaf input's own node, where the gradient is taken before it would run, unless
+    another input is reached through it (``runs_on``: those inputs' entries)."""
     executed = needed.copy()
-    for i in seeds:
-        executed[i] = 1
+    if one_root:
+        for i in seeds:
+            executed[i] = 1
+    for x in inputs:
+        j = x._entry if x._tape is T else None
+        if j is not None and j < len(executed) and (runs_on is None or j not in runs_on):
+            executed[j] = 0
     return executed
 
 
@@ -1373,7 +1378,7 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
         # the sweep still runs entries that lead to no input (their adjoints reach only
         # entries like them), but PyTorch does not run those nodes: what they saved being
         # freed or changed in place raises nothing, and a backward frees none of them
-        executed = executed_entries(needed, seeds, one_root)
+        executed = executed_entries(T, needed, seeds, one_root, inputs, before_hooks)
         A.check_only(executed, hits)
     # under detect_anomaly every entry is walked in Python, so that a NaN names its node
     adj = (GraphAdjoints if create_graph or is_anomaly_enabled() else FloatAdjoints)(A, hits,
