@@ -49,6 +49,8 @@ def record(T, name, refs, values, backward_fn, fwd=None):
     head = push(PYFUNC, -1, -1, 0.0)
     T._py[head] = PyOp(name, tuple(refs), backward_fn, len(values), fwd)
     T._stops.append(head)
+    if all(v.__class__ is float for v in values):   # (an unbind's elements)
+        return T._push_floats(PYOUT, head, values)
     return [push(PYOUT, head, -1, v) for v in values]
 
 

@@ -357,6 +357,17 @@ class Tape:
         self._rec_op.append(code); self._rec_a.append(ra); self._rec_b.append(rb); vs.append(v)
         return i
 
+    def _push_floats(self, code, ra, values):
+        """``_push(code, ra, -1, v)`` for each of ``values`` (Python floats) in one call (the
+        outputs of an ``unbind``); returns their indices."""
+        n, k = len(self._rec_val), len(values)
+        if n + k > CHUNK:
+            return [self._push(code, ra, -1, v) for v in values]
+        i = self._base + n
+        self._rec_op.extend([code] * k); self._rec_a.extend([ra] * k)
+        self._rec_b.extend([-1] * k); self._rec_val.extend(values)
+        return range(i, i + k)
+
     def _push_pyop(self, v):
         """Append a ``pyfunc`` head and its one ``pyout`` entry, holding ``v``; returns the
         head's index.  (``_push`` twice, in one call: most array ops have one output.)"""

@@ -840,12 +840,6 @@ MULTI_OUTPUT_MODIFIED = ("Output {} of {} is a view and its base or another view
                          "operation by an out-of-place one.")
 
 
-def mark_multi_output(t, k, node):
-    """``t`` is output ``k`` of a view op with several outputs (``node``: PyTorch's name)."""
-    if t._tape is not None:
-        t._multi_output = (k, node, t._version)
-
-
 def own_the_old_value(T, start, t, mem):
     """The entries ``T`` recorded from ``start`` for an in-place op on ``t`` (no grad) hold
     ``t``'s value before the op as a constant.  The op writes ``t``'s memory ``mem``, so

@@ -56,6 +56,27 @@ def register_view(view, src, step):
     _remember(root, view)
 
 
+def register_parts(parts, src, steps):
+    """``register_view(part, src, step)`` for each part and its step: the outputs of one
+    view op with several (an ``unbind``'s: one pass, not one call per element)."""
+    if src._multi_output is not None or src._detached:
+        for part, step in zip(parts, steps):
+            register_view(part, src, step)
+        return
+    info = src._view
+    root, before = (src, ()) if info is None else info
+    for part, step in zip(parts, steps):
+        part._view = (root, before + (step,))
+    refs = root._views
+    if refs is None:
+        refs = root._views = ViewRefs()
+        refs.limit = 32
+    refs.extend(map(ref, parts))
+    if len(refs) > refs.limit:
+        refs[:] = [r for r in refs if r() is not None]
+        refs.limit = 2 * len(refs) + 32
+
+
 def register_detached(alias, src, untracked=False):
     """Note that tensor ``alias`` is ``src.detach()``: same memory, same version counter;
     ``untracked``: ``src.data``, a version counter of its own."""

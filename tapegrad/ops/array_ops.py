@@ -27,9 +27,9 @@ from ..core.pyop import Arg, record, record_one, record_shared, register_call
 from ..core.grad_mode import is_grad_enabled
 from ..core.numba_jit import jit
 from ..core.tape import next_tape, recording
-from ..core.tensor import (Tensor, mark_multi_output, note_comparison_use, recorded_comparison,
+from ..core.tensor import (Tensor, note_comparison_use, recorded_comparison,
                            tensor_of_entry, wrap)
-from ..core.views import register_view
+from ..core.views import register_parts, register_view
 
 
 class ArrayOp(NamedTuple):
@@ -216,7 +216,7 @@ def pyop_backward(py, grads, saved, outs):
         return py.backward_fn(grads)
     name, _, params = py.fwd
     args, tensor_pos = _rule_arguments(py, saved, _as_given)
-    multi = py.nout > 1 or name == "split"
+    multi = py.nout > 1 or name in _MULTI_OUTPUT
     g, ans = (grads, outs) if multi else (grads[0], outs[0])
     gs = ARRAY_OPS[name].vjp(g, ans, *args, **params)
     return [_graph_shape(gs[k], args[k]) if r >= 0 else None
@@ -552,15 +552,23 @@ def _view_call(op, node, args, ans, params, edges, tensors=None):
     """A view op's results: each that shares the input's memory is registered as a view of
     it (one step: this call; a ``split`` part: the slice it is)."""
     x = args[0]
-    if ans.__class__ is tuple:   # split: a view per part
+    if ans.__class__ is tuple:   # split, unbind: a view per part
         parts, base = ans, x._value
-        shared = [_is_view_of(p, base) for p in parts]
-        res = _record_call(op, node, args, list(parts), params, edges, any(shared), tensors)
-        slices = split_slices(base.shape, parts, args[1:], params)
-        for k, (r, s, idx) in enumerate(zip(res, shared, slices)):
-            if s:
-                register_view(r, x, ("getitem", (idx,), {}))
-                mark_multi_output(r, k, "Split")
+        # (an unbind's parts all view the input, or none does: one test)
+        shared = [_is_view_of(p, base) for p in parts] if op.name != "unbind" or not parts \
+            else [_is_view_of(parts[0], base)] * len(parts)
+        values = base.tolist() if base.ndim == 1 and base.dtype == np.float64 and \
+            op.name == "unbind" else [_out(p) for p in parts]   # (a vector's elements)
+        res = _record_call(op, node, args, values, params, edges, any(shared), tensors)
+        part_slices, multi_name = _MULTI_OUTPUT[op.name]
+        slices = part_slices(base.shape, parts, args[1:], params)
+        views = [r for r, s in zip(res, shared) if s]
+        register_parts(views, x, [("getitem", (idx,), {}) for idx, s in zip(slices, shared) if s])
+        if views and views[0]._tape is not None:   # (PyTorch's multi-output views: no in-place)
+            version = views[0]._version   # (one counter: the input's memory)
+            for k, (r, s) in enumerate(zip(res, shared)):
+                if s:
+                    r._multi_output = (k, multi_name, version)
         return tuple(res)
     shared = ans.__class__ is np.ndarray and _is_view_of(ans, x._value)
     out = ans if ans.__class__ is not np.ndarray or ans.ndim or ans.dtype != np.float64 \
@@ -1862,6 +1870,28 @@ def split_slices(shape, parts, args, params):
         out.append((slice(None),) * dim + (slice(start, start + n),))
         start += n
     return out
+
+
+@defop("unbind", "UnbindBackward0", saves=False, view=True)
+def unbind(x, dim=0):
+    """The slices along ``dim`` (wrapped), views of ``x`` (0-d ones too: an element is
+    written through, as ``getitem``'s)."""
+    return tuple(x[idx] for idx in unbind_slices(x.shape, None, (), {"dim": dim}))
+
+
+# the parts' gradients stacked back (a part no gradient reached gets zeros)
+unbind.defvjp(lambda gs, outs, x, dim=0: (call("stack", *gs, dim=dim),))
+
+
+def unbind_slices(shape, parts, args, params):
+    """The index of each part of an ``unbind`` of an array of ``shape`` (each ends in
+    ``...``: NumPy's view, not a scalar, for an element)."""
+    dim = params.get("dim", 0)
+    return [(slice(None),) * dim + (k, Ellipsis) for k in range(shape[dim])]
+
+
+# several outputs, also when there is one: the rule takes the list of their gradients
+_MULTI_OUTPUT = {"split": (split_slices, "Split"), "unbind": (unbind_slices, "Unbind")}
 
 
 @defop("diagonal", "DiagonalBackward0", saves=False, view=True)

@@ -20,7 +20,7 @@ from ..core.dtypes import (CPU, scalar_type_name, as_device, as_dtype, bool_, de
                            float64, get_default_dtype, int8, int16, int32, int64, uint8)
 from ..core.pyop import note_index_versions
 from ..core.tape import Tape, recording
-from ..core.tensor import Tensor, check_float, mark_multi_output, note_comparison_use, wrap
+from ..core.tensor import Tensor, check_float, note_comparison_use, wrap
 from ..core.views import register_view, root_and_steps
 from . import everyday_ops, inplace_views, special
 from .factories import (LEGACY_CONSTRUCTORS, factory_shape, legacy_new, random_source,
@@ -724,11 +724,16 @@ def _plain_slice(s):
 
 
 def iterate(self):
-    """``for v in x``: the views ``x[0]``, ``x[1]``, ... (each read when it is reached)."""
+    """``for v in x``: the views ``x[0]``, ``x[1]``, ...: for a tensor with a graph, the
+    outputs of one ``unbind`` (PyTorch's ``__iter__``: one ``UnbindBackward0`` node, not a
+    ``SelectBackward0`` per element); else each read when it is reached."""
     if self.ndim == 0:
         raise TypeError("iteration over a 0-d tensor")
-    if self._tape is None and self.__class__ is Tensor and self._value.__class__ is _ND:
-        return _parts(self, self._value)
+    if self._tape is None:
+        if self.__class__ is Tensor and self._value.__class__ is _ND:
+            return _parts(self, self._value)
+    elif isinstance(self, Tensor):
+        return iter(unbind(self, 0))
     return (self[k] for k in range(self.shape[0]))
 
 
@@ -1605,12 +1610,14 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
 
 
 def unbind(input, dim=0):
-    """The slices along ``dim``, as a tuple."""
+    """The slices along ``dim``, as a tuple: one ``UnbindBackward0`` node's outputs (views
+    that an in-place op refuses, as PyTorch's multi-output views)."""
+    if input.ndim == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
     dim = wrap_dim(dim, input.ndim)
-    parts = tuple(getitem(input, (slice(None),) * dim + (k,)) for k in range(input.shape[dim]))
-    for k, part in enumerate(parts):   # (PyTorch's multi-output views: no in-place)
-        mark_multi_output(part, k, "Unbind")
-    return parts
+    if input.shape[dim] == 0:
+        return ()
+    return call("unbind", input, dim=dim)
 
 
 def narrow(input, dim, start, length):

@@ -607,6 +607,7 @@ SCALAR_RULES = {
     "cat": lambda *xs, dim=0: np.concatenate([_E(x) for x in xs], axis=dim),
     "stack": lambda *xs, dim=0: np.stack([_E(x) for x in xs], axis=dim),
     "split": _split,
+    "unbind": lambda x, dim=0: tuple(np.moveaxis(_E(x), dim, 0)),
     "getitem": lambda x, idx: _E(x)[idx],
     "reshape_alias": lambda x, shape: _E(x).reshape(shape),
     "diagonal": lambda x, offset=0, dim1=0, dim2=1:

@@ -868,7 +868,8 @@ DEVIATIONS: Tuple[Deviation, ...] = (
         "a rounding op (`trunc`, `floor`) meets values that tie in one library and differ by "
         "that rounding in the other, the branch taken, and so a value or gradient, can "
         "differ.'",
-        lambda p, o, m: m.kind.startswith(("grad", "value", "signed-zero", "nan"))
+        lambda p, o, m: m.kind.startswith(("grad", "value", "signed-zero", "nan", "hook-value",
+                                            "hook-signed-zero", "hook-nan"))
         and _rounding_tie(p, m),
     ),
     Deviation(
