@@ -358,3 +358,17 @@ def test_cumprod_and_prod_with_zeros_match_pytorch(x):
         np.testing.assert_allclose(g.numpy(), gt.numpy(), rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(hv[0], _torch_hvp(torch, fn, [np.array(x)], vs, False)[0],
                                    rtol=1e-9, atol=1e-12)
+
+
+def test_unbind_parts_no_gradient_reaches_get_positive_zeros():
+    # PyTorch's UnbindBackward0 stacks zeros for them (+0.); the walk's adjoints start at -0.
+    for walk in ("float", "create_graph"):
+        x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        a, b, c = x.unbind()
+        if walk == "float":
+            (a * b).backward()
+            g = x.grad
+        else:
+            g, = tg.autograd.grad(a * b, x, create_graph=True)
+        assert g.tolist() == [2.0, 1.0, 0.0]
+        assert not np.signbit(g.detach().numpy()).any()

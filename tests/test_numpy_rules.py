@@ -65,6 +65,11 @@ PROGRAMS = {
     "cat of a large entry": ((L,), lambda x: tg.cat(((x * 1.0)[:3], x[5:9] * 3.0, x[:1]))),
     "getitem twice at one place": ((L,), lambda x: (lambda y: y[0, :64] * y[0, :64] + y[..., 5])(x * 1.0)),
     "cat": ((A, A * 2), lambda x, y: tg.cat([x, y, x], dim=1)),
+    # unbind: a vector's parts are number entries (one slice of adjoints), a part no
+    # gradient reaches gives +0. (PyTorch's zeros)
+    "unbind": ((V3,), lambda v: v.unbind()[0] * v.unbind()[2]),
+    "unbind of rows": ((A,), lambda x: x.unbind(1)[1] + x.unbind(1)[3]),
+    "iteration": ((A,), lambda x: tg.stack([r * 2.0 for r in x][::-1])),
     "stack": ((V3, W3), lambda v, w: tg.stack([v, w, v], dim=1)),
     "dot": ((V3, W3), lambda v, w: v @ w),
     "vector @ matrix": ((A[:, 0].copy(), A), lambda v, m: v @ m),
@@ -150,9 +155,17 @@ def _watch_numpy_rules(monkeypatch):
         if parts is not None:
             ran.append("cat")
         return parts
+    real_unbind = engine.pyop_unbind_dim
+
+    def watched_unbind(py):
+        dim = real_unbind(py)
+        if dim is not None:
+            ran.append("unbind")
+        return dim
     monkeypatch.setattr(engine, "pyop_numpy_backward", watched)
     monkeypatch.setattr(engine.FloatAdjoints, "add_at", watched_at)
     monkeypatch.setattr(engine, "pyop_cat_parts", watched_cat)
+    monkeypatch.setattr(engine, "pyop_unbind_dim", watched_unbind)
     return ran
 
 
@@ -161,6 +174,7 @@ def _tensor_rules_only(monkeypatch):
     monkeypatch.setattr(engine, "pyop_numpy_backward", lambda *args: None)
     monkeypatch.setattr(engine, "pyop_basic_index", lambda py: None)
     monkeypatch.setattr(engine, "pyop_cat_parts", lambda py, shape_of: None)
+    monkeypatch.setattr(engine, "pyop_unbind_dim", lambda py: None)
 
 
 @pytest.mark.parametrize("second_order", [False, True], ids=["first", "second order"])

@@ -48,6 +48,7 @@ from ..core.tensor import Tensor, tensor_of_entry, wrap
 from ..ops.array_ops import (constant_changed, full_reduction_scale, pyop_backward,
                               pyop_constant_backward, pyop_numpy_backward,
                               pyop_basic_index, pyop_cat_parts, pyop_read_inputs,
+                              pyop_unbind_dim,
                               pyop_reads_output,
                               pyop_reads_values, pyop_saves, sum_to)
 from .anomaly_mode import check_nan, is_anomaly_enabled
@@ -1446,8 +1447,7 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
                 _check_saved(A, s, py)
                 # the float walk runs a rule with no node hooks on NumPy values where it can
                 grads_in = None
-                if state is None and py.nout == 1 and numpy_rules and \
-                        _direct_backward(adj, py, s, reached):
+                if state is None and numpy_rules and _direct_backward(adj, py, s, reached):
                     pos = s - 1
                     continue
                 if state is None and py.nout == 1:
@@ -1482,14 +1482,20 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
 def _direct_backward(adj, py, s, reached):
     """The float walk's own backward of the two array ops an LSTM's walk stops at most:
     ``x[idx]`` with a basic index (its gradient added into x's adjoint at idx, without the
-    rule's zeros) and ``cat`` (each input gets its slice of g); the same values as their
-    rules (tests/test_numpy_rules.py).  False for any other op."""
+    rule's zeros) and ``cat`` (each input gets its slice of g), and of ``unbind`` (a
+    tensor's iteration); the same values as their rules (tests/test_numpy_rules.py).
+    False for any other op."""
     idx = pyop_basic_index(py)
     if idx is not None:
         r = py.inputs[0]
         if r >= 0 and adj.add_at(r, idx, adj.get(s + 1)):
             reached[r] = 1
             return True
+        return False
+    dim = pyop_unbind_dim(py)
+    if dim is not None:
+        return _unbind_backward(adj, py, s, reached, dim)
+    if py.nout != 1:
         return False
     parts = pyop_cat_parts(py, lambda r: _float64_shape(adj.value(r)))
     if parts is None:
@@ -1501,6 +1507,31 @@ def _direct_backward(adj, py, s, reached):
         if r >= 0:
             adj.add(r, g[at])
             reached[r] = 1
+    return True
+
+
+def _zeros_like_entry(adj, i):
+    v = adj.value(i)
+    return wrap(np.zeros(v.shape) if v.__class__ is np.ndarray and v.ndim else 0.0)
+
+
+def _unbind_backward(adj, py, s, reached, dim):
+    """Unbind's rule in the float walk: the parts' gradients stacked (zeros for a part no
+    gradient reached), a 1-D input's as one slice of the adjoints of its parts' entries."""
+    r = py.inputs[0]
+    if r < 0 or _float64_shape(adj.value(r)) is None:
+        return False
+    n = py.nout
+    if adj.tape._arr.get(s + 1) is None:   # (0-d parts: number entries s + 1 ... s + n)
+        if adj.value(r).ndim != 1:
+            return False
+        g = adj.adj[s + 1:s + 1 + n].copy()
+        g[reached[s + 1:s + 1 + n] == 0] = 0.0
+    else:
+        g = np.stack([adj.get(k) if reached[k] else np.zeros(adj.value(k).shape)
+                      for k in range(s + 1, s + 1 + n)], axis=dim)
+    adj.add(r, g)
+    reached[r] = 1
     return True
 
 
@@ -1517,8 +1548,9 @@ def _run_pyop(adj, py, s, state, reached):
     if state is not None and state.pre:
         grads = state.run_pre(grads)
     seen = grads
-    if py.backward_fn is None:
-        grads = [adj.tensor(s + 1 + k) if g is None else g for k, g in enumerate(grads)]
+    if py.backward_fn is None:   # (zeros, +0. as PyTorch's: not the walk's -0. start)
+        grads = [_zeros_like_entry(adj, s + 1 + k) if g is None else g
+                 for k, g in enumerate(grads)]
     grads_in = pyop_backward(py, grads, adj.saved, [adj.saved(s + 1 + k) for k in range(py.nout)])
     if state is not None and state.post:
         grads_in = state.run_post(grads_in, seen)

@@ -111,9 +111,16 @@ def live_views(root):
     refs = root._views
     if refs is None:
         return []
-    views = [v for v in (r() for r in refs) if v is not None]
+    views, kept = [], []
+    for r in refs:
+        v = r()
+        if v is not None:
+            views.append(v)
+            kept.append(r)
     if not views:
         root._views = None
+    elif len(kept) < len(refs):   # (the dead ones dropped: the next look scans only these)
+        refs[:] = kept
     return views
 
 

@@ -296,6 +296,14 @@ def pyop_basic_index(py):
     return None
 
 
+def pyop_unbind_dim(py):
+    """The dim of recorded op ``py`` when it is an ``unbind``, else None."""
+    fwd = py.fwd
+    if fwd is None or fwd[0] != "unbind" or py.backward_fn is not None:
+        return None
+    return fwd[2].get("dim", 0)
+
+
 def pyop_cat_parts(py, shape_of):
     """For a recorded ``cat``: ``[(input reference, index of its part of the result)]``,
     the slices of ``g`` its rule passes on (references -1 included: a tensor without grad);
