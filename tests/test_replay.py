@@ -643,3 +643,31 @@ def test_a_recorded_number_assigned_at_an_index_tensor_or_a_slice_replays():
         v, g = f.value_and_grad(x)
         assert v == pytest.approx(float(want), rel=1e-14)
         np.testing.assert_allclose(g, xt.grad.numpy(), rtol=1e-14)
+
+
+def test_replayed_matmul_of_zeros_is_positive_zero_as_blas():
+    # every product -0.: BLAS (eager tapegrad, PyTorch) accumulates from +0. and gives +0.;
+    # the replayed sum of products adds 0.0 to match, for matmul and linear
+    B = np.array([[-1.0, 0.852], [-0.5, -1.591]])
+
+    def f(x):
+        a = x.reshape(1, 2) * 0.0
+        return tg.cat([(a @ tg.tensor(B)).reshape(-1),
+                       tg.nn.functional.linear(a, tg.tensor(B)).reshape(-1)])
+
+    eager = f(tg.tensor([1.0, 2.0]))._value
+    replayed = tg.compile(f)(np.array([3.0, 4.0]))
+    assert eager.tolist() == [0.0] * 4 and not np.signbit(eager).any()
+    assert replayed.tolist() == [0.0] * 4 and not np.signbit(replayed).any()
+
+
+def test_a_constant_output_keeps_the_sign_of_its_zero():
+    # x[0] = -0.0 makes the output a constant, which replay holds as an entry: -0.0 + -0.0
+    with tg.Tape() as tape:
+        x = tg.tensor([0.5], requires_grad=True)
+        y = x * 1.0
+        y[0] = -0.0
+        out = y[0]
+    value, grad = tape.compile([x], [out]).value_and_grad([[0.5]])
+    assert value == 0.0 and np.signbit(value)
+    assert grad.tolist() == [0.0]

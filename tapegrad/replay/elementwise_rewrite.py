@@ -393,8 +393,15 @@ def _split(x, split_size_or_sections, dim=0):
     return tuple(np.split(E, cuts, axis=dim))
 
 
+def _matmul(a, b):
+    """Sums of products, each + 0.0: a BLAS accumulator starts at +0. (all products -0.
+    give +0., where a sum of the products alone gives -0.; elsewhere + 0.0 changes
+    nothing)."""
+    return np.matmul(a, b) + 0.0
+
+
 def _linear(x, w, b=None):
-    r = np.matmul(_E(x), _E(w).T)
+    r = _matmul(_E(x), _E(w).T)
     return r if b is None else _E(_wrap_elems(r) + _wrap_elems(_E(b)))
 
 
@@ -593,7 +600,7 @@ SCALAR_RULES = {
     "log_softmax": _log_softmax,
     "softmax_backward_data": _softmax_backward_data,
     "log_softmax_backward_data": _log_softmax_backward_data,
-    "matmul": lambda a, b: np.matmul(_E(a), _E(b)),
+    "matmul": lambda a, b: _matmul(_E(a), _E(b)),
     "linear": _linear,
     "outer": lambda a, b: np.outer(_E(a), _E(b)),
     "reshape": lambda x, shape: _E(x).reshape(shape),
@@ -741,9 +748,10 @@ def _as_number(v):
 
 def constant_entry(S, value):
     """A scalar entry of tape ``S`` holding the constant ``value`` (an output that does not
-    depend on the inputs): ``value + 0.0``, which every replay kernel runs."""
+    depend on the inputs): ``value + -0.0``, which every replay kernel runs (and which
+    keeps every value: ``-0.0 + 0.0`` would be ``0.0``)."""
     v = float(value._value if isinstance(value, Tensor) else value)
-    i = S._push(_ADD, S._const(v), S._const(0.0), v)
+    i = S._push(_ADD, S._const(v), S._const(-0.0), v)
     return tensor_of_entry(S, i, v)
 
 
