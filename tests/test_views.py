@@ -653,3 +653,19 @@ def test_an_empty_slice_is_a_view_as_pytorch():
     assert _empty_slice_after_a_change_of_its_base(tg) == \
         _empty_slice_after_a_change_of_its_base(torch) == \
         [True, (0, 1, 2), "AsStridedBackward0", [[[2.0, 0.0]]]]
+
+
+def test_iterating_a_long_constant_gives_views_block_by_block():
+    # the elements are made 256 at a time: each is a view of x (PyTorch's unbind), one
+    # made before an in-place change of x reads the new value, as one made after it
+    x = tg.tensor(np.arange(600.0))
+    it = iter(x)
+    first = next(it)
+    x.add_(1.0)
+    rest = list(it)
+    assert len(rest) == 599
+    assert first.item() == 1.0 and rest[0].item() == 2.0 and rest[-1].item() == 600.0
+    assert all(v._base is x for v in (first, rest[254], rest[255], rest[-1]))
+    rows = list(tg.tensor(np.arange(6.0).reshape(3, 2)))
+    rows[1].mul_(10.0)
+    assert rows[1]._base.tolist() == [[0.0, 1.0], [20.0, 30.0], [4.0, 5.0]]

@@ -21,7 +21,7 @@ from ..core.dtypes import (CPU, scalar_type_name, as_device, as_dtype, bool_, de
 from ..core.pyop import note_index_versions
 from ..core.tape import Tape, recording
 from ..core.tensor import Tensor, check_float, note_comparison_use, wrap
-from ..core.views import register_view, root_and_steps
+from ..core.views import register_parts, register_view, root_and_steps
 from . import everyday_ops, inplace_views, special
 from .factories import (LEGACY_CONSTRUCTORS, factory_shape, legacy_new, random_source,
                         tensor as _new_tensor, tensor_init)
@@ -737,19 +737,34 @@ def iterate(self):
     return (self[k] for k in range(self.shape[0]))
 
 
-def _parts(x, v):
-    """``x[k]`` for each k, as ``getitem``'s fast path makes them."""
-    for k in range(v.shape[0]):
-        part = v[k]
-        if part.__class__ is _F64:
-            part = _float(part)
-        elif part.__class__ is not _ND:
-            part = v[k, ...]
-        r = _new(Tensor)
-        r._value = part
-        r._tape = r._grad = r._hooks = None
-        register_view(r, x, ("getitem", (k,), _NO_PARAMS))
-        yield r
+def _parts(x, v, block=256):
+    """``x[k]`` for each k, as ``getitem``'s fast path makes them, made ``block`` at a time
+    (a vector's elements read by one ``tolist``, registered as views in one pass; not all
+    at once: iterating a long vector of data keeps a block of tensors, not one per
+    element)."""
+    n = v.shape[0]
+    flat = v.ndim == 1 and v.dtype == np.float64
+    for start in range(0, n, block):
+        stop = builtins.min(start + block, n)
+        if flat:
+            values = v[start:stop].tolist()
+        else:
+            values = []
+            for k in range(start, stop):
+                part = v[k]
+                if part.__class__ is _F64:
+                    part = _float(part)
+                elif part.__class__ is not _ND:
+                    part = v[k, ...]
+                values.append(part)
+        parts = []
+        for part in values:
+            r = _new(Tensor)
+            r._value = part
+            r._tape = r._grad = r._hooks = None
+            parts.append(r)
+        register_parts(parts, x, [("getitem", (k,), _NO_PARAMS) for k in range(start, stop)])
+        yield from parts
 
 
 def gather(input: Tensor, dim: int, index) -> Tensor:
