@@ -121,6 +121,8 @@ def _np(v):
 
 def _out(v, like=None):
     """A forward result as a tensor value: 0-d float64 becomes a Python float."""
+    if v.__class__ is float and like is None:   # (an unbind's elements)
+        return v
     if v.__class__ is not np.ndarray:
         v = np.asarray(v)
     if like is not None and v.dtype != like and like.kind == "f":
@@ -562,12 +564,11 @@ def _view_call(op, node, args, ans, params, edges, tensors=None):
     x = args[0]
     if ans.__class__ is tuple:   # split, unbind: a view per part
         parts, base = ans, x._value
-        # (an unbind's parts all view the input, or none does: one test)
-        shared = [_is_view_of(p, base) for p in parts] if op.name != "unbind" or not parts \
-            else [_is_view_of(parts[0], base)] * len(parts)
-        values = base.tolist() if base.ndim == 1 and base.dtype == np.float64 and \
-            op.name == "unbind" else [_out(p) for p in parts]   # (a vector's elements)
-        res = _record_call(op, node, args, values, params, edges, any(shared), tensors)
+        # (an unbind's parts all view the input's memory, a float64 vector's numbers too)
+        shared = [_is_view_of(p, base) for p in parts] if op.name != "unbind" else \
+            [base.__class__ is np.ndarray] * len(parts)
+        res = _record_call(op, node, args, [_out(p) for p in parts], params, edges,
+                           any(shared), tensors)
         part_slices, multi_name = _MULTI_OUTPUT[op.name]
         slices = part_slices(base.shape, parts, args[1:], params)
         views = [r for r, s in zip(res, shared) if s]
@@ -1882,9 +1883,14 @@ def split_slices(shape, parts, args, params):
 
 @defop("unbind", "UnbindBackward0", saves=False, view=True)
 def unbind(x, dim=0):
-    """The slices along ``dim`` (wrapped), views of ``x`` (0-d ones too: an element is
-    written through, as ``getitem``'s)."""
-    return tuple(x[idx] for idx in unbind_slices(x.shape, None, (), {"dim": dim}))
+    """The slices along ``dim`` (wrapped), views of ``x``: a float64 vector's elements as
+    numbers (``_view_call`` registers them as its views, as ``getitem``'s fast path), other
+    elements as 0-d views (written through)."""
+    if x.ndim == 1:
+        if x.dtype == np.float64:
+            return tuple(x.tolist())
+        return tuple(x[k, ...] for k in range(x.shape[0]))
+    return tuple(np.moveaxis(x, dim, 0))
 
 
 # the parts' gradients stacked back (a part no gradient reached gets zeros)
