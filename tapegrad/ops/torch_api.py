@@ -1408,6 +1408,10 @@ def index_put(input, indices, values, accumulate=False):
     check_index(input, idx)
     # (all of the value's dims: index_put drops no leading ones, where x[i] = v does)
     _check_put_shape(tuple(values.shape), index_shape(tuple(input.shape), idx))
+    # a 0-d integer index as a one-element one: the same places, and PyTorch's advanced
+    # index (IndexPutBackward0), where NumPy takes a 0-d array as a basic index (CopySlices)
+    idx = tuple(i.reshape(1) if i.__class__ is np.ndarray and i.ndim == 0 and i.dtype.kind in "iu"
+                else i for i in idx)
     op = "index_put_add" if accumulate else "index_put"
     return _noting_index(call(op, input, idx, values), tensors)
 
