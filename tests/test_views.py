@@ -566,6 +566,10 @@ def test_in_place_on_a_view_of_a_multi_output_op_raises_as_pytorch(name):
         MULTI_OUTPUT_CASES[name](lib.ones(4, 2))
         parts = b.split(2)   # the base itself may change while the parts live
         b.div_(2.0)
+        leaf = lib.ones(4, 2, dtype=lib.float64, requires_grad=True)
+        with pytest.raises(RuntimeError, match="is the output of a function that returns "
+                                               "multiple views"):   # (before: a leaf's view)
+            MULTI_OUTPUT_CASES[name](leaf)
 
 
 def test_a_view_of_a_leaf_still_reaches_it_after_a_write_through_a_detached_alias():

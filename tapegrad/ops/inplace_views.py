@@ -109,13 +109,15 @@ def inplace_view(self, compute):
     memory = root._value
     T = recording()
     if T is not None and root._tape is not None:
+        # (PyTorch looks at how the view was made first: an unbind of a leaf is refused as
+        # a multi-output view, not as a view of a leaf)
+        if self._multi_output is not None and self._tape is not None:
+            raise RuntimeError(MULTI_OUTPUT_VIEW.format(*self._multi_output[:2]))
         if _is_leaf_or_unregistered(root):
             raise RuntimeError(LEAF_VIEW if steps else LEAF)
         # a view made under no_grad of a tensor that requires grad has no history to rebase
         if steps and self._tape is None:
             raise RuntimeError(NO_GRAD_VIEW)
-        if self._multi_output is not None and self._tape is not None:
-            raise RuntimeError(MULTI_OUTPUT_VIEW.format(*self._multi_output[:2]))
     tracked = root._tape is not None
     # a 0-d float64 root holds a Python float (its aliases: detach(), .data): no memory to
     # write into, so the root's value is replaced
