@@ -216,6 +216,31 @@ def test_nan_gradients_follow_pytorch():
         assert _grads(torch, lambda L: lambda a, b: L.maximum(a, b), [1.0, math.nan])[0] == 1.0
 
 
+def test_atan2_gradient_overflows_as_pytorchs():
+    # PyTorch: (grad * other) * reciprocal(x*x + y*y): the product overflows first (inf, and
+    # inf * 0 = NaN where the sum of squares overflows too); g * (y / (x*x + y*y)) stayed
+    # finite.  The float walk, a scalar entry, tg.jit's sweep and create_graph alike.
+    def run(L):
+        v0 = L.tensor(1e300, dtype=L.float64, requires_grad=True)
+        (v0 * L.atan2(v0, v0)).backward()
+        y = L.tensor([1e150], dtype=L.float64, requires_grad=True)
+        x = L.tensor([1e150], dtype=L.float64, requires_grad=True)
+        L.atan2(y, x).backward(L.tensor([1e300], dtype=L.float64))
+        gy, gx = L.autograd.grad(L.atan2(y, x), (y, x), L.tensor([1e300], dtype=L.float64),
+                                 create_graph=True)
+        return [v0.grad.item(), y.grad.item(), x.grad.item(), gy.item(), gx.item()]
+    got = run(tg)
+    assert math.isnan(got[0]) and got[1:] == [math.inf, -math.inf, math.inf, -math.inf]
+    if torch is not None:
+        want = run(torch)
+        assert math.isnan(want[0]) and want[1:] == got[1:]
+
+    @tg.jit
+    def f(a):
+        return a * math.atan2(a, a)
+    assert math.isnan(f.value_and_grad(1e300)[1])
+
+
 # -- 12. integer and bool dtypes ------------------------------------------------------------
 
 DTYPES = [  # (name, fn of the library, PyTorch's values, PyTorch's dtype name)

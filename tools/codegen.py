@@ -112,16 +112,39 @@ def adjoint_term(op, v: str) -> str:
     form = (op.gx, op.gy, op.gz)[k]
     partial = (op.dx, op.dy, op.dz)[k] or "0.0"
     if form and not op.backward_of and _masks(partial) is None:
-        nodes = list(ast.walk(ast.parse(form, mode="eval")))
+        tree = _on_floats(ast.parse(form, mode="eval"))
+        nodes = list(ast.walk(tree))
         if all(isinstance(n, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Name, ast.Constant,
-                              ast.Load, ast.operator, ast.unaryop, ast.Call))
+                              ast.Load, ast.operator, ast.unaryop, ast.Call, ast.IfExp,
+                              ast.Compare, ast.cmpop))
                and (not isinstance(n, ast.Call) or (isinstance(n.func, ast.Name)
                                                     and n.func.id in _FLOAT_CALLS))
                and (not isinstance(n, ast.Name) or n.id in ("g", "x", "y", "z", "out")
                     or n.id in _FLOAT_CALLS)
                for n in nodes):
-            return f"({form})"
+            floats = ast.unparse(tree)   # (the row's own text where nothing was respelled)
+            same = ast.dump(tree) == ast.dump(ast.parse(form, mode="eval"))
+            return f"({form if same else floats})"
     return _times("g", partial)
+
+
+def _on_floats(tree):
+    """A g-form's tensor spellings as float arithmetic: ``(name := e)`` (a value the tensor
+    rule computes once for both inputs) is ``e``, ``reciprocal(e)`` is ``1.0 / e`` (its
+    kernel's own division)."""
+    import ast
+
+    class Floats(ast.NodeTransformer):
+        def visit_NamedExpr(self, node):
+            return self.visit(node.value)
+
+        def visit_Call(self, node):
+            self.generic_visit(node)
+            if isinstance(node.func, ast.Name) and node.func.id == "reciprocal" and \
+                    len(node.args) == 1:
+                return ast.BinOp(ast.Constant(1.0), ast.Div(), node.args[0])
+            return node
+    return ast.fix_missing_locations(Floats().visit(tree))
 
 
 def _times(g: str, expr: str) -> str:

@@ -189,7 +189,7 @@ def terms(o, g, x, y, z, out):
     elif o == 4:  # pow
         return (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0)))), (g * (0.0 * (out * out))) if x == 0.0 and y >= 0.0 else (g * (out * log(x))), 0.0
     elif o == 5:  # atan2
-        return (g * (0.0 * y)) if x * x + y * y == 0.0 else (g * (y / (x * x + y * y))), (g * (-0.0 * x)) if x * x + y * y == 0.0 else (g * (-x / (x * x + y * y))), 0.0
+        return (g * y * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y))), (g * -x * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y))), 0.0
     elif o == 6:  # maximum
         return (0.0) if x < y else ((g * (0.5)) if x == y else (g)), (0.0) if y < x else ((g * (0.5)) if x == y else (g)), 0.0
     elif o == 7:  # minimum
@@ -423,13 +423,13 @@ def array_loop(o, n, gv, og, sg, ov, oo, xv, ox, sx, yv, oy, sy, zv, oz, sz, gx,
             z = zv[k * sz]
             out = ov[k]
             if mx == 1:
-                gx[k * sx] += (g * (0.0 * y)) if x * x + y * y == 0.0 else (g * (y / (x * x + y * y)))
+                gx[k * sx] += (g * y * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y)))
             elif mx == 2:
-                gx[k * sx] = (g * (0.0 * y)) if x * x + y * y == 0.0 else (g * (y / (x * x + y * y)))
+                gx[k * sx] = (g * y * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y)))
             if my == 1:
-                gy[k * sy] += (g * (-0.0 * x)) if x * x + y * y == 0.0 else (g * (-x / (x * x + y * y)))
+                gy[k * sy] += (g * -x * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y)))
             elif my == 2:
-                gy[k * sy] = (g * (-0.0 * x)) if x * x + y * y == 0.0 else (g * (-x / (x * x + y * y)))
+                gy[k * sy] = (g * -x * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y)))
             if mz == 1:
                 gz[k * sz] += 0.0
             elif mz == 2:
@@ -1534,22 +1534,22 @@ def fast_loop(o, want, n, G, O, X, Y, Z, tx, ty, tz):
                 x = X[k]
                 y = Y[k]
                 out = O[k]
-                tx[k] = (g * (0.0 * y)) if x * x + y * y == 0.0 else (g * (y / (x * x + y * y)))
+                tx[k] = (g * y * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y)))
         elif want == 2:
             for k in range(n):
                 g = G[k]
                 x = X[k]
                 y = Y[k]
                 out = O[k]
-                ty[k] = (g * (-0.0 * x)) if x * x + y * y == 0.0 else (g * (-x / (x * x + y * y)))
+                ty[k] = (g * -x * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y)))
         elif want == 3:
             for k in range(n):
                 g = G[k]
                 x = X[k]
                 y = Y[k]
                 out = O[k]
-                tx[k] = (g * (0.0 * y)) if x * x + y * y == 0.0 else (g * (y / (x * x + y * y)))
-                ty[k] = (g * (-0.0 * x)) if x * x + y * y == 0.0 else (g * (-x / (x * x + y * y)))
+                tx[k] = (g * y * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y)))
+                ty[k] = (g * -x * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y)))
     elif o == 6:  # maximum
         if want == 1:
             for k in range(n):

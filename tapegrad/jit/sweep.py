@@ -70,10 +70,10 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
             x = val[ra] if ra >= 0 else consts[-ra - 1]
             y = val[rb] if rb >= 0 else consts[-rb - 1]
             if ra >= 0:
-                adj[ra] += (g * (0.0 * y)) if x * x + y * y == 0.0 else (g * (y / (x * x + y * y)))
+                adj[ra] += (g * y * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y)))
                 reached[ra] = 1
             if rb >= 0:
-                adj[rb] += (g * (-0.0 * x)) if x * x + y * y == 0.0 else (g * (-x / (x * x + y * y)))
+                adj[rb] += (g * -x * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y)))
                 reached[rb] = 1
         elif o == 6:  # maximum
             x = val[ra] if ra >= 0 else consts[-ra - 1]
