@@ -70,6 +70,11 @@ def test_tensor_of_numpy_integers_keeps_their_dtype(data, dtype):
     assert torch.tensor(data).dtype == getattr(torch, dtype)
 
 
+def test_arange_of_numpy_integers_is_int64_as_pytorch():
+    for args in [(5,), (np.int32(5),), (np.int16(1), np.int32(7))]:
+        assert tg.arange(*args).dtype == tg.int64
+
+
 def test_float32_is_really_single_precision():
     x = tg.tensor(0.1, dtype=tg.float32)
     assert x.item() == float(np.float32(0.1))  # 0.10000000149011612

@@ -514,7 +514,7 @@ class TapeArrays:
         self.consts, self.stopmark, *self.heads = walk_index(T, n)
         if self.new_plan is not None:
             self.new_plan.keep_index(T._walk_index)
-        freed = T._freed   # (None until a backward frees an entry: see free_entries)
+        freed = T._freed   # (None until a backward frees an entry: run_backward)
         if freed is None:
             freed = np.zeros(n, np.uint8)
         elif len(freed) < n:

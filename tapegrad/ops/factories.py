@@ -283,7 +283,9 @@ def arange(start: Number = None, end: Optional[Number] = None, step: Number = 1,
     if (end - start) * step < 0:
         raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     a = np.arange(start, end, step, dtype=_np_dtype(dtype))
-    if dtype is None and a.dtype.kind == "f":
+    if dtype is None and a.dtype.kind == "i":   # (PyTorch: int64 from any integer scalars)
+        a = a.astype(np.int64)
+    elif dtype is None and a.dtype.kind == "f":
         a = a.astype(get_default_dtype().np)
     return _make(a, requires_grad, device)
 
