@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.grad_mode import grad_mode
 from ..core.tape import Tape, recording
 from ..core.tensor import UNREGISTERED_LEAF, note_unrecorded_change, own_the_old_value
 from ..core.views import live_views, root_and_steps
@@ -150,6 +151,7 @@ def inplace_view(self, compute):
         for w in views:
             _reread(w, root._value)
         _rebind([root] + views)
+        _view_again(root, views)
     root._vc = getattr(root, "_vc", 0) + 1
     return self
 
@@ -204,7 +206,6 @@ def _inplace_detached(self, compute, root, steps, views):
     else:
         v = _as_dtype(r._value, place)
         place[...] = v
-    leaf_root = _is_leaf_on_tape(root)
     for t in (root, self):
         if _is_leaf_on_tape(t):   # registered again with its new value on next use
             if untracked:   # (what read it before reads the new value too, unnoticed)
@@ -214,18 +215,30 @@ def _inplace_detached(self, compute, root, steps, views):
     if recorded:
         self._tape, self._entry = r._tape, r._entry
     for w in views:
-        if leaf_root and T is not None and not w._detached and w._tape is not None:
-            # a view with history of that leaf: the leaf viewed again (PyTorch's view
-            # regenerated as AsStridedBackward0 after its version moved on), so gradients
-            # still reach the leaf
-            nv = replay_view(root, root_and_steps(w)[1])
-            w._tape, w._entry, w._value = nv._tape, nv._entry, nv._value
-        else:
-            _reread(w, root._value)
+        _reread(w, root._value)
     if place is None or self._value.__class__ is float:
         self._value = float(v) if place is None else float(place)
     _rebind([root] + [w for w in views if w is not self or not recorded])
+    if not untracked:
+        _view_again(root, [w for w in views if w is not self])
     return self
+
+
+def _view_again(root, views):
+    """After a change of ``root``'s memory that recorded nothing for it (no_grad, through
+    ``detach()``), each view with history is ``root`` viewed again, as PyTorch regenerates
+    a view's grad_fn once its base's version moved on: ``AsStridedBackward0`` of the
+    base's node (whatever the grad mode), so gradients reach the base's history (a leaf's:
+    registered again with its new value).  A multi-output view is left: PyTorch refuses its
+    grad_fn then."""
+    if root._tape is None:
+        return
+    with grad_mode(True):
+        for w in views:
+            if w._detached or w._tape is None or w._multi_output is not None:
+                continue
+            nv = replay_view(root, root_and_steps(w)[1])
+            w._tape, w._entry, w._value = nv._tape, nv._entry, nv._value
 
 
 def _is_leaf_or_unregistered(t):
