@@ -71,6 +71,8 @@ PROGRAMS = {
     "unbind of rows": ((A,), lambda x: x.unbind(1)[1] + x.unbind(1)[3]),
     "iteration": ((A,), lambda x: tg.stack([r * 2.0 for r in x][::-1])),
     "stack": ((V3, W3), lambda v, w: tg.stack([v, w, v], dim=1)),
+    "stack of numbers": ((V3,), lambda v: tg.stack([v[0] * 2.0, v[2], v[0]])),
+    "stack of iterated rows": ((A,), lambda x: tg.stack(list(x * 1.0)[::-1], dim=1)),
     "dot": ((V3, W3), lambda v, w: v @ w),
     "vector @ matrix": ((A[:, 0].copy(), A), lambda v, m: v @ m),
     "matrix @ vector": ((A, B[:, 0].copy()), lambda m, v: m @ v),
@@ -153,7 +155,7 @@ def _watch_numpy_rules(monkeypatch):
     def watched_cat(py, *args):
         parts = real_cat(py, *args)
         if parts is not None:
-            ran.append("cat")
+            ran.append(py.fwd[0])   # (cat or stack)
         return parts
     real_unbind = engine.pyop_unbind_dim
 

@@ -859,8 +859,9 @@ class FloatAdjoints:
         if isinstance(g, Tensor):
             g = g._value
         arr = self.tape._arr.get(i)
-        if arr is None:
-            self.adj[i] += float(np.sum(g)) if g.__class__ is not float else g
+        if arr is None:   # (a number: g a number, or an array summed, a 0-d one read)
+            self.adj[i] += g if isinstance(g, float) else \
+                float(g) if g.__class__ is np.ndarray and not g.ndim else float(np.sum(g))
             return
         o = self._flat(i)
         if o >= 0:
@@ -1482,8 +1483,9 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
 def _direct_backward(adj, py, s, reached):
     """The float walk's own backward of the two array ops an LSTM's walk stops at most:
     ``x[idx]`` with a basic index (its gradient added into x's adjoint at idx, without the
-    rule's zeros) and ``cat`` (each input gets its slice of g), and of ``unbind`` (a
-    tensor's iteration); the same values as their rules (tests/test_numpy_rules.py).
+    rule's zeros) and ``cat`` and ``stack`` (each input gets its slice of g), and of
+    ``unbind`` (a tensor's iteration); the same values as their rules
+    (tests/test_numpy_rules.py).
     False for any other op."""
     idx = pyop_basic_index(py)
     if idx is not None:
@@ -1536,6 +1538,8 @@ def _unbind_backward(adj, py, s, reached, dim):
 
 
 def _float64_shape(v):
+    if v.__class__ is float:   # (a float64 number entry)
+        return ()
     return v.shape if v.__class__ is np.ndarray and v.dtype == np.float64 else None
 
 

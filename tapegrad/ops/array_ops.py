@@ -307,11 +307,12 @@ def pyop_unbind_dim(py):
 
 
 def pyop_cat_parts(py, shape_of):
-    """For a recorded ``cat``: ``[(input reference, index of its part of the result)]``,
-    the slices of ``g`` its rule passes on (references -1 included: a tensor without grad);
-    else None.  ``shape_of(ref)``: an input entry's shape (None: not a float64 array)."""
+    """For a recorded ``cat`` or ``stack``: ``[(input reference, index of its part of the
+    result)]``, the slices of ``g`` its rule passes on (references -1 included: a tensor
+    without grad); else None.  ``shape_of(ref)``: an input entry's shape (None: not
+    float64)."""
     fwd = py.fwd
-    if fwd is None or fwd[0] != "cat" or py.backward_fn is not None:
+    if fwd is None or (fwd[0] != "cat" and fwd[0] != "stack") or py.backward_fn is not None:
         return None
     parts, start, shapes = [], 0, []
     for a in fwd[1]:
@@ -324,6 +325,9 @@ def pyop_cat_parts(py, shape_of):
             shapes.append(_shape(a))
         else:
             return None
+    if fwd[0] == "stack" and shapes:   # (input k: the result's slice k along dim)
+        lead = (slice(None),) * wrap_dim(fwd[2].get("dim", 0), len(shapes[0]) + 1)
+        return [(ref, lead + (k,)) for k, ref in enumerate(py.inputs)]
     if not shapes or not shapes[0]:
         return None
     dim = wrap_dim(fwd[2].get("dim", 0), len(shapes[0]))
