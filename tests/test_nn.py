@@ -1104,3 +1104,35 @@ def test_parameter_and_module_dicts_behave_as_pytorchs():
         md.clear()
         assert len(pd) == 0 and len(md) == 0
     assert seen[0] == seen[1]
+
+
+UNREDUCED_LOSSES = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+                    "binary_cross_entropy", "soft_margin_loss", "binary_cross_entropy_with_logits",
+                    "kl_div", "poisson_nll_loss"]
+
+
+@pytest.mark.parametrize("name", UNREDUCED_LOSSES)
+def test_an_unreduced_loss_of_a_permuted_input_has_pytorchs_layout(name):
+    # PyTorch's kernel lays its result out as its input (fuzzer seed 68: NumPy's C order
+    # made a later view succeed and a product pick another zero), values as before
+    def run(lib):
+        x = lib.tensor(np.linspace(0.1, 0.9, 12).reshape(1, 3, 4)).transpose(0, -1)
+        y = lib.tensor(np.full((4, 3, 1), 0.25))
+        loss = getattr(lib.nn.functional, name)(x, y, reduction="none")
+        try:
+            loss.view(12)
+            viewed = True
+        except RuntimeError:
+            viewed = False
+        return loss.tolist(), viewed, tuple(loss.stride())[:2]
+    ours = run(tg)
+    permuted = name not in ("binary_cross_entropy_with_logits", "kl_div")
+    assert ours[1] is not permuted and (ours[2] == (1, 4)) is permuted
+    torch = pytest.importorskip("torch")
+    torch.set_default_dtype(torch.float64)
+    try:
+        theirs = run(torch)
+    finally:
+        torch.set_default_dtype(torch.float32)
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-12)
+    assert ours[1:] == theirs[1:]

@@ -645,20 +645,46 @@ def test_a_recorded_number_assigned_at_an_index_tensor_or_a_slice_replays():
         np.testing.assert_allclose(g, xt.grad.numpy(), rtol=1e-14)
 
 
-def test_replayed_matmul_of_zeros_is_positive_zero_as_blas():
-    # every product -0.: BLAS (eager tapegrad, PyTorch) accumulates from +0. and gives +0.;
-    # the replayed sum of products adds 0.0 to match, for matmul and linear
-    B = np.array([[-1.0, 0.852], [-0.5, -1.591]])
+# products that are all -0.: a sum of them starts from +0. (BLAS), but PyTorch's mm of one
+# column by one row (and linear with one input feature over several rows) is an outer
+# product, each result its one -0. product; (program of the library and a vector of n zeros,
+# n, whether each result is -0.)
+ZERO_PRODUCTS = {
+    "mm K=1": (lambda m, z: z.reshape(2, 1) @ -m.ones(1, 2), 2, True),
+    "mm K=2": (lambda m, z: z.reshape(2, 2) @ -m.ones(2, 2), 4, False),
+    "dot": (lambda m, z: z.reshape(1) @ -m.ones(1), 1, False),
+    "mv K=1": (lambda m, z: z.reshape(2, 1) @ -m.ones(1), 2, False),
+    "vm K=1": (lambda m, z: z.reshape(1) @ -m.ones(1, 3), 1, False),
+    "bmm K=1": (lambda m, z: z.reshape(2, 2, 1) @ -m.ones(2, 1, 2), 4, False),
+    "3-d @ 2-d K=1": (lambda m, z: z.reshape(2, 3, 1) @ -m.ones(1, 2), 6, True),
+    "3-d @ 2-d K=2": (lambda m, z: z.reshape(2, 3, 2) @ -m.ones(2, 2), 12, False),
+    "linear in=1": (lambda m, z: m.nn.functional.linear(z.reshape(3, 1), -m.ones(2, 1)), 3, True),
+    "linear in=1, -0. bias": (lambda m, z: m.nn.functional.linear(z.reshape(3, 1), -m.ones(2, 1),
+                                                                 -m.zeros(2)), 3, True),
+    "linear in=2": (lambda m, z: m.nn.functional.linear(z.reshape(3, 2), -m.ones(2, 2)), 6, False),
+    "linear of a vector": (lambda m, z: m.nn.functional.linear(z, -m.ones(2, 1)), 1, False),
+    "linear 3-d in=1": (lambda m, z: m.nn.functional.linear(z.reshape(2, 3, 1), -m.ones(2, 1)),
+                        6, True),
+    "linear of one row": (lambda m, z: m.nn.functional.linear(z.reshape(1, 1), -m.ones(2, 1)),
+                          1, False),
+}
 
-    def f(x):
-        a = x.reshape(1, 2) * 0.0
-        return tg.cat([(a @ tg.tensor(B)).reshape(-1),
-                       tg.nn.functional.linear(a, tg.tensor(B)).reshape(-1)])
 
-    eager = f(tg.tensor([1.0, 2.0]))._value
-    replayed = tg.compile(f)(np.array([3.0, 4.0]))
-    assert eager.tolist() == [0.0] * 4 and not np.signbit(eager).any()
-    assert replayed.tolist() == [0.0] * 4 and not np.signbit(replayed).any()
+@pytest.mark.parametrize("name", list(ZERO_PRODUCTS))
+def test_the_sign_of_a_zero_matmul_eager_and_replayed(name):
+    program, n, negative = ZERO_PRODUCTS[name]
+    eager = np.asarray(program(tg, tg.zeros(n))._value).reshape(-1)
+    replayed = tg.compile(lambda x: program(tg, x * 0.0).reshape(-1))(np.ones(n))
+    for got in (eager, replayed):
+        assert not got.any() and np.signbit(got).all() == negative and \
+            np.signbit(got).any() == negative
+    torch = pytest.importorskip("torch")
+    torch.set_default_dtype(torch.float64)
+    try:
+        theirs = program(torch, torch.zeros(n)).numpy().reshape(-1)
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert np.signbit(theirs).tolist() == np.signbit(eager).tolist()
 
 
 def test_a_constant_output_keeps_the_sign_of_its_zero():

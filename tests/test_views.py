@@ -675,3 +675,26 @@ def test_iterating_a_long_constant_gives_views_block_by_block():
     rows = list(tg.tensor(np.arange(6.0).reshape(3, 2)))
     rows[1].mul_(10.0)
     assert rows[1]._base.tolist() == [[0.0, 1.0], [20.0, 30.0], [4.0, 5.0]]
+
+
+INPLACE_THROUGH_A_ROW = {
+    "mul_": lambda m, v: v.mul_(0.5), "zero_": lambda m, v: v.zero_(),
+    "fill_": lambda m, v: v.fill_(2.0), "copy_": lambda m, v: v.copy_(m.tensor([3.0])),
+    "mul_ by -0.": lambda m, v: v.mul_(m.tensor([-0.0])), "neg_": lambda m, v: v.neg_(),
+}
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+@pytest.mark.parametrize("op", list(INPLACE_THROUGH_A_ROW))
+def test_the_sign_of_a_zero_gradient_through_copy_slices(op, create_graph):
+    # PyTorch's CopySlices writes the in-place op's gradient into the base's gradient at
+    # the view (fuzzer seed 68: a -0. gradient there became +0.)
+    got = []
+    for lib in LIBS:
+        w = lib.tensor([[0.122], [2.0]], requires_grad=True)
+        y = w * 1
+        INPLACE_THROUGH_A_ROW[op](lib, y[0])
+        loss = (y[0] * lib.tensor([-0.0])).sum() + (y[1] * lib.tensor([-0.0])).sum()
+        g, = lib.autograd.grad([loss], [w], create_graph=create_graph)
+        got.append((g.tolist(), np.signbit(g.detach().numpy()).tolist()))
+    assert got[0] == got[1]

@@ -40,6 +40,15 @@ def broadcast_error(shapes):
     return None
 
 
+def laid_out(v, operands):
+    """Elementwise result ``v`` laid out as PyTorch's (``torch_layout``) where an operand is
+    not C-contiguous (NumPy's layout is PyTorch's otherwise)."""
+    for x in operands:
+        if x.__class__ is np.ndarray and x.ndim > 1 and not x.flags.c_contiguous:
+            return torch_layout(v, operands) if v.__class__ is np.ndarray else v
+    return v
+
+
 def torch_layout(v, operands):
     """Elementwise result ``v`` (a NumPy array) laid out as PyTorch's TensorIterator lays out
     the result of ``operands`` (arrays and numbers, in argument order), a copy where NumPy's

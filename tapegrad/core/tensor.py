@@ -30,7 +30,7 @@ from .dtypes import (Size, bool_, dtype, dtype_of, float16, float32, float64, in
                      int32, int64, scalar_type_name, uint8)
 from .graph import node_for
 from .printing import format_value
-from .shapes import broadcast_error, broadcast_view, torch_layout, wrap_dim
+from .shapes import broadcast_error, broadcast_view, laid_out, wrap_dim
 from .pyop import record_broadcast
 from .tape import (ARRAY_CHUNK, LARGE_ARRAY, ARG, CONST, UNREGISTERED_LEAF, Tape, boot,
                    next_tape, rec_get, recording, thread_state)
@@ -168,15 +168,6 @@ _NAN = math.nan
 _ND = np.ndarray
 
 
-def _laid_out(v, operands):
-    """Elementwise result ``v`` laid out as PyTorch's (``torch_layout``) where an operand is
-    not C-contiguous (NumPy's layout is PyTorch's otherwise)."""
-    for x in operands:
-        if x.__class__ is _ND and x.ndim > 1 and not x.flags.c_contiguous:
-            return torch_layout(v, operands) if v.__class__ is _ND else v
-    return v
-
-
 def elementwise_fallback(code, args):
     """Every case the generated scalar fast paths do not take: arrays, float32, mixed.
 
@@ -208,7 +199,7 @@ def elementwise_fallback(code, args):
             break
     else:
         if shape is not None and len(args) < 3:
-            v = _laid_out(_VF[code](*vals), vals)
+            v = laid_out(_VF[code](*vals), vals)
             if not rg:
                 return wrap(v)
             try:
@@ -293,7 +284,7 @@ def _broadcast_pair(code, args):
         v = _VF[code](*vals)
     except (ValueError, OverflowError, TypeError):
         return None
-    v = _laid_out(v, vals)
+    v = laid_out(v, vals)
     if v.__class__ is not _ND or v.dtype is not _F64 or not v.ndim:
         return None
     if not rg:
@@ -351,7 +342,7 @@ def _generic_slow(code, args):
             raise mismatch
         with np.errstate(all="ignore"):
             v = _VF[code](*arrs)
-        v = _laid_out(np.asarray(v), arrs).astype(dt, copy=False)
+        v = laid_out(np.asarray(v), arrs).astype(dt, copy=False)
         if dt.kind != "f":
             return wrap(v)   # integer and bool results never require grad
         if v.ndim == 0 and v.dtype == np.float64:
@@ -936,7 +927,7 @@ def compare(code, x, y):
         mismatch = broadcast_error([xv.shape, yv.shape])   # (only arrays can clash)
         if mismatch is not None:
             raise mismatch
-    v = _laid_out(np.asarray(_VF[code](np.asarray(xv), np.asarray(yv))), (xv, yv))
+    v = laid_out(np.asarray(_VF[code](np.asarray(xv), np.asarray(yv))), (xv, yv))
     r = wrap(v)
     T = recording()
     if T is None or not any(isinstance(t, Tensor) and t._tape is not None for t in (x, y)):

@@ -683,7 +683,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
 
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """``log(1 + exp(-y x))``."""
-    return _reduced(softplus(-target * input), reduction)
+    # (-input first, as PyTorch's kernel: its result has the input's layout)
+    return _reduced(softplus(-input * target), reduction)
 
 
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,

@@ -1544,6 +1544,17 @@ def matmul(a, b):
     return np.matmul(a, b)
 
 
+def products_only(x_shape, w_shape):
+    """Does PyTorch's ``linear`` of an input of ``x_shape`` by weights of ``w_shape`` (out,
+    in) compute each result as its one product (one input feature, several rows and
+    outputs: mm's outer product), so that a -0. product stays -0., where a sum of products
+    starts from +0.?"""
+    rows = 1
+    for n in x_shape[:-1]:
+        rows *= n
+    return len(x_shape) >= 2 and w_shape[1] == 1 and rows > 1 and w_shape[0] > 1
+
+
 def _mm(a, b):
     return rule_call("matmul", a, b)
 
@@ -1594,7 +1605,7 @@ def _linear_node(x, w, b=None):
 @defop("linear", _linear_node, method=False, numpy_rule=True, grad_depends="others")
 def linear(x, w, b=None):
     """x W^T + b, fused (no transposed copy of W, no broadcast entry for b)."""
-    out = np.matmul(x, w.T)
+    out = x * w.T if products_only(x.shape, w.shape) else np.matmul(x, w.T)
     return out if b is None else out + b
 
 
@@ -1991,9 +2002,11 @@ def writable_view(place, memory):
                                            strides=place.strides, writeable=True)
 
 
-# base: g with the written part zeroed; src: g's part there
+# base: g with the written part -0. (the neutral element of a sum: what reaches that part
+# through the view is added there, and is all there is, as PyTorch's CopySlices writes the
+# in-place op's gradient there; +0. turned a -0. one into +0.); src: g's part there
 copy_slices.defvjp(lambda g, ans, base, src, steps:
-                   (lambda: call("copy_slices", g, 0.0, steps),
+                   (lambda: call("copy_slices", g, -0.0, steps),
                     lambda: sum_to(call("as_strided", g, steps), _shape(src))))
 
 

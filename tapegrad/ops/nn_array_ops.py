@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.shapes import laid_out
 from ..core.tensor import Tensor, wrap
 from .array_ops import call, defop
 
@@ -519,9 +520,9 @@ index_pad.defvjp(lambda g, ans, x, pad=(), mode="reflect":
 
 # -- losses -------------------------------------------------------------------------------
 
-def _reduce(loss, reduction):
-    if reduction == "none":
-        return loss
+def _reduce(loss, reduction, operands=()):
+    if reduction == "none":   # (laid out as PyTorch's kernel over the operands lays it out)
+        return laid_out(loss, operands)
     return loss.sum() if reduction == "sum" else loss.mean()
 
 
@@ -529,7 +530,8 @@ def _reduce(loss, reduction):
 def huber_loss(x, y, reduction="mean", delta=1.0):
     """0.5 d^2 where |d| < delta, delta (|d| - 0.5 delta) elsewhere, d = x - y."""
     a = np.abs(x - y)
-    return _reduce(np.where(a < delta, 0.5 * a * a, delta * (a - 0.5 * delta)), reduction)
+    return _reduce(np.where(a < delta, 0.5 * a * a, delta * (a - 0.5 * delta)), reduction,
+                   (x, y))
 
 
 @huber_loss.defvjp

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..core.elementwise import FUNCTIONS as _ELEMENTWISE
 from ..core.forward import erf_array
+from ..core.shapes import laid_out
 from ..core.tensor import Tensor, wrap
 from .array_ops import call, defop
 
@@ -44,11 +45,12 @@ def check_reduction(reduction):
         raise ValueError(f"{reduction} is not a valid value for reduction")
 
 
-def reduce(loss, reduction, denom=None):
+def reduce(loss, reduction, denom=None, operands=()):
     """The elementwise ``loss`` (NumPy) reduced as ``reduction`` says; a weighted mean
-    divides by ``denom``."""
+    divides by ``denom``.  Unreduced, laid out as PyTorch's kernel over ``operands`` lays
+    out its result (its strides decide what later views and products do)."""
     if reduction == "none":
-        return loss
+        return laid_out(loss, operands)
     if reduction == "sum":
         return loss.sum()
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -146,7 +148,7 @@ elu.defvjp(lambda g, ans, x, alpha=1.0: (elu_backward(g, x, float(alpha)),))
 @defop("mse_loss", "MseLossBackward0", method=False)
 def mse_loss(x, y, reduction="mean"):
     d = x - y
-    return reduce(d * d, reduction)
+    return reduce(d * d, reduction, operands=(x, y))
 
 
 @mse_loss.defvjp
@@ -158,7 +160,7 @@ def _(g, ans, x, y, reduction="mean"):
 
 @defop("l1_loss", "L1LossBackward0", method=False)
 def l1_loss(x, y, reduction="mean"):
-    return reduce(np.abs(x - y), reduction)
+    return reduce(np.abs(x - y), reduction, operands=(x, y))
 
 
 @l1_loss.defvjp
@@ -173,8 +175,9 @@ def _(g, ans, x, y, reduction="mean"):
 def smooth_l1_loss(x, y, reduction="mean", beta=1.0):
     a = np.abs(x - y)
     if beta == 0.0:
-        return reduce(a, reduction)
-    return reduce(np.where(a < beta, 0.5 * a * a / beta, a - 0.5 * beta), reduction)
+        return reduce(a, reduction, operands=(x, y))
+    return reduce(np.where(a < beta, 0.5 * a * a / beta, a - 0.5 * beta), reduction,
+                  operands=(x, y))
 
 
 @smooth_l1_loss.defvjp
@@ -204,7 +207,8 @@ def binary_cross_entropy(x, y, weight=None, reduction="mean"):
         raise RuntimeError("all elements of input should be between 0 and 1")
     lx, l1x = _clamped_logs(x)
     loss = -(y * lx + (1.0 - y) * l1x)
-    return reduce(loss if weight is None else loss * weight, reduction)
+    # (PyTorch's result: empty_like(input), then weighted in place)
+    return reduce(loss if weight is None else loss * weight, reduction, operands=(x,))
 
 
 @binary_cross_entropy.defvjp

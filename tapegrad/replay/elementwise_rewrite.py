@@ -27,8 +27,8 @@ from ..core.pyop import Arg, pyop_at
 from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC, PYOUT, Tape,
                          recording)
 from ..core.tensor import Tensor, ieee_value, note_comparison_use, tensor_of_entry, wrap
-from ..ops.array_ops import (along_index, is_advanced_index, view_at, view_through,
-                             without_leading_ones)
+from ..ops.array_ops import (along_index, is_advanced_index, products_only, view_at,
+                             view_through, without_leading_ones)
 from ..ops.inplace_views import OVERLAP
 from ..ops.torch_api import check_index, index_value
 
@@ -396,12 +396,16 @@ def _split(x, split_size_or_sections, dim=0):
 def _matmul(a, b):
     """Sums of products, each + 0.0: a BLAS accumulator starts at +0. (all products -0.
     give +0., where a sum of the products alone gives -0.; elsewhere + 0.0 changes
-    nothing)."""
+    nothing) -- but not where the eager op, as PyTorch's mm, multiplies one column by one
+    row (an outer product: each result its one product)."""
+    if b.ndim == 2 and products_only(a.shape, b.shape[::-1]):   # (b as linear's weights)
+        return np.matmul(a, b)
     return np.matmul(a, b) + 0.0
 
 
 def _linear(x, w, b=None):
-    r = _matmul(_E(x), _E(w).T)
+    X, W = _E(x), _E(w)
+    r = np.matmul(X, W.T) if products_only(X.shape, W.shape) else _matmul(X, W.T)
     return r if b is None else _E(_wrap_elems(r) + _wrap_elems(_E(b)))
 
 
