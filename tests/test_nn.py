@@ -1136,3 +1136,36 @@ def test_an_unreduced_loss_of_a_permuted_input_has_pytorchs_layout(name):
         torch.set_default_dtype(torch.float32)
     np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-12)
     assert ours[1:] == theirs[1:]
+
+
+def test_soft_margin_loss_is_pytorchs_kernel():
+    # one SoftMarginLossBackward0 node, log1p(exp(-x y)) with no threshold (exp overflows
+    # to inf, the gradient there NaN), PyTorch's backward formula, errors for a target that
+    # requires grad and for a target that broadcasts the input
+    def run(lib):
+        x = lib.tensor([-800.0, -30.0, 0.5, -0.0], requires_grad=True)
+        y = lib.tensor([1.0, 1.0, -1.0, 1.0])
+        loss = lib.nn.functional.soft_margin_loss(x, y, reduction="none")
+        loss.sum().backward()
+        out = [loss.grad_fn.name(), loss.tolist(), x.grad.tolist()]
+        for red in ("mean", "sum"):
+            g, = lib.autograd.grad(lib.nn.functional.soft_margin_loss(x[1:], y[1:], reduction=red),
+                                   x, create_graph=True)
+            out.append(lib.autograd.grad(g.sum(), x)[0].tolist())
+        for args in [(x, lib.tensor([1.0, -1.0, 1.0, 1.0], requires_grad=True)),
+                     (x[:2].reshape(2, 1), y[:2])]:
+            with pytest.raises(RuntimeError) as err:
+                lib.nn.functional.soft_margin_loss(*args)
+            out.append(str(err.value))
+        return out
+    with np.errstate(over="ignore", invalid="ignore"):
+        ours = run(tg)
+    assert ours[0] == "SoftMarginLossBackward0" and ours[1][0] == math.inf
+    assert math.isnan(ours[2][0]) and ours[2][1] == -0.9999999999999064
+    torch = pytest.importorskip("torch")
+    torch.set_default_dtype(torch.float64)
+    try:
+        theirs = run(torch)
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert str(ours) == str(theirs)

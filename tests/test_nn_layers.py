@@ -667,7 +667,8 @@ ROW_FUNCTIONALS = {"conv": "conv2d", "conv_transpose": "conv_transpose2d", "conv
                    "max_pool2d": "max_pool2d", "avg_pool2d": "avg_pool2d",
                    "layer_norm": "layer_norm", "batch_norm": "batch_norm",
                    "embedding": "embedding", "huber_loss": "huber_loss", "constant_pad": "pad",
-                   "index_pad": "pad", "unfold": "unfold", "fold": "fold"}
+                   "index_pad": "pad", "unfold": "unfold", "fold": "fold",
+                   "soft_margin_loss_backward": "soft_margin_loss"}
 
 
 def test_every_layer_row_has_a_functional_with_cases():

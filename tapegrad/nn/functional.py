@@ -682,9 +682,18 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
 
 
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    """``log(1 + exp(-y x))``."""
-    # (-input first, as PyTorch's kernel: its result has the input's layout)
-    return _reduced(softplus(-input * target), reduction)
+    """``log(1 + exp(-y x))`` (one ``SoftMarginLossBackward0`` op, PyTorch's kernel: no
+    threshold, so ``exp`` overflows to inf as there)."""
+    check_reduction(reduction)
+    if isinstance(target, Tensor) and target.requires_grad:
+        raise RuntimeError("The function 'soft_margin_loss' is not differentiable with respect "
+                           "to argument 'target'. This input cannot have requires_grad True.")
+    shape = tuple(input.shape)
+    both = tuple(np.broadcast_shapes(shape, tuple(np.shape(_val(target)))))
+    if both != shape:   # (the result is written into a tensor of the input's shape)
+        raise RuntimeError(f"output with shape {list(shape)} doesn't match the broadcast shape "
+                           f"{list(both)}")
+    return call("soft_margin_loss", input, target, reduction=reduction)
 
 
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,

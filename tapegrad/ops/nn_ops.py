@@ -192,6 +192,19 @@ def _(g, ans, x, y, reduction="mean", beta=1.0):
             lambda: smooth_l1_backward(gl, y - x, float(beta)))
 
 
+@defop("soft_margin_loss", "SoftMarginLossBackward0", method=False)
+def soft_margin_loss(x, y, reduction="mean"):
+    # (PyTorch's kernel: neg(x), times y, exp, log1p, in the input's layout)
+    with np.errstate(over="ignore"):
+        return reduce(np.log1p(np.exp(-x * y)), reduction, operands=(x,))
+
+
+# y takes no gradient (the functional refuses a target that requires grad);
+# soft_margin_loss_backward: ops/nn_array_ops.py
+soft_margin_loss.defvjp(lambda g, ans, x, y, reduction="mean": (
+    lambda: call("soft_margin_loss_backward", g, x, y, reduction=reduction), None))
+
+
 def _clamped_logs(x):
     with np.errstate(divide="ignore"):
         return np.maximum(np.log(x), -100.0), np.maximum(np.log1p(-x), -100.0)

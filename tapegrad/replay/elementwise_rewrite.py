@@ -579,6 +579,8 @@ NN_RULES = {
     "elu": lambda x, alpha=1.0: _E(_where(_T(x) > 0.0, _T(x),
                                           _where(_T(x) > 0.0, 0.0, _T(x)).expm1() * alpha)),
     "mse_loss": lambda x, y, reduction="mean": _reduced((_T(x) - _T(y)) ** 2.0, reduction),
+    "soft_margin_loss": lambda x, y, reduction="mean": _reduced((-_T(x) * _T(y)).exp().log1p(),
+                                                                reduction),
     "l1_loss": lambda x, y, reduction="mean": _reduced((_T(x) - _T(y)).abs(), reduction),
     "smooth_l1_loss": _smooth_l1,
     "binary_cross_entropy": _bce,
@@ -603,6 +605,9 @@ SCALAR_RULES = {
     "softmax": _softmax,
     "log_softmax": _log_softmax,
     "softmax_backward_data": _softmax_backward_data,
+    "soft_margin_loss_backward": lambda g, x, y, reduction="mean": _E(
+        _T(y) * (-_T(y) * _T(x)).exp() * -(1.0 / _E(x).size if reduction == "mean" else 1.0)
+        / ((-_T(y) * _T(x)).exp() + 1.0) * _T(g)),
     "log_softmax_backward_data": _log_softmax_backward_data,
     "matmul": lambda a, b: _matmul(_E(a), _E(b)),
     "linear": _linear,
