@@ -648,6 +648,12 @@ NN_CASES.update({
                 [_X, _Y], {"node": False})],
     "soft_margin_loss": [(lambda F, T, x: F.soft_margin_loss(x, T(_SIGN * 1.0)), [_N4[:, :4]],
                           {"node": False})],
+    "multilabel_soft_margin_loss": [
+        (lambda F, T, x: F.multilabel_soft_margin_loss(x, T((_SIGN > 0) * 1.0)), [_N4[:, :4]],
+         {}),
+        (lambda F, T, x, w: F.multilabel_soft_margin_loss(x, T((_SIGN > 0) * 1.0), weight=w,
+                                                          reduction="none"),
+         [_N4[:, :4], _N4[0, :4]], {})],
     "margin_ranking_loss": [(lambda F, T, a, b: F.margin_ranking_loss(a, b, T(_SIGN * 1.0),
                                                                       margin=0.3),
                              [_N4[0, :4], _N4[1, :4]], {"node": False})],

@@ -757,6 +757,7 @@ LOSSES = [
     (lambda m: m.KLDivLoss(reduction="batchmean"), 2),
     (lambda m: m.KLDivLoss(reduction="sum", log_target=True), 2),
     (lambda m: m.SoftMarginLoss(), "sign"), (lambda m: m.MarginRankingLoss(0.2), "pair"),
+    (lambda m: m.MultiLabelSoftMarginLoss(reduction="sum"), "sign-rows"),
     (lambda m: m.HingeEmbeddingLoss(margin=0.5), "sign"),
     (lambda m: m.CosineEmbeddingLoss(0.1, reduction="none"), "pair-rows"),
     (lambda m: m.PoissonNLLLoss(), 2), (lambda m: m.PoissonNLLLoss(log_input=False, full=True), 2),
@@ -779,6 +780,8 @@ def test_more_loss_modules_match_torch(k):
         arrays, consts = [rng.normal(size=4), rng.normal(size=4)], [sign]
     elif kind == "pair-rows":
         arrays, consts = [rng.normal(size=(4, 3)), rng.normal(size=(4, 3))], [sign]
+    elif kind == "sign-rows":   # (multi-label targets: 0/1 per class)
+        arrays, consts = [rng.normal(size=(4, 3))], [(rng.random((4, 3)) < 0.5) * 1.0]
     else:
         arrays, consts = [rng.uniform(0.2, 2.0, size=(4, 3)) for _ in range(kind)], []
     gs = [tg.tensor(a, requires_grad=True) for a in arrays]

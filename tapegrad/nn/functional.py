@@ -28,7 +28,8 @@ __all__ = ["relu", "tanh", "sigmoid", "leaky_relu", "softplus", "gelu", "silu", 
            "dropout2d", "dropout3d", "hardtanh", "relu6", "selu", "celu", "mish", "softsign",
            "logsigmoid", "softmin", "hardswish", "hardsigmoid", "tanhshrink", "softshrink",
            "hardshrink", "threshold", "glu", "prelu", "normalize", "cosine_similarity",
-           "pairwise_distance", "one_hot", "kl_div", "soft_margin_loss", "margin_ranking_loss",
+           "pairwise_distance", "one_hot", "kl_div", "soft_margin_loss",
+           "multilabel_soft_margin_loss", "margin_ranking_loss",
            "poisson_nll_loss", "gaussian_nll_loss", "hinge_embedding_loss",
            "cosine_embedding_loss", "triplet_margin_loss", "conv_transpose1d",
            "conv_transpose2d", "group_norm", "instance_norm", "interpolate", "pixel_shuffle",
@@ -694,6 +695,18 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
         raise RuntimeError(f"output with shape {list(shape)} doesn't match the broadcast shape "
                            f"{list(both)}")
     return call("soft_margin_loss", input, target, reduction=reduction)
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
+                                reduction="mean"):
+    """``-(y logsigmoid(x) + (1 - y) logsigmoid(-x))``, weighted, averaged over the classes
+    (the last dim), then reduced: PyTorch's composition, op for op."""
+    check_reduction(reduction)
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * weight
+    loss = loss.sum(dim=input.dim() - 1) / input.size(input.dim() - 1)
+    return _reduced(loss, reduction)
 
 
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,

@@ -34,7 +34,8 @@ __all__ = ["Parameter", "Module", "Sequential", "ModuleList", "ParameterList", "
            "Dropout3d", "BackwardHookFunction", "ReLU6", "SELU", "Mish", "Hardswish",
            "Hardsigmoid", "Softsign", "LogSigmoid", "Tanhshrink", "Hardtanh", "CELU", "Softmin",
            "Softshrink", "Hardshrink", "Threshold", "GLU", "PReLU", "CosineSimilarity",
-           "PairwiseDistance", "KLDivLoss", "SoftMarginLoss", "MarginRankingLoss",
+           "PairwiseDistance", "KLDivLoss", "SoftMarginLoss", "MultiLabelSoftMarginLoss",
+           "MarginRankingLoss",
            "HingeEmbeddingLoss", "CosineEmbeddingLoss", "PoissonNLLLoss", "GaussianNLLLoss",
            "TripletMarginLoss"]
 
@@ -1902,6 +1903,16 @@ class KLDivLoss(_Loss):
 class SoftMarginLoss(_Loss):
     def forward(self, input, target):
         return F.soft_margin_loss(input, target, reduction=self.reduction)
+
+
+class MultiLabelSoftMarginLoss(_Loss):
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(reduction=reduction)
+        self.register_buffer("weight", weight)
+
+    def forward(self, input, target):
+        return F.multilabel_soft_margin_loss(input, target, weight=self.weight,
+                                             reduction=self.reduction)
 
 
 class _MarginLoss(_Loss):
