@@ -1112,6 +1112,18 @@ def test_parameter_and_module_dicts_behave_as_pytorchs():
     assert seen[0] == seen[1]
 
 
+def _in_torch64(run):
+    """``run(torch)`` with float64 as PyTorch's default dtype (tapegrad's); skipped without
+    PyTorch."""
+    torch = pytest.importorskip("torch")
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        return run(torch)
+    finally:
+        torch.set_default_dtype(before)
+
+
 UNREDUCED_LOSSES = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
                     "binary_cross_entropy", "soft_margin_loss", "binary_cross_entropy_with_logits",
                     "kl_div", "poisson_nll_loss"]
@@ -1134,12 +1146,7 @@ def test_an_unreduced_loss_of_a_permuted_input_has_pytorchs_layout(name):
     ours = run(tg)
     permuted = name not in ("binary_cross_entropy_with_logits", "kl_div")
     assert ours[1] is not permuted and (ours[2] == (1, 4)) is permuted
-    torch = pytest.importorskip("torch")
-    torch.set_default_dtype(torch.float64)
-    try:
-        theirs = run(torch)
-    finally:
-        torch.set_default_dtype(torch.float32)
+    theirs = _in_torch64(run)
     np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-12)
     assert ours[1:] == theirs[1:]
 
@@ -1168,10 +1175,5 @@ def test_soft_margin_loss_is_pytorchs_kernel():
         ours = run(tg)
     assert ours[0] == "SoftMarginLossBackward0" and ours[1][0] == math.inf
     assert math.isnan(ours[2][0]) and ours[2][1] == -0.9999999999999064
-    torch = pytest.importorskip("torch")
-    torch.set_default_dtype(torch.float64)
-    try:
-        theirs = run(torch)
-    finally:
-        torch.set_default_dtype(torch.float32)
+    theirs = _in_torch64(run)
     assert str(ours) == str(theirs)
