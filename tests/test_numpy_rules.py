@@ -164,7 +164,15 @@ def _watch_numpy_rules(monkeypatch):
         if dim is not None:
             ran.append("unbind")
         return dim
+    real_spread = engine.pyop_spread_grad
+
+    def watched_spread(py, *args):
+        g = real_spread(py, *args)
+        if g is not None:
+            ran.append(py.fwd[0])   # (expand, sum or mean)
+        return g
     monkeypatch.setattr(engine, "pyop_numpy_backward", watched)
+    monkeypatch.setattr(engine, "pyop_spread_grad", watched_spread)
     monkeypatch.setattr(engine.FloatAdjoints, "add_at", watched_at)
     monkeypatch.setattr(engine, "pyop_cat_parts", watched_cat)
     monkeypatch.setattr(engine, "pyop_unbind_dim", watched_unbind)
@@ -177,6 +185,7 @@ def _tensor_rules_only(monkeypatch):
     monkeypatch.setattr(engine, "pyop_basic_index", lambda py: None)
     monkeypatch.setattr(engine, "pyop_cat_parts", lambda py, shape_of: None)
     monkeypatch.setattr(engine, "pyop_unbind_dim", lambda py: None)
+    monkeypatch.setattr(engine, "pyop_spread_grad", lambda py, grad, value: None)
 
 
 @pytest.mark.parametrize("second_order", [False, True], ids=["first", "second order"])

@@ -48,7 +48,7 @@ from ..core.tensor import Tensor, tensor_of_entry, wrap
 from ..ops.array_ops import (constant_changed, full_reduction_scale, pyop_backward,
                               pyop_constant_backward, pyop_numpy_backward,
                               pyop_basic_index, pyop_cat_parts, pyop_read_inputs,
-                              pyop_unbind_dim,
+                              pyop_spread_grad, pyop_unbind_dim,
                               pyop_reads_output,
                               pyop_reads_values, pyop_saves, sum_to)
 from .anomaly_mode import check_nan, is_anomaly_enabled
@@ -1481,11 +1481,12 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
 
 
 def _direct_backward(adj, py, s, reached):
-    """The float walk's own backward of the two array ops an LSTM's walk stops at most:
+    """The float walk's own backward of the array ops walks stop at most (an LSTM's, GMM's):
     ``x[idx]`` with a basic index (its gradient added into x's adjoint at idx, without the
-    rule's zeros) and ``cat`` and ``stack`` (each input gets its slice of g), and of
-    ``unbind`` (a tensor's iteration); the same values as their rules
-    (tests/test_numpy_rules.py).
+    rule's zeros) and ``cat`` and ``stack`` (each input gets its slice of g), of
+    ``unbind`` (a tensor's iteration), and of broadcasts and sums over dims (the functions
+    their rules call, without the rule call: ``pyop_spread_grad``); the same values as
+    their rules (tests/test_numpy_rules.py).
     False for any other op."""
     idx = pyop_basic_index(py)
     if idx is not None:
@@ -1499,6 +1500,13 @@ def _direct_backward(adj, py, s, reached):
         return _unbind_backward(adj, py, s, reached, dim)
     if py.nout != 1:
         return False
+    r = py.inputs[0] if py.inputs else -1
+    if r >= 0:
+        g = pyop_spread_grad(py, lambda: adj.get(s + 1), lambda: adj.value(r))
+        if g is not None:
+            adj.add(r, g)
+            reached[r] = 1
+            return True
     parts = pyop_cat_parts(py, lambda r: _float64_shape(adj.value(r)))
     if parts is None:
         return False

@@ -306,6 +306,31 @@ def pyop_unbind_dim(py):
     return fwd[2].get("dim", 0)
 
 
+def pyop_spread_grad(py, grad, value):
+    """For a recorded ``expand`` (an implicit broadcast too) or ``sum``/``mean`` over dims,
+    on its one input: that input's gradient given ``grad()``, the result's gradient, and
+    ``value()``, the input's value (float64 NumPy values), by the functions its rule calls (``sum_to``,
+    ``_spread``: the same values), without the rule's argument building and checks,
+    most of what these cheap rules cost; else None."""
+    fwd = py.fwd
+    if fwd is None or py.backward_fn is not None or len(fwd[1]) != 1:
+        return None
+    name = fwd[0]
+    if name != "expand" and name != "sum" and name != "mean":
+        return None
+    g, x = _float64(grad()), _float64(value())
+    if g is None or x is None:
+        return None
+    if name == "expand":
+        return sum_to(g, x.shape)
+    params = fwd[2]
+    if len(params) > 2 or not params.keys() <= {"dim", "keepdim"}:
+        return None
+    if name == "mean":
+        g = g * (g.size / max(x.size, 1))
+    return _spread(g, x, params.get("dim"), params.get("keepdim", False))
+
+
 def pyop_cat_parts(py, shape_of):
     """For a recorded ``cat`` or ``stack``: ``[(input reference, index of its part of the
     result)]``, the slices of ``g`` its rule passes on (references -1 included: a tensor
