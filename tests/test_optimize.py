@@ -312,3 +312,21 @@ def test_compile_optimizes_by_default_and_reports_the_shrink():
     assert len(opt) == opt.stats["after_dead"] == 7
     for x in ([0.3, -0.7], [1.5, 2.0]):
         _close(opt.value_and_grad(np.array(x))[1], plain.value_and_grad(np.array(x))[1])
+
+
+def test_a_merged_repeat_sums_its_gradients_before_its_derivative():
+    # README deviation: sqrt(x) used twice is one entry once optimised, whose derivative
+    # (inf at 0) multiplies the sum of its uses' gradients, 0 + 1: inf, where PyTorch and
+    # the tape as recorded multiply each use's, 0 * inf + 1 * inf: NaN (fuzzer seed 75)
+    with tg.Tape() as tape:
+        x = tg.tensor(0.0, requires_grad=True)
+        y = tg.sqrt(x) * 0.0 + tg.sqrt(x)
+    eager = tg.autograd.grad(y, x)[0].item()
+    merged = tape.compile([x], [y]).value_and_grad([0.0])[1]
+    kept = tape.compile([x], [y], optimize=False).value_and_grad([0.0])[1]
+    assert np.isnan(eager) and np.isnan(kept[0])
+    assert merged[0] == np.inf
+    # away from the singular point the two agree to rounding
+    assert np.allclose(tape.compile([x], [y]).value_and_grad([0.7])[1],
+                       tape.compile([x], [y], optimize=False).value_and_grad([0.7])[1],
+                       rtol=1e-15, atol=0)

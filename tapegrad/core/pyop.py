@@ -150,16 +150,25 @@ def record_broadcast(T, r, value, shape):
     result's size cost more than the op itself (fresh pages for every copy the tape keeps).
     It views the value the tape holds for ``r`` (a view op's result is kept there as a
     copy, so a later in-place change of the base cannot reach it unnoticed); an in-place
-    change of ``r`` marks this entry modified too (``find_dirty`` in the walk)."""
+    change of ``r`` marks this entry modified too (``find_dirty`` in the walk).  Its call is
+    shared by every broadcast to the same shape (``record_shared``)."""
     held = T._arr.get(r)
     v = value if held is None else held
     if v.__class__ is not np.ndarray or v.dtype != np.float64:
         v = np.asarray(v, np.float64)
-    return record_one(T, "broadcast", (r,), broadcast_view(v, shape), None,
-                      ("expand", _FIRST_ARG, {"shape": tuple(shape)}))
+    shape = tuple(shape)
+    call = _BROADCAST_CALLS.get(shape)
+    if call is None:
+        call = register_call(("expand", _FIRST_ARG, {"shape": shape}))
+        if call is None:   # (CALLS is full)
+            return record_one(T, "broadcast", (r,), broadcast_view(v, shape), None,
+                              ("expand", _FIRST_ARG, {"shape": shape}))
+        _BROADCAST_CALLS[shape] = call
+    return record_shared(T, "broadcast", (r,), broadcast_view(v, shape), call)
 
 
 _FIRST_ARG = (Arg(0),)   # (the template of a broadcast's call: an Arg is immutable)
+_BROADCAST_CALLS = {}    # shape -> the number of the shared call broadcasting to it
 
 
 interrupts.protect(record, record_one, record_shared)

@@ -122,7 +122,10 @@ def _(g, ans, x, approximate="none"):
 
 @defop("silu", "SiluBackward0", method=False)
 def silu(x):
-    return x * np.exp(-np.logaddexp(0.0, -x))
+    # PyTorch's kernel, x / (1 + exp(-x)) (x s(x) rounds otherwise: half of all values
+    # differed from PyTorch's in the last bit); exp(-x) overflows to inf as there
+    with np.errstate(over="ignore", invalid="ignore"):
+        return x / (1.0 + np.exp(-x))
 
 
 @silu.defvjp

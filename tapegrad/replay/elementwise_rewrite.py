@@ -573,7 +573,7 @@ NN_RULES = {
                                                            _T(x) * negative_slope)),
     "softplus": _softplus,
     "gelu": _gelu,
-    "silu": lambda x: _E(_T(x) * _T(x).sigmoid()),
+    "silu": lambda x: _E(_T(x) / ((-_T(x)).exp() + 1.0)),
     # (expm1 of x where x <= 0, else of 0: no overflow in the branch not taken, and slope
     # alpha at x = 0 as PyTorch's, where minimum(x, 0) would give its tie's half)
     "elu": lambda x, alpha=1.0: _E(_where(_T(x) > 0.0, _T(x),
