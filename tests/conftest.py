@@ -1,7 +1,8 @@
 """Shared fixtures.
 
-``both_walks``: run a test three times: with the float reverse walk (its setup for small
-graphs, then the one for large graphs and large arrays forced on the same graph), and with the
+``both_walks``: run a test four times: with the float reverse walk (its setup for small
+graphs with and without the one-call walk of a tape of numbers, then the one for large graphs
+and large arrays forced on the same graph), and with the
 recorded-tensor walk of ``create_graph=True`` forced underneath ``backward()`` and
 ``autograd.grad()``.  The two modes are one walk with different adjoints; semantic tests
 (hooks, retain_grad, links between tapes, custom Functions, freed graphs, in-place checks)
@@ -12,10 +13,15 @@ import pytest
 from tapegrad.autograd import engine, gradients
 
 
-@pytest.fixture(params=["float walk", "float walk, large-graph setup", "recorded walk"])
+@pytest.fixture(params=["float walk", "float walk, no number walk", "float walk, large-graph setup",
+                        "recorded walk"])
 def both_walks(request, monkeypatch):
     # (a walk plan is derived under one setup: none carries over from another test's)
     monkeypatch.setattr(engine, "WALK_PLANS", engine.WalkPlans())
+    if request.param == "float walk, no number walk":
+        # a tape of numbers only takes ``_number_walk``, one sweep call; the general walk
+        # over it must compute the same
+        monkeypatch.setattr(engine, "NUMBER_WALK", False)
     if request.param == "float walk, large-graph setup":
         # the setup a walk over a long tape or a large graph takes (NumPy over the reached
         # entries), forced on the small graphs of the tests: it must compute the same

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
+from tapegrad.autograd import engine
 from tapegrad.core import kernels
 
 try:
@@ -16,7 +17,10 @@ except ImportError:
 
 @pytest.fixture
 def swept(monkeypatch):
-    """Entries the Numba sweep is asked to walk, summed over the calls since the last reset."""
+    """Entries the Numba sweep is asked to walk, summed over the calls since the last reset.
+    (The general walk's: a tape of numbers of at most ``_SMALL`` entries takes one sweep
+    call down from the seed, ``_number_walk``, which ends at the last entry it reached.)"""
+    monkeypatch.setattr(engine, "NUMBER_WALK", False)
     seen = []
     sweep = kernels.reverse
 
