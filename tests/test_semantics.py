@@ -221,6 +221,21 @@ def test_second_backward_through_advanced_indexing_raises():
     assert x.grad.numpy()[1, 0, 1] == 2.0
 
 
+@pytest.mark.parametrize("ops", [0, 40], ids=["few entries", "many entries"])
+def test_an_entry_reached_by_a_zero_tensor_only_is_freed_too(ops, both_walks):
+    # sgn's gradient is PyTorch's efficient zero tensor: exp's node, reached by it alone,
+    # still ran and freed its saved result (the walk marked it 2, "reached by zero tensors",
+    # and a freed mark of 2 meant "unchecked" once more than 32 entries were reached)
+    x = leaf(1.5)
+    y = x.exp()
+    h = x
+    for _ in range(ops):
+        h = h * 1.01
+    (y.sgn() + h).backward()
+    with pytest.raises(RuntimeError, match=re.escape("Trying to backward through the graph a second time")):
+        (y * 1.0).backward()
+
+
 def test_grad_after_backward_freed_graph_raises():
     x = leaf(3.0)
     z = x.sin() * x

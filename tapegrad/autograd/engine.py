@@ -1714,9 +1714,9 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
                         freed[i] = 1
             elif len(reached) <= _SMALL:   # (one whole-array op: reached is 0 off the hits)
                 head = freed[:len(reached)]
-                np.bitwise_or(head, reached, out=head)
-            else:
-                freed[hits] |= reached[hits]
+                np.bitwise_or(head, reached != 0, out=head)
+            else:   # (a mark of 1: reached by zero tensors only is 2, which as a freed
+                freed[hits] |= reached[hits] != 0   # mark would mean UNCHECKED)
             release_saved(T, reached, adj.stops)   # what hooks packed and Functions saved goes too
             if fresh_default_tape(T):   # (T records no more: what only it read can go)
                 release_outlived(T)
@@ -1774,7 +1774,7 @@ def _number_walk(t, retain_graph):
         item = adj.item
         acc.ts, acc.gs = [leaves[k] for k in hit], [item(k) for k in hit]
     if not retain_graph:
-        np.bitwise_or(freed, reached, out=freed)
+        np.bitwise_or(freed, reached != 0, out=freed)   # (1, as run_backward marks them)
         T._freed = freed
         if fresh_default_tape(T):
             release_outlived(T)
