@@ -2121,7 +2121,31 @@ def getitem(x, idx):
     r = x[idx]
     if r.__class__ is not np.ndarray:   # an element: the 0-d view of it
         r = x[(idx if isinstance(idx, tuple) else (idx,)) + (Ellipsis,)]
+    elif not r.flags.c_contiguous and _advanced_copy(idx) and _row_major(x):
+        # NumPy lays out ``x[:, index]`` with the indexed dims first in memory; PyTorch's
+        # index of a tensor laid out row by row (contiguous, or a select or slice of one) is
+        # contiguous (its strides, ``view``, and every later elementwise op's layout follow)
+        r = np.ascontiguousarray(r)
     return r
+
+
+def _advanced_copy(idx):
+    """Does index ``idx`` hold an integer or mask array (NumPy's result is a copy)?"""
+    for p in (idx if idx.__class__ is tuple else (idx,)):
+        if isinstance(p, (list, np.ndarray)):
+            return True
+    return False
+
+
+def _row_major(x):
+    """Are ``x``'s strides in row-major order (not increasing over its dims of size > 1)?"""
+    last = None
+    for n, st in zip(x.shape, x.strides):
+        if n > 1:
+            if last is not None and st > last:
+                return False
+            last = st
+    return True
 
 
 # g added back at idx (repeated integer indices accumulate)
