@@ -13,15 +13,15 @@ import pytest
 from tapegrad.autograd import engine, gradients
 
 
-@pytest.fixture(params=["float walk", "float walk, no number walk", "float walk, large-graph setup",
+@pytest.fixture(params=["float walk", "float walk, no flat walk", "float walk, large-graph setup",
                         "recorded walk"])
 def both_walks(request, monkeypatch):
     # (a walk plan is derived under one setup: none carries over from another test's)
     monkeypatch.setattr(engine, "WALK_PLANS", engine.WalkPlans())
-    if request.param == "float walk, no number walk":
-        # a tape of numbers only takes ``_number_walk``, one sweep call; the general walk
-        # over it must compute the same
-        monkeypatch.setattr(engine, "NUMBER_WALK", False)
+    if request.param == "float walk, no flat walk":
+        # a small tape of elementwise entries takes ``_flat_walk``, one sweep call; the
+        # general walk over it must compute the same
+        monkeypatch.setattr(engine, "FLAT_WALK", False)
     if request.param == "float walk, large-graph setup":
         # the setup a walk over a long tape or a large graph takes (NumPy over the reached
         # entries), forced on the small graphs of the tests: it must compute the same

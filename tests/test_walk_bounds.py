@@ -18,9 +18,9 @@ except ImportError:
 @pytest.fixture
 def swept(monkeypatch):
     """Entries the Numba sweep is asked to walk, summed over the calls since the last reset.
-    (The general walk's: a tape of numbers of at most ``_SMALL`` entries takes one sweep
-    call down from the seed, ``_number_walk``, which ends at the last entry it reached.)"""
-    monkeypatch.setattr(engine, "NUMBER_WALK", False)
+    (The general walk's: a small tape of elementwise entries takes one sweep call down
+    from the seed, ``_flat_walk``, which ends at the last entry it reached.)"""
+    monkeypatch.setattr(engine, "FLAT_WALK", False)
     seen = []
     sweep = kernels.reverse
 

@@ -30,8 +30,9 @@ class _NoPlans(engine.WalkPlans):
 @pytest.fixture
 def plans(monkeypatch):
     """Counts of walks that used a plan (``used``) and walks in all (``walks``).  (Plans are
-    the general walk's: a tape of numbers alone takes ``_number_walk``, which needs none.)"""
-    monkeypatch.setattr(engine, "NUMBER_WALK", False)
+    the general walk's: a small tape of elementwise entries takes ``_flat_walk``, which
+    needs none.)"""
+    monkeypatch.setattr(engine, "FLAT_WALK", False)
     counted = _Counted()
     monkeypatch.setattr(engine, "WALK_PLANS", counted)
     return counted.counts

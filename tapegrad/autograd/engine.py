@@ -1630,7 +1630,7 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
     """
     pack_pending()   # what ops saved inside an active saved_tensors_hooks block
     if len(tensors) == 1 and grad_tensors[0] is None and inputs is None and not create_graph:
-        acc = _number_walk(tensors[0], retain_graph)
+        acc = _flat_walk(tensors[0], retain_graph)
         if acc is not None:
             return acc, []
     work = {}
@@ -1727,25 +1727,44 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
     return acc, captured
 
 
-def _number_walk(t, retain_graph):
+def _flat_walk(t, retain_graph):
     """The walk of ``run_backward`` from number ``t`` seeded with 1, in one sweep call, where
-    its tape holds nothing the walk's other steps are for: only number entries (no arrays,
-    no Python ops, so no stops), no links to other tapes, hooks, retained tensors, in-place
-    changes, freed entries or changed constant tensors, at most ``_SMALL`` entries.  The
-    same kernel, seed, adjoint start, reach and freed marks as ``walk_tape`` and
+    its tape holds nothing the walk's other steps are for: only elementwise entries (numbers
+    and arrays under ``_LARGE`` elements) and at most one Python op, a full sum or mean whose
+    result is ``t`` (the float walk adds its gradient itself: ``_spread_scale``); no links
+    to other tapes, hooks, retained tensors, in-place changes, freed entries or changed
+    constant tensors; at most ``_SMALL`` entries and ``_FLAT_ELEMENTS`` array elements.
+    The same kernel, seed, adjoint start, reach and freed marks as ``walk_tape`` and
     ``run_backward``'s (the tests run both: the ``both_walks`` fixture); None where it does
-    not apply.  (A backward of a small scalar program spent ~20 us on the general walk's
-    setup: plans, the walk index, layouts, stops: ``(w * 3.).backward()`` 25 -> 15 us.)
-    The sweep starts at the seed and ends at the last entry it reached, without the reach
-    pass that bounds the general walk: unrelated entries in between cost ~1 ns each, at
-    most ``_SMALL`` of them."""
+    not apply.  A backward of a small program spent ~20 us on the general walk's setup
+    (plans, the walk index, the reach pass, stops): ``(w * 3.).backward()`` with its record
+    25 -> 15 us.  Every array of the tape is laid out, not only those the graph reaches,
+    and the sweep starts at the seed and ends at the last entry it reached, without the
+    reach pass that bounds the general walk: on a tape this small that costs less than the
+    pass."""
     if not isinstance(t, Tensor):
         return None   # (run_backward's TypeError)
     T = t._tape
-    if (T.__class__ is not Tape or t._value.__class__ is not float or T._arr or T._py
-            or T._stops or T._links or T._hooks or T._retain or T._dirty
-            or T._freed is not None or not NUMBER_WALK or is_anomaly_enabled()
-            or T._leaves.get(t._entry) is t):
+    if (T.__class__ is not Tape or t._value.__class__ is not float or T._links or T._hooks
+            or T._retain or T._dirty or T._freed is not None or not FLAT_WALK
+            or is_anomaly_enabled() or T._leaves.get(t._entry) is t):
+        return None
+    i = t._entry
+    head = reduced = -1   # (the full reduction seeding the walk: its head and input)
+    if T._stops:
+        head = i - 1
+        if len(T._stops) != 1 or T._stops[0] != head or len(T._py) != 1 or \
+                node_state(T, head) is not None:
+            return None
+        call = pyop_array_call(T._py[head])
+        if call is None or len(call[0]) != 1 or call[0][0] < 0:
+            return None
+        reduced = call[0][0]
+        x = T._arr.get(reduced)
+        scale = full_reduction_scale(call[1], 1 if x is None else x.size)
+        if scale is None:
+            return None
+    elif T._py:
         return None
     sources = T._const_sources
     if sources and (len(sources) > _FEW_HITS or any(getattr(c, "_version", 0) != v
@@ -1753,9 +1772,22 @@ def _number_walk(t, retain_graph):
         return None
     op, a, b, val = T._arrays()
     n = len(op)
-    i = t._entry
-    if n > _SMALL or T._arr or T._py or i >= n:   # (the flush may have retired the tape)
-        return None
+    if n > _SMALL or i >= n or len(T._py) != (head >= 0) or len(T._stops) != (head >= 0):
+        return None   # (the flush may have retired the tape: then it is another one)
+    arrays = T._arr
+    off = nel = _EMPTY_I
+    aval = aadj = _EMPTY_F
+    if arrays:
+        flat = sorted(arrays)
+        arrs = list(map(arrays.__getitem__, flat))
+        sizes = list(map(_SIZE, arrs))
+        if max(sizes) >= _LARGE or sum(sizes) > _FLAT_ELEMENTS:
+            return None
+        off, nel = np.empty(n, np.int64), np.zeros(n, np.int64)
+        _place(off, nel, np.array(flat, np.int64), np.array(sizes, np.int64))
+        aval = np.concatenate(arrs + _SCRATCH, axis=None, dtype=np.float64)
+        aadj = np.empty(len(aval))
+        aadj.fill(-0.0)
     c = T._c
     consts = np.array(c, np.float64) if len(c) <= _FEW_HITS else walk_index(T, n)[0]
     adj = np.empty(n)
@@ -1764,15 +1796,27 @@ def _number_walk(t, retain_graph):
     marks = np.zeros(2 * n, np.uint8)   # (one allocation: reached, and freed marks none yet)
     reached, freed = marks[:n], marks[n:]
     reached[i] = 1
-    status, at = K.reverse(op, a, b, val, consts, adj, reached, freed, _EMPTY_I, _EMPTY_I,
-                           _EMPTY_I, _EMPTY_F, _EMPTY_F, i, -1, 1)
+    start = i
+    if head >= 0:   # (FloatAdjoints.add_number's gradient of the reduction)
+        reached[head] = reached[reduced] = 1
+        g = 1.0 if scale == 1.0 else 1.0 * scale
+        if reduced in arrays:
+            o = off[reduced]
+            slot = aadj[o:o + nel[reduced]]
+            slot += g
+        else:
+            adj[reduced] += g
+        start = reduced
+    status, at = K.reverse(op, a, b, val, consts, adj, reached, freed, _EMPTY_I, off, nel,
+                           aval, aadj, start, -1, 1)
     _check(T, status, at)
     acc = Grads()
     leaves = T._leaves
     if leaves:
         hit = [k for k in leaves if k < n and reached[k]]
-        item = adj.item
-        acc.ts, acc.gs = [leaves[k] for k in hit], [item(k) for k in hit]
+        acc.ts = [leaves[k] for k in hit]
+        acc.gs = [adj.item(k) if k not in arrays else
+                  aadj[off[k]:off[k] + nel[k]].reshape(arrays[k].shape) for k in hit]
     if not retain_graph:
         np.bitwise_or(freed, reached != 0, out=freed)   # (1, as run_backward marks them)
         T._freed = freed
@@ -1781,8 +1825,11 @@ def _number_walk(t, retain_graph):
     return acc
 
 
-# Off: every backward takes the general walk (the tests run both; see ``_number_walk``).
-NUMBER_WALK = True
+# Off: every backward takes the general walk (the tests run both; see ``_flat_walk``).
+FLAT_WALK = True
+# (a flat walk lays out every array of its tape: beyond this many elements, the general
+# walk's reach pass, which lays out only what the graph reaches, costs less)
+_FLAT_ELEMENTS = 1 << 14
 
 
 def grad_value(t, g):
