@@ -45,7 +45,8 @@ from ..core.shapes import broadcast_view
 from ..core.graph import LEAF_STATE, node_input_slots, node_name, node_state
 from ..core.pyop import pyop_array_call, pyop_at, pyop_inputs, pyop_name, pyop_nout
 from ..core.tensor import Tensor, tensor_of_entry, wrap
-from ..ops.array_ops import (constant_changed, full_reduction_scale, pyop_backward,
+from ..ops.array_ops import (constant_changed, full_reduction_scale, is_full_reduction,
+                              pyop_backward,
                               pyop_constant_backward, pyop_numpy_backward,
                               pyop_basic_index, pyop_cat_parts, pyop_read_inputs,
                               pyop_spread_grad, pyop_unbind_dim,
@@ -1579,7 +1580,7 @@ def _spread_scale(adj, T, s, needed):
         return None
     py = T._py.get(s)
     call = None if py is None else pyop_array_call(py)   # (a stop's PyOp is not made here)
-    if call is None or len(call[0]) != 1 or call[0][0] < 0:
+    if call is None or len(call[0]) != 1 or call[0][0] < 0 or not is_full_reduction(call[1]):
         return None
     arrays = T._arr
     if s + 1 in arrays or T._hooks.get(s) or node_state(T, s) is not None:

@@ -1021,6 +1021,11 @@ mean.defvjp(lambda g, ans, x, dim=None, keepdim=False:
             (_spread(g * (_numel(ans) / max(_numel(x), 1)), x, dim, keepdim),))
 
 
+def is_full_reduction(fwd):
+    """Is a recorded op's call ``fwd`` one ``full_reduction_scale`` gives a factor for?"""
+    return full_reduction_scale(fwd, 1) is not None
+
+
 def full_reduction_scale(fwd, numel):
     """For a recorded op's call ``fwd``, a sum or mean of every element of an input of ``numel``
     elements to one number: the factor ``c`` of its rules above, whose input gradient is
