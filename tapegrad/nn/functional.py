@@ -211,14 +211,12 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    """Mean (or sum, or elementwise) absolute error (one ``L1LossBackward0`` op; PyTorch
-    records ``MeanBackward0`` over ``AbsBackward0``)."""
+    """Mean (or sum, or elementwise) absolute error: ``(input - target).abs()`` reduced,
+    PyTorch's composition op for op (``MeanBackward0`` over ``AbsBackward0`` over
+    ``SubBackward0``; ``abs`` saves the difference, so a later in-place change of an operand
+    does not reach the gradient)."""
     check_reduction(reduction)
-    if input.requires_grad != target.requires_grad:
-        # PyTorch saves input - target: an in-place change of the operand without grad after
-        # this call does not reach the gradient (the op keeps its own copy of it)
-        input, target = (t if t.requires_grad else t.clone() for t in (input, target))
-    return call("l1_loss", input, target, reduction=reduction)
+    return _reduced((input - target).abs(), reduction)
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):

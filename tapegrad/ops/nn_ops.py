@@ -161,19 +161,6 @@ def _(g, ans, x, y, reduction="mean"):
     return (lambda: mse_loss_backward(gl, x, y), lambda: mse_loss_backward(gl, y, x))
 
 
-@defop("l1_loss", "L1LossBackward0", method=False)
-def l1_loss(x, y, reduction="mean"):
-    return reduce(np.abs(x - y), reduction, operands=(x, y))
-
-
-@l1_loss.defvjp
-def _(g, ans, x, y, reduction="mean"):
-    # d/dx |x - y| = sgn(x - y) = -d/dy  (0 at x == y; PyTorch's abs rule, grad * sgn, whose
-    # own derivative is a zero tensor)
-    gd = _per_element(g, reduction, _size(x, y)) * (x - y).sgn()
-    return (gd, lambda: -gd)
-
-
 @defop("smooth_l1_loss", "SmoothL1LossBackward0", method=False)
 def smooth_l1_loss(x, y, reduction="mean", beta=1.0):
     a = np.abs(x - y)

@@ -581,7 +581,6 @@ NN_RULES = {
     "mse_loss": lambda x, y, reduction="mean": _reduced((_T(x) - _T(y)) ** 2.0, reduction),
     "soft_margin_loss": lambda x, y, reduction="mean": _reduced((-_T(x) * _T(y)).exp().log1p(),
                                                                 reduction),
-    "l1_loss": lambda x, y, reduction="mean": _reduced((_T(x) - _T(y)).abs(), reduction),
     "smooth_l1_loss": _smooth_l1,
     "binary_cross_entropy": _bce,
     "binary_cross_entropy_with_logits": _bce_logits,

@@ -801,12 +801,11 @@ DEVIATIONS: Tuple[Deviation, ...] = (
                          and fused_cross_entropy_only(m)),
     ),
     Deviation(
-        "README: 'Losses: `l1_loss` records one `L1LossBackward0` node (PyTorch: `MeanBackward0` "
-        "over its parts), `smooth_l1_loss(beta=0)` stays `SmoothL1LossBackward0`, and "
-        "`binary_cross_entropy(_with_logits)` gives gradients for `weight`/`pos_weight` where "
-        "PyTorch refuses them.'",
+        "README: 'Losses: `smooth_l1_loss(beta=0)` stays `SmoothL1LossBackward0` (PyTorch: "
+        "`l1_loss`'s nodes), and `binary_cross_entropy(_with_logits)` gives gradients for "
+        "`weight`/`pos_weight` where PyTorch refuses them.'",
         lambda p, o, m: (m.kind in ("grad_fn", "next_functions")
-                         and _uses(p, "nn.functional.l1_loss", "nn.functional.smooth_l1_loss"))
+                         and _uses(p, "nn.functional.smooth_l1_loss"))
         or (_uses(p, "nn.functional.binary_cross_entropy",
                   "nn.functional.binary_cross_entropy_with_logits")
             and any(k in ("weight", "pos_weight") for s in p.steps for k, _ in s.kw)),
