@@ -1754,11 +1754,10 @@ def _flat_walk(t, retain_graph):
     head = reduced = -1   # (the full reduction seeding the walk: its head and input)
     if T._stops:
         head = i - 1
-        if len(T._stops) != 1 or T._stops[0] != head or len(T._py) != 1 or \
-                node_state(T, head) is not None:
-            return None
-        call = pyop_array_call(T._py[head])
-        if call is None or len(call[0]) != 1 or call[0][0] < 0:
+        py = T._py.get(head) if len(T._stops) == 1 and len(T._py) == 1 else None
+        call = None if py is None else pyop_array_call(py)
+        if call is None or not is_full_reduction(call[1]) or len(call[0]) != 1 or \
+                call[0][0] < 0 or T._stops[0] != head or node_state(T, head) is not None:
             return None
         reduced = call[0][0]
         x = T._arr.get(reduced)
