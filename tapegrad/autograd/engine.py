@@ -1797,15 +1797,14 @@ def _flat_walk(t, retain_graph):
     reached, freed = marks[:n], marks[n:]
     reached[i] = 1
     start = i
-    if head >= 0:   # (FloatAdjoints.add_number's gradient of the reduction)
+    if head >= 0:   # (FloatAdjoints.add_number's gradient of the reduction: 1 * scale)
         reached[head] = reached[reduced] = 1
-        g = 1.0 if scale == 1.0 else 1.0 * scale
         if reduced in arrays:
             o = off[reduced]
             slot = aadj[o:o + nel[reduced]]
-            slot += g
+            slot += scale
         else:
-            adj[reduced] += g
+            adj[reduced] += scale
         start = reduced
     status, at = K.reverse(op, a, b, val, consts, adj, reached, freed, _EMPTY_I, off, nel,
                            aval, aadj, start, -1, 1)

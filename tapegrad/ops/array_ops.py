@@ -309,9 +309,9 @@ def pyop_unbind_dim(py):
 def pyop_spread_grad(py, grad, value):
     """For a recorded ``expand`` (an implicit broadcast too) or ``sum``/``mean`` over dims,
     on its one input: that input's gradient given ``grad()``, the result's gradient, and
-    ``value()``, the input's value (float64 NumPy values), by the functions its rule calls (``sum_to``,
-    ``_spread``: the same values), without the rule's argument building and checks,
-    most of what these cheap rules cost; else None."""
+    ``value()``, the input's value (float64 NumPy values), by the functions its rule calls
+    (``sum_to``, ``_spread``: the same values), without the rule's argument building and
+    checks, most of what these cheap rules cost; else None."""
     fwd = py.fwd
     if fwd is None or py.backward_fn is not None or len(fwd[1]) != 1:
         return None
