@@ -82,8 +82,8 @@ def test_cross_entropy(kw):
 def test_cross_entropy_soft_targets_and_shapes():
     probs = RNG.random((6, 4))
     probs /= probs.sum(1, keepdims=True)
-    compare(lambda x, p: F.cross_entropy(x, p.detach()),
-            lambda x, p: TF.cross_entropy(x, p.detach()), X, probs, node=False)
+    compare(lambda x, p: F.cross_entropy(x, p.detach(), reduction="sum"),
+            lambda x, p: TF.cross_entropy(x, p.detach(), reduction="sum"), X, probs)
     x3 = RNG.normal(size=(2, 3, 5))
     t3 = RNG.integers(0, 3, size=(2, 5))
     compare(lambda x: F.cross_entropy(x, tg.tensor(t3)),
@@ -92,6 +92,68 @@ def test_cross_entropy_soft_targets_and_shapes():
             lambda x: TF.cross_entropy(x, torch.tensor(t3), reduction="none"), x3, node=False)
     compare(lambda x: F.cross_entropy(x, tg.tensor(2)),
             lambda x: TF.cross_entropy(x, torch.tensor(2)), X[0])
+
+
+def _graph_names(fn, depth=8):
+    """grad_fn names down ``depth`` levels, AccumulateGrad and None included."""
+    if fn is None or depth == 0:
+        return None if fn is None else type(fn).__name__
+    return (type(fn).__name__, tuple(_graph_names(f, depth - 1) for f, _ in fn.next_functions))
+
+
+@pytest.mark.parametrize("shape,kw", [
+    ((6, 4), {}), ((6, 4), {"reduction": "sum"}), ((6, 4), {"reduction": "none"}), ((4,), {}),
+    ((2, 3, 5), {}), ((2, 3, 5), {"reduction": "none"}), ((6, 4), {"label_smoothing": 0.2}),
+    ((6, 4), {"weight": W4}), ((2, 4, 3), {"weight": W4, "reduction": "sum"}),
+], ids=lambda v: ",".join(map(str, v)) if isinstance(v, tuple) else ",".join(v) or "default")
+def test_cross_entropy_with_class_probabilities_is_pytorchs_composition(shape, kw):
+    # PyTorch: -(log_softmax(x) * p [* w]).sum() / positions, or summed, or summed over the
+    # class dim: values, gradients of logits and target, and every node but those of ops
+    # with a number (README: DivBackward0 with a constant, PyTorch's C++ DivBackward1)
+    dim = 0 if len(shape) == 1 else 1
+    p = RNG.random(shape)
+    p /= p.sum(dim, keepdims=True)
+    x = RNG.normal(size=shape)
+    out = []
+    for m, f in ((tg, F), (torch, TF)):
+        xt, pt = m.tensor(x, requires_grad=True), m.tensor(p, requires_grad=True)
+        extra = {k: m.tensor(v) if k == "weight" else v for k, v in kw.items()}
+        loss = f.cross_entropy(xt, pt, **extra)
+        names = _graph_names(loss.grad_fn)
+        loss.sum().backward()
+        out.append((np.asarray(val(loss)), val(xt.grad), val(pt.grad), names))
+    for mine, theirs in zip(out[0][:3], out[1][:3]):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-13, atol=1e-15)
+    mine, theirs = out[0][3], out[1][3]
+    assert (mine == theirs) == (kw.get("reduction") in ("sum", "none")
+                                and not kw.get("label_smoothing"))
+    assert _number_ops_as_tensor_ops(mine) == _number_ops_as_tensor_ops(theirs)
+
+
+def _number_ops_as_tensor_ops(names):
+    """Graph names with an op on a number (PyTorch's C++ ``DivBackward1``, one edge) read as
+    the op on a constant tensor (``DivBackward0``, whose constant's edge is None)."""
+    if not isinstance(names, tuple):
+        return names
+    name, inputs = names
+    if name in ("DivBackward1", "MulBackward1", "AddBackward1"):
+        name = name[:-1] + "0"
+    return name, tuple(_number_ops_as_tensor_ops(i) for i in inputs if i is not None)
+
+
+def test_cross_entropy_with_class_probabilities_refuses_as_pytorch():
+    cases = [lambda m: m.nn.functional.cross_entropy(m.zeros(3, 4), m.zeros(3, 4, dtype=m.long)),
+             lambda m: m.nn.functional.cross_entropy(m.zeros(3, 4), m.zeros(3, 4), ignore_index=0),
+             lambda m: m.nn.functional.cross_entropy(m.zeros(3, 4), m.zeros(3, 4),
+                                                     label_smoothing=1.5),
+             lambda m: m.nn.functional.cross_entropy(m.zeros(3, 4), m.tensor([0, 1, 2]),
+                                                     label_smoothing=1.5)]
+    for case in cases:
+        with pytest.raises(RuntimeError) as theirs:
+            case(torch)
+        with pytest.raises(RuntimeError) as mine:
+            case(tg)
+        assert str(mine.value) == str(theirs.value)
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.dtypes import scalar_type_name
 from ..core.elementwise import FUNCTIONS as _ELEMENTWISE
 from ..ops import torch_api as _api
 from ..ops.array_ops import call
@@ -233,14 +234,50 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     """Cross-entropy between logits ``input`` (N, C) [or (C,), or (N, C, d1, ...)] and integer
     class ``target`` (N,) [or class probabilities shaped like ``input``].
 
-    One fused op (log-softmax + NLL, node ``NllLossBackward0``; ``NllLoss2DBackward0`` with
-    spatial dimensions): the forward uses log-sum-exp, the gradient is
-    ``(softmax - onehot) * w / N``.  ``weight`` (C,), ``ignore_index``, ``reduction`` and
-    ``label_smoothing`` follow PyTorch (the weighted mean divides by the sum of the targets'
-    weights)."""
+    Class targets: one fused op (log-softmax + NLL, node ``NllLossBackward0``;
+    ``NllLoss2DBackward0`` with spatial dimensions): the forward uses log-sum-exp, the
+    gradient is ``(softmax - onehot) * w / N``.  ``weight`` (C,), ``ignore_index``,
+    ``reduction`` and ``label_smoothing`` follow PyTorch (the weighted mean divides by the
+    sum of the targets' weights).  Class probabilities: PyTorch's composition of ops
+    (``_cross_entropy_probabilities``)."""
     check_reduction(reduction)
+    if label_smoothing > 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    if isinstance(target, Tensor) and tuple(target.shape) == tuple(input.shape):
+        return _cross_entropy_probabilities(input, target, weight, ignore_index, reduction,
+                                            label_smoothing)
     return call("cross_entropy", input, target, weight, ignore_index=ignore_index,
                 reduction=reduction, label_smoothing=float(label_smoothing))
+
+
+def _cross_entropy_probabilities(input, target, weight, ignore_index, reduction,
+                                 label_smoothing):
+    """``cross_entropy`` with class probabilities (a target shaped like the input), PyTorch's
+    composition op for op: ``-(log_softmax(input) * target * weight).sum()`` divided by the
+    number of positions (``DivBackward1``), or that sum (``reduction="sum"``), or the sum over
+    the class dim (``"none"``); a smoothed target is ``target (1 - s) + s / C``."""
+    if not target.dtype.is_floating_point:
+        raise RuntimeError("Expected floating point type for target with class probabilities, "
+                           f"got {scalar_type_name(target.dtype.np)}")
+    if ignore_index >= 0:
+        raise RuntimeError("ignore_index is not supported for floating point target")
+    dim = 0 if input.ndim == 1 else 1
+    classes = input.shape[dim]
+    if label_smoothing > 0.0:
+        target = target * (1 - label_smoothing) + label_smoothing / classes
+    terms = log_softmax(input, dim) * target
+    if weight is not None:
+        shape = [1] * input.ndim
+        shape[dim] = weight.shape[0]
+        terms = terms * (weight.view(shape) if input.ndim > 1 else weight)
+    if reduction == "none":
+        return -terms.sum(dim)
+    total = terms.sum()
+    if reduction == "sum":
+        return -total
+    if input.numel() == 0:
+        return -total.fill_(float("nan"))
+    return -total / (input.numel() // classes)
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,

@@ -73,11 +73,6 @@ def _softmax(x, dim):
     return e / call("sum", e, dim=dim, keepdim=True)
 
 
-def _log_softmax(x, dim):
-    z = x - wrap(np.max(value(x), axis=dim, keepdims=True))
-    return z - call("sum", z.exp(), dim=dim, keepdim=True).log()
-
-
 # -- activations ----------------------------------------------------------------------------
 
 @defop("leaky_relu", "LeakyReluBackward0", method=False)
@@ -294,11 +289,6 @@ def _class_dim(x):
     return 0 if np.ndim(x) == 1 else 1
 
 
-def _soft(x, t):
-    """True for class-probability targets (float, shaped like the input)."""
-    return np.shape(t) == np.shape(x) and np.asarray(t).dtype.kind == "f"
-
-
 def _along(v, dim, ndim):
     """Class weights ``v`` (C,) shaped to broadcast along dimension ``dim`` of ``ndim``."""
     return np.reshape(v, (-1,) + (1,) * (ndim - dim - 1))
@@ -324,13 +314,13 @@ def _hard_targets(x, t, weight, ignore_index):
 
 
 def _cross_entropy_terms(x, t, weight, ignore_index, label_smoothing):
-    """``(B, denom)``: the per-position loss is ``-sum_c B_c log_softmax(x)_c`` (``B`` the
-    weighted, smoothed target distribution, shaped like ``x``); ``denom`` divides the mean."""
+    """``(B, denom)`` for class targets ``t``: the per-position loss is
+    ``-sum_c B_c log_softmax(x)_c`` (``B`` the weighted, smoothed one-hot targets, shaped like
+    ``x``); ``denom`` divides the mean.  (Class probabilities are PyTorch's composition of
+    ops: ``nn.functional.cross_entropy``.)"""
     dim = _class_dim(x)
     C, eps = x.shape[dim], float(label_smoothing)
     wc = _along(np.ones(C) if weight is None else weight, dim, x.ndim)
-    if _soft(x, t):
-        return (t * (1.0 - eps) + eps / C) * wc, float(np.prod(x.shape)) / C
     onehot, w, valid = _hard_targets(x, t, weight, ignore_index)
     B = (1.0 - eps) * onehot * np.expand_dims(w, dim)
     if eps:
@@ -338,8 +328,7 @@ def _cross_entropy_terms(x, t, weight, ignore_index, label_smoothing):
     return B, float(w.sum())
 
 
-@defop("cross_entropy", _nll_node, method=False,
-       edges=lambda x, t, *args, **params: 2 if _soft(x, t) else 1)   # class targets: no edge
+@defop("cross_entropy", _nll_node, method=False, edges=1)   # (class targets: no edge)
 def cross_entropy(x, t, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
     """log-softmax and NLL fused (log-sum-exp forward)."""
     if x.ndim >= 2 and t.ndim >= 1 and x.shape[0] != t.shape[0]:
@@ -350,37 +339,29 @@ def cross_entropy(x, t, weight=None, ignore_index=-100, reduction="mean", label_
     z = x - np.max(x, axis=dim, keepdims=True)
     ls = z - np.log(np.sum(np.exp(z), axis=dim, keepdims=True))
     # class targets pick their class's term (PyTorch's nll): a -inf logit elsewhere is no
-    # 0 * -inf = NaN; probabilities multiply every class, as PyTorch's do
+    # 0 * -inf = NaN
     with np.errstate(invalid="ignore"):
-        terms = B * ls if _soft(x, t) else np.where(B != 0.0, B * ls, 0.0)
+        terms = np.where(B != 0.0, B * ls, 0.0)
     return reduce(-np.sum(terms, axis=dim), reduction, denom)
 
 
 @cross_entropy.defvjp
 def _(g, ans, x, t, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
     # loss = -sum_c B_c log_softmax(x)_c ; d/dx = softmax(x) sum_c B_c - B
-    # (= (softmax - onehot) w unsmoothed) ; for probabilities t, B = ((1 - eps) t + eps/C) w:
-    # d/dt = -(1 - eps) w log_softmax(x)
-    xv, tv = value(x), value(t)
+    # (= (softmax - onehot) w unsmoothed)
+    xv = value(x)
     wv = None if weight is None else value(weight).astype(np.float64)
     dim = _class_dim(xv)
-    B, denom = _cross_entropy_terms(xv, tv, wv, ignore_index, label_smoothing)
-    wc = 1.0 if wv is None else wrap(_along(wv, dim, xv.ndim))
-    soft = _soft(xv, tv)
-    if soft:   # B as recorded ops of t: mixed second derivatives stay exact
-        B = (t * (1.0 - label_smoothing) + label_smoothing / xv.shape[dim]) * wc
-    else:
-        B = wrap(B)
+    B, denom = _cross_entropy_terms(xv, value(t), wv, ignore_index, label_smoothing)
+    B = wrap(B)
     gl = _per_element(g, reduction, denom)
     if reduction == "none" and xv.ndim > 1:
         gl = call("unsqueeze", gl, dim)
-    # as PyTorch composes it: the gradient u of log_softmax (nll's scatter of -g B into zeros
-    # for class targets, a product for probabilities), then log_softmax's u - softmax sum(u)
-    # (an infinite g meets its own terms there: inf - inf is NaN, as in PyTorch)
-    u = -gl * B if soft or label_smoothing else where(B != 0.0, -gl * B, 0.0)
-    return (lambda: u - _softmax(x, dim) * call("sum", u, dim=dim, keepdim=True),
-            lambda: gl * _log_softmax(x, dim) * wc * -(1.0 - label_smoothing),
-            None)
+    # as PyTorch composes it: the gradient u of log_softmax (nll's scatter of -g B into
+    # zeros), then log_softmax's u - softmax sum(u) (an infinite g meets its own terms there:
+    # inf - inf is NaN, as in PyTorch)
+    u = -gl * B if label_smoothing else where(B != 0.0, -gl * B, 0.0)
+    return (lambda: u - _softmax(x, dim) * call("sum", u, dim=dim, keepdim=True), None, None)
 
 
 @defop("nll_loss", _nll_node, method=False, edges=1)

@@ -537,9 +537,9 @@ def tg_const(values):
 
 
 def _cross_entropy(x, t, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
-    if label_smoothing or np.shape(t) == np.shape(_E(x)):
-        raise NotImplementedError("tg.compile: cross_entropy with label smoothing or class "
-                                  "probabilities has no elementwise form yet")
+    if label_smoothing:
+        raise NotImplementedError("tg.compile: cross_entropy with label smoothing has no "
+                                  "elementwise form yet")
     E = _E(x)
     logp = _E(_T(x) - _wrap_elems(_lse(x, 0 if E.ndim == 1 else 1, True)))
     return _nll(logp, t, weight, ignore_index, reduction)
