@@ -648,6 +648,13 @@ NN_CASES.update({
                 [_X, _Y], {"node": False})],
     "soft_margin_loss": [(lambda F, T, x: F.soft_margin_loss(x, T(_SIGN * 1.0)), [_N4[:, :4]],
                           {"node": False})],
+    # (PyTorch has no second derivative of it: no Hessian-vector products)
+    "multi_margin_loss": [
+        (lambda F, T, x: F.multi_margin_loss(x, T(np.array([0, 3, 1, 1]))), [_N4[:, :4]],
+         {"hvp": False}),
+        (lambda F, T, x: F.multi_margin_loss(x, T(np.array([2, 0, 1, 3])), p=2, margin=0.6,
+                                             weight=T(np.array([0.5, 2.0, 1.5, 1.0])),
+                                             reduction="none"), [_N4[:, :4]], {"hvp": False})],
     "multilabel_soft_margin_loss": [
         (lambda F, T, x: F.multilabel_soft_margin_loss(x, T((_SIGN > 0) * 1.0)), [_N4[:, :4]],
          {}),
@@ -777,7 +784,7 @@ def _directions(arrays):
 
 @pytest.mark.parametrize("name,k", _nn_case_ids())
 def test_functional_gradient_and_hvp_vs_finite_differences(name, k):
-    fn, arrays, _ = NN_CASES[name][k]
+    fn, arrays, opts = NN_CASES[name][k]
     _, _, _, gs = _tg_grads(fn, arrays)
     for j, (a, g) in enumerate(zip(arrays, gs)):
         def f(v, j=j):
@@ -785,6 +792,8 @@ def test_functional_gradient_and_hvp_vs_finite_differences(name, k):
             return _tg_run(fn, args)[1].item()
         np.testing.assert_allclose(val(g), numgrad(f, a), rtol=1e-6, atol=1e-8,
                                    err_msg=f"gradient of input {j}")
+    if not opts.get("hvp", True):
+        return
     vs, h = _directions(arrays), 1e-5
     hv = _tg_hvp(fn, arrays, vs)
     # H v = (grad(x + h v) - grad(x - h v)) / 2h
@@ -813,6 +822,8 @@ def test_functional_value_gradient_and_hvp_vs_pytorch(name, k):
     for j, (g, tgr) in enumerate(zip(gs, tgs)):
         np.testing.assert_allclose(val(g), tgr.detach().numpy(), rtol=grad_rtol, atol=1e-13,
                                    err_msg=f"gradient of input {j}")
+    if not opts.get("hvp", True):
+        return
     vs = _directions(arrays)
     hv = _tg_hvp(fn, arrays, vs)
     dot = sum((g * torch.tensor(v)).sum() for g, v in zip(tgs, vs))
@@ -1187,3 +1198,56 @@ def test_silu_is_pytorchs_formula_to_the_bit():
     ours = F.silu(tg.tensor(x))._value
     theirs = torch.nn.functional.silu(torch.tensor(x)).numpy()
     assert ours.tobytes() == theirs.tobytes()
+
+
+def test_multi_margin_loss_is_pytorchs_kernel_to_the_bit():
+    # one MultiMarginLossBackward0 op: PyTorch's kernel's order of additions, float64
+    # accumulator over the samples, the target's shape for "none", and its errors
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    x, t, w = rng.normal(size=(5, 4)), np.array([0, 3, 1, 1, 2]), rng.random(4) + 0.5
+    cases = [(x, t, {}), (x, t, {"p": 2, "margin": 2.5}), (x, t, {"weight": w}),
+             (x, t, {"reduction": "none", "p": 2, "weight": w}), (x, t, {"reduction": "sum"}),
+             (x[0], t[0], {}), (x[0], t[:1], {"reduction": "none"}),
+             (x[0], t[0], {"reduction": "none"}), (np.array(0.7), np.array(0), {})]
+    for dtype in ("float64", "float32"):
+        for xv, tv, kw in cases:
+            got = []
+            for lib in (tg, torch):
+                xt = lib.tensor(xv, dtype=getattr(lib, dtype), requires_grad=True)
+                extra = {k: lib.tensor(v, dtype=getattr(lib, dtype)) if k == "weight" else v
+                         for k, v in kw.items()}
+                loss = lib.nn.functional.multi_margin_loss(xt, lib.tensor(tv), **extra)
+                seed = np.random.default_rng(0).normal(size=tuple(loss.shape))
+                loss.backward(lib.tensor(seed, dtype=getattr(lib, dtype)))
+                got.append((np.asarray(loss.detach().numpy()).tobytes(), tuple(loss.shape),
+                            xt.grad.numpy().tobytes(), type(loss.grad_fn).__name__))
+            assert got[0] == got[1], (dtype, kw, np.shape(xv))
+    errors = [lambda L: L.nn.functional.multi_margin_loss(L.zeros(3, 4), L.tensor([0, 1, 2]), p=3),
+              lambda L: L.nn.functional.multi_margin_loss(L.zeros(3, 4), L.tensor([0, 5, 1])),
+              lambda L: L.nn.functional.multi_margin_loss(L.zeros(3, 4), L.tensor([0, 1])),
+              lambda L: L.nn.functional.multi_margin_loss(L.zeros(3, 4),
+                                                          L.tensor([0., 1., 2.], dtype=L.float64)),
+              lambda L: L.nn.functional.multi_margin_loss(L.zeros(3, 4), L.tensor([0, 1, 2]),
+                                                          weight=L.ones(3)),
+              lambda L: L.nn.functional.multi_margin_loss(L.zeros(2, 3, 4), L.tensor([0, 1])),
+              lambda L: L.nn.functional.multi_margin_loss(
+                  L.zeros(3, 4), L.tensor([0, 1, 2]), weight=L.ones(4, requires_grad=True))]
+    for case in errors:
+        with pytest.raises((RuntimeError, ValueError)) as theirs:
+            case(torch)
+        with pytest.raises(theirs.type) as mine:
+            case(tg)
+        assert str(mine.value) == str(theirs.value)
+    # its gradient has no derivative in PyTorch: a NotImplemented node, and an error
+    for lib in (tg, torch):
+        xt = lib.tensor(x, requires_grad=True)
+        g, = lib.autograd.grad(lib.nn.functional.multi_margin_loss(xt, lib.tensor(t)), xt,
+                               create_graph=True)
+        assert type(g.grad_fn).__name__ == "NotImplemented"
+        with pytest.raises(RuntimeError, match="derivative for aten::multi_margin_loss_backward "
+                                               "is not implemented"):
+            lib.autograd.grad(g.sum(), xt)
+    mine = nn.MultiMarginLoss(p=2, margin=0.7)(tg.tensor(x), tg.tensor(t))
+    theirs = torch.nn.MultiMarginLoss(p=2, margin=0.7)(torch.tensor(x), torch.tensor(t))
+    assert mine.item() == theirs.item()

@@ -668,7 +668,8 @@ ROW_FUNCTIONALS = {"conv": "conv2d", "conv_transpose": "conv_transpose2d", "conv
                    "layer_norm": "layer_norm", "batch_norm": "batch_norm",
                    "embedding": "embedding", "huber_loss": "huber_loss", "constant_pad": "pad",
                    "index_pad": "pad", "unfold": "unfold", "fold": "fold",
-                   "soft_margin_loss_backward": "soft_margin_loss"}
+                   "soft_margin_loss_backward": "soft_margin_loss",
+                   "multi_margin_loss_backward": "multi_margin_loss"}
 
 
 def test_every_layer_row_has_a_functional_with_cases():

@@ -30,7 +30,7 @@ from .modules import (ConvTranspose1d, ConvTranspose2d, GroupNorm, InstanceNorm1
                       InstanceNorm2d, PixelShuffle, PixelUnshuffle, Upsample,
                       UpsamplingBilinear2d, UpsamplingNearest2d)
 from .modules import AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, Fold, Unfold
-from .modules import MultiLabelSoftMarginLoss
+from .modules import MultiLabelSoftMarginLoss, MultiMarginLoss
 from .attention import (MultiheadAttention, Transformer, TransformerDecoder,
                         TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
@@ -47,7 +47,7 @@ __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleLis
            "Mish", "Hardswish", "Hardsigmoid", "Softsign", "LogSigmoid", "Tanhshrink", "Hardtanh",
            "CELU", "Softmin", "Softshrink", "Hardshrink", "Threshold", "GLU", "PReLU",
            "CosineSimilarity", "PairwiseDistance", "KLDivLoss", "SoftMarginLoss",
-           "MultiLabelSoftMarginLoss",
+           "MultiLabelSoftMarginLoss", "MultiMarginLoss",
            "MarginRankingLoss", "HingeEmbeddingLoss", "CosineEmbeddingLoss", "PoissonNLLLoss",
            "GaussianNLLLoss", "TripletMarginLoss", "ConvTranspose1d", "ConvTranspose2d",
            "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "Upsample", "UpsamplingNearest2d",

@@ -29,7 +29,7 @@ __all__ = ["relu", "tanh", "sigmoid", "leaky_relu", "softplus", "gelu", "silu", 
            "dropout2d", "dropout3d", "hardtanh", "relu6", "selu", "celu", "mish", "softsign",
            "logsigmoid", "softmin", "hardswish", "hardsigmoid", "tanhshrink", "softshrink",
            "hardshrink", "threshold", "glu", "prelu", "normalize", "cosine_similarity",
-           "pairwise_distance", "one_hot", "kl_div", "soft_margin_loss",
+           "pairwise_distance", "one_hot", "kl_div", "soft_margin_loss", "multi_margin_loss",
            "multilabel_soft_margin_loss", "margin_ranking_loss",
            "poisson_nll_loss", "gaussian_nll_loss", "hinge_embedding_loss",
            "cosine_embedding_loss", "triplet_margin_loss", "conv_transpose1d",
@@ -730,6 +730,40 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
         raise RuntimeError(f"output with shape {list(shape)} doesn't match the broadcast shape "
                            f"{list(both)}")
     return call("soft_margin_loss", input, target, reduction=reduction)
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
+                      reduce=None, reduction="mean"):
+    """The multi-class hinge loss: per sample ``sum_{d != y} max(0, margin - x[y] + x[d])^p``
+    (times ``weight[y]``) over the C classes, then reduced (one ``MultiMarginLossBackward0``
+    op, PyTorch's kernel; its gradient has no derivative in PyTorch, nor here)."""
+    check_reduction(reduction)
+    if p not in (1, 2):
+        raise ValueError("only p == 1 and p == 2 supported")
+    if weight is not None and weight.requires_grad:
+        raise RuntimeError("The function 'multi_margin_loss' is not differentiable with respect "
+                           "to argument 'weight'. This input cannot have requires_grad True.")
+    shape = list(input.shape)
+    if not (len(shape) == 0 or (len(shape) <= 2 and shape[-1] != 0)):
+        raise RuntimeError("Expected non-empty vector or matrix with optional 0-dim batch size, "
+                           f"but got: {shape}")
+    if target.dtype.np != np.int64:
+        raise RuntimeError(f"expected scalar type Long but found {scalar_type_name(target.dtype.np)}")
+    samples = shape[0] if len(shape) == 2 else 1
+    classes = shape[-1] if shape else 1
+    if (len(shape) == 2 and (target.ndim != 1 or target.numel() != samples)) or \
+            (len(shape) < 2 and target.numel() != 1):
+        raise RuntimeError("multi_margin_loss: target tensor should be 1-D with size equal to the "
+                           "number of input samples (batch size). Expected target size "
+                           f"[{samples}], but got {list(target.shape)}. Input has shape {shape}.")
+    if weight is not None and (weight.ndim != 1 or weight.numel() != classes):
+        raise RuntimeError(f"inconsistent weight size, expected {classes} but got "
+                           f"{list(weight.shape)}")
+    t = _val(target)
+    if t.size and (t.min() < 0 or t.max() >= classes):
+        raise RuntimeError("target out of range")
+    return call("multi_margin_loss", input, target, weight, p=int(p), margin=float(margin),
+                reduction=reduction)
 
 
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,

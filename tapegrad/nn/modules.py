@@ -35,6 +35,7 @@ __all__ = ["Parameter", "Module", "Sequential", "ModuleList", "ParameterList", "
            "Hardsigmoid", "Softsign", "LogSigmoid", "Tanhshrink", "Hardtanh", "CELU", "Softmin",
            "Softshrink", "Hardshrink", "Threshold", "GLU", "PReLU", "CosineSimilarity",
            "PairwiseDistance", "KLDivLoss", "SoftMarginLoss", "MultiLabelSoftMarginLoss",
+           "MultiMarginLoss",
            "MarginRankingLoss",
            "HingeEmbeddingLoss", "CosineEmbeddingLoss", "PoissonNLLLoss", "GaussianNLLLoss",
            "TripletMarginLoss"]
@@ -1903,6 +1904,23 @@ class KLDivLoss(_Loss):
 class SoftMarginLoss(_Loss):
     def forward(self, input, target):
         return F.soft_margin_loss(input, target, reduction=self.reduction)
+
+
+class MultiMarginLoss(_Loss):
+    def __init__(self, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
+                 reduction="mean"):
+        super().__init__(reduction=reduction)
+        if p not in (1, 2):
+            raise ValueError("only p == 1 and p == 2 supported")
+        if weight is not None and weight.dim() != 1:
+            raise ValueError(f"MultiMarginLoss: expected weight to be None or 1D tensor, got "
+                             f"{weight.dim()}D instead")
+        self.p, self.margin = p, margin
+        self.register_buffer("weight", weight)
+
+    def forward(self, input, target):
+        return F.multi_margin_loss(input, target, p=self.p, margin=self.margin,
+                                   weight=self.weight, reduction=self.reduction)
 
 
 class MultiLabelSoftMarginLoss(_Loss):

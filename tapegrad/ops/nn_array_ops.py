@@ -21,6 +21,7 @@ import numpy as np
 from ..core.shapes import laid_out
 from ..core.tensor import Tensor, wrap
 from .array_ops import call, defop
+from .nn_ops import margin_terms
 
 
 def value(x):
@@ -570,6 +571,34 @@ def _(gg, ans, g, x, y, reduction="mean"):
             res = res / float(np.size(_values(x)))
         return gg * g * res
     return (dg, dx, None)
+
+
+@defop("multi_margin_loss_backward", "NotImplemented", method=False, saves=False)
+def multi_margin_loss_backward(g, x, t, weight=None, p=1, margin=1.0, reduction="mean"):
+    """PyTorch's ``multi_margin_loss_backward`` kernel: each active term's derivative ``s``
+    (or ``2 s z`` for ``p == 2``; ``s`` is 1 / C, 1 / (N C) for the mean) times
+    ``weight[y]``, the target class ``0 -`` their sum in class order, all times the output's
+    gradient ``g``.  PyTorch has no derivative for it (``NotImplemented``)."""
+    rows = x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+    n, c = rows.shape
+    z, active, y, wy = margin_terms(rows, t, weight, p, margin)
+    s = rows.dtype.type(1.0 / (n * c) if reduction == "mean" else 1.0 / c)
+    h = np.broadcast_to(s, z.shape) if p == 1 else (2 * s) * z
+    if wy is not None:
+        h = h * wy
+    gi = np.where(active, h, 0.0).astype(rows.dtype)
+    if c:
+        gi[np.arange(n), y] = 0.0 - np.cumsum(gi, axis=1)[:, -1]
+    g = np.asarray(g, rows.dtype)
+    gi = gi * (g if reduction != "none" or g.ndim == 0 else g.reshape(n, 1))
+    return gi.reshape(x.shape)
+
+
+def _no_multi_margin_second_derivative(gg, ans, *args, **params):
+    raise RuntimeError("derivative for aten::multi_margin_loss_backward is not implemented")
+
+
+multi_margin_loss_backward.defvjp(_no_multi_margin_second_derivative)
 
 
 def _values(t):

@@ -383,3 +383,45 @@ def _(g, ans, x, t, weight=None, ignore_index=-100, reduction="mean"):
         gl = call("unsqueeze", gl, dim)
     # PyTorch scatters -w g into zeros: exactly 0. off the targets, whatever g is
     return (where(wrap(onehot), gl * wrap(-np.expand_dims(w, dim)), 0.0), None, None)
+
+
+def margin_terms(x, t, weight, p, margin):
+    """The terms of PyTorch's multi-margin kernels over ``x`` as rows (N, C) with target
+    class ``t`` (N,): ``z = (margin - x[y]) + x[d]``, and where ``z > 0`` off the target
+    class, the term ``z`` (or ``z * z`` for ``p == 2``) times ``weight[y]``.  Returns
+    ``(z, active, the target classes, weight per row or None)``, in ``x``'s dtype."""
+    n, c = x.shape
+    y = t.reshape(n).astype(np.int64, copy=False)
+    margin = x.dtype.type(margin)
+    z = (margin - x[np.arange(n), y][:, None]) + x
+    active = (z > 0) & (np.arange(c) != y[:, None])
+    wy = None if weight is None else weight.astype(x.dtype, copy=False)[y][:, None]
+    return z, active, y, wy
+
+
+@defop("multi_margin_loss", "MultiMarginLossBackward0", method=False, edges=1)
+def multi_margin_loss(x, t, weight=None, p=1, margin=1.0, reduction="mean"):
+    """PyTorch's kernel: per sample the sum of the active terms (``margin_terms``) in class
+    order, over C; summed over samples in float64 (its accumulator), over N for the mean.
+    ``x``: (N, C), or (C,) or a number for one sample."""
+    rows = x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+    z, active, _, wy = margin_terms(rows, t, weight, p, margin)
+    h = z if p == 1 else z * z
+    if wy is not None:
+        h = h * wy
+    h = np.where(active, h, 0.0).astype(rows.dtype, copy=False)
+    per = (np.cumsum(h, axis=1)[:, -1] if h.shape[1] else np.zeros(len(h), h.dtype)) \
+        / rows.dtype.type(rows.shape[1])
+    if reduction == "none":   # (PyTorch's shape: the target's, one number for a 0-d one)
+        return per if t.ndim else per[0]
+    total = np.cumsum(per.astype(np.float64))[-1] if len(per) else 0.0
+    if reduction == "mean":
+        with np.errstate(invalid="ignore"):
+            total = total / len(per)
+    return np.asarray(total, x.dtype)
+
+
+# multi_margin_loss_backward: ops/nn_array_ops.py
+multi_margin_loss.defvjp(lambda g, ans, x, t, weight=None, p=1, margin=1.0, reduction="mean": (
+    lambda: call("multi_margin_loss_backward", g, x, t, weight, p=p, margin=margin,
+                 reduction=reduction), None, None))
