@@ -131,8 +131,19 @@ def adjoint_term(op, v: str) -> str:
 def _on_floats(tree):
     """A g-form's tensor spellings as float arithmetic: ``(name := e)`` (a value the tensor
     rule computes once for both inputs) is ``e``, ``reciprocal(e)`` is ``1.0 / e`` (its
-    kernel's own division)."""
+    kernel's own division), and a call of one of PyTorch's fused backward rows
+    (``sigmoid_backward(g, out)``) is that row's float forward on its arguments
+    (``g * (1.0 - out) * out``: PyTorch's first-order kernel, in its order)."""
     import ast
+    fused = {op.name: op for op in OPS if op.backward_of}
+
+    class Args(ast.NodeTransformer):
+        def __init__(self, args):
+            self.args = args
+
+        def visit_Name(self, node):
+            k = "xyz".find(node.id) if len(node.id) == 1 else -1
+            return self.args[k] if 0 <= k < len(self.args) else node
 
     class Floats(ast.NodeTransformer):
         def visit_NamedExpr(self, node):
@@ -143,6 +154,9 @@ def _on_floats(tree):
             if isinstance(node.func, ast.Name) and node.func.id == "reciprocal" and \
                     len(node.args) == 1:
                 return ast.BinOp(ast.Constant(1.0), ast.Div(), node.args[0])
+            row = fused.get(node.func.id) if isinstance(node.func, ast.Name) else None
+            if row is not None and len(node.args) == row.arity and not node.keywords:
+                return Args(node.args).visit(ast.parse(row.fwd, mode="eval").body)
             return node
     return ast.fix_missing_locations(Floats().visit(tree))
 
@@ -329,11 +343,13 @@ def _replay_kernels(batch: bool) -> List[str]:
         fwd.append(f"        {kw} o == {k}:  # {op.name}\n{loop}"
                    + _loads(_used(op.fwd), ind, at) + f"{ind}V[{at('i')}] = {op.fwd}")
         parts = [f for f in (op.dx, op.dy, op.dz)[:op.arity]]
-        body = f"        {kw} o == {k}:  # {op.name}\n{loop}" + _loads(_used(*parts), ind, at)
+        # (each input's term as the eager sweep rounds it: ``adjoint_term``)
+        terms = [adjoint_term(op, v) for v in "xyz"[:op.arity]]
+        body = f"        {kw} o == {k}:  # {op.name}\n{loop}" + _loads(_used(*terms), ind, at)
         body += f"{ind}g = ADJ[{at('i')}]\n"
-        for row, f in zip(("ra", "rb", "rc"), parts):
+        for row, f, term in zip(("ra", "rb", "rc"), parts, terms):
             if f != "0.0":
-                body += f"{ind}if v{row[1]}:\n{ind}    ADJ[{at(row)}] += {_times('g', f)}\n"
+                body += f"{ind}if v{row[1]}:\n{ind}    ADJ[{at(row)}] += {term}\n"
         rev.append(body.rstrip("\n"))
     return fwd + rev
 

@@ -225,9 +225,9 @@ def terms(o, g, x, y, z, out):
     elif o == 22:  # cosh
         return g * (sinh(x)), 0.0, 0.0
     elif o == 23:  # tanh
-        return g * (1.0 - out * out), 0.0, 0.0
+        return (g * (1.0 - out * out)), 0.0, 0.0
     elif o == 24:  # sigmoid
-        return g * (out * (1.0 - out)), 0.0, 0.0
+        return (g * (1.0 - out) * out), 0.0, 0.0
     elif o == 25:  # relu
         return (0.0) if out <= 0.0 else (g), 0.0, 0.0
     elif o == 26:  # erf
@@ -765,9 +765,9 @@ def array_loop(o, n, gv, og, sg, ov, oo, xv, ox, sx, yv, oy, sy, zv, oz, sz, gx,
             z = zv[k * sz]
             out = ov[k]
             if mx == 1:
-                gx[k * sx] += g * (1.0 - out * out)
+                gx[k * sx] += (g * (1.0 - out * out))
             elif mx == 2:
-                gx[k * sx] = g * (1.0 - out * out)
+                gx[k * sx] = (g * (1.0 - out * out))
             if my == 1:
                 gy[k * sy] += 0.0
             elif my == 2:
@@ -784,9 +784,9 @@ def array_loop(o, n, gv, og, sg, ov, oo, xv, ox, sx, yv, oy, sy, zv, oz, sz, gx,
             z = zv[k * sz]
             out = ov[k]
             if mx == 1:
-                gx[k * sx] += g * (out * (1.0 - out))
+                gx[k * sx] += (g * (1.0 - out) * out)
             elif mx == 2:
-                gx[k * sx] = g * (out * (1.0 - out))
+                gx[k * sx] = (g * (1.0 - out) * out)
             if my == 1:
                 gy[k * sy] += 0.0
             elif my == 2:
@@ -1723,7 +1723,7 @@ def fast_loop(o, want, n, G, O, X, Y, Z, tx, ty, tz):
                 x = X[k]
                 y = Y[k]
                 out = O[k]
-                tx[k] = g * (1.0 - out * out)
+                tx[k] = (g * (1.0 - out * out))
     elif o == 24:  # sigmoid
         if want == 1:
             for k in range(n):
@@ -1731,7 +1731,7 @@ def fast_loop(o, want, n, G, O, X, Y, Z, tx, ty, tz):
                 x = X[k]
                 y = Y[k]
                 out = O[k]
-                tx[k] = g * (out * (1.0 - out))
+                tx[k] = (g * (1.0 - out) * out)
     elif o == 25:  # relu
         if want == 1:
             for k in range(n):
@@ -2591,7 +2591,7 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
             if va:
                 ADJ[ra] += g
             if vb:
-                ADJ[rb] += g * (-1.0)
+                ADJ[rb] += (-g)
         elif o == 2:  # mul
             x = V[ra]
             y = V[rb]
@@ -2601,13 +2601,13 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
             if vb:
                 ADJ[rb] += g * (x)
         elif o == 3:  # div
+            x = V[ra]
             y = V[rb]
-            out = V[i]
             g = ADJ[i]
             if va:
-                ADJ[ra] += g * (1.0 / y)
+                ADJ[ra] += (g / y)
             if vb:
-                ADJ[rb] += g * (-out / y)
+                ADJ[rb] += (-g * ((x / y) / y))
         elif o == 4:  # pow
             x = V[ra]
             y = V[rb]
@@ -2622,9 +2622,9 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
             y = V[rb]
             g = ADJ[i]
             if va:
-                ADJ[ra] += (g * (0.0 * y)) if x * x + y * y == 0.0 else (g * (y / (x * x + y * y)))
+                ADJ[ra] += (g * y * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y)))
             if vb:
-                ADJ[rb] += (g * (-0.0 * x)) if x * x + y * y == 0.0 else (g * (-x / (x * x + y * y)))
+                ADJ[rb] += (g * -x * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y)))
         elif o == 6:  # maximum
             x = V[ra]
             y = V[rb]
@@ -2644,7 +2644,7 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
         elif o == 8:  # neg
             g = ADJ[i]
             if va:
-                ADJ[ra] += g * (-1.0)
+                ADJ[ra] += (-g)
         elif o == 9:  # abs
             x = V[ra]
             g = ADJ[i]
@@ -2659,12 +2659,12 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
             x = V[ra]
             g = ADJ[i]
             if va:
-                ADJ[ra] += g * (1.0 / x)
+                ADJ[ra] += (g / x)
         elif o == 12:  # log1p
             x = V[ra]
             g = ADJ[i]
             if va:
-                ADJ[ra] += g * (1.0 / (1.0 + x))
+                ADJ[ra] += (g / (x + 1.0))
         elif o == 13:  # expm1
             out = V[i]
             g = ADJ[i]
@@ -2674,7 +2674,7 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
             out = V[i]
             g = ADJ[i]
             if va:
-                ADJ[ra] += g * (0.5 / out)
+                ADJ[ra] += (g / (2.0 * out))
         elif o == 15:  # sin
             x = V[ra]
             g = ADJ[i]
@@ -2689,7 +2689,7 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
             out = V[i]
             g = ADJ[i]
             if va:
-                ADJ[ra] += g * (1.0 + out * out)
+                ADJ[ra] += (g * (1.0 + out ** 2.0))
         elif o == 18:  # asin
             x = V[ra]
             g = ADJ[i]
@@ -2704,7 +2704,7 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
             x = V[ra]
             g = ADJ[i]
             if va:
-                ADJ[ra] += g * (1.0 / (1.0 + x * x))
+                ADJ[ra] += (g / (x * x + 1.0))
         elif o == 21:  # sinh
             x = V[ra]
             g = ADJ[i]
@@ -2719,12 +2719,12 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
             out = V[i]
             g = ADJ[i]
             if va:
-                ADJ[ra] += g * (1.0 - out * out)
+                ADJ[ra] += (g * (1.0 - out * out))
         elif o == 24:  # sigmoid
             out = V[i]
             g = ADJ[i]
             if va:
-                ADJ[ra] += g * (out * (1.0 - out))
+                ADJ[ra] += (g * (1.0 - out) * out)
         elif o == 25:  # relu
             out = V[i]
             g = ADJ[i]
@@ -2734,7 +2734,7 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
             x = V[ra]
             g = ADJ[i]
             if va:
-                ADJ[ra] += g * (1.1283791670955126 * exp(-x * x))
+                ADJ[ra] += (1.1283791670955126 * exp(-(x ** 2.0)) * g)
         elif o == 27:  # sign
             g = ADJ[i]
         elif o == 28:  # round
@@ -2779,7 +2779,7 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
             out = V[i]
             g = ADJ[i]
             if va:
-                ADJ[ra] += g * (-out * out)
+                ADJ[ra] += (-g * (out * out))
         elif o == 41:  # clone
             g = ADJ[i]
             if va:
@@ -2898,7 +2898,7 @@ def reverse_point(op, a, b, V, ADJ, start, stop):
             out = V[i]
             g = ADJ[i]
             if va:
-                ADJ[ra] += g * (out * 0.6931471805599453)
+                ADJ[ra] += (g * out * 0.6931471805599453)
 
 
 @jit
@@ -3236,7 +3236,7 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                 if va:
                     ADJ[ra, k] += g
                 if vb:
-                    ADJ[rb, k] += g * (-1.0)
+                    ADJ[rb, k] += (-g)
         elif o == 2:  # mul
             for k in range(nb):
                 x = V[ra, k]
@@ -3248,13 +3248,13 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                     ADJ[rb, k] += g * (x)
         elif o == 3:  # div
             for k in range(nb):
+                x = V[ra, k]
                 y = V[rb, k]
-                out = V[i, k]
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += g * (1.0 / y)
+                    ADJ[ra, k] += (g / y)
                 if vb:
-                    ADJ[rb, k] += g * (-out / y)
+                    ADJ[rb, k] += (-g * ((x / y) / y))
         elif o == 4:  # pow
             for k in range(nb):
                 x = V[ra, k]
@@ -3271,9 +3271,9 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                 y = V[rb, k]
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += (g * (0.0 * y)) if x * x + y * y == 0.0 else (g * (y / (x * x + y * y)))
+                    ADJ[ra, k] += (g * y * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y)))
                 if vb:
-                    ADJ[rb, k] += (g * (-0.0 * x)) if x * x + y * y == 0.0 else (g * (-x / (x * x + y * y)))
+                    ADJ[rb, k] += (g * -x * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y)))
         elif o == 6:  # maximum
             for k in range(nb):
                 x = V[ra, k]
@@ -3296,7 +3296,7 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
             for k in range(nb):
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += g * (-1.0)
+                    ADJ[ra, k] += (-g)
         elif o == 9:  # abs
             for k in range(nb):
                 x = V[ra, k]
@@ -3314,13 +3314,13 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                 x = V[ra, k]
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += g * (1.0 / x)
+                    ADJ[ra, k] += (g / x)
         elif o == 12:  # log1p
             for k in range(nb):
                 x = V[ra, k]
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += g * (1.0 / (1.0 + x))
+                    ADJ[ra, k] += (g / (x + 1.0))
         elif o == 13:  # expm1
             for k in range(nb):
                 out = V[i, k]
@@ -3332,7 +3332,7 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                 out = V[i, k]
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += g * (0.5 / out)
+                    ADJ[ra, k] += (g / (2.0 * out))
         elif o == 15:  # sin
             for k in range(nb):
                 x = V[ra, k]
@@ -3350,7 +3350,7 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                 out = V[i, k]
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += g * (1.0 + out * out)
+                    ADJ[ra, k] += (g * (1.0 + out ** 2.0))
         elif o == 18:  # asin
             for k in range(nb):
                 x = V[ra, k]
@@ -3368,7 +3368,7 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                 x = V[ra, k]
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += g * (1.0 / (1.0 + x * x))
+                    ADJ[ra, k] += (g / (x * x + 1.0))
         elif o == 21:  # sinh
             for k in range(nb):
                 x = V[ra, k]
@@ -3386,13 +3386,13 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                 out = V[i, k]
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += g * (1.0 - out * out)
+                    ADJ[ra, k] += (g * (1.0 - out * out))
         elif o == 24:  # sigmoid
             for k in range(nb):
                 out = V[i, k]
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += g * (out * (1.0 - out))
+                    ADJ[ra, k] += (g * (1.0 - out) * out)
         elif o == 25:  # relu
             for k in range(nb):
                 out = V[i, k]
@@ -3404,7 +3404,7 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                 x = V[ra, k]
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += g * (1.1283791670955126 * exp(-x * x))
+                    ADJ[ra, k] += (1.1283791670955126 * exp(-(x ** 2.0)) * g)
         elif o == 27:  # sign
             for k in range(nb):
                 g = ADJ[i, k]
@@ -3463,7 +3463,7 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                 out = V[i, k]
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += g * (-out * out)
+                    ADJ[ra, k] += (-g * (out * out))
         elif o == 41:  # clone
             for k in range(nb):
                 g = ADJ[i, k]
@@ -3598,7 +3598,7 @@ def reverse_batch(op, a, b, V, ADJ, start, stop):
                 out = V[i, k]
                 g = ADJ[i, k]
                 if va:
-                    ADJ[ra, k] += g * (out * 0.6931471805599453)
+                    ADJ[ra, k] += (g * out * 0.6931471805599453)
 
 
 @jit

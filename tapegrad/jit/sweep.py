@@ -170,12 +170,12 @@ def sweep(op, a, b, val, consts, adj, reached, start, stop):
         elif o == 23:  # tanh
             if ra >= 0:
                 out = val[i]
-                adj[ra] += g * (1.0 - out * out)
+                adj[ra] += (g * (1.0 - out * out))
                 reached[ra] = 1
         elif o == 24:  # sigmoid
             if ra >= 0:
                 out = val[i]
-                adj[ra] += g * (out * (1.0 - out))
+                adj[ra] += (g * (1.0 - out) * out)
                 reached[ra] = 1
         elif o == 25:  # relu
             if ra >= 0:
