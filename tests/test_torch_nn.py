@@ -156,6 +156,32 @@ def test_cross_entropy_with_class_probabilities_refuses_as_pytorch():
         assert str(mine.value) == str(theirs.value)
 
 
+@pytest.mark.parametrize("case", [
+    lambda m: m.nn.functional.cross_entropy(m.zeros(3, 4), m.zeros(3, 2, dtype=m.long)),
+    lambda m: m.nn.functional.nll_loss(m.zeros(3, 4), m.zeros(3, 1, dtype=m.long)),
+    lambda m: m.nn.functional.cross_entropy(m.zeros(2, 4, 5), m.zeros(2, 4, dtype=m.long)),
+    lambda m: m.nn.functional.nll_loss(m.zeros(2, 4, 5, 3), m.zeros(2, 5, dtype=m.long)),
+    lambda m: m.nn.functional.nll_loss(m.zeros(2, 4, 5, 3), m.zeros(2, 5, 4, dtype=m.long)),
+    lambda m: m.nn.functional.nll_loss(m.zeros(2, 4, 5, 3, 2), m.zeros(2, 5, dtype=m.long)),
+    lambda m: m.nn.functional.nll_loss(m.zeros(2, 4, 5), m.zeros(2, 5, 3, dtype=m.long)),
+    lambda m: m.nn.functional.cross_entropy(m.zeros(3, 4), m.zeros(3, dtype=m.int32)),
+    lambda m: m.nn.functional.nll_loss(m.zeros(3, 4), m.zeros(3, dtype=m.int16)),
+    lambda m: m.nn.functional.nll_loss(m.zeros(3, 4), m.zeros(3, dtype=m.bool)),
+])
+def test_class_targets_refuse_as_pytorch(case):
+    with pytest.raises(RuntimeError) as theirs:
+        case(torch)
+    with pytest.raises(RuntimeError) as mine:
+        case(tg)
+    assert str(mine.value) == str(theirs.value)
+
+
+def test_byte_class_targets_are_accepted_as_pytorch():
+    t = np.array([0, 3, 1], dtype=np.uint8)
+    compare(lambda x: F.cross_entropy(x, tg.tensor(t)),
+            lambda x: TF.cross_entropy(x, torch.tensor(t)), X[:3])
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_nll_mse_l1_bce(reduction):
     y = RNG.random((6, 4))

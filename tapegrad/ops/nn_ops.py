@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from ..core.dtypes import scalar_type_name
 from ..core.elementwise import FUNCTIONS as _ELEMENTWISE
 from ..core.forward import erf_array
 from ..core.shapes import laid_out
@@ -297,8 +298,21 @@ def _along(v, dim, ndim):
 def _hard_targets(x, t, weight, ignore_index):
     """For integer targets ``t``: the one-hot of the targets (shaped like ``x``), the
     per-position weights (0 where ignored) and the valid mask (both shaped like ``t``)."""
-    if t.dtype.kind not in "iub":
-        raise RuntimeError(f"expected scalar type Long but found {t.dtype}")
+    if x.ndim <= 2 and t.ndim > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    # PyTorch's nll_loss2d (4-d input) words its shape errors its own way
+    if x.ndim == 4 and t.ndim != 3:
+        raise RuntimeError("only batches of spatial targets supported (3D tensors) but got "
+                           f"targets of dimension: {t.ndim}")
+    if x.ndim == 4 and t.shape != x.shape[:1] + x.shape[2:]:
+        raise RuntimeError(f"size mismatch (got input: {list(x.shape)} , target: "
+                           f"{list(t.shape)}")
+    if x.ndim > 2 and t.shape != x.shape[:1] + x.shape[2:]:
+        raise RuntimeError(f"Expected target size {list(x.shape[:1] + x.shape[2:])}, got "
+                           f"{list(t.shape)}")
+    if t.dtype != np.int64 and t.dtype != np.uint8:
+        raise RuntimeError("expected target dtype to be Long or Byte, but got "
+                           f"{scalar_type_name(t.dtype)}")
     dim, C = _class_dim(x), x.shape[_class_dim(x)]
     t = t.astype(np.int64, copy=False)
     valid = t != ignore_index
