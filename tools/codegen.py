@@ -594,23 +594,23 @@ def array_loops() -> List[str]:
             "def array_loop(o, n, gv, og, sg, ov, oo, xv, ox, sx, yv, oy, sy, zv, oz, sz, gx, ogx, mx,",
             "               gy, ogy, my, gz, ogz, mz):",
             '    """``array_terms`` of an entry that a gradient reached (not only zero tensors),',
-            '    one loop per op."""',
-            "    gv, ov, xv, yv, zv = gv[og:], ov[oo:], xv[ox:], yv[oy:], zv[oz:]",
-            "    gx, gy, gz = gx[ogx:], gy[ogy:], gz[ogz:]"]
+            '    one loop per op.  (Offsets added at every index, not slices taken once: a',
+            '    slice of an array is a reference the runtime counts, and the eight slices',
+            '    per entry cost ~190 ns an entry, more than an 8-element entry\'s terms.)"""']
     for k, op in enumerate(OPS):
         out += [f"    {'if' if k == 0 else 'elif'} o == {k}:  # {op.name}",
                 "        for k in range(n):",
-                "            g = gv[k * sg]",
-                "            x = xv[k * sx]",
-                "            y = yv[k * sy]",
-                "            z = zv[k * sz]",
-                "            out = ov[k]"]
+                "            g = gv[og + k * sg]",
+                "            x = xv[ox + k * sx]",
+                "            y = yv[oy + k * sy]",
+                "            z = zv[oz + k * sz]",
+                "            out = ov[oo + k]"]
         # a term is computed only for an operand that takes it (pow's exponent term
         # calls log at every element, for a constant exponent that takes none)
         for v in "xyz":
             term = adjoint_term(op, v)
-            out += [f"            if m{v} == 1:", f"                g{v}[k * s{v}] += {term}",
-                    f"            elif m{v} == 2:", f"                g{v}[k * s{v}] = {term}"]
+            out += [f"            if m{v} == 1:", f"                g{v}[og{v} + k * s{v}] += {term}",
+                    f"            elif m{v} == 2:", f"                g{v}[og{v} + k * s{v}] = {term}"]
     out += ["", "", "@jit",
             "def fast_loop(o, want, n, G, O, X, Y, Z, tx, ty, tz):",
             '    """The terms of an array entry of one or two operands into ``tx``/``ty`` (set, not',
@@ -707,24 +707,6 @@ def array_terms(o, zero, zx, zy, zz, n, g, og, sg, out, oo, x, ox, sx, y, oy, sy
         put(k, dx, dy, dz, gx, ogx, mx, sx, gy, ogy, my, sy, gz, ogz, mz, sz)
 
 
-@jit(inline="always")
-def _operand(r, j, off, val, consts, aval, aadj):
-    """Operand ``r`` (the ``j``-th) of an array entry in the flat layout: the offset of its
-    values and adjoint in ``aval``/``aadj``, their step (1 an array, 0 a number) and its
-    adjoint's mode (``array_terms``: 0 for a constant).  A number's value goes to slot ``j``
-    of the three at the end of ``aval`` and its terms are summed in that of ``aadj``, from
-    +0.0."""
-    if r >= 0 and off[r] >= 0:
-        return off[r], 1, 1
-    k = aval.shape[0] - 3 + j
-    aadj[k] = 0.0
-    if r >= 0:
-        aval[k] = val[r]
-        return k, 0, 1
-    aval[k] = consts[-r - 1]
-    return k, 0, 0
-
-
 @jit
 def reverse_entry(op, a, b, adj, reached, freed, dirty, i, g, sg, out, x, sx, y, sy, z, sz,
                   gx, mx, gy, my, gz, mz, want, tx, ty):
@@ -768,7 +750,7 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
     An operand reference ``r >= 0`` is an entry; ``r < 0`` is the constant ``consts[-r - 1]``
     (``consts[0]`` is 0.0, the unused operand of unary ops).  Scalar entries keep value and
     adjoint in ``val``/``adj``; array entries (``off[i] >= 0``) keep ``nel[i]`` elements at
-    ``off[i]`` in ``aval``/``aadj``, whose last three slots are scratch (``_operand``).
+    ``off[i]`` in ``aval``/``aadj``, whose last three slots are scratch (a number operand's value and terms).
     Returns ``(0, -1)``, or ``(1, i)`` when entry ``i`` was
     freed by an earlier backward, or ``(2, i)`` when an input entry ``i`` saved was modified
     in place after it was recorded.  ``pending`` counts the reached entries in the range not
@@ -777,6 +759,7 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
     """
     has_arr = off.shape[0] > 0
     has_dirty = dirty.shape[0] > 0
+    scratch = aval.shape[0] - 3   # (the three scratch slots: one per operand)
     for i in range(start, stop, -1):
         if pending == 0:
             break
@@ -815,14 +798,62 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
             # entry or a constant broadcasts (its adjoint sums over the elements)
             oi = off[i]
             n = nel[i]
-            # a number broadcast over the entry: its terms are summed from +0.0 first (in a
-            # scratch slot), then added to its adjoint (PyTorch's sum_to_size: all -0.0
-            # terms give +0.0)
-            ox, sx, mx = _operand(ra, 0, off, val, consts, aval, aadj)
-            oy, sy, my = _operand(rb, 1, off, val, consts, aval, aadj)
-            oz, sz, mz = _operand(rc, 2, off, val, consts, aval, aadj)
-            array_terms(o, zero, zx, zy, zz, n, aadj, oi, 1, aval, oi, aval, ox, sx, aval, oy,
-                        sy, aval, oz, sz, aadj, ox, mx, aadj, oy, my, aadj, oz, mz)
+            # each operand: the offset of its values and adjoint in aval/aadj, their step
+            # (1 an array, 0 a number) and its adjoint's mode (array_terms: 0 a constant).
+            # A number broadcast over the entry: its value goes to its scratch slot, and
+            # its terms are summed there from +0.0 first, then added to its adjoint
+            # (PyTorch's sum_to_size: all -0.0 terms give +0.0).  (Written out here, not
+            # an inlined helper, and array_loop called without array_terms in between:
+            # each array a helper takes is a reference the runtime counts, in and out, and
+            # those counts cost ~170 ns an entry, more than an 8-element entry's terms.)
+            if ra >= 0 and off[ra] >= 0:
+                ox = off[ra]
+                sx = 1
+                mx = 1
+            else:
+                ox = scratch + 0
+                sx = 0
+                aadj[ox] = 0.0
+                if ra >= 0:
+                    aval[ox] = val[ra]
+                    mx = 1
+                else:
+                    aval[ox] = consts[-ra - 1]
+                    mx = 0
+            if rb >= 0 and off[rb] >= 0:
+                oy = off[rb]
+                sy = 1
+                my = 1
+            else:
+                oy = scratch + 1
+                sy = 0
+                aadj[oy] = 0.0
+                if rb >= 0:
+                    aval[oy] = val[rb]
+                    my = 1
+                else:
+                    aval[oy] = consts[-rb - 1]
+                    my = 0
+            if rc >= 0 and off[rc] >= 0:
+                oz = off[rc]
+                sz = 1
+                mz = 1
+            else:
+                oz = scratch + 2
+                sz = 0
+                aadj[oz] = 0.0
+                if rc >= 0:
+                    aval[oz] = val[rc]
+                    mz = 1
+                else:
+                    aval[oz] = consts[-rc - 1]
+                    mz = 0
+            if zero:
+                array_terms(o, zero, zx, zy, zz, n, aadj, oi, 1, aval, oi, aval, ox, sx, aval,
+                            oy, sy, aval, oz, sz, aadj, ox, mx, aadj, oy, my, aadj, oz, mz)
+            else:
+                array_loop(o, n, aadj, oi, 1, aval, oi, aval, ox, sx, aval, oy, sy, aval, oz,
+                           sz, aadj, ox, mx, aadj, oy, my, aadj, oz, mz)
             if sx == 0 and ra >= 0:
                 adj[ra] += aadj[ox]
             if sy == 0 and rb >= 0:
@@ -843,9 +874,28 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
                 adj[rb] += dy
             if rc >= 0:
                 adj[rc] += dz
-        pending += reach(ra, zx, reached, stop)
-        pending += reach(rb, zy, reached, stop)
-        pending += reach(rc, zz, reached, stop)
+        # each operand reached (``reach``, written out: see the operands above)
+        if ra >= 0:
+            if reached[ra] == 0 and ra > stop:
+                pending += 1
+            if not zx:
+                reached[ra] = 1
+            elif reached[ra] == 0:
+                reached[ra] = 2
+        if rb >= 0:
+            if reached[rb] == 0 and rb > stop:
+                pending += 1
+            if not zy:
+                reached[rb] = 1
+            elif reached[rb] == 0:
+                reached[rb] = 2
+        if rc >= 0:
+            if reached[rc] == 0 and rc > stop:
+                pending += 1
+            if not zz:
+                reached[rc] = 1
+            elif reached[rc] == 0:
+                reached[rc] = 2
     return 0, -1
 '''
 

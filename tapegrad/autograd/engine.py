@@ -151,7 +151,7 @@ _UNBOUNDED = 1 << 62
 # is more than the loop's there).
 _SMALL = 4096
 # the flat layout's values end in three scratch slots: the sweep's number operands of an
-# array entry (``kernels._operand``)
+# array entry (``kernels.reverse``)
 _SCRATCH = [np.zeros(3)]
 _FEW_HITS = 32
 # Array entries of at least _LARGE elements stay out of the flat layout of the Numba sweep

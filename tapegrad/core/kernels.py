@@ -317,1092 +317,1092 @@ def put(k, dx, dy, dz, gx, ogx, mx, sx, gy, ogy, my, sy, gz, ogz, mz, sz):
 def array_loop(o, n, gv, og, sg, ov, oo, xv, ox, sx, yv, oy, sy, zv, oz, sz, gx, ogx, mx,
                gy, ogy, my, gz, ogz, mz):
     """``array_terms`` of an entry that a gradient reached (not only zero tensors),
-    one loop per op."""
-    gv, ov, xv, yv, zv = gv[og:], ov[oo:], xv[ox:], yv[oy:], zv[oz:]
-    gx, gy, gz = gx[ogx:], gy[ogy:], gz[ogz:]
+    one loop per op.  (Offsets added at every index, not slices taken once: a
+    slice of an array is a reference the runtime counts, and the eight slices
+    per entry cost ~190 ns an entry, more than an 8-element entry's terms.)"""
     if o == 0:  # add
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += g
+                gx[ogx + k * sx] += g
             elif mx == 2:
-                gx[k * sx] = g
+                gx[ogx + k * sx] = g
             if my == 1:
-                gy[k * sy] += g
+                gy[ogy + k * sy] += g
             elif my == 2:
-                gy[k * sy] = g
+                gy[ogy + k * sy] = g
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 1:  # sub
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += g
+                gx[ogx + k * sx] += g
             elif mx == 2:
-                gx[k * sx] = g
+                gx[ogx + k * sx] = g
             if my == 1:
-                gy[k * sy] += (-g)
+                gy[ogy + k * sy] += (-g)
             elif my == 2:
-                gy[k * sy] = (-g)
+                gy[ogy + k * sy] = (-g)
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 2:  # mul
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += g * (y)
+                gx[ogx + k * sx] += g * (y)
             elif mx == 2:
-                gx[k * sx] = g * (y)
+                gx[ogx + k * sx] = g * (y)
             if my == 1:
-                gy[k * sy] += g * (x)
+                gy[ogy + k * sy] += g * (x)
             elif my == 2:
-                gy[k * sy] = g * (x)
+                gy[ogy + k * sy] = g * (x)
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 3:  # div
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (g / y)
+                gx[ogx + k * sx] += (g / y)
             elif mx == 2:
-                gx[k * sx] = (g / y)
+                gx[ogx + k * sx] = (g / y)
             if my == 1:
-                gy[k * sy] += (-g * ((x / y) / y))
+                gy[ogy + k * sy] += (-g * ((x / y) / y))
             elif my == 2:
-                gy[k * sy] = (-g * ((x / y) / y))
+                gy[ogy + k * sy] = (-g * ((x / y) / y))
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 4:  # pow
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0))))
+                gx[ogx + k * sx] += (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0))))
             elif mx == 2:
-                gx[k * sx] = (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0))))
+                gx[ogx + k * sx] = (g * (2.0 * x)) if y == 2.0 else ((0.0) if y == 0.0 else (g * (y * x ** (y - 1.0))))
             if my == 1:
-                gy[k * sy] += (g * (0.0 * (out * out))) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
+                gy[ogy + k * sy] += (g * (0.0 * (out * out))) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
             elif my == 2:
-                gy[k * sy] = (g * (0.0 * (out * out))) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
+                gy[ogy + k * sy] = (g * (0.0 * (out * out))) if x == 0.0 and y >= 0.0 else (g * (out * log(x)))
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 5:  # atan2
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (g * y * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y)))
+                gx[ogx + k * sx] += (g * y * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y)))
             elif mx == 2:
-                gx[k * sx] = (g * y * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y)))
+                gx[ogx + k * sx] = (g * y * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y)))
             if my == 1:
-                gy[k * sy] += (g * -x * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y)))
+                gy[ogy + k * sy] += (g * -x * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y)))
             elif my == 2:
-                gy[k * sy] = (g * -x * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y)))
+                gy[ogy + k * sy] = (g * -x * (0.0 if x * x + y * y == 0.0 else 1.0 / (x * x + y * y)))
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 6:  # maximum
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (0.0) if x < y else ((g * (0.5)) if x == y else (g))
+                gx[ogx + k * sx] += (0.0) if x < y else ((g * (0.5)) if x == y else (g))
             elif mx == 2:
-                gx[k * sx] = (0.0) if x < y else ((g * (0.5)) if x == y else (g))
+                gx[ogx + k * sx] = (0.0) if x < y else ((g * (0.5)) if x == y else (g))
             if my == 1:
-                gy[k * sy] += (0.0) if y < x else ((g * (0.5)) if x == y else (g))
+                gy[ogy + k * sy] += (0.0) if y < x else ((g * (0.5)) if x == y else (g))
             elif my == 2:
-                gy[k * sy] = (0.0) if y < x else ((g * (0.5)) if x == y else (g))
+                gy[ogy + k * sy] = (0.0) if y < x else ((g * (0.5)) if x == y else (g))
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 7:  # minimum
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (0.0) if x > y else ((g * (0.5)) if x == y else (g))
+                gx[ogx + k * sx] += (0.0) if x > y else ((g * (0.5)) if x == y else (g))
             elif mx == 2:
-                gx[k * sx] = (0.0) if x > y else ((g * (0.5)) if x == y else (g))
+                gx[ogx + k * sx] = (0.0) if x > y else ((g * (0.5)) if x == y else (g))
             if my == 1:
-                gy[k * sy] += (0.0) if y > x else ((g * (0.5)) if x == y else (g))
+                gy[ogy + k * sy] += (0.0) if y > x else ((g * (0.5)) if x == y else (g))
             elif my == 2:
-                gy[k * sy] = (0.0) if y > x else ((g * (0.5)) if x == y else (g))
+                gy[ogy + k * sy] = (0.0) if y > x else ((g * (0.5)) if x == y else (g))
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 8:  # neg
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (-g)
+                gx[ogx + k * sx] += (-g)
             elif mx == 2:
-                gx[k * sx] = (-g)
+                gx[ogx + k * sx] = (-g)
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 9:  # abs
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += g * (sign(x))
+                gx[ogx + k * sx] += g * (sign(x))
             elif mx == 2:
-                gx[k * sx] = g * (sign(x))
+                gx[ogx + k * sx] = g * (sign(x))
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 10:  # exp
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += g * (out)
+                gx[ogx + k * sx] += g * (out)
             elif mx == 2:
-                gx[k * sx] = g * (out)
+                gx[ogx + k * sx] = g * (out)
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 11:  # log
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (g / x)
+                gx[ogx + k * sx] += (g / x)
             elif mx == 2:
-                gx[k * sx] = (g / x)
+                gx[ogx + k * sx] = (g / x)
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 12:  # log1p
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (g / (x + 1.0))
+                gx[ogx + k * sx] += (g / (x + 1.0))
             elif mx == 2:
-                gx[k * sx] = (g / (x + 1.0))
+                gx[ogx + k * sx] = (g / (x + 1.0))
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 13:  # expm1
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += g * (out + 1.0)
+                gx[ogx + k * sx] += g * (out + 1.0)
             elif mx == 2:
-                gx[k * sx] = g * (out + 1.0)
+                gx[ogx + k * sx] = g * (out + 1.0)
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 14:  # sqrt
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (g / (2.0 * out))
+                gx[ogx + k * sx] += (g / (2.0 * out))
             elif mx == 2:
-                gx[k * sx] = (g / (2.0 * out))
+                gx[ogx + k * sx] = (g / (2.0 * out))
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 15:  # sin
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += g * (cos(x))
+                gx[ogx + k * sx] += g * (cos(x))
             elif mx == 2:
-                gx[k * sx] = g * (cos(x))
+                gx[ogx + k * sx] = g * (cos(x))
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 16:  # cos
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += g * (-sin(x))
+                gx[ogx + k * sx] += g * (-sin(x))
             elif mx == 2:
-                gx[k * sx] = g * (-sin(x))
+                gx[ogx + k * sx] = g * (-sin(x))
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 17:  # tan
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (g * (1.0 + out ** 2.0))
+                gx[ogx + k * sx] += (g * (1.0 + out ** 2.0))
             elif mx == 2:
-                gx[k * sx] = (g * (1.0 + out ** 2.0))
+                gx[ogx + k * sx] = (g * (1.0 + out ** 2.0))
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 18:  # asin
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += g * (1.0 / sqrt(1.0 - x * x))
+                gx[ogx + k * sx] += g * (1.0 / sqrt(1.0 - x * x))
             elif mx == 2:
-                gx[k * sx] = g * (1.0 / sqrt(1.0 - x * x))
+                gx[ogx + k * sx] = g * (1.0 / sqrt(1.0 - x * x))
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 19:  # acos
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += g * (-1.0 / sqrt(1.0 - x * x))
+                gx[ogx + k * sx] += g * (-1.0 / sqrt(1.0 - x * x))
             elif mx == 2:
-                gx[k * sx] = g * (-1.0 / sqrt(1.0 - x * x))
+                gx[ogx + k * sx] = g * (-1.0 / sqrt(1.0 - x * x))
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 20:  # atan
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (g / (x * x + 1.0))
+                gx[ogx + k * sx] += (g / (x * x + 1.0))
             elif mx == 2:
-                gx[k * sx] = (g / (x * x + 1.0))
+                gx[ogx + k * sx] = (g / (x * x + 1.0))
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 21:  # sinh
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += g * (cosh(x))
+                gx[ogx + k * sx] += g * (cosh(x))
             elif mx == 2:
-                gx[k * sx] = g * (cosh(x))
+                gx[ogx + k * sx] = g * (cosh(x))
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 22:  # cosh
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += g * (sinh(x))
+                gx[ogx + k * sx] += g * (sinh(x))
             elif mx == 2:
-                gx[k * sx] = g * (sinh(x))
+                gx[ogx + k * sx] = g * (sinh(x))
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 23:  # tanh
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (g * (1.0 - out * out))
+                gx[ogx + k * sx] += (g * (1.0 - out * out))
             elif mx == 2:
-                gx[k * sx] = (g * (1.0 - out * out))
+                gx[ogx + k * sx] = (g * (1.0 - out * out))
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 24:  # sigmoid
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (g * (1.0 - out) * out)
+                gx[ogx + k * sx] += (g * (1.0 - out) * out)
             elif mx == 2:
-                gx[k * sx] = (g * (1.0 - out) * out)
+                gx[ogx + k * sx] = (g * (1.0 - out) * out)
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 25:  # relu
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (0.0) if out <= 0.0 else (g)
+                gx[ogx + k * sx] += (0.0) if out <= 0.0 else (g)
             elif mx == 2:
-                gx[k * sx] = (0.0) if out <= 0.0 else (g)
+                gx[ogx + k * sx] = (0.0) if out <= 0.0 else (g)
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 26:  # erf
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (1.1283791670955126 * exp(-(x ** 2.0)) * g)
+                gx[ogx + k * sx] += (1.1283791670955126 * exp(-(x ** 2.0)) * g)
             elif mx == 2:
-                gx[k * sx] = (1.1283791670955126 * exp(-(x ** 2.0)) * g)
+                gx[ogx + k * sx] = (1.1283791670955126 * exp(-(x ** 2.0)) * g)
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 27:  # sign
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += 0.0
+                gx[ogx + k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = 0.0
+                gx[ogx + k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 28:  # round
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += 0.0
+                gx[ogx + k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = 0.0
+                gx[ogx + k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 29:  # floor
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += 0.0
+                gx[ogx + k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = 0.0
+                gx[ogx + k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 30:  # ceil
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += 0.0
+                gx[ogx + k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = 0.0
+                gx[ogx + k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 31:  # trunc
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += 0.0
+                gx[ogx + k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = 0.0
+                gx[ogx + k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 32:  # lt
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += 0.0
+                gx[ogx + k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = 0.0
+                gx[ogx + k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 33:  # le
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += 0.0
+                gx[ogx + k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = 0.0
+                gx[ogx + k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 34:  # gt
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += 0.0
+                gx[ogx + k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = 0.0
+                gx[ogx + k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 35:  # ge
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += 0.0
+                gx[ogx + k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = 0.0
+                gx[ogx + k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 36:  # eq
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += 0.0
+                gx[ogx + k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = 0.0
+                gx[ogx + k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 37:  # ne
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += 0.0
+                gx[ogx + k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = 0.0
+                gx[ogx + k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 38:  # clamp
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (g) if x >= y and x <= z else (0.0)
+                gx[ogx + k * sx] += (g) if x >= y and x <= z else (0.0)
             elif mx == 2:
-                gx[k * sx] = (g) if x >= y and x <= z else (0.0)
+                gx[ogx + k * sx] = (g) if x >= y and x <= z else (0.0)
             if my == 1:
-                gy[k * sy] += (g) if x < y and y < z else (0.0)
+                gy[ogy + k * sy] += (g) if x < y and y < z else (0.0)
             elif my == 2:
-                gy[k * sy] = (g) if x < y and y < z else (0.0)
+                gy[ogy + k * sy] = (g) if x < y and y < z else (0.0)
             if mz == 1:
-                gz[k * sz] += (g) if x > z or z < y else (0.0)
+                gz[ogz + k * sz] += (g) if x > z or z < y else (0.0)
             elif mz == 2:
-                gz[k * sz] = (g) if x > z or z < y else (0.0)
+                gz[ogz + k * sz] = (g) if x > z or z < y else (0.0)
     elif o == 39:  # where
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += 0.0
+                gx[ogx + k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = 0.0
+                gx[ogx + k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += (g) if x != 0.0 else (0.0)
+                gy[ogy + k * sy] += (g) if x != 0.0 else (0.0)
             elif my == 2:
-                gy[k * sy] = (g) if x != 0.0 else (0.0)
+                gy[ogy + k * sy] = (g) if x != 0.0 else (0.0)
             if mz == 1:
-                gz[k * sz] += (0.0) if x != 0.0 else (g)
+                gz[ogz + k * sz] += (0.0) if x != 0.0 else (g)
             elif mz == 2:
-                gz[k * sz] = (0.0) if x != 0.0 else (g)
+                gz[ogz + k * sz] = (0.0) if x != 0.0 else (g)
     elif o == 40:  # reciprocal
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (-g * (out * out))
+                gx[ogx + k * sx] += (-g * (out * out))
             elif mx == 2:
-                gx[k * sx] = (-g * (out * out))
+                gx[ogx + k * sx] = (-g * (out * out))
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 41:  # clone
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += g
+                gx[ogx + k * sx] += g
             elif mx == 2:
-                gx[k * sx] = g
+                gx[ogx + k * sx] = g
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 42:  # sigmoid_backward
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += g * ((1.0 - y) * y)
+                gx[ogx + k * sx] += g * ((1.0 - y) * y)
             elif mx == 2:
-                gx[k * sx] = g * ((1.0 - y) * y)
+                gx[ogx + k * sx] = g * ((1.0 - y) * y)
             if my == 1:
-                gy[k * sy] += g * (x * (-2.0 * y + 1.0))
+                gy[ogy + k * sy] += g * (x * (-2.0 * y + 1.0))
             elif my == 2:
-                gy[k * sy] = g * (x * (-2.0 * y + 1.0))
+                gy[ogy + k * sy] = g * (x * (-2.0 * y + 1.0))
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 43:  # tanh_backward
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += g * (1.0 - y * y)
+                gx[ogx + k * sx] += g * (1.0 - y * y)
             elif mx == 2:
-                gx[k * sx] = g * (1.0 - y * y)
+                gx[ogx + k * sx] = g * (1.0 - y * y)
             if my == 1:
-                gy[k * sy] += g * (-2.0 * y * x)
+                gy[ogy + k * sy] += g * (-2.0 * y * x)
             elif my == 2:
-                gy[k * sy] = g * (-2.0 * y * x)
+                gy[ogy + k * sy] = g * (-2.0 * y * x)
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 44:  # threshold_backward
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (0.0) if y <= 0.0 else (g)
+                gx[ogx + k * sx] += (0.0) if y <= 0.0 else (g)
             elif mx == 2:
-                gx[k * sx] = (0.0) if y <= 0.0 else (g)
+                gx[ogx + k * sx] = (0.0) if y <= 0.0 else (g)
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 45:  # leaky_relu_backward
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (g) if y > 0.0 else (g * (z))
+                gx[ogx + k * sx] += (g) if y > 0.0 else (g * (z))
             elif mx == 2:
-                gx[k * sx] = (g) if y > 0.0 else (g * (z))
+                gx[ogx + k * sx] = (g) if y > 0.0 else (g * (z))
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 46:  # elu_backward
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (g * (z * exp(y))) if y <= 0.0 else (g)
+                gx[ogx + k * sx] += (g * (z * exp(y))) if y <= 0.0 else (g)
             elif mx == 2:
-                gx[k * sx] = (g * (z * exp(y))) if y <= 0.0 else (g)
+                gx[ogx + k * sx] = (g * (z * exp(y))) if y <= 0.0 else (g)
             if my == 1:
-                gy[k * sy] += g * ((x * z * exp(y) if y <= 0.0 else x) * (1.0 if y < 0.0 else 0.0))
+                gy[ogy + k * sy] += g * ((x * z * exp(y) if y <= 0.0 else x) * (1.0 if y < 0.0 else 0.0))
             elif my == 2:
-                gy[k * sy] = g * ((x * z * exp(y) if y <= 0.0 else x) * (1.0 if y < 0.0 else 0.0))
+                gy[ogy + k * sy] = g * ((x * z * exp(y) if y <= 0.0 else x) * (1.0 if y < 0.0 else 0.0))
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 47:  # gelu_backward
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += g * (0.5 * (1.0 + erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * exp(y * y * -0.5)))
+                gx[ogx + k * sx] += g * (0.5 * (1.0 + erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * exp(y * y * -0.5)))
             elif mx == 2:
-                gx[k * sx] = g * (0.5 * (1.0 + erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * exp(y * y * -0.5)))
+                gx[ogx + k * sx] = g * (0.5 * (1.0 + erf(y * 0.7071067811865476)) + y * (0.3989422804014327 * exp(y * y * -0.5)))
             if my == 1:
-                gy[k * sy] += g * (x * (2.0 * (0.3989422804014327 * exp(-0.5 * (y * y))) - y * y * (0.3989422804014327 * exp(-0.5 * (y * y)))))
+                gy[ogy + k * sy] += g * (x * (2.0 * (0.3989422804014327 * exp(-0.5 * (y * y))) - y * y * (0.3989422804014327 * exp(-0.5 * (y * y)))))
             elif my == 2:
-                gy[k * sy] = g * (x * (2.0 * (0.3989422804014327 * exp(-0.5 * (y * y))) - y * y * (0.3989422804014327 * exp(-0.5 * (y * y)))))
+                gy[ogy + k * sy] = g * (x * (2.0 * (0.3989422804014327 * exp(-0.5 * (y * y))) - y * y * (0.3989422804014327 * exp(-0.5 * (y * y)))))
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 48:  # softplus_backward
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (g) if y > z else (g * (exp(y) / (exp(y) + 1.0)))
+                gx[ogx + k * sx] += (g) if y > z else (g * (exp(y) / (exp(y) + 1.0)))
             elif mx == 2:
-                gx[k * sx] = (g) if y > z else (g * (exp(y) / (exp(y) + 1.0)))
+                gx[ogx + k * sx] = (g) if y > z else (g * (exp(y) / (exp(y) + 1.0)))
             if my == 1:
-                gy[k * sy] += g * (x * (1.0 - 1.0 / (1.0 + exp(-y))) * (1.0 / (1.0 + exp(-y))) * (1.0 if y < z else 0.0))
+                gy[ogy + k * sy] += g * (x * (1.0 - 1.0 / (1.0 + exp(-y))) * (1.0 / (1.0 + exp(-y))) * (1.0 if y < z else 0.0))
             elif my == 2:
-                gy[k * sy] = g * (x * (1.0 - 1.0 / (1.0 + exp(-y))) * (1.0 / (1.0 + exp(-y))) * (1.0 if y < z else 0.0))
+                gy[ogy + k * sy] = g * (x * (1.0 - 1.0 / (1.0 + exp(-y))) * (1.0 / (1.0 + exp(-y))) * (1.0 if y < z else 0.0))
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 49:  # mse_loss_backward
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += g * (2.0 * (y - z))
+                gx[ogx + k * sx] += g * (2.0 * (y - z))
             elif mx == 2:
-                gx[k * sx] = g * (2.0 * (y - z))
+                gx[ogx + k * sx] = g * (2.0 * (y - z))
             if my == 1:
-                gy[k * sy] += g * (2.0 * x)
+                gy[ogy + k * sy] += g * (2.0 * x)
             elif my == 2:
-                gy[k * sy] = g * (2.0 * x)
+                gy[ogy + k * sy] = g * (2.0 * x)
             if mz == 1:
-                gz[k * sz] += g * (-2.0 * x)
+                gz[ogz + k * sz] += g * (-2.0 * x)
             elif mz == 2:
-                gz[k * sz] = g * (-2.0 * x)
+                gz[ogz + k * sz] = g * (-2.0 * x)
     elif o == 50:  # binary_cross_entropy_backward
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += g * ((y - z) / ((y + 1e-12) * (1.0 - y + 1e-12)))
+                gx[ogx + k * sx] += g * ((y - z) / ((y + 1e-12) * (1.0 - y + 1e-12)))
             elif mx == 2:
-                gx[k * sx] = g * ((y - z) / ((y + 1e-12) * (1.0 - y + 1e-12)))
+                gx[ogx + k * sx] = g * ((y - z) / ((y + 1e-12) * (1.0 - y + 1e-12)))
             if my == 1:
-                gy[k * sy] += g * ((y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * x)
+                gy[ogy + k * sy] += g * ((y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * x)
             elif my == 2:
-                gy[k * sy] = g * ((y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * x)
+                gy[ogy + k * sy] = g * ((y * y - 2.0 * y * z + z) / ((y + 1e-12) ** 2.0 * (1.0 - y + 1e-12) ** 2.0) * x)
             if mz == 1:
-                gz[k * sz] += g * (-x / max((1.0 - y) * y, 1e-12))
+                gz[ogz + k * sz] += g * (-x / max((1.0 - y) * y, 1e-12))
             elif mz == 2:
-                gz[k * sz] = g * (-x / max((1.0 - y) * y, 1e-12))
+                gz[ogz + k * sz] = g * (-x / max((1.0 - y) * y, 1e-12))
     elif o == 51:  # smooth_l1_backward
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (g * (-1.0)) if y <= -z else ((g) if y >= z else (g * (y / z)))
+                gx[ogx + k * sx] += (g * (-1.0)) if y <= -z else ((g) if y >= z else (g * (y / z)))
             elif mx == 2:
-                gx[k * sx] = (g * (-1.0)) if y <= -z else ((g) if y >= z else (g * (y / z)))
+                gx[ogx + k * sx] = (g * (-1.0)) if y <= -z else ((g) if y >= z else (g * (y / z)))
             if my == 1:
-                gy[k * sy] += g * (x * (1.0 if y < z and -y < z else 0.0) / z)
+                gy[ogy + k * sy] += g * (x * (1.0 if y < z and -y < z else 0.0) / z)
             elif my == 2:
-                gy[k * sy] = g * (x * (1.0 if y < z and -y < z else 0.0) / z)
+                gy[ogy + k * sy] = g * (x * (1.0 if y < z and -y < z else 0.0) / z)
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 52:  # sgn
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += 0.0
+                gx[ogx + k * sx] += 0.0
             elif mx == 2:
-                gx[k * sx] = 0.0
+                gx[ogx + k * sx] = 0.0
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 53:  # clamp_min
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (g) if x >= y else (0.0)
+                gx[ogx + k * sx] += (g) if x >= y else (0.0)
             elif mx == 2:
-                gx[k * sx] = (g) if x >= y else (0.0)
+                gx[ogx + k * sx] = (g) if x >= y else (0.0)
             if my == 1:
-                gy[k * sy] += (g) if x < y else (0.0)
+                gy[ogy + k * sy] += (g) if x < y else (0.0)
             elif my == 2:
-                gy[k * sy] = (g) if x < y else (0.0)
+                gy[ogy + k * sy] = (g) if x < y else (0.0)
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 54:  # clamp_max
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (g) if x <= y else (0.0)
+                gx[ogx + k * sx] += (g) if x <= y else (0.0)
             elif mx == 2:
-                gx[k * sx] = (g) if x <= y else (0.0)
+                gx[ogx + k * sx] = (g) if x <= y else (0.0)
             if my == 1:
-                gy[k * sy] += (g) if x > y else (0.0)
+                gy[ogy + k * sy] += (g) if x > y else (0.0)
             elif my == 2:
-                gy[k * sy] = (g) if x > y else (0.0)
+                gy[ogy + k * sy] = (g) if x > y else (0.0)
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 55:  # clamp_no_max
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (g) if x >= y else (0.0)
+                gx[ogx + k * sx] += (g) if x >= y else (0.0)
             elif mx == 2:
-                gx[k * sx] = (g) if x >= y else (0.0)
+                gx[ogx + k * sx] = (g) if x >= y else (0.0)
             if my == 1:
-                gy[k * sy] += (g) if x < y else (0.0)
+                gy[ogy + k * sy] += (g) if x < y else (0.0)
             elif my == 2:
-                gy[k * sy] = (g) if x < y else (0.0)
+                gy[ogy + k * sy] = (g) if x < y else (0.0)
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
     elif o == 56:  # exp2
         for k in range(n):
-            g = gv[k * sg]
-            x = xv[k * sx]
-            y = yv[k * sy]
-            z = zv[k * sz]
-            out = ov[k]
+            g = gv[og + k * sg]
+            x = xv[ox + k * sx]
+            y = yv[oy + k * sy]
+            z = zv[oz + k * sz]
+            out = ov[oo + k]
             if mx == 1:
-                gx[k * sx] += (g * out * 0.6931471805599453)
+                gx[ogx + k * sx] += (g * out * 0.6931471805599453)
             elif mx == 2:
-                gx[k * sx] = (g * out * 0.6931471805599453)
+                gx[ogx + k * sx] = (g * out * 0.6931471805599453)
             if my == 1:
-                gy[k * sy] += 0.0
+                gy[ogy + k * sy] += 0.0
             elif my == 2:
-                gy[k * sy] = 0.0
+                gy[ogy + k * sy] = 0.0
             if mz == 1:
-                gz[k * sz] += 0.0
+                gz[ogz + k * sz] += 0.0
             elif mz == 2:
-                gz[k * sz] = 0.0
+                gz[ogz + k * sz] = 0.0
 
 
 @jit
@@ -2174,24 +2174,6 @@ def array_terms(o, zero, zx, zy, zz, n, g, og, sg, out, oo, x, ox, sx, y, oy, sy
         put(k, dx, dy, dz, gx, ogx, mx, sx, gy, ogy, my, sy, gz, ogz, mz, sz)
 
 
-@jit(inline="always")
-def _operand(r, j, off, val, consts, aval, aadj):
-    """Operand ``r`` (the ``j``-th) of an array entry in the flat layout: the offset of its
-    values and adjoint in ``aval``/``aadj``, their step (1 an array, 0 a number) and its
-    adjoint's mode (``array_terms``: 0 for a constant).  A number's value goes to slot ``j``
-    of the three at the end of ``aval`` and its terms are summed in that of ``aadj``, from
-    +0.0."""
-    if r >= 0 and off[r] >= 0:
-        return off[r], 1, 1
-    k = aval.shape[0] - 3 + j
-    aadj[k] = 0.0
-    if r >= 0:
-        aval[k] = val[r]
-        return k, 0, 1
-    aval[k] = consts[-r - 1]
-    return k, 0, 0
-
-
 @jit
 def reverse_entry(op, a, b, adj, reached, freed, dirty, i, g, sg, out, x, sx, y, sy, z, sz,
                   gx, mx, gy, my, gz, mz, want, tx, ty):
@@ -2235,7 +2217,7 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
     An operand reference ``r >= 0`` is an entry; ``r < 0`` is the constant ``consts[-r - 1]``
     (``consts[0]`` is 0.0, the unused operand of unary ops).  Scalar entries keep value and
     adjoint in ``val``/``adj``; array entries (``off[i] >= 0``) keep ``nel[i]`` elements at
-    ``off[i]`` in ``aval``/``aadj``, whose last three slots are scratch (``_operand``).
+    ``off[i]`` in ``aval``/``aadj``, whose last three slots are scratch (a number operand's value and terms).
     Returns ``(0, -1)``, or ``(1, i)`` when entry ``i`` was
     freed by an earlier backward, or ``(2, i)`` when an input entry ``i`` saved was modified
     in place after it was recorded.  ``pending`` counts the reached entries in the range not
@@ -2244,6 +2226,7 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
     """
     has_arr = off.shape[0] > 0
     has_dirty = dirty.shape[0] > 0
+    scratch = aval.shape[0] - 3   # (the three scratch slots: one per operand)
     for i in range(start, stop, -1):
         if pending == 0:
             break
@@ -2282,14 +2265,62 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
             # entry or a constant broadcasts (its adjoint sums over the elements)
             oi = off[i]
             n = nel[i]
-            # a number broadcast over the entry: its terms are summed from +0.0 first (in a
-            # scratch slot), then added to its adjoint (PyTorch's sum_to_size: all -0.0
-            # terms give +0.0)
-            ox, sx, mx = _operand(ra, 0, off, val, consts, aval, aadj)
-            oy, sy, my = _operand(rb, 1, off, val, consts, aval, aadj)
-            oz, sz, mz = _operand(rc, 2, off, val, consts, aval, aadj)
-            array_terms(o, zero, zx, zy, zz, n, aadj, oi, 1, aval, oi, aval, ox, sx, aval, oy,
-                        sy, aval, oz, sz, aadj, ox, mx, aadj, oy, my, aadj, oz, mz)
+            # each operand: the offset of its values and adjoint in aval/aadj, their step
+            # (1 an array, 0 a number) and its adjoint's mode (array_terms: 0 a constant).
+            # A number broadcast over the entry: its value goes to its scratch slot, and
+            # its terms are summed there from +0.0 first, then added to its adjoint
+            # (PyTorch's sum_to_size: all -0.0 terms give +0.0).  (Written out here, not
+            # an inlined helper, and array_loop called without array_terms in between:
+            # each array a helper takes is a reference the runtime counts, in and out, and
+            # those counts cost ~170 ns an entry, more than an 8-element entry's terms.)
+            if ra >= 0 and off[ra] >= 0:
+                ox = off[ra]
+                sx = 1
+                mx = 1
+            else:
+                ox = scratch + 0
+                sx = 0
+                aadj[ox] = 0.0
+                if ra >= 0:
+                    aval[ox] = val[ra]
+                    mx = 1
+                else:
+                    aval[ox] = consts[-ra - 1]
+                    mx = 0
+            if rb >= 0 and off[rb] >= 0:
+                oy = off[rb]
+                sy = 1
+                my = 1
+            else:
+                oy = scratch + 1
+                sy = 0
+                aadj[oy] = 0.0
+                if rb >= 0:
+                    aval[oy] = val[rb]
+                    my = 1
+                else:
+                    aval[oy] = consts[-rb - 1]
+                    my = 0
+            if rc >= 0 and off[rc] >= 0:
+                oz = off[rc]
+                sz = 1
+                mz = 1
+            else:
+                oz = scratch + 2
+                sz = 0
+                aadj[oz] = 0.0
+                if rc >= 0:
+                    aval[oz] = val[rc]
+                    mz = 1
+                else:
+                    aval[oz] = consts[-rc - 1]
+                    mz = 0
+            if zero:
+                array_terms(o, zero, zx, zy, zz, n, aadj, oi, 1, aval, oi, aval, ox, sx, aval,
+                            oy, sy, aval, oz, sz, aadj, ox, mx, aadj, oy, my, aadj, oz, mz)
+            else:
+                array_loop(o, n, aadj, oi, 1, aval, oi, aval, ox, sx, aval, oy, sy, aval, oz,
+                           sz, aadj, ox, mx, aadj, oy, my, aadj, oz, mz)
             if sx == 0 and ra >= 0:
                 adj[ra] += aadj[ox]
             if sy == 0 and rb >= 0:
@@ -2310,9 +2341,28 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
                 adj[rb] += dy
             if rc >= 0:
                 adj[rc] += dz
-        pending += reach(ra, zx, reached, stop)
-        pending += reach(rb, zy, reached, stop)
-        pending += reach(rc, zz, reached, stop)
+        # each operand reached (``reach``, written out: see the operands above)
+        if ra >= 0:
+            if reached[ra] == 0 and ra > stop:
+                pending += 1
+            if not zx:
+                reached[ra] = 1
+            elif reached[ra] == 0:
+                reached[ra] = 2
+        if rb >= 0:
+            if reached[rb] == 0 and rb > stop:
+                pending += 1
+            if not zy:
+                reached[rb] = 1
+            elif reached[rb] == 0:
+                reached[rb] = 2
+        if rc >= 0:
+            if reached[rc] == 0 and rc > stop:
+                pending += 1
+            if not zz:
+                reached[rc] = 1
+            elif reached[rc] == 0:
+                reached[rc] = 2
     return 0, -1
 
 
