@@ -265,6 +265,7 @@ def kernels_source() -> str:
         out.append(f"        return {parts}")
     out += ["    return 0.0, 0.0, 0.0", ""]
     out += array_loops()
+    out += contiguous_loops()
     out.append(f"HESSIAN_PAIRS = {hessian_pairs()!r}")
     out.append(REVERSE)
     out += batch_kernels()
@@ -576,6 +577,54 @@ def hvp_kernels() -> List[str]:
     return fwd + rev
 
 
+# the ops that get ``contiguous_loop``: the common ones (LLVM vectorizing a loop costs
+# compile time: every op's would double the sweep's cold compile on the 2-core machine)
+_CONTIGUOUS_OPS = ("add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "sigmoid", "relu")
+
+
+def contiguous_loops() -> List[str]:
+    """``contiguous_loop``: ``array_loop`` for an entry of one of ``_CONTIGUOUS_OPS`` in the
+    flat layout whose operands are arrays there (steps 1) whose adjoints it adds to, or for
+    a binary op one such array and a constant number (``case`` 0: both arrays, 1: x, 2: y);
+    reads no step or mode inside a loop, so LLVM vectorizes them (the general loop reads
+    both at every element: ~4 ns an element for an add).  The same terms, each element's
+    in the same order: the same values.  Returns False for any other op.  (Offsets as
+    unsigned integers: a signed index is checked for wrapping around at every element,
+    which keeps a loop from vectorizing.  A separate function, not branches in
+    ``array_loop``: there they made every small entry ~15 ns slower.)"""
+    out = ["", "@jit",
+           "def contiguous_loop(o, case, n, gv, og, ov, oo, xv, ox, yv, oy, gx, ogx, gy, ogy):",
+           '    """``array_loop`` for an entry whose operands are whole arrays of the flat layout',
+           '    (``case`` 0), or an array and a constant number (1: x the array, 2: y), in loops',
+           '    that vectorize; False for an op it does not cover (``tools/codegen.py``:',
+           '    ``contiguous_loops``)."""',
+           "    ug, uo, ux, uy = np.uint64(og), np.uint64(oo), np.uint64(ox), np.uint64(oy)",
+           "    ugx, ugy, un = np.uint64(ogx), np.uint64(ogy), np.uint64(n)"]
+    first = True
+    for k, op in enumerate(OPS):
+        if op.name not in _CONTIGUOUS_OPS:
+            continue
+        assert op.arity <= 2, op.name
+        out.append(f"    {'if' if first else 'elif'} o == {k}:  # {op.name}")
+        first = False
+        cases = [(1, ("x",))] if op.arity == 1 else [(0, ("x", "y")), (1, ("x",)), (2, ("y",))]
+        for j, (case, takes) in enumerate(cases):
+            out += [f"        {'if' if j == 0 else 'elif'} case == {case}:",
+                    "            for k in range(un):",
+                    "                g = gv[ug + k]",
+                    "                out = ov[uo + k]"]
+            for v in "xy"[:op.arity]:
+                out.append(f"                {v} = {v}v[u{v} + k]" if v in takes else
+                           f"                {v} = {v}v[o{v}]")
+            if op.arity == 1:
+                out.append("                y = 0.0")
+            out.append("                z = 0.0")
+            out += [f"                g{v}[ug{v} + k] += {adjoint_term(op, v)}" for v in takes]
+            out.append("            return True")
+    out += ["    return False", ""]
+    return out
+
+
 def array_loops() -> List[str]:
     """``array_loop``: the terms of an array entry with the op's branch taken once per entry,
     not once per element (``terms`` inside a loop branches at every element), so that the
@@ -598,8 +647,8 @@ def array_loops() -> List[str]:
             '    slice of an array is a reference the runtime counts, and the eight slices',
             '    per entry cost ~190 ns an entry, more than an 8-element entry\'s terms.)"""']
     for k, op in enumerate(OPS):
-        out += [f"    {'if' if k == 0 else 'elif'} o == {k}:  # {op.name}",
-                "        for k in range(n):",
+        out += [f"    {'if' if k == 0 else 'elif'} o == {k}:  # {op.name}"]
+        out += ["        for k in range(n):",
                 "            g = gv[og + k * sg]",
                 "            x = xv[ox + k * sx]",
                 "            y = yv[oy + k * sy]",
@@ -848,10 +897,18 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
                 else:
                     aval[oz] = consts[-rc - 1]
                     mz = 0
+            # (whole arrays, or an array and a constant number: contiguous_loop's cases)
+            case = -1
+            if n >= 16 and mz == 0:
+                if sx == 1 and mx == 1:
+                    case = 0 if sy == 1 and my == 1 else 1 if sy == 0 and my == 0 else -1
+                elif sx == 0 and mx == 0 and sy == 1 and my == 1:
+                    case = 2
             if zero:
                 array_terms(o, zero, zx, zy, zz, n, aadj, oi, 1, aval, oi, aval, ox, sx, aval,
                             oy, sy, aval, oz, sz, aadj, ox, mx, aadj, oy, my, aadj, oz, mz)
-            else:
+            elif case < 0 or not contiguous_loop(o, case, n, aadj, oi, aval, oi, aval, ox, aval,
+                                                 oy, aadj, ox, aadj, oy):
                 array_loop(o, n, aadj, oi, 1, aval, oi, aval, ox, sx, aval, oy, sy, aval, oz,
                            sz, aadj, ox, mx, aadj, oy, my, aadj, oz, mz)
             if sx == 0 and ra >= 0:
@@ -1032,18 +1089,20 @@ def _binary(op, k):
     src.append(_PUSH.format(ind=i4, code=k))
     # float64 arrays of one shape, with a 0-d tensor or a Python number: what
     # elementwise_fallback's first path records, without its dispatch (a third of an op's
-    # cost on small arrays)
+    # cost on small arrays).  A vector's result is laid out as PyTorch's whatever its
+    # operands' steps (``laid_out``): ``ndim`` is read first, for half of ``flags``' cost
     src.append(f"        elif x.__class__ is _ND and x.dtype is _F64:\n{i3}cy = ty.__class__\n"
                f"{i3}if cy is Tensor:\n{i4}y = ty._value\n"
                f"{i4}if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or "
                f"y.__class__ is float:\n{i5}v = _forward_{op.name}(x, y)\n"
-               f"{i5}if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):\n"
+               f"{i5}if x.ndim > 1 and (not x.flags.c_contiguous or (y.__class__ is not float and "
+               f"not y.flags.c_contiguous)):\n"
                f"{i5}    v = _torch_layout(v, (x, y))")
     src += _array_branch(k, i5, "xy", ("T._push_const(tx, x)",
                                        "T._const_t(y, ty) if y.__class__ is float else T._push_const(ty, y)"))
     src.append(_PUSH_ARRAY.format(ind=i5, code=k))
     src.append(f"{i3}elif cy is float or cy is int:\n{i4}v = _forward_{op.name}(x, ty)\n"
-               f"{i4}if not x.flags.c_contiguous:\n{i4}    v = _torch_layout(v, (x,))\n"
+               f"{i4}if x.ndim > 1 and not x.flags.c_contiguous:\n{i4}    v = _torch_layout(v, (x,))\n"
                f"{i4}xt = tx._tape\n{i4}if xt is None:")
     src.append(_PLAIN.format(ind=i4 + "    "))
     src.append(_rec_lines(i4, "tx"))
@@ -1101,7 +1160,7 @@ def _unary(op, k):
     src.append(_PUSH.format(ind=i3, code=k))
     # a float64 array: elementwise_fallback's first path, without its dispatch
     src.append(f"        elif x.__class__ is _ND and x.dtype is _F64:\n{i3}v = _forward_{op.name}(x)\n"
-               f"{i3}if not x.flags.c_contiguous:\n{i3}    v = _torch_layout(v, (x,))")
+               f"{i3}if x.ndim > 1 and not x.flags.c_contiguous:\n{i3}    v = _torch_layout(v, (x,))")
     src += _array_branch(k, i3, "x", ("T._push_const(tx, x)",))
     src.append(f"{i3}ry = -1")
     src.append(_PUSH_ARRAY.format(ind=i3, code=k))

@@ -172,7 +172,7 @@ def add_(input, other):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_add(x, y)
-                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                    if x.ndim > 1 and (not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous)):
                         v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
@@ -221,7 +221,7 @@ def add_(input, other):
                     return r
             elif cy is float or cy is int:
                 v = _forward_add(x, other)
-                if not x.flags.c_contiguous:
+                if x.ndim > 1 and not x.flags.c_contiguous:
                     v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
@@ -372,7 +372,7 @@ def add_alpha_(input, other, *, alpha=1):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_add(x, y)
-                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                    if x.ndim > 1 and (not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous)):
                         v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
@@ -421,7 +421,7 @@ def add_alpha_(input, other, *, alpha=1):
                     return r
             elif cy is float or cy is int:
                 v = _forward_add(x, other)
-                if not x.flags.c_contiguous:
+                if x.ndim > 1 and not x.flags.c_contiguous:
                     v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
@@ -572,7 +572,7 @@ def sub_(input, other):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_sub(x, y)
-                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                    if x.ndim > 1 and (not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous)):
                         v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
@@ -621,7 +621,7 @@ def sub_(input, other):
                     return r
             elif cy is float or cy is int:
                 v = _forward_sub(x, other)
-                if not x.flags.c_contiguous:
+                if x.ndim > 1 and not x.flags.c_contiguous:
                     v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
@@ -774,7 +774,7 @@ def sub_alpha_(input, other, *, alpha=1):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_sub(x, y)
-                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                    if x.ndim > 1 and (not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous)):
                         v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
@@ -823,7 +823,7 @@ def sub_alpha_(input, other, *, alpha=1):
                     return r
             elif cy is float or cy is int:
                 v = _forward_sub(x, other)
-                if not x.flags.c_contiguous:
+                if x.ndim > 1 and not x.flags.c_contiguous:
                     v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
@@ -1027,7 +1027,7 @@ def mul_(input, other):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_mul(x, y)
-                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                    if x.ndim > 1 and (not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous)):
                         v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
@@ -1076,7 +1076,7 @@ def mul_(input, other):
                     return r
             elif cy is float or cy is int:
                 v = _forward_mul(x, other)
-                if not x.flags.c_contiguous:
+                if x.ndim > 1 and not x.flags.c_contiguous:
                     v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
@@ -1227,7 +1227,7 @@ def div_(input, other):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_div(x, y)
-                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                    if x.ndim > 1 and (not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous)):
                         v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
@@ -1276,7 +1276,7 @@ def div_(input, other):
                     return r
             elif cy is float or cy is int:
                 v = _forward_div(x, other)
-                if not x.flags.c_contiguous:
+                if x.ndim > 1 and not x.flags.c_contiguous:
                     v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
@@ -1430,7 +1430,7 @@ def pow_(input, exponent):
                 y = exponent._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_pow(x, y)
-                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                    if x.ndim > 1 and (not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous)):
                         v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = exponent._tape
@@ -1479,7 +1479,7 @@ def pow_(input, exponent):
                     return r
             elif cy is float or cy is int:
                 v = _forward_pow(x, exponent)
-                if not x.flags.c_contiguous:
+                if x.ndim > 1 and not x.flags.c_contiguous:
                     v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
@@ -1681,7 +1681,7 @@ def atan2_(input, other):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_atan2(x, y)
-                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                    if x.ndim > 1 and (not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous)):
                         v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
@@ -1730,7 +1730,7 @@ def atan2_(input, other):
                     return r
             elif cy is float or cy is int:
                 v = _forward_atan2(x, other)
-                if not x.flags.c_contiguous:
+                if x.ndim > 1 and not x.flags.c_contiguous:
                     v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
@@ -1881,7 +1881,7 @@ def maximum_(input, other):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_maximum(x, y)
-                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                    if x.ndim > 1 and (not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous)):
                         v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
@@ -1930,7 +1930,7 @@ def maximum_(input, other):
                     return r
             elif cy is float or cy is int:
                 v = _forward_maximum(x, other)
-                if not x.flags.c_contiguous:
+                if x.ndim > 1 and not x.flags.c_contiguous:
                     v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
@@ -2081,7 +2081,7 @@ def minimum_(input, other):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_minimum(x, y)
-                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                    if x.ndim > 1 and (not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous)):
                         v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
@@ -2130,7 +2130,7 @@ def minimum_(input, other):
                     return r
             elif cy is float or cy is int:
                 v = _forward_minimum(x, other)
-                if not x.flags.c_contiguous:
+                if x.ndim > 1 and not x.flags.c_contiguous:
                     v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
@@ -2222,7 +2222,7 @@ def neg_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_neg(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -2314,7 +2314,7 @@ def abs_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_abs(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -2406,7 +2406,7 @@ def exp_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_exp(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -2498,7 +2498,7 @@ def log_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_log(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -2590,7 +2590,7 @@ def log1p_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_log1p(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -2682,7 +2682,7 @@ def expm1_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_expm1(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -2774,7 +2774,7 @@ def sqrt_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_sqrt(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -2866,7 +2866,7 @@ def sin_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_sin(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -2958,7 +2958,7 @@ def cos_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_cos(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -3050,7 +3050,7 @@ def tan_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_tan(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -3142,7 +3142,7 @@ def asin_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_asin(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -3234,7 +3234,7 @@ def acos_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_acos(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -3326,7 +3326,7 @@ def atan_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_atan(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -3418,7 +3418,7 @@ def sinh_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_sinh(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -3510,7 +3510,7 @@ def cosh_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_cosh(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -3602,7 +3602,7 @@ def tanh_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_tanh(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -3694,7 +3694,7 @@ def sigmoid_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_sigmoid(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -3786,7 +3786,7 @@ def relu_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_relu(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -3878,7 +3878,7 @@ def erf_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_erf(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -3970,7 +3970,7 @@ def sign_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_sign(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -4062,7 +4062,7 @@ def round_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_round(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -4154,7 +4154,7 @@ def floor_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_floor(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -4246,7 +4246,7 @@ def ceil_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_ceil(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -4338,7 +4338,7 @@ def trunc_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_trunc(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -4470,7 +4470,7 @@ def reciprocal_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_reciprocal(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -4562,7 +4562,7 @@ def clone_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_clone(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -4713,7 +4713,7 @@ def sigmoid_backward_(input, other):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_sigmoid_backward(x, y)
-                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                    if x.ndim > 1 and (not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous)):
                         v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
@@ -4762,7 +4762,7 @@ def sigmoid_backward_(input, other):
                     return r
             elif cy is float or cy is int:
                 v = _forward_sigmoid_backward(x, other)
-                if not x.flags.c_contiguous:
+                if x.ndim > 1 and not x.flags.c_contiguous:
                     v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
@@ -4913,7 +4913,7 @@ def tanh_backward_(input, other):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_tanh_backward(x, y)
-                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                    if x.ndim > 1 and (not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous)):
                         v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
@@ -4962,7 +4962,7 @@ def tanh_backward_(input, other):
                     return r
             elif cy is float or cy is int:
                 v = _forward_tanh_backward(x, other)
-                if not x.flags.c_contiguous:
+                if x.ndim > 1 and not x.flags.c_contiguous:
                     v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
@@ -5113,7 +5113,7 @@ def threshold_backward_(input, other):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_threshold_backward(x, y)
-                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                    if x.ndim > 1 and (not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous)):
                         v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
@@ -5162,7 +5162,7 @@ def threshold_backward_(input, other):
                     return r
             elif cy is float or cy is int:
                 v = _forward_threshold_backward(x, other)
-                if not x.flags.c_contiguous:
+                if x.ndim > 1 and not x.flags.c_contiguous:
                     v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
@@ -5323,7 +5323,7 @@ def gelu_backward_(input, other):
                 y = other._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_gelu_backward(x, y)
-                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                    if x.ndim > 1 and (not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous)):
                         v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = other._tape
@@ -5372,7 +5372,7 @@ def gelu_backward_(input, other):
                     return r
             elif cy is float or cy is int:
                 v = _forward_gelu_backward(x, other)
-                if not x.flags.c_contiguous:
+                if x.ndim > 1 and not x.flags.c_contiguous:
                     v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
@@ -5484,7 +5484,7 @@ def sgn_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_sgn(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:
@@ -5635,7 +5635,7 @@ def clamp_min_(input, min):
                 y = min._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_clamp_min(x, y)
-                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                    if x.ndim > 1 and (not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous)):
                         v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = min._tape
@@ -5684,7 +5684,7 @@ def clamp_min_(input, min):
                     return r
             elif cy is float or cy is int:
                 v = _forward_clamp_min(x, min)
-                if not x.flags.c_contiguous:
+                if x.ndim > 1 and not x.flags.c_contiguous:
                     v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
@@ -5835,7 +5835,7 @@ def clamp_max_(input, max):
                 y = max._value
                 if (y.__class__ is _ND and y.dtype is _F64 and y.shape == x.shape) or y.__class__ is float:
                     v = _forward_clamp_max(x, y)
-                    if not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous):
+                    if x.ndim > 1 and (not x.flags.c_contiguous or (y.__class__ is not float and not y.flags.c_contiguous)):
                         v = _torch_layout(v, (x, y))
                     xt = input._tape
                     yt = max._tape
@@ -5884,7 +5884,7 @@ def clamp_max_(input, max):
                     return r
             elif cy is float or cy is int:
                 v = _forward_clamp_max(x, max)
-                if not x.flags.c_contiguous:
+                if x.ndim > 1 and not x.flags.c_contiguous:
                     v = _torch_layout(v, (x,))
                 xt = input._tape
                 if xt is None:
@@ -5981,7 +5981,7 @@ def exp2_(input):
             return r
         elif x.__class__ is _ND and x.dtype is _F64:
             v = _forward_exp2(x)
-            if not x.flags.c_contiguous:
+            if x.ndim > 1 and not x.flags.c_contiguous:
                 v = _torch_layout(v, (x,))
             xt = input._tape
             if xt is None:

@@ -2101,6 +2101,193 @@ def fast_loop(o, want, n, G, O, X, Y, Z, tx, ty, tz):
     return True
 
 
+
+@jit
+def contiguous_loop(o, case, n, gv, og, ov, oo, xv, ox, yv, oy, gx, ogx, gy, ogy):
+    """``array_loop`` for an entry whose operands are whole arrays of the flat layout
+    (``case`` 0), or an array and a constant number (1: x the array, 2: y), in loops
+    that vectorize; False for an op it does not cover (``tools/codegen.py``:
+    ``contiguous_loops``)."""
+    ug, uo, ux, uy = np.uint64(og), np.uint64(oo), np.uint64(ox), np.uint64(oy)
+    ugx, ugy, un = np.uint64(ogx), np.uint64(ogy), np.uint64(n)
+    if o == 0:  # add
+        if case == 0:
+            for k in range(un):
+                g = gv[ug + k]
+                out = ov[uo + k]
+                x = xv[ux + k]
+                y = yv[uy + k]
+                z = 0.0
+                gx[ugx + k] += g
+                gy[ugy + k] += g
+            return True
+        elif case == 1:
+            for k in range(un):
+                g = gv[ug + k]
+                out = ov[uo + k]
+                x = xv[ux + k]
+                y = yv[oy]
+                z = 0.0
+                gx[ugx + k] += g
+            return True
+        elif case == 2:
+            for k in range(un):
+                g = gv[ug + k]
+                out = ov[uo + k]
+                x = xv[ox]
+                y = yv[uy + k]
+                z = 0.0
+                gy[ugy + k] += g
+            return True
+    elif o == 1:  # sub
+        if case == 0:
+            for k in range(un):
+                g = gv[ug + k]
+                out = ov[uo + k]
+                x = xv[ux + k]
+                y = yv[uy + k]
+                z = 0.0
+                gx[ugx + k] += g
+                gy[ugy + k] += (-g)
+            return True
+        elif case == 1:
+            for k in range(un):
+                g = gv[ug + k]
+                out = ov[uo + k]
+                x = xv[ux + k]
+                y = yv[oy]
+                z = 0.0
+                gx[ugx + k] += g
+            return True
+        elif case == 2:
+            for k in range(un):
+                g = gv[ug + k]
+                out = ov[uo + k]
+                x = xv[ox]
+                y = yv[uy + k]
+                z = 0.0
+                gy[ugy + k] += (-g)
+            return True
+    elif o == 2:  # mul
+        if case == 0:
+            for k in range(un):
+                g = gv[ug + k]
+                out = ov[uo + k]
+                x = xv[ux + k]
+                y = yv[uy + k]
+                z = 0.0
+                gx[ugx + k] += g * (y)
+                gy[ugy + k] += g * (x)
+            return True
+        elif case == 1:
+            for k in range(un):
+                g = gv[ug + k]
+                out = ov[uo + k]
+                x = xv[ux + k]
+                y = yv[oy]
+                z = 0.0
+                gx[ugx + k] += g * (y)
+            return True
+        elif case == 2:
+            for k in range(un):
+                g = gv[ug + k]
+                out = ov[uo + k]
+                x = xv[ox]
+                y = yv[uy + k]
+                z = 0.0
+                gy[ugy + k] += g * (x)
+            return True
+    elif o == 3:  # div
+        if case == 0:
+            for k in range(un):
+                g = gv[ug + k]
+                out = ov[uo + k]
+                x = xv[ux + k]
+                y = yv[uy + k]
+                z = 0.0
+                gx[ugx + k] += (g / y)
+                gy[ugy + k] += (-g * ((x / y) / y))
+            return True
+        elif case == 1:
+            for k in range(un):
+                g = gv[ug + k]
+                out = ov[uo + k]
+                x = xv[ux + k]
+                y = yv[oy]
+                z = 0.0
+                gx[ugx + k] += (g / y)
+            return True
+        elif case == 2:
+            for k in range(un):
+                g = gv[ug + k]
+                out = ov[uo + k]
+                x = xv[ox]
+                y = yv[uy + k]
+                z = 0.0
+                gy[ugy + k] += (-g * ((x / y) / y))
+            return True
+    elif o == 8:  # neg
+        if case == 1:
+            for k in range(un):
+                g = gv[ug + k]
+                out = ov[uo + k]
+                x = xv[ux + k]
+                y = 0.0
+                z = 0.0
+                gx[ugx + k] += (-g)
+            return True
+    elif o == 10:  # exp
+        if case == 1:
+            for k in range(un):
+                g = gv[ug + k]
+                out = ov[uo + k]
+                x = xv[ux + k]
+                y = 0.0
+                z = 0.0
+                gx[ugx + k] += g * (out)
+            return True
+    elif o == 11:  # log
+        if case == 1:
+            for k in range(un):
+                g = gv[ug + k]
+                out = ov[uo + k]
+                x = xv[ux + k]
+                y = 0.0
+                z = 0.0
+                gx[ugx + k] += (g / x)
+            return True
+    elif o == 23:  # tanh
+        if case == 1:
+            for k in range(un):
+                g = gv[ug + k]
+                out = ov[uo + k]
+                x = xv[ux + k]
+                y = 0.0
+                z = 0.0
+                gx[ugx + k] += (g * (1.0 - out * out))
+            return True
+    elif o == 24:  # sigmoid
+        if case == 1:
+            for k in range(un):
+                g = gv[ug + k]
+                out = ov[uo + k]
+                x = xv[ux + k]
+                y = 0.0
+                z = 0.0
+                gx[ugx + k] += (g * (1.0 - out) * out)
+            return True
+    elif o == 25:  # relu
+        if case == 1:
+            for k in range(un):
+                g = gv[ug + k]
+                out = ov[uo + k]
+                x = xv[ux + k]
+                y = 0.0
+                z = 0.0
+                gx[ugx + k] += (0.0) if out <= 0.0 else (g)
+            return True
+    return False
+
 HESSIAN_PAIRS = ((), (), ((0, 1),), ((0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), ((0, 0), (0, 1), (1, 1)), (), (), (), (), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), ((0, 0),), (), ((0, 0),), (), (), (), (), (), (), (), (), (), (), (), (), (), ((0, 0),), (), ((0, 1), (1, 1)), ((0, 1), (1, 1)), (), ((0, 2),), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (1, 1)), ((0, 1), (1, 1)), ((0, 1), (0, 2)), ((0, 1), (0, 2), (1, 1), (1, 2)), ((0, 1), (0, 2), (1, 2)), (), (), (), (), ((0, 0),))
 
 @jit
@@ -2315,10 +2502,18 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
                 else:
                     aval[oz] = consts[-rc - 1]
                     mz = 0
+            # (whole arrays, or an array and a constant number: contiguous_loop's cases)
+            case = -1
+            if n >= 16 and mz == 0:
+                if sx == 1 and mx == 1:
+                    case = 0 if sy == 1 and my == 1 else 1 if sy == 0 and my == 0 else -1
+                elif sx == 0 and mx == 0 and sy == 1 and my == 1:
+                    case = 2
             if zero:
                 array_terms(o, zero, zx, zy, zz, n, aadj, oi, 1, aval, oi, aval, ox, sx, aval,
                             oy, sy, aval, oz, sz, aadj, ox, mx, aadj, oy, my, aadj, oz, mz)
-            else:
+            elif case < 0 or not contiguous_loop(o, case, n, aadj, oi, aval, oi, aval, ox, aval,
+                                                 oy, aadj, ox, aadj, oy):
                 array_loop(o, n, aadj, oi, 1, aval, oi, aval, ox, sx, aval, oy, sy, aval, oz,
                            sz, aadj, ox, mx, aadj, oy, my, aadj, oz, mz)
             if sx == 0 and ra >= 0:
