@@ -1817,7 +1817,7 @@ def _flat_walk(t, retain_graph):
         acc.gs = [adj.item(k) if k not in arrays else
                   aadj[off[k]:off[k] + nel[k]].reshape(arrays[k].shape) for k in hit]
     if not retain_graph:
-        np.bitwise_or(freed, reached != 0, out=freed)   # (1, as run_backward marks them)
+        np.minimum(reached, 1, out=freed)   # (1, as run_backward marks them; none before)
         T._freed = freed
         if fresh_default_tape(T):
             release_outlived(T)

@@ -485,14 +485,16 @@ class Tape:
         if i >= self._base:
             k = i - self._base
             return self._rec_op[k], self._rec_a[k], self._rec_b[k]
-        return int(self._stored_op[i]), int(self._stored_a[i]), int(self._stored_b[i])
+        # (``item``: a Python int without a NumPy scalar in between, a third of the cost)
+        return self._stored_op.item(i), self._stored_a.item(i), self._stored_b.item(i)
 
     def _value(self, i):
+        v = self._arr.get(i)   # (an array entry: never a Python op's head)
+        if v is not None:
+            return v
         if self._entry(i)[0] == PYFUNC:
             return None   # a Python op's head holds no value: its outputs follow it
-        if i in self._arr:
-            return self._arr[i]
-        return self._rec_val[i - self._base] if i >= self._base else float(self._stored_val[i])
+        return self._rec_val[i - self._base] if i >= self._base else self._stored_val.item(i)
 
     def _inputs(self, i):
         """Operand references of entry ``i`` in argument order (constants are < 0)."""
