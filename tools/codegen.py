@@ -267,7 +267,10 @@ def kernels_source() -> str:
     out += array_loops()
     out += contiguous_loops()
     out.append(f"HESSIAN_PAIRS = {hessian_pairs()!r}")
-    out.append(REVERSE)
+    out.append(REVERSE.replace("@OPERANDS@\n", "".join(
+        _SWEPT_OPERAND.format(r=r, v=v, j=j) for j, (r, v) in enumerate(("ax", "by", "cz")))).replace(
+        "@REACH@\n", "".join(_SWEPT_REACH.format(r=r, z=z) for r, z in
+                             (("ra", "zx"), ("rb", "zy"), ("rc", "zz")))))
     out += batch_kernels()
     out += multi_kernels()
     out += hvp_kernels()
@@ -684,6 +687,34 @@ def array_loops() -> List[str]:
     return out + [""]
 
 
+# ``reverse``'s code per operand of an array entry (the offset, step and mode of its values
+# and adjoint in the flat layout) and per operand reached (``reach``), written out in the
+# loop (see the comment there); ``r`` the operand's reference, ``v`` its letter
+_SWEPT_OPERAND = '''            if r{r} >= 0 and off[r{r}] >= 0:
+                o{v} = off[r{r}]
+                s{v} = 1
+                m{v} = 1
+            else:
+                o{v} = scratch + {j}
+                s{v} = 0
+                aadj[o{v}] = 0.0
+                if r{r} >= 0:
+                    aval[o{v}] = val[r{r}]
+                    m{v} = 1
+                else:
+                    aval[o{v}] = consts[-r{r} - 1]
+                    m{v} = 0
+'''
+_SWEPT_REACH = '''        if {r} >= 0:
+            if reached[{r}] == 0 and {r} > stop:
+                pending += 1
+            if not {z}:
+                reached[{r}] = 1
+            elif reached[{r}] == 0:
+                reached[{r}] = 2
+'''
+
+
 REVERSE = '''
 @jit
 def saved_state(o, i, ra, rb, rc, op, freed, dirty, has_dirty):
@@ -855,48 +886,7 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
             # an inlined helper, and array_loop called without array_terms in between:
             # each array a helper takes is a reference the runtime counts, in and out, and
             # those counts cost ~170 ns an entry, more than an 8-element entry's terms.)
-            if ra >= 0 and off[ra] >= 0:
-                ox = off[ra]
-                sx = 1
-                mx = 1
-            else:
-                ox = scratch + 0
-                sx = 0
-                aadj[ox] = 0.0
-                if ra >= 0:
-                    aval[ox] = val[ra]
-                    mx = 1
-                else:
-                    aval[ox] = consts[-ra - 1]
-                    mx = 0
-            if rb >= 0 and off[rb] >= 0:
-                oy = off[rb]
-                sy = 1
-                my = 1
-            else:
-                oy = scratch + 1
-                sy = 0
-                aadj[oy] = 0.0
-                if rb >= 0:
-                    aval[oy] = val[rb]
-                    my = 1
-                else:
-                    aval[oy] = consts[-rb - 1]
-                    my = 0
-            if rc >= 0 and off[rc] >= 0:
-                oz = off[rc]
-                sz = 1
-                mz = 1
-            else:
-                oz = scratch + 2
-                sz = 0
-                aadj[oz] = 0.0
-                if rc >= 0:
-                    aval[oz] = val[rc]
-                    mz = 1
-                else:
-                    aval[oz] = consts[-rc - 1]
-                    mz = 0
+@OPERANDS@
             # (whole arrays, or an array and a constant number: contiguous_loop's cases)
             case = -1
             if n >= 16 and mz == 0:
@@ -932,27 +922,7 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
             if rc >= 0:
                 adj[rc] += dz
         # each operand reached (``reach``, written out: see the operands above)
-        if ra >= 0:
-            if reached[ra] == 0 and ra > stop:
-                pending += 1
-            if not zx:
-                reached[ra] = 1
-            elif reached[ra] == 0:
-                reached[ra] = 2
-        if rb >= 0:
-            if reached[rb] == 0 and rb > stop:
-                pending += 1
-            if not zy:
-                reached[rb] = 1
-            elif reached[rb] == 0:
-                reached[rb] = 2
-        if rc >= 0:
-            if reached[rc] == 0 and rc > stop:
-                pending += 1
-            if not zz:
-                reached[rc] = 1
-            elif reached[rc] == 0:
-                reached[rc] = 2
+@REACH@
     return 0, -1
 '''
 
