@@ -896,7 +896,7 @@ DEVIATIONS: Tuple[Deviation, ...] = (
         or (m.kind.startswith(("value", "grad", "signed-zero", "nan"))
             and any((s.name or "").split(".")[-1] in _PICKS_ZERO for s in p.steps)
             and _zero_pick(p, m))
-        or (m.kind in ("grad-nan", "nan") and _uses(p, "nn.functional.elu")
+        or (m.kind in ("grad-nan", "nan", "hook-nan") and _uses(p, "nn.functional.elu")
             and _elu_of_nan(p, m)),
     ),
     Deviation(
