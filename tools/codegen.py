@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
+import textwrap
 from pathlib import Path
 from typing import List
 
@@ -269,8 +270,9 @@ def kernels_source() -> str:
     out.append(f"HESSIAN_PAIRS = {hessian_pairs()!r}")
     out.append(REVERSE.replace("@OPERANDS@\n", "".join(
         _SWEPT_OPERAND.format(r=r, v=v, j=j) for j, (r, v) in enumerate(("ax", "by", "cz")))).replace(
-        "@REACH@\n", "".join(_SWEPT_REACH.format(r=r, z=z) for r, z in
-                             (("ra", "zx"), ("rb", "zy"), ("rc", "zz")))))
+        "@REACH@\n", "".join(_swept_reach(r, z, 8) for r, z in
+                             (("ra", "zx"), ("rb", "zy"), ("rc", "zz")))).replace(
+        "@REACH_ONE@\n", _swept_reach("r", "by_zero_tensor", 4)))
     out += batch_kernels()
     out += multi_kernels()
     out += hvp_kernels()
@@ -650,8 +652,8 @@ def array_loops() -> List[str]:
             '    slice of an array is a reference the runtime counts, and the eight slices',
             '    per entry cost ~190 ns an entry, more than an 8-element entry\'s terms.)"""']
     for k, op in enumerate(OPS):
-        out += [f"    {'if' if k == 0 else 'elif'} o == {k}:  # {op.name}"]
-        out += ["        for k in range(n):",
+        out += [f"    {'if' if k == 0 else 'elif'} o == {k}:  # {op.name}",
+                "        for k in range(n):",
                 "            g = gv[og + k * sg]",
                 "            x = xv[ox + k * sx]",
                 "            y = yv[oy + k * sy]",
@@ -705,14 +707,19 @@ _SWEPT_OPERAND = '''            if r{r} >= 0 and off[r{r}] >= 0:
                     aval[o{v}] = consts[-r{r} - 1]
                     m{v} = 0
 '''
-_SWEPT_REACH = '''        if {r} >= 0:
-            if reached[{r}] == 0 and {r} > stop:
-                pending += 1
-            if not {z}:
-                reached[{r}] = 1
-            elif reached[{r}] == 0:
-                reached[{r}] = 2
+_SWEPT_REACH = '''if {r} >= 0:
+    if reached[{r}] == 0 and {r} > stop:
+        pending += 1
+    if not {z}:
+        reached[{r}] = 1
+    elif reached[{r}] == 0:
+        reached[{r}] = 2
 '''
+
+
+def _swept_reach(r, z, indent):
+    """``_SWEPT_REACH`` for operand ``r`` reached by zero tensors only where ``z``, indented."""
+    return textwrap.indent(_SWEPT_REACH.format(r=r, z=z), " " * indent)
 
 
 REVERSE = '''
@@ -754,15 +761,11 @@ def zero_terms(dx, dy, dz, zx, zy, zz):
 @jit
 def reach(r, by_zero_tensor, reached, stop):
     """Marks operand ``r`` reached: 1 by a gradient, 2 by zero tensors only so far.
-    Returns 1 where ``r`` is newly reached in the range."""
-    if r < 0:
-        return 0
-    new = 1 if reached[r] == 0 and r > stop else 0
-    if not by_zero_tensor:
-        reached[r] = 1
-    elif reached[r] == 0:
-        reached[r] = 2
-    return new
+    Returns 1 where ``r`` is newly reached in the range.  (``reverse`` has this code
+    written out per operand: see its operands.)"""
+    pending = 0
+@REACH_ONE@
+    return pending
 
 
 @jit
@@ -830,7 +833,8 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
     An operand reference ``r >= 0`` is an entry; ``r < 0`` is the constant ``consts[-r - 1]``
     (``consts[0]`` is 0.0, the unused operand of unary ops).  Scalar entries keep value and
     adjoint in ``val``/``adj``; array entries (``off[i] >= 0``) keep ``nel[i]`` elements at
-    ``off[i]`` in ``aval``/``aadj``, whose last three slots are scratch (a number operand's value and terms).
+    ``off[i]`` in ``aval``/``aadj``, whose last three slots are scratch (a number
+    operand's value and terms).
     Returns ``(0, -1)``, or ``(1, i)`` when entry ``i`` was
     freed by an earlier backward, or ``(2, i)`` when an input entry ``i`` saved was modified
     in place after it was recorded.  ``pending`` counts the reached entries in the range not

@@ -2328,15 +2328,17 @@ def zero_terms(dx, dy, dz, zx, zy, zz):
 @jit
 def reach(r, by_zero_tensor, reached, stop):
     """Marks operand ``r`` reached: 1 by a gradient, 2 by zero tensors only so far.
-    Returns 1 where ``r`` is newly reached in the range."""
-    if r < 0:
-        return 0
-    new = 1 if reached[r] == 0 and r > stop else 0
-    if not by_zero_tensor:
-        reached[r] = 1
-    elif reached[r] == 0:
-        reached[r] = 2
-    return new
+    Returns 1 where ``r`` is newly reached in the range.  (``reverse`` has this code
+    written out per operand: see its operands.)"""
+    pending = 0
+    if r >= 0:
+        if reached[r] == 0 and r > stop:
+            pending += 1
+        if not by_zero_tensor:
+            reached[r] = 1
+        elif reached[r] == 0:
+            reached[r] = 2
+    return pending
 
 
 @jit
@@ -2404,7 +2406,8 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
     An operand reference ``r >= 0`` is an entry; ``r < 0`` is the constant ``consts[-r - 1]``
     (``consts[0]`` is 0.0, the unused operand of unary ops).  Scalar entries keep value and
     adjoint in ``val``/``adj``; array entries (``off[i] >= 0``) keep ``nel[i]`` elements at
-    ``off[i]`` in ``aval``/``aadj``, whose last three slots are scratch (a number operand's value and terms).
+    ``off[i]`` in ``aval``/``aadj``, whose last three slots are scratch (a number
+    operand's value and terms).
     Returns ``(0, -1)``, or ``(1, i)`` when entry ``i`` was
     freed by an earlier backward, or ``(2, i)`` when an input entry ``i`` saved was modified
     in place after it was recorded.  ``pending`` counts the reached entries in the range not
