@@ -1630,10 +1630,10 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
     ``create_graph`` the gradients are recorded tensors, else floats and ndarrays.
     """
     pack_pending()   # what ops saved inside an active saved_tensors_hooks block
-    if len(tensors) == 1 and grad_tensors[0] is None and inputs is None and not create_graph:
-        acc = _flat_walk(tensors[0], retain_graph)
+    if len(tensors) == 1 and grad_tensors[0] is None and not create_graph:
+        acc = _flat_walk(tensors[0], retain_graph, inputs)
         if acc is not None:
-            return acc, []
+            return acc, [] if inputs is None else [acc.get(x) for x in inputs]
     work = {}
     acc = Grads()
     for k, (t, g) in enumerate(zip(tensors, grad_tensors)):
@@ -1728,43 +1728,34 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
     return acc, captured
 
 
-def _flat_walk(t, retain_graph):
-    """The walk of ``run_backward`` from number ``t`` seeded with 1, in one sweep call, where
-    its tape holds nothing the walk's other steps are for: only elementwise entries (numbers
-    and arrays under ``_LARGE`` elements) and at most one Python op, a full sum or mean whose
-    result is ``t`` (the float walk adds its gradient itself: ``_spread_scale``); no links
-    to other tapes, hooks, retained tensors, in-place changes, freed entries or changed
-    constant tensors; at most ``_SMALL`` entries and ``_FLAT_ELEMENTS`` array elements.
-    The same kernel, seed, adjoint start, reach and freed marks as ``walk_tape`` and
-    ``run_backward``'s (the tests run both: the ``both_walks`` fixture); None where it does
-    not apply.  A backward of a small program spent ~20 us on the general walk's setup
+def _flat_walk(t, retain_graph, inputs=None):
+    """The walk of ``run_backward`` from number ``t`` seeded with 1 where its tape holds
+    nothing the general walk's other steps are for: only elementwise entries and Python ops
+    of one number result from one input the float walk runs without a tensor rule
+    (``_flat_stop``: full sums and means, ``max``/``min`` of all elements, ``logsumexp``);
+    no links to other tapes, hooks, retained tensors, node hooks, in-place changes, freed
+    entries or changed constant tensors; at most ``_SMALL`` entries, ``_FLAT_STOPS`` Python
+    ops and ``_FLAT_ELEMENTS`` array elements.  With ``inputs`` (``autograd.grad``,
+    ``backward(inputs=)``), only where they are leaves and hold every leaf of the tape: then
+    every entry leads to one of them, and the walk runs and frees what the general walk's
+    pruning would.  One sweep call between Python ops (one in all without any): the same
+    kernel, seed, adjoint start, reach and freed marks as ``walk_tape`` and
+    ``run_backward``'s, and at each Python op the same steps as there (the tests run both:
+    the ``both_walks`` fixture); None where it does not apply, before anything outside it
+    changed.  A backward of a small program spent ~20 us on the general walk's setup
     (plans, the walk index, the reach pass, stops): ``(w * 3.).backward()`` with its record
     25 -> 15 us.  Every array of the tape is laid out, not only those the graph reaches,
-    and the sweep starts at the seed and ends at the last entry it reached, without the
-    reach pass that bounds the general walk: on a tape this small that costs less than the
-    pass."""
+    and the sweep ends at the last entry it reached, without the reach pass that bounds
+    the general walk: on a tape this small that costs less than the pass."""
     if not isinstance(t, Tensor):
         return None   # (run_backward's TypeError)
     T = t._tape
     if (T.__class__ is not Tape or t._value.__class__ is not float or T._links or T._hooks
             or T._retain or T._dirty or T._freed is not None or not FLAT_WALK
-            or is_anomaly_enabled() or T._leaves.get(t._entry) is t):
+            or is_anomaly_enabled() or T._leaves.get(t._entry) is t
+            or len(T._stops) > _FLAT_STOPS):
         return None
-    i = t._entry
-    head = reduced = -1   # (the full reduction seeding the walk: its head and input)
-    if T._stops:
-        head = i - 1
-        py = T._py.get(head) if len(T._stops) == 1 and len(T._py) == 1 else None
-        call = None if py is None else pyop_array_call(py)
-        if call is None or not is_full_reduction(call[1]) or len(call[0]) != 1 or \
-                call[0][0] < 0 or T._stops[0] != head or node_state(T, head) is not None:
-            return None
-        reduced = call[0][0]
-        x = T._arr.get(reduced)
-        scale = full_reduction_scale(call[1], 1 if x is None else x.size)
-        if scale is None:
-            return None
-    elif T._py:
+    if inputs is not None and not _flat_inputs(T, inputs):
         return None
     sources = T._const_sources
     if sources and (len(sources) > _FEW_HITS or any(getattr(c, "_version", 0) != v
@@ -1772,8 +1763,19 @@ def _flat_walk(t, retain_graph):
         return None
     op, a, b, val = T._arrays()
     n = len(op)
-    if n > _SMALL or i >= n or len(T._py) != (head >= 0) or len(T._stops) != (head >= 0):
-        return None   # (the flush may have retired the tape: then it is another one)
+    i = t._entry
+    # (after the flush, which may have retired the tape: then it is another one)
+    if n > _SMALL or i >= n or len(T._stops) != len(T._py):
+        return None
+    steps = []
+    for head in T._stops:
+        if head.__class__ is not int or head not in T._py:
+            return None   # (a node's hooks: NodeState, an int of its own class)
+        if head < i:   # (those after the seed are not reached)
+            step = _flat_stop(T, head)
+            if step is None:
+                return None
+            steps.append(step)
     arrays = T._arr
     off = nel = _EMPTY_I
     aval = aadj = _EMPTY_F
@@ -1781,7 +1783,7 @@ def _flat_walk(t, retain_graph):
         flat = sorted(arrays)
         arrs = list(map(arrays.__getitem__, flat))
         sizes = list(map(_SIZE, arrs))
-        if max(sizes) >= _LARGE or sum(sizes) > _FLAT_ELEMENTS:
+        if sum(sizes) > _FLAT_ELEMENTS:
             return None
         off, nel = np.empty(n, np.int64), np.zeros(n, np.int64)
         _place(off, nel, np.array(flat, np.int64), np.array(sizes, np.int64))
@@ -1796,19 +1798,48 @@ def _flat_walk(t, retain_graph):
     marks = np.zeros(2 * n, np.uint8)   # (one allocation: reached, and freed marks none yet)
     reached, freed = marks[:n], marks[n:]
     reached[i] = 1
-    start = i
-    if head >= 0:   # (FloatAdjoints.add_number's gradient of the reduction: 1 * scale)
-        reached[head] = reached[reduced] = 1
-        if reduced in arrays:
-            o = off[reduced]
-            slot = aadj[o:o + nel[reduced]]
-            slot += scale
+    pos = i
+    for head, r, scale in reversed(steps):   # (walk_tape's steps at each stop)
+        if pos == head + 1:   # (only its result between: it passes reach on, no kernel call)
+            if reached[pos]:
+                reached[head] = 1
         else:
-            adj[reduced] += scale
-        start = reduced
-    status, at = K.reverse(op, a, b, val, consts, adj, reached, freed, _EMPTY_I, off, nel,
-                           aval, aadj, start, -1, 1)
-    _check(T, status, at)
+            status, at = K.reverse(op, a, b, val, consts, adj, reached, freed, _EMPTY_I, off,
+                                   nel, aval, aadj, pos, head, _UNBOUNDED)
+            _check(T, status, at)
+        pos = head
+        if not reached[head]:
+            continue
+        g = adj.item(head + 1)
+        if scale is not None:   # (FloatAdjoints.add_number: g * scale in every element)
+            if scale != 1.0:
+                g = g * scale
+            if r in arrays:
+                slot = aadj[off[r]:off[r] + nel[r]]
+                slot += g
+            else:
+                adj[r] += g
+        else:   # (pyop_numpy_backward's rule, then FloatAdjoints.add)
+            grads = pyop_numpy_backward(pyop_at(T, head), g, saved_value(T, head + 1),
+                                        lambda ref: saved_value(T, ref))
+            if grads is None:
+                return None
+            g = grads[0]
+            if g is None:
+                pos = head - 1
+                continue
+            if r in arrays:
+                slot = aadj[off[r]:off[r] + nel[r]].reshape(arrays[r].shape)
+                slot += g
+            else:
+                adj[r] += g if g.__class__ is float else float(np.sum(g))
+        reached[r] = 1
+        pos = head - 1
+    pending = int(np.count_nonzero(reached[:pos + 1])) if steps else 1
+    if pending:
+        status, at = K.reverse(op, a, b, val, consts, adj, reached, freed, _EMPTY_I, off, nel,
+                               aval, aadj, pos, -1, pending)
+        _check(T, status, at)
     acc = Grads()
     leaves = T._leaves
     if leaves:
@@ -1824,11 +1855,55 @@ def _flat_walk(t, retain_graph):
     return acc
 
 
+def _flat_inputs(T, inputs):
+    """May ``_flat_walk`` take a walk with ``inputs``: leaves, every leaf of ``T`` among them,
+    none of them unbound (changed in place where nothing records: two entries of one
+    tensor, whose gradients the general walk sums)?"""
+    if len(T._leaf_of) != len(T._leaves):
+        return False
+    wanted = set()
+    for x in inputs:
+        if not isinstance(x, Tensor) or not _is_leaf(x):
+            return False
+        wanted.add(id(x))
+    return all(id(x) in wanted for x in T._leaves.values())
+
+
+# the Python ops whose rule ``_flat_walk`` runs on NumPy values (``pyop_numpy_backward``):
+# ops of one number result that ``walk_tape`` gives no step of its own (``_direct_backward``)
+_FLAT_RULES = frozenset(("max_all", "min_all", "logsumexp"))
+
+
+def _flat_stop(T, head):
+    """``(head, input, scale)`` for the Python op at ``head`` where ``_flat_walk`` can take
+    it: one result, a float64 number, from one input entry, nothing attached to its node;
+    ``scale`` the factor of a full sum or mean (``_spread_scale``), None for a rule of
+    ``_FLAT_RULES`` with no tensor constants (whose in-place changes it would not see).
+    Else None."""
+    py = T._py[head]
+    if head + 1 in T._arr or node_state(T, head) is not None:
+        return None
+    call = pyop_array_call(py)
+    if call is None or len(call[0]) != 1 or call[0][0] < 0 or pyop_nout(py) != 1:
+        return None
+    r, fwd = call[0][0], call[1]
+    if is_full_reduction(fwd):
+        x = T._arr.get(r)
+        return head, r, full_reduction_scale(fwd, 1 if x is None else x.size)
+    if fwd[0] not in _FLAT_RULES or (py.__class__ is not tuple and py.versions is not None) \
+            or any(v.__class__ is Tensor for v in fwd[1]):
+        return None
+    return head, r, None
+
+
 # Off: every backward takes the general walk (the tests run both; see ``_flat_walk``).
 FLAT_WALK = True
 # (a flat walk lays out every array of its tape: beyond this many elements, the general
 # walk's reach pass, which lays out only what the graph reaches, costs less)
-_FLAT_ELEMENTS = 1 << 14
+_FLAT_ELEMENTS = 1 << 15
+# (each Python op costs a sweep call and its step in Python: the general walk's setup
+# costs about 10 of them)
+_FLAT_STOPS = 8
 
 
 def grad_value(t, g):

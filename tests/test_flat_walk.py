@@ -1,0 +1,127 @@
+"""``_flat_walk``: a backward over a small tape of elementwise entries and Python ops of one
+number result (full sums and means, ``max``/``min`` of all elements, ``logsumexp``)
+anywhere on it, from ``backward()`` and from ``autograd.grad``/``backward(inputs=)`` whose
+inputs hold every leaf, is one sweep call between those ops.  It must take those walks,
+give the general walk's gradients bit for bit (and PyTorch's), free what it frees, and
+leave every other walk to the general one."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.autograd import engine
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+def _lse(m, x):
+    mx = m.max(x)
+    return mx + m.log(m.sum(m.exp(x - mx)))
+
+
+PROGRAMS = {
+    # GradBench's log-sum-exp: max and sum, neither at the seed
+    "log-sum-exp": _lse,
+    "min, then a mean at the seed": lambda m, x: (m.min(x) * x).mean(),
+    "fused logsumexp times a sum": lambda m, x: m.logsumexp(x * 2.0, 0) * x.sum(),
+    "max of max": lambda m, x: m.max(x) * m.max(x * x) - m.min(x).exp(),
+    "numbers after the reductions": lambda m, x: (m.sum(x * x) ** 0.5).tanh() * 3.0,
+}
+VALUES = {
+    "distinct": [0.3, -1.2, 2.5, 0.7, -0.4],
+    "ties at the max and min": [1.0, 3.0, -2.0, 3.0, -2.0],
+    "a NaN": [0.5, float("nan"), 1.5, -0.5, 2.0],
+    "large": list(np.random.default_rng(5).standard_normal(3000)),
+}
+HOW = ["backward", "grad", "backward(inputs=)"]
+
+
+def _gradient(m, program, values, how):
+    x = m.tensor(values, dtype=m.float64, requires_grad=True)
+    y = program(m, x)
+    if how == "grad":
+        return m.autograd.grad(y, x)[0]
+    y.backward(inputs=[x] if how == "backward(inputs=)" else None)
+    return x.grad
+
+
+@pytest.fixture
+def flat_taken(monkeypatch):
+    """How many walks ``_flat_walk`` took (and how many it turned away)."""
+    taken = {True: 0, False: 0}
+    walk = engine._flat_walk
+
+    def counted(*args):
+        acc = walk(*args)
+        taken[acc is not None] += 1
+        return acc
+
+    monkeypatch.setattr(engine, "_flat_walk", counted)
+    return taken
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("values", VALUES)
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_reductions_anywhere_take_one_walk_with_the_general_walks_bits(name, values, how,
+                                                                       flat_taken, monkeypatch):
+    program, xs = PROGRAMS[name], VALUES[values]
+    got = _gradient(tg, program, xs, how).numpy()
+    assert flat_taken == {True: 1, False: 0}
+    monkeypatch.setattr(engine, "FLAT_WALK", False)
+    general = _gradient(tg, program, xs, how).numpy()
+    np.testing.assert_array_equal(got, general)   # (bit for bit: NaN where NaN)
+    assert np.array_equal(np.signbit(got), np.signbit(general))
+    if torch is not None:
+        want = _gradient(torch, program, xs, how).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("flat", [True, False])
+@pytest.mark.parametrize("how", HOW)
+def test_the_walk_frees_its_graph_as_the_general_walk(how, flat, monkeypatch):
+    monkeypatch.setattr(engine, "FLAT_WALK", flat)
+    for m in [tg] + ([torch] if torch is not None else []):
+        x = m.tensor(VALUES["distinct"], dtype=m.float64, requires_grad=True)
+        y = _lse(m, x)
+        (m.autograd.grad(y, x) if how == "grad" else
+         y.backward(inputs=[x] if how == "backward(inputs=)" else None))
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            m.autograd.grad(y, x)
+
+
+def test_an_input_that_is_not_every_leaf_takes_the_general_walk(flat_taken):
+    """A leaf the gradient reaches but ``inputs`` does not name: the general walk prunes
+    (its entries are not run, not freed)."""
+    out = []
+    for m in [tg] + ([torch] if torch is not None else []):
+        x = m.tensor(VALUES["distinct"], dtype=m.float64, requires_grad=True)
+        w = m.tensor(VALUES["ties at the max and min"], dtype=m.float64, requires_grad=True)
+        out.append(m.autograd.grad(_lse(m, x) + m.max(w * 2.0), x)[0].numpy())
+    assert flat_taken == {True: 0, False: 1}
+    if torch is not None:
+        np.testing.assert_allclose(out[0], out[1], rtol=1e-12)
+
+
+def test_a_hook_on_a_reductions_node_takes_the_general_walk(flat_taken):
+    x = tg.tensor(VALUES["distinct"], dtype=tg.float64, requires_grad=True)
+    mx = tg.max(x)
+    seen = []
+    mx.grad_fn.register_hook(lambda grads_in, grads_out: seen.append(grads_out[0].item()))
+    (mx * 3.0 + x.sum()).backward()
+    assert flat_taken == {True: 0, False: 1} and seen == [3.0]
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 1.0, 4.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_an_input_changed_in_place_after_max_saved_it_raises(how):
+    for m in [tg] + ([torch] if torch is not None else []):
+        x = m.tensor(VALUES["distinct"], dtype=m.float64, requires_grad=True)
+        y = m.max(x).exp()
+        with m.no_grad():
+            x.mul_(2.0)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            (m.autograd.grad(y, x) if how == "grad" else
+             y.backward(inputs=[x] if how == "backward(inputs=)" else None))
