@@ -1,9 +1,8 @@
-"""``_flat_walk``: a backward over a small tape of elementwise entries and Python ops of one
-number result (full sums and means, ``max``/``min`` of all elements, ``logsumexp``)
-anywhere on it, from ``backward()`` and from ``autograd.grad``/``backward(inputs=)`` whose
-inputs hold every leaf, is one sweep call between those ops.  It must take those walks,
-give the general walk's gradients bit for bit (and PyTorch's), free what it frees, and
-leave every other walk to the general one."""
+"""``_flat_walk``: a backward over a small tape of elementwise entries and array ops, from
+``backward()`` and from ``autograd.grad``/``backward(inputs=)`` whose inputs hold every
+leaf, is one sweep call between those ops and the general walk's step at each.  It must
+take those walks, give the general walk's gradients bit for bit (and PyTorch's), free what
+it frees, and leave every other walk to the general one."""
 import numpy as np
 import pytest
 
@@ -29,6 +28,19 @@ PROGRAMS = {
     "max of max": lambda m, x: m.max(x) * m.max(x * x) - m.min(x).exp(),
     "numbers after the reductions": lambda m, x: (m.sum(x * x) ** 0.5).tanh() * 3.0,
 }
+# array ops of array results: the general walk's steps of its own (basic index, cat,
+# broadcasts, sums over dims, unbind), NumPy rules, tensor rules, several results
+ARRAY_PROGRAMS = {
+    "index and cat": lambda m, x: m.cat([x[1:3] * 2.0, x[:2].exp(), x[4:]]).tanh().sum(),
+    "matmul": lambda m, x: (x.reshape(2, -1) @ x[:x.shape[0] // 2]).sin().sum(),
+    "broadcast and sum over a dim": lambda m, x: (x.reshape(2, -1).sum(0) * x.reshape(2, -1)
+                                                  - x[:2].reshape(2, 1)).mean(),
+    "iteration": lambda m, x: sum(v * v for v in x),
+    "stack and softmax": lambda m, x: m.log_softmax(m.stack([x, x * x]), 1)[1, 2],
+    "tensor rules": lambda m, x: x.cumsum(0).prod() + m.sort(x)[0][-1],
+    "several results": lambda m, x: m.max(x.reshape(2, -1), 1)[0].sum()
+    + sum(c.mean() for c in x.split(2)),
+}
 VALUES = {
     "distinct": [0.3, -1.2, 2.5, 0.7, -0.4],
     "ties at the max and min": [1.0, 3.0, -2.0, 3.0, -2.0],
@@ -36,6 +48,43 @@ VALUES = {
     "large": list(np.random.default_rng(5).standard_normal(3000)),
 }
 HOW = ["backward", "grad", "backward(inputs=)"]
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("values", [[0.3, -1.2, 2.5, 0.7, -0.4, 1.1],
+                                    list(np.random.default_rng(6).standard_normal(200))])
+@pytest.mark.parametrize("name", ARRAY_PROGRAMS)
+def test_array_ops_take_one_walk_with_the_general_walks_bits(name, values, how, flat_taken,
+                                                             monkeypatch):
+    program = ARRAY_PROGRAMS[name]
+    got = _gradient(tg, program, values, how).numpy()
+    assert flat_taken == {True: 1, False: 0}
+    monkeypatch.setattr(engine, "FLAT_WALK", False)
+    general = _gradient(tg, program, values, how).numpy()
+    np.testing.assert_array_equal(got, general)
+    assert np.array_equal(np.signbit(got), np.signbit(general))
+    if torch is not None:
+        want = _gradient(torch, program, values, how).numpy()
+        # (BLAS sums a matmul's products in its own order)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)
+
+
+def test_a_float32_result_of_an_array_op_takes_the_general_walk(flat_taken):
+    x = tg.tensor(VALUES["distinct"], dtype=tg.float64, requires_grad=True)
+    (x[1:4].float() * 2.0).sum().backward()
+    assert flat_taken == {True: 0, False: 1}
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 2.0, 2.0, 2.0, 0.0])
+
+
+def test_an_index_tensor_changed_in_place_raises(flat_taken):
+    """An advanced index saved by its op (``_check_saved`` at the op's step)."""
+    for m in [tg] + ([torch] if torch is not None else []):
+        x = m.tensor(VALUES["distinct"], dtype=m.float64, requires_grad=True)
+        idx = m.tensor([0, 2, 2])
+        y = (x[idx] * x[idx]).sum()
+        idx[0] = 1
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            m.autograd.grad(y, x)
 
 
 def _gradient(m, program, values, how):

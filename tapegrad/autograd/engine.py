@@ -1447,21 +1447,7 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
             state = None if pruned else node_state(T, s)   # hooks on the node (autograd.graph)
             if py is not None:
                 _check_saved(A, s, py)
-                # the float walk runs a rule with no node hooks on NumPy values where it can
-                grads_in = None
-                if state is None and numpy_rules and _direct_backward(adj, py, s, reached):
-                    pos = s - 1
-                    continue
-                if state is None and py.nout == 1:
-                    grads_in = (pyop_numpy_backward(py, adj.get(s + 1), adj.value(s + 1),
-                                                    adj.value) if numpy_rules else
-                                adj.constant_backward(py, s) if create_graph else None)
-                if grads_in is None:
-                    grads_in = _run_pyop(adj, py, s, state, reached)
-                for r, g in zip(py.inputs, grads_in):
-                    if g is not None and r >= 0:
-                        adj.add(r, g)
-                        reached[r] = 1
+                _pyop_step(adj, py, s, state, reached, numpy_rules, create_graph)
                 pos = s - 1
             elif not pruned and A.op[s] < N_ELEMENTWISE and not K.NO_GRAD[A.op[s]]:
                 changed = unpack_entry(T, s)    # saved_tensors_hooks
@@ -1479,6 +1465,25 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
         WALK_PLANS.publish(A.new_plan)
         T._walk_plan = (A.new_plan, A.n, len(A.new_plan.stops))
     return adj
+
+
+def _pyop_step(adj, py, s, state, reached, numpy_rules, create_graph):
+    """The walk's step at Python op ``py`` (head ``s``), its results' gradients in: its
+    inputs' gradients added to their adjoints (and marked reached).  The float walk runs a
+    rule with no node hooks (``state``) on NumPy values where it can (``numpy_rules``)."""
+    if state is None and numpy_rules and _direct_backward(adj, py, s, reached):
+        return
+    grads_in = None
+    if state is None and py.nout == 1:
+        grads_in = (pyop_numpy_backward(py, adj.get(s + 1), adj.value(s + 1), adj.value)
+                    if numpy_rules else
+                    adj.constant_backward(py, s) if create_graph else None)
+    if grads_in is None:
+        grads_in = _run_pyop(adj, py, s, state, reached)
+    for r, g in zip(py.inputs, grads_in):
+        if g is not None and r >= 0:
+            adj.add(r, g)
+            reached[r] = 1
 
 
 def _direct_backward(adj, py, s, reached):
@@ -1730,23 +1735,23 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
 
 def _flat_walk(t, retain_graph, inputs=None):
     """The walk of ``run_backward`` from number ``t`` seeded with 1 where its tape holds
-    nothing the general walk's other steps are for: only elementwise entries and Python ops
-    of one number result from one input the float walk runs without a tensor rule
-    (``_flat_stop``: full sums and means, ``max``/``min`` of all elements, ``logsumexp``);
-    no links to other tapes, hooks, retained tensors, node hooks, in-place changes, freed
-    entries or changed constant tensors; at most ``_SMALL`` entries, ``_FLAT_STOPS`` Python
-    ops and ``_FLAT_ELEMENTS`` array elements.  With ``inputs`` (``autograd.grad``,
-    ``backward(inputs=)``), only where they are leaves and hold every leaf of the tape: then
-    every entry leads to one of them, and the walk runs and frees what the general walk's
-    pruning would.  One sweep call between Python ops (one in all without any): the same
-    kernel, seed, adjoint start, reach and freed marks as ``walk_tape`` and
-    ``run_backward``'s, and at each Python op the same steps as there (the tests run both:
-    the ``both_walks`` fixture); None where it does not apply, before anything outside it
-    changed.  A backward of a small program spent ~20 us on the general walk's setup
-    (plans, the walk index, the reach pass, stops): ``(w * 3.).backward()`` with its record
-    25 -> 15 us.  Every array of the tape is laid out, not only those the graph reaches,
-    and the sweep ends at the last entry it reached, without the reach pass that bounds
-    the general walk: on a tape this small that costs less than the pass."""
+    nothing the general walk's setup is for: elementwise entries and array ops (not
+    custom Functions) of float64 values; no links to other tapes, hooks, retained tensors,
+    node hooks, in-place changes, freed entries or changed constant tensors; at most
+    ``_SMALL`` entries, ``_FLAT_STOPS`` Python ops and ``_FLAT_ELEMENTS`` array elements.
+    With ``inputs`` (``autograd.grad``, ``backward(inputs=)``), only where they are leaves
+    and hold every leaf of the tape: then every entry leads to one of them, and the walk
+    runs and frees what the general walk's pruning would.  Every array of the tape is laid
+    out (``FlatAdjoints``), not only those the graph reaches; one sweep call between Python
+    ops (one in all without any), and at each the general walk's step (``_pyop_step``; a
+    full sum's or mean's gradient added as ``_spread_scale``'s): the same kernel, seed,
+    adjoint start, reach and freed marks as ``walk_tape`` and ``run_backward``'s (the tests
+    run both: the ``both_walks`` fixture).  None where it does not apply, before anything
+    outside it changed.  A backward of a small program spent ~20 us on the general walk's
+    setup (plans, the walk index, the reach pass, stops): ``(w * 3.).backward()`` with its
+    record 25 -> 15 us.  The sweep ends at the last entry it reached, without the reach
+    pass that bounds the general walk: on a tape this small that costs less than the
+    pass."""
     if not isinstance(t, Tensor):
         return None   # (run_backward's TypeError)
     T = t._tape
@@ -1767,6 +1772,13 @@ def _flat_walk(t, retain_graph, inputs=None):
     # (after the flush, which may have retired the tape: then it is another one)
     if n > _SMALL or i >= n or len(T._stops) != len(T._py):
         return None
+    arrays = T._arr
+    if arrays:
+        flat = sorted(arrays)
+        arrs = list(map(arrays.__getitem__, flat))
+        sizes = list(map(_SIZE, arrs))
+        if sum(sizes) > _FLAT_ELEMENTS:
+            return None
     steps = []
     for head in T._stops:
         if head.__class__ is not int or head not in T._py:
@@ -1776,15 +1788,9 @@ def _flat_walk(t, retain_graph, inputs=None):
             if step is None:
                 return None
             steps.append(step)
-    arrays = T._arr
     off = nel = _EMPTY_I
     aval = aadj = _EMPTY_F
     if arrays:
-        flat = sorted(arrays)
-        arrs = list(map(arrays.__getitem__, flat))
-        sizes = list(map(_SIZE, arrs))
-        if sum(sizes) > _FLAT_ELEMENTS:
-            return None
         off, nel = np.empty(n, np.int64), np.zeros(n, np.int64)
         _place(off, nel, np.array(flat, np.int64), np.array(sizes, np.int64))
         aval = np.concatenate(arrs + _SCRATCH, axis=None, dtype=np.float64)
@@ -1799,42 +1805,33 @@ def _flat_walk(t, retain_graph, inputs=None):
     reached, freed = marks[:n], marks[n:]
     reached[i] = 1
     pos = i
-    for head, r, scale in reversed(steps):   # (walk_tape's steps at each stop)
-        if pos == head + 1:   # (only its result between: it passes reach on, no kernel call)
-            if reached[pos]:
-                reached[head] = 1
-        else:
-            status, at = K.reverse(op, a, b, val, consts, adj, reached, freed, _EMPTY_I, off,
-                                   nel, aval, aadj, pos, head, _UNBOUNDED)
-            _check(T, status, at)
-        pos = head
-        if not reached[head]:
-            continue
-        g = adj.item(head + 1)
-        if scale is not None:   # (FloatAdjoints.add_number: g * scale in every element)
-            if scale != 1.0:
-                g = g * scale
-            if r in arrays:
-                slot = aadj[off[r]:off[r] + nel[r]]
-                slot += g
-            else:
-                adj[r] += g
-        else:   # (pyop_numpy_backward's rule, then FloatAdjoints.add)
-            grads = pyop_numpy_backward(pyop_at(T, head), g, saved_value(T, head + 1),
-                                        lambda ref: saved_value(T, ref))
-            if grads is None:
-                return None
-            g = grads[0]
-            if g is None:
+    if steps:
+        fa = FlatAdjoints(T, adj, reached, off, nel, aval, aadj)
+        saved = _FlatSaved(T, op, freed)
+        rules = any(step[3] is None for step in steps)
+        with grad_mode(False) if rules else _NO_SWITCH:   # (walk_tape's grad mode)
+            for head, nout, r, scale, check in reversed(steps):
+                if pos <= head + nout:   # (only its results between: they pass reach on)
+                    if reached[pos] if nout == 1 else reached[head + 1:pos + 1].any():
+                        reached[head] = 1
+                else:
+                    status, at = K.reverse(op, a, b, val, consts, adj, reached, freed,
+                                           _EMPTY_I, off, nel, aval, aadj, pos, head,
+                                           _UNBOUNDED)
+                    _check(T, status, at)
+                pos = head
+                if not reached[head]:
+                    continue
+                if scale is not None:   # (walk_tape's step at a full sum or mean)
+                    g = adj.item(head + 1)
+                    fa.add_number(r, g if scale == 1.0 else g * scale)
+                    reached[r] = 1
+                else:
+                    py = pyop_at(T, head)
+                    if check:
+                        _check_saved(saved, head, py)
+                    _pyop_step(fa, py, head, None, reached, True, False)
                 pos = head - 1
-                continue
-            if r in arrays:
-                slot = aadj[off[r]:off[r] + nel[r]].reshape(arrays[r].shape)
-                slot += g
-            else:
-                adj[r] += g if g.__class__ is float else float(np.sum(g))
-        reached[r] = 1
-        pos = head - 1
     pending = int(np.count_nonzero(reached[:pos + 1])) if steps else 1
     if pending:
         status, at = K.reverse(op, a, b, val, consts, adj, reached, freed, _EMPTY_I, off, nel,
@@ -1855,6 +1852,28 @@ def _flat_walk(t, retain_graph, inputs=None):
     return acc
 
 
+class FlatAdjoints(FloatAdjoints):
+    """``FloatAdjoints`` over ``_flat_walk``'s arrays, for its steps at Python ops: every
+    array entry of the tape in the flat layout (no ``side`` buffers, no large entries)."""
+
+    __slots__ = ()
+
+    def __init__(self, T, adj, reached, off, nel, aval, aadj):
+        self.tape, self.arrays, self.adj, self.reached = T, None, adj, reached
+        self.off, self.nel, self.aval, self.aadj = off, nel, aval, aadj
+        self.side, self.owned, self.spread, self.large = {}, set(), set(), ()
+
+
+class _FlatSaved:
+    """What ``_check_saved`` reads of a ``TapeArrays``, for ``_flat_walk`` (whose tape has
+    no freed entries and no in-place changes)."""
+
+    __slots__ = ("tape", "op", "freed", "dirty")
+
+    def __init__(self, T, op, freed):
+        self.tape, self.op, self.freed, self.dirty = T, op, freed, _EMPTY_I
+
+
 def _flat_inputs(T, inputs):
     """May ``_flat_walk`` take a walk with ``inputs``: leaves, every leaf of ``T`` among them,
     none of them unbound (changed in place where nothing records: two entries of one
@@ -1869,31 +1888,42 @@ def _flat_inputs(T, inputs):
     return all(id(x) in wanted for x in T._leaves.values())
 
 
-# the Python ops whose rule ``_flat_walk`` runs on NumPy values (``pyop_numpy_backward``):
-# ops of one number result that ``walk_tape`` gives no step of its own (``_direct_backward``)
-_FLAT_RULES = frozenset(("max_all", "min_all", "logsumexp"))
-
-
 def _flat_stop(T, head):
-    """``(head, input, scale)`` for the Python op at ``head`` where ``_flat_walk`` can take
-    it: one result, a float64 number, from one input entry, nothing attached to its node;
-    ``scale`` the factor of a full sum or mean (``_spread_scale``), None for a rule of
-    ``_FLAT_RULES`` with no tensor constants (whose in-place changes it would not see).
-    Else None."""
+    """``(head, outputs, input, scale, check)`` for the Python op at ``head`` where
+    ``_flat_walk`` can take it: an array op (not a custom Function) of float64 inputs and
+    results, nothing attached to its node; ``scale`` the factor of a full sum or mean of
+    one input to a number (``_spread_scale``: ``input`` its reference), else None (the
+    general walk's step); ``check``: does it hold index or constant tensors whose in-place
+    change ``_check_saved`` looks for (nothing else it looks for is on the tape).  Else
+    None."""
     py = T._py[head]
-    if head + 1 in T._arr or node_state(T, head) is not None:
-        return None
     call = pyop_array_call(py)
-    if call is None or len(call[0]) != 1 or call[0][0] < 0 or pyop_nout(py) != 1:
+    if call is None or node_state(T, head) is not None:
         return None
-    r, fwd = call[0][0], call[1]
-    if is_full_reduction(fwd):
-        x = T._arr.get(r)
-        return head, r, full_reduction_scale(fwd, 1 if x is None else x.size)
-    if fwd[0] not in _FLAT_RULES or (py.__class__ is not tuple and py.versions is not None) \
-            or any(v.__class__ is Tensor for v in fwd[1]):
-        return None
-    return head, r, None
+    refs, fwd = call
+    nout = pyop_nout(py)
+    arrays = T._arr
+    # (a value of another float dtype: the general walk keeps its gradient in that dtype,
+    # where the flat layout would hold it as float64; integer results, such as max's
+    # indices, take none)
+    for k in range(head + 1, head + nout + 1):
+        v = arrays.get(k)
+        if v is not None and v.dtype != _F64 and v.dtype.kind not in "biu":
+            return None
+    for r in refs:
+        v = arrays.get(r)
+        if v is not None and v.dtype != _F64:
+            return None
+    if nout == 1 and len(refs) == 1 and refs[0] >= 0 and head + 1 not in arrays and \
+            is_full_reduction(fwd):
+        x = arrays.get(refs[0])
+        return head, 1, refs[0], full_reduction_scale(fwd, 1 if x is None else x.size), False
+    check = (py.__class__ is not tuple and py.versions is not None) or \
+        any(v.__class__ is Tensor for v in fwd[1])
+    return head, nout, -1, None, check
+
+
+_F64 = np.dtype(np.float64)
 
 
 # Off: every backward takes the general walk (the tests run both; see ``_flat_walk``).
@@ -1901,9 +1931,9 @@ FLAT_WALK = True
 # (a flat walk lays out every array of its tape: beyond this many elements, the general
 # walk's reach pass, which lays out only what the graph reaches, costs less)
 _FLAT_ELEMENTS = 1 << 15
-# (each Python op costs a sweep call and its step in Python: the general walk's setup
-# costs about 10 of them)
-_FLAT_STOPS = 8
+# (each Python op costs a sweep call and its step in Python, as in the general walk; the
+# tape's stops are looked at before the walk starts)
+_FLAT_STOPS = 256
 
 
 def grad_value(t, g):
