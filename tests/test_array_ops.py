@@ -213,6 +213,21 @@ def test_max_ties_split_and_max_dim_routes():
     assert y.grad.tolist() == [[0.0, 1.0, 0.0]] and i.tolist() == [1]
 
 
+@pytest.mark.parametrize("shape, dim", [((4, 40), 0), ((40, 4), 1), ((3, 5, 20), 1),
+                                        ((20, 5, 3), 1), ((100, 30), 0)])
+def test_min_max_over_a_dim_route_to_the_first_extreme_as_pytorch(shape, dim):
+    """The routing kernel's two walks (row by row for rows of 16 or more elements, column
+    by column below): ties go to the first, a NaN beats every number and later NaNs."""
+    torch = pytest.importorskip("torch")
+    x = np.round(np.random.default_rng(3).standard_normal(shape), 1)
+    x.reshape(-1)[::17] = np.nan
+    for fn in ("min", "max"):
+        a, b = tg.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        got = tg.autograd.grad(getattr(tg, fn)(a, dim)[0].sum(), a)[0].numpy()
+        want = torch.autograd.grad(getattr(torch, fn)(b, dim)[0].sum(), b)[0].numpy()
+        np.testing.assert_array_equal(got, want)
+
+
 def test_repeated_integer_indices_accumulate():
     x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
     x[[0, 0, 2]].sum().backward()

@@ -1134,22 +1134,44 @@ def _first_extreme(x, largest):
 def _route_first_extreme(x, g, largest, out):
     """``out`` (zeros shaped like ``x``: outer, n, inner) with ``g[o, j]`` at the first
     extreme of ``x[o, :, j]`` (``_first_extreme``'s): min/max over a dim's gradient in one
-    pass, without the index arrays NumPy's scatter needs (``ungather(..., assign=True)``)."""
+    pass, without the index arrays NumPy's scatter needs (``ungather(..., assign=True)``).
+    Row by row where the rows are long (a column walk strides over the whole array: a
+    k-means' min over 100 x 10,000 distances took 1.4 ms that way, 0.6 ms so), column by
+    column where they are short."""
     outer, n, inner = x.shape
+    if inner < 16:
+        for o in range(outer):
+            for j in range(inner):
+                b = x[o, 0, j]
+                k = 0
+                if b == b:
+                    for i in range(1, n):
+                        v = x[o, i, j]
+                        if v != v:   # (the first NaN beats every number and every later NaN)
+                            k = i
+                            break
+                        if v > b if largest else v < b:
+                            b = v
+                            k = i
+                out[o, k, j] = g[o, j]
+        return
+    best = np.empty(inner, x.dtype)
+    at = np.empty(inner, np.int64)
     for o in range(outer):
         for j in range(inner):
-            b = x[o, 0, j]
-            k = 0
-            if b == b:
-                for i in range(1, n):
-                    v = x[o, i, j]
-                    if v != v:   # (the first NaN beats every number and every later NaN)
-                        k = i
-                        break
-                    if v > b if largest else v < b:
-                        b = v
-                        k = i
-            out[o, k, j] = g[o, j]
+            best[j] = x[o, 0, j]
+            at[j] = 0
+        for i in range(1, n):
+            for j in range(inner):
+                b = best[j]
+                if b != b:   # (the first NaN beats every number and every later NaN)
+                    continue
+                v = x[o, i, j]
+                if v != v or (v > b if largest else v < b):
+                    best[j] = v
+                    at[j] = i
+        for j in range(inner):
+            out[o, at[j], j] = g[o, j]
 
 
 def _routed(x, g, dim, largest):
