@@ -8,6 +8,7 @@ import pytest
 
 import tapegrad as tg
 from tapegrad.autograd import engine
+from tapegrad.core.tape import fresh_default_tape, thread_state
 
 try:
     import torch
@@ -96,6 +97,13 @@ def _gradient(m, program, values, how):
     return x.grad
 
 
+@pytest.fixture(autouse=True)
+def fresh_tape():
+    """Each test records on a fresh default tape: one left by a backward that raised holds
+    what the walk turns away (in-place marks)."""
+    fresh_default_tape(thread_state.implicit)
+
+
 @pytest.fixture
 def flat_taken(monkeypatch):
     """How many walks ``_flat_walk`` took (and how many it turned away)."""
@@ -174,3 +182,58 @@ def test_an_input_changed_in_place_after_max_saved_it_raises(how):
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             (m.autograd.grad(y, x) if how == "grad" else
              y.backward(inputs=[x] if how == "backward(inputs=)" else None))
+
+
+SEEDED = {
+    "elementwise": lambda m, x: (x * x).sin() * 2.0,
+    "array ops": lambda m, x: m.cat([x[1:] * x[:-1], x.max(0, keepdim=True)[0]]),
+    "a number": lambda m, x: (x.exp() * x[2]).sum(),
+}
+
+
+def _seeded(m, program, how, seed):
+    x = m.tensor(VALUES["distinct"], dtype=m.float64, requires_grad=True)
+    y = program(m, x)
+    g = m.tensor(seed(y.shape), dtype=m.float64)
+    if how == "grad":
+        return m.autograd.grad(y, x, grad_outputs=g)[0]
+    if how == "Jacobian rows":   # (retain_graph between the rows: the same tape again)
+        rows = []
+        for k in range(y.numel()):
+            e = m.zeros(y.numel(), dtype=m.float64)
+            e[k] = 1.0
+            rows.append(m.autograd.grad(y, x, grad_outputs=e.reshape(y.shape),
+                                        retain_graph=True)[0])
+        return m.stack(rows)
+    y.backward(g, inputs=[x] if how == "backward(inputs=)" else None)
+    return x.grad
+
+
+@pytest.mark.parametrize("how", ["backward", "grad", "backward(inputs=)", "Jacobian rows"])
+@pytest.mark.parametrize("name", SEEDED)
+def test_a_given_output_gradient_seeds_the_walk(name, how, flat_taken, monkeypatch):
+    """``backward(gradient)``, ``grad_outputs=``: an array seed (or a number's), set as the
+    general walk sets it."""
+    def seed(shape):
+        return np.linspace(-1.5, 2.0, int(np.prod(shape))).reshape(shape)
+    program = SEEDED[name]
+    got = _seeded(tg, program, how, seed).numpy()
+    assert flat_taken[True] >= 1 and flat_taken[False] == 0
+    monkeypatch.setattr(engine, "FLAT_WALK", False)
+    np.testing.assert_array_equal(got, _seeded(tg, program, how, seed).numpy())
+    if torch is not None:
+        np.testing.assert_allclose(got, _seeded(torch, program, how, seed).numpy(),
+                                   rtol=1e-12, atol=1e-15)
+
+
+def test_a_seed_of_the_wrong_shape_and_a_missing_one_raise_as_pytorch():
+    for m in [tg] + ([torch] if torch is not None else []):
+        x = m.tensor(VALUES["distinct"], dtype=m.float64, requires_grad=True)
+        y = x * 2.0
+        with pytest.raises(RuntimeError, match=r"Mismatch in shape: grad_output\[0\] has a "
+                                               r"shape of \w+.Size\(\[2\]\) and output\[0\] "
+                                               r"has a shape of \w+.Size\(\[5\]\)"):
+            m.autograd.grad(y, x, grad_outputs=m.ones(2, dtype=m.float64))
+        with pytest.raises(RuntimeError, match="grad can be implicitly created only for "
+                                               "scalar outputs"):
+            y.backward()

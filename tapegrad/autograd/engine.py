@@ -1635,8 +1635,8 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
     ``create_graph`` the gradients are recorded tensors, else floats and ndarrays.
     """
     pack_pending()   # what ops saved inside an active saved_tensors_hooks block
-    if len(tensors) == 1 and grad_tensors[0] is None and not create_graph:
-        acc = _flat_walk(tensors[0], retain_graph, inputs)
+    if len(tensors) == 1 and not create_graph:
+        acc = _flat_walk(tensors[0], grad_tensors[0], retain_graph, inputs)
         if acc is not None:
             return acc, [] if inputs is None else [acc.get(x) for x in inputs]
     work = {}
@@ -1733,8 +1733,9 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
     return acc, captured
 
 
-def _flat_walk(t, retain_graph, inputs=None):
-    """The walk of ``run_backward`` from number ``t`` seeded with 1 where its tape holds
+def _flat_walk(t, g, retain_graph, inputs=None):
+    """The walk of ``run_backward`` from ``t`` seeded with ``g`` (its ``grad_tensors``
+    entry: None for ones; ``t`` float64, a number or an array) where its tape holds
     nothing the general walk's setup is for: elementwise entries and array ops (not
     custom Functions) of float64 values; no links to other tapes, hooks, retained tensors,
     node hooks, in-place changes, freed entries or changed constant tensors; at most
@@ -1755,13 +1756,16 @@ def _flat_walk(t, retain_graph, inputs=None):
     if not isinstance(t, Tensor):
         return None   # (run_backward's TypeError)
     T = t._tape
-    if (T.__class__ is not Tape or t._value.__class__ is not float or T._links or T._hooks
-            or T._retain or T._dirty or T._freed is not None or not FLAT_WALK
-            or is_anomaly_enabled() or T._leaves.get(t._entry) is t
-            or len(T._stops) > _FLAT_STOPS):
+    v = t._value
+    if (T.__class__ is not Tape or T._links or T._hooks or T._retain or T._dirty
+            or T._freed is not None or not FLAT_WALK or is_anomaly_enabled()
+            or T._leaves.get(t._entry) is t or len(T._stops) > _FLAT_STOPS
+            or (v.__class__ is not float and (v.__class__ is not np.ndarray or v.dtype != _F64))):
         return None
     if inputs is not None and not _flat_inputs(T, inputs):
         return None
+    # (run_backward's seed, and its errors: the general walk would raise the same first)
+    seed = 1.0 if g is None and v.__class__ is float else seed_value(0, t, g)
     sources = T._const_sources
     if sources and (len(sources) > _FEW_HITS or any(getattr(c, "_version", 0) != v
                                                      for c, v in sources.values())):
@@ -1800,13 +1804,17 @@ def _flat_walk(t, retain_graph, inputs=None):
     consts = np.array(c, np.float64) if len(c) <= _FEW_HITS else walk_index(T, n)[0]
     adj = np.empty(n)
     adj.fill(-0.0)   # (as FloatAdjoints: -0.0 + g is g)
-    adj[i] = 1.0
     marks = np.zeros(2 * n, np.uint8)   # (one allocation: reached, and freed marks none yet)
     reached, freed = marks[:n], marks[n:]
+    fa = FlatAdjoints(T, adj, reached, off, nel, aval, aadj) \
+        if steps or seed.__class__ is not float or i in arrays else None
+    if fa is None:
+        adj[i] = seed
+    else:
+        fa.seed(i, seed)   # (walk_tape's seed)
     reached[i] = 1
     pos = i
     if steps:
-        fa = FlatAdjoints(T, adj, reached, off, nel, aval, aadj)
         saved = _FlatSaved(T, op, freed)
         rules = any(step[3] is None for step in steps)
         with grad_mode(False) if rules else _NO_SWITCH:   # (walk_tape's grad mode)
