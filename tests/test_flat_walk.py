@@ -56,7 +56,7 @@ HOW = ["backward", "grad", "backward(inputs=)"]
                                     list(np.random.default_rng(6).standard_normal(200))])
 @pytest.mark.parametrize("name", ARRAY_PROGRAMS)
 def test_array_ops_take_one_walk_with_the_general_walks_bits(name, values, how, flat_taken,
-                                                             monkeypatch):
+                                                             monkeypatch, entries):
     program = ARRAY_PROGRAMS[name]
     got = _gradient(tg, program, values, how).numpy()
     assert flat_taken == {True: 1, False: 0}
@@ -119,11 +119,21 @@ def flat_taken(monkeypatch):
     return taken
 
 
+@pytest.fixture(params=["small entries laid out", "every entry alone"])
+def entries(request, monkeypatch):
+    """The walk as it runs, and with every elementwise entry run alone on its own arrays,
+    as it runs those of ``_FLAT_LARGE`` elements or more (``FloatAdjoints.entry``)."""
+    if request.param == "every entry alone":
+        monkeypatch.setattr(engine, "_FLAT_LARGE", 1)
+    return request.param
+
+
 @pytest.mark.parametrize("how", HOW)
 @pytest.mark.parametrize("values", VALUES)
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_reductions_anywhere_take_one_walk_with_the_general_walks_bits(name, values, how,
-                                                                       flat_taken, monkeypatch):
+                                                                       flat_taken, monkeypatch,
+                                                                       entries):
     program, xs = PROGRAMS[name], VALUES[values]
     got = _gradient(tg, program, xs, how).numpy()
     assert flat_taken == {True: 1, False: 0}
@@ -211,7 +221,7 @@ def _seeded(m, program, how, seed):
 
 @pytest.mark.parametrize("how", ["backward", "grad", "backward(inputs=)", "Jacobian rows"])
 @pytest.mark.parametrize("name", SEEDED)
-def test_a_given_output_gradient_seeds_the_walk(name, how, flat_taken, monkeypatch):
+def test_a_given_output_gradient_seeds_the_walk(name, how, flat_taken, monkeypatch, entries):
     """``backward(gradient)``, ``grad_outputs=``: an array seed (or a number's), set as the
     general walk sets it."""
     def seed(shape):

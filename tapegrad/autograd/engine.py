@@ -1777,10 +1777,17 @@ def _flat_walk(t, g, retain_graph, inputs=None):
     if n > _SMALL or i >= n or len(T._stops) != len(T._py):
         return None
     arrays = T._arr
+    large = []   # (elementwise entries of _FLAT_LARGE elements or more: run alone)
     if arrays:
         flat = sorted(arrays)
         arrs = list(map(arrays.__getitem__, flat))
         sizes = list(map(_SIZE, arrs))
+        if max(sizes) >= _FLAT_LARGE:   # (walk_tape's layout: see _LARGE)
+            small = [size < _FLAT_LARGE for size in sizes]
+            large = [k for k, s in zip(flat, small) if not s and op[k] < N_ELEMENTWISE and k <= i]
+            flat = [k for k, s in zip(flat, small) if s]
+            arrs = [v for v, s in zip(arrs, small) if s]
+            sizes = [size for size, s in zip(sizes, small) if s]
         if sum(sizes) > _FLAT_ELEMENTS:
             return None
     steps = []
@@ -1806,19 +1813,32 @@ def _flat_walk(t, g, retain_graph, inputs=None):
     adj.fill(-0.0)   # (as FloatAdjoints: -0.0 + g is g)
     marks = np.zeros(2 * n, np.uint8)   # (one allocation: reached, and freed marks none yet)
     reached, freed = marks[:n], marks[n:]
-    fa = FlatAdjoints(T, adj, reached, off, nel, aval, aadj) \
-        if steps or seed.__class__ is not float or i in arrays else None
-    if fa is None:
-        adj[i] = seed
-    else:
+    fa = None
+    if steps or large or seed.__class__ is not float or i in arrays:
+        fa = FlatAdjoints(_FlatArrays(T, op, a, b, val, consts, freed), adj, reached, off, nel,
+                          aval, aadj)
         fa.seed(i, seed)   # (walk_tape's seed)
+    else:
+        adj[i] = seed
     reached[i] = 1
     pos = i
-    if steps:
-        saved = _FlatSaved(T, op, freed)
+    if steps or large:
+        # walk_tape's stops: Python ops, and large entries, each run alone on its arrays
+        work = sorted([(step[0], step) for step in steps] + [(k, None) for k in large],
+                      reverse=True)
         rules = any(step[3] is None for step in steps)
         with grad_mode(False) if rules else _NO_SWITCH:   # (walk_tape's grad mode)
-            for head, nout, r, scale, check in reversed(steps):
+            for head, step in work:
+                if step is None:
+                    if pos > head:
+                        status, at = K.reverse(op, a, b, val, consts, adj, reached, freed,
+                                               _EMPTY_I, off, nel, aval, aadj, pos, head,
+                                               _UNBOUNDED)
+                        _check(T, status, at)
+                    fa.entry(head)   # (nothing where it is not reached)
+                    pos = head - 1
+                    continue
+                head, nout, r, scale, check = step
                 if pos <= head + nout:   # (only its results between: they pass reach on)
                     if reached[pos] if nout == 1 else reached[head + 1:pos + 1].any():
                         reached[head] = 1
@@ -1837,10 +1857,10 @@ def _flat_walk(t, g, retain_graph, inputs=None):
                 else:
                     py = pyop_at(T, head)
                     if check:
-                        _check_saved(saved, head, py)
+                        _check_saved(fa.arrays, head, py)
                     _pyop_step(fa, py, head, None, reached, True, False)
                 pos = head - 1
-    pending = int(np.count_nonzero(reached[:pos + 1])) if steps else 1
+    pending = int(np.count_nonzero(reached[:pos + 1])) if steps or large else 1
     if pending:
         status, at = K.reverse(op, a, b, val, consts, adj, reached, freed, _EMPTY_I, off, nel,
                                aval, aadj, pos, -1, pending)
@@ -1851,7 +1871,8 @@ def _flat_walk(t, g, retain_graph, inputs=None):
         hit = [k for k in leaves if k < n and reached[k]]
         acc.ts = [leaves[k] for k in hit]
         acc.gs = [adj.item(k) if k not in arrays else
-                  aadj[off[k]:off[k] + nel[k]].reshape(arrays[k].shape) for k in hit]
+                  aadj[off[k]:off[k] + nel[k]].reshape(arrays[k].shape) if off[k] >= 0 else
+                  fa.get(k) for k in hit]
     if not retain_graph:
         np.minimum(reached, 1, out=freed)   # (1, as run_backward marks them; none before)
         T._freed = freed
@@ -1861,25 +1882,27 @@ def _flat_walk(t, g, retain_graph, inputs=None):
 
 
 class FlatAdjoints(FloatAdjoints):
-    """``FloatAdjoints`` over ``_flat_walk``'s arrays, for its steps at Python ops: every
-    array entry of the tape in the flat layout (no ``side`` buffers, no large entries)."""
+    """``FloatAdjoints`` over ``_flat_walk``'s arrays (``arrays``: a ``_FlatArrays``), for its
+    seed, its steps at Python ops and its large entries: every array of the tape under
+    ``_FLAT_LARGE`` elements in the flat layout, larger ones in ``side``."""
 
     __slots__ = ()
 
-    def __init__(self, T, adj, reached, off, nel, aval, aadj):
-        self.tape, self.arrays, self.adj, self.reached = T, None, adj, reached
+    def __init__(self, arrays, adj, reached, off, nel, aval, aadj):
+        self.tape, self.arrays, self.adj, self.reached = arrays.tape, arrays, adj, reached
         self.off, self.nel, self.aval, self.aadj = off, nel, aval, aadj
         self.side, self.owned, self.spread, self.large = {}, set(), set(), ()
 
 
-class _FlatSaved:
-    """What ``_check_saved`` reads of a ``TapeArrays``, for ``_flat_walk`` (whose tape has
-    no freed entries and no in-place changes)."""
+class _FlatArrays:
+    """What ``FloatAdjoints.entry`` and ``_check_saved`` read of a ``TapeArrays``, for
+    ``_flat_walk`` (whose tape has no freed entries and no in-place changes)."""
 
-    __slots__ = ("tape", "op", "freed", "dirty")
+    __slots__ = ("tape", "op", "a", "b", "val", "consts", "freed", "dirty")
 
-    def __init__(self, T, op, freed):
-        self.tape, self.op, self.freed, self.dirty = T, op, freed, _EMPTY_I
+    def __init__(self, T, op, a, b, val, consts, freed):
+        self.tape, self.op, self.a, self.b, self.val = T, op, a, b, val
+        self.consts, self.freed, self.dirty = consts, freed, _EMPTY_I
 
 
 def _flat_inputs(T, inputs):
@@ -1942,6 +1965,11 @@ _FLAT_ELEMENTS = 1 << 15
 # (each Python op costs a sweep call and its step in Python, as in the general walk; the
 # tape's stops are looked at before the walk starts)
 _FLAT_STOPS = 256
+# Elementwise entries of at least this many elements run alone on their own arrays, as the
+# general walk's large ones (``_LARGE``): laying them out copies every value.  (Higher than
+# _LARGE: a walk that lays out every small array of a small tape copied up to ~60,000
+# elements for less than the general walk's setup.)
+_FLAT_LARGE = 1 << 14
 
 
 def grad_value(t, g):
