@@ -247,3 +247,17 @@ def test_a_seed_of_the_wrong_shape_and_a_missing_one_raise_as_pytorch():
         with pytest.raises(RuntimeError, match="grad can be implicitly created only for "
                                                "scalar outputs"):
             y.backward()
+
+
+def test_a_tape_holding_recorded_gradients_takes_the_general_walk(flat_taken):
+    """A second-order walk from a gradient a create_graph walk recorded (k-means' Hessian
+    diagonal): it reaches little of the tape, which the general walk's reach pass bounds."""
+    out = []
+    for m in [tg] + ([torch] if torch is not None else []):
+        x = m.tensor(VALUES["distinct"], dtype=m.float64, requires_grad=True)
+        (g,) = m.autograd.grad((m.min(x) * x.exp()).sum() + (x ** 3).sum(), x,
+                               create_graph=True)
+        out.append(m.autograd.grad(g, x, grad_outputs=m.ones_like(x))[0].numpy())
+    assert flat_taken == {True: 0, False: 1}
+    if torch is not None:
+        np.testing.assert_allclose(out[0], out[1], rtol=1e-12)
