@@ -29,7 +29,6 @@ import contextlib
 import itertools
 import operator
 import threading
-import weakref
 
 import numpy as np
 
@@ -1641,9 +1640,9 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
         if acc is not None:
             return acc, [] if inputs is None else [acc.get(x) for x in inputs]
     if create_graph:
-        T = recording()   # (where the gradients' entries go)
+        T = recording()   # (where the gradients' entries go: see _flat_walk)
         if T is not None:
-            GRADIENT_TAPES.add(T)
+            T._gradients = True
     work = {}
     acc = Grads()
     for k, (t, g) in enumerate(zip(tensors, grad_tensors)):
@@ -1744,7 +1743,11 @@ def _flat_walk(t, g, retain_graph, inputs=None):
     nothing the general walk's setup is for: elementwise entries and array ops (not
     custom Functions) of float64 values; no links to other tapes, hooks, retained tensors,
     node hooks, in-place changes, freed entries or changed constant tensors; at most
-    ``_SMALL`` entries, ``_FLAT_STOPS`` Python ops and ``_FLAT_ELEMENTS`` array elements.
+    ``_SMALL`` entries, ``_FLAT_STOPS`` Python ops and ``_FLAT_ELEMENTS`` array elements; not
+    on a tape a create_graph walk recorded gradients onto (``T._gradients``): a walk from
+    such a gradient reaches its own entries and little of the forward graph below them,
+    which the general walk's reach pass skips and this walk's whole-tape layout and stop
+    loop do not (k-means' Hessian diagonal, the walk from J: 80 us general, 120 here).
     With ``inputs`` (``autograd.grad``, ``backward(inputs=)``), only where they are leaves
     and hold every leaf of the tape: then every entry leads to one of them, and the walk
     runs and frees what the general walk's pruning would.  Every array of the tape is laid
@@ -1764,8 +1767,7 @@ def _flat_walk(t, g, retain_graph, inputs=None):
     v = t._value
     if (T.__class__ is not Tape or T._links or T._hooks or T._retain or T._dirty
             or T._freed is not None or not FLAT_WALK or is_anomaly_enabled()
-            or T._leaves.get(t._entry) is t or len(T._stops) > _FLAT_STOPS
-            or T in GRADIENT_TAPES
+            or T._leaves.get(t._entry) is t or len(T._stops) > _FLAT_STOPS or T._gradients
             or (v.__class__ is not float and (v.__class__ is not np.ndarray or v.dtype != _F64))):
         return None
     if inputs is not None and not _flat_inputs(T, inputs):
@@ -1819,8 +1821,14 @@ def _flat_walk(t, g, retain_graph, inputs=None):
     adj.fill(-0.0)   # (as FloatAdjoints: -0.0 + g is g)
     marks = np.zeros(2 * n, np.uint8)   # (one allocation: reached, and freed marks none yet)
     reached, freed = marks[:n], marks[n:]
-    fa = None
-    if steps or large or seed.__class__ is not float or i in arrays:
+    rules = False
+    for step in steps:
+        if step[3] is None:   # (a rule: not a full sum or mean)
+            rules = True
+            break
+    fa = None   # (FlatAdjoints: made where more than numbers and laid-out arrays take part)
+    if rules or large or seed.__class__ is not float or i in arrays or \
+            (arrays and len(flat) < len(arrays)):
         fa = FlatAdjoints(_FlatArrays(T, op, a, b, val, consts, freed), adj, reached, off, nel,
                           aval, aadj)
         fa.seed(i, seed)   # (walk_tape's seed)
@@ -1830,12 +1838,11 @@ def _flat_walk(t, g, retain_graph, inputs=None):
     pos = i
     if steps or large:
         # walk_tape's stops: Python ops, and large entries, each run alone on its arrays
-        work = sorted([(step[0], step) for step in steps] + [(k, None) for k in large],
-                      reverse=True)
-        rules = any(step[3] is None for step in steps)
+        work = reversed(steps) if not large else \
+            sorted(steps + [(k, 0, -1, None, False) for k in large], reverse=True)
         with grad_mode(False) if rules else _NO_SWITCH:   # (walk_tape's grad mode)
-            for head, step in work:
-                if step is None:
+            for head, nout, r, scale, check in work:
+                if not nout:   # (a large entry)
                     if pos > head:
                         status, at = K.reverse(op, a, b, val, consts, adj, reached, freed,
                                                _EMPTY_I, off, nel, aval, aadj, pos, head,
@@ -1844,7 +1851,6 @@ def _flat_walk(t, g, retain_graph, inputs=None):
                     fa.entry(head)   # (nothing where it is not reached)
                     pos = head - 1
                     continue
-                head, nout, r, scale, check = step
                 if pos <= head + nout:   # (only its results between: they pass reach on)
                     if reached[pos] if nout == 1 else reached[head + 1:pos + 1].any():
                         reached[head] = 1
@@ -1858,7 +1864,15 @@ def _flat_walk(t, g, retain_graph, inputs=None):
                     continue
                 if scale is not None:   # (walk_tape's step at a full sum or mean)
                     g = adj.item(head + 1)
-                    fa.add_number(r, g if scale == 1.0 else g * scale)
+                    if scale != 1.0:
+                        g = g * scale
+                    if fa is not None:
+                        fa.add_number(r, g)
+                    elif r in arrays:   # (add_number's step for an entry in the layout)
+                        slot = aadj[off[r]:off[r] + nel[r]]
+                        slot += g
+                    else:
+                        adj[r] += g
                     reached[r] = 1
                 else:
                     py = pyop_at(T, head)
@@ -1940,6 +1954,11 @@ def _flat_stop(T, head):
     refs, fwd = call
     nout = pyop_nout(py)
     arrays = T._arr
+    if nout == 1 and len(refs) == 1 and refs[0] >= 0 and head + 1 not in arrays:
+        x = arrays.get(refs[0])
+        scale = full_reduction_scale(fwd, 1 if x is None else x.size)
+        if scale is not None:   # (its gradient is added as walk_tape adds it)
+            return head, 1, refs[0], scale, False
     # (a value of another float dtype: the general walk keeps its gradient in that dtype,
     # where the flat layout would hold it as float64; integer results, such as max's
     # indices, take none)
@@ -1951,10 +1970,6 @@ def _flat_stop(T, head):
         v = arrays.get(r)
         if v is not None and v.dtype != _F64:
             return None
-    if nout == 1 and len(refs) == 1 and refs[0] >= 0 and head + 1 not in arrays and \
-            is_full_reduction(fwd):
-        x = arrays.get(refs[0])
-        return head, 1, refs[0], full_reduction_scale(fwd, 1 if x is None else x.size), False
     check = (py.__class__ is not tuple and py.versions is not None) or \
         any(v.__class__ is Tensor for v in fwd[1])
     return head, nout, -1, None, check
@@ -1965,12 +1980,7 @@ _F64 = np.dtype(np.float64)
 
 # Off: every backward takes the general walk (the tests run both; see ``_flat_walk``).
 FLAT_WALK = True
-# Tapes a create_graph walk recorded gradients onto: a walk from such a gradient reaches
-# its own entries and little of the forward graph below them (the forward's reductions and
-# indices), which the general walk's reach pass skips and ``_flat_walk``'s whole-tape
-# layout and stop loop do not (k-means' Hessian diagonal, the walk from J: 80 us general,
-# 120 one-call).
-GRADIENT_TAPES = weakref.WeakSet()
+
 # (a flat walk lays out every array of its tape under _FLAT_LARGE elements, reached or not:
 # beyond this many elements in all, the general walk's reach pass, which lays out only what
 # the graph reaches, may cost less.  Measured: 131,072 made a k-means gradient 12% and GMM

@@ -147,7 +147,7 @@ class Tape:
                  "_arr", "_leaves", "_leaf_of", "_owner", "_links", "_linkcache", "_py", "_hooks", "_retain",
                  "_stops", "_freed", "_dirty", "_const_sources", "_const_entries", "_tensor_consts", "_cmap", "_reads", "_changes", "_guards",
                  "_walk_index", "_walk_plan", "_released", "rewrite_array_op", "_arr_seen", "_arr_bytes", "_retiring", "_soft_bytes", "_large_bytes",
-                 "__weakref__")
+                 "_gradients", "__weakref__")
 
     def __init__(self):
         self._rec_op, self._rec_a, self._rec_b, self._rec_val = [], [], [], []
@@ -188,6 +188,7 @@ class Tape:
         self._guards = []          # (comparison entry, outcome, "file:line") of branches taken
         self._walk_index = None    # what the reverse walk derives from this tape, kept up to date
         self._walk_plan = None     # (walk plan, entries, stops) of its last planned walk (engine)
+        self._gradients = False    # a create_graph walk recorded gradients here (engine)
         # while tg.compile records: handler(name, args, params) rewriting array ops on 0-d
         # tensors into scalar entries (None otherwise)
         self.rewrite_array_op = None
