@@ -1785,6 +1785,8 @@ def _flat_walk(t, g, retain_graph, inputs=None):
     if n > _SMALL or i >= n or len(T._stops) != len(T._py):
         return None
     arrays = T._arr
+    if len(arrays) > _FLAT_ARRAYS:
+        return None
     large = []   # (elementwise entries of _FLAT_LARGE elements or more: run alone)
     if arrays:
         flat = sorted(arrays)
@@ -1798,15 +1800,38 @@ def _flat_walk(t, g, retain_graph, inputs=None):
             sizes = [size for size, s in zip(sizes, small) if s]
         if sum(sizes) > _FLAT_ELEMENTS:
             return None
-    steps = []
     for head in T._stops:
-        if head.__class__ is not int or head not in T._py:
+        if head.__class__ is not int:
             return None   # (a node's hooks: NodeState, an int of its own class)
-        if head < i:   # (those after the seed are not reached)
+    steps = []
+    reachable = None
+    if len(T._stops) > _FLAT_REACH_STOPS:
+        # only the Python ops and large entries the graph can reach: a tape that keeps
+        # graphs earlier walks retained (a Jacobian loop's rows) holds many it does not
+        # (walk_tape's reach pass, over the walk index the tape keeps up to date)
+        consts, stopmark, *heads = walk_index(T, n)
+        found = np.empty(3 * n, np.int64)
+        reachable = np.zeros(n, np.uint8)
+        m, _, _, nstops = _reach(op, a, b, np.array([i], np.int64), *heads, stopmark,
+                                 reachable, found[:n], found[n:2 * n], found[2 * n:])
+        for head in found[2 * n:2 * n + nstops].tolist()[::-1]:   # (ascending)
+            if head not in T._py:
+                return None
             step = _flat_stop(T, head)
             if step is None:
                 return None
             steps.append(step)
+        if large:
+            large = [k for k in large if reachable[k]]
+    else:
+        for head in T._stops:
+            if head < i:   # (those after the seed are not reached)
+                if head not in T._py:
+                    return None
+                step = _flat_stop(T, head)
+                if step is None:
+                    return None
+                steps.append(step)
     off = nel = _EMPTY_I
     aval = aadj = _EMPTY_F
     if arrays:
@@ -1815,8 +1840,9 @@ def _flat_walk(t, g, retain_graph, inputs=None):
         aval = np.concatenate(arrs + _SCRATCH, axis=None, dtype=np.float64)
         aadj = np.empty(len(aval))
         aadj.fill(-0.0)
-    c = T._c
-    consts = np.array(c, np.float64) if len(c) <= _FEW_HITS else walk_index(T, n)[0]
+    if reachable is None:
+        c = T._c
+        consts = np.array(c, np.float64) if len(c) <= _FEW_HITS else walk_index(T, n)[0]
     adj = np.empty(n)
     adj.fill(-0.0)   # (as FloatAdjoints: -0.0 + g is g)
     marks = np.zeros(2 * n, np.uint8)   # (one allocation: reached, and freed marks none yet)
@@ -1988,9 +2014,17 @@ FLAT_WALK = True
 # 6,000 elements on the tape 114 us against the general walk's 58; at 32,768 that case
 # costs at most ~10 us more than the general walk)
 _FLAT_ELEMENTS = 1 << 15
-# (each Python op costs a sweep call and its step in Python, as in the general walk; the
-# tape's stops are looked at before the walk starts)
+# A tape that keeps what earlier walks retained (a Jacobian loop's rows with retain_graph)
+# grows by a graph per row: looking at every Python op of it, reached or not, made its rows
+# cost 2-13x the general walk's, which only goes where the graph reaches.  Past
+# _FLAT_REACH_STOPS Python ops the one-call walk takes the general walk's reach pass first
+# (``_reach``, ~7-13 us on a fresh tape: not for fewer, a BA residual has 14) and looks
+# only at those it reaches; every array is still laid out: at most _FLAT_ARRAYS of them
+# (GMM's objective has 34, a BA residual ~30).  Measured on a growing Jacobian loop (6
+# rows of a 1-op graph per call, retained): rows at the general walk's time +5-10%.
 _FLAT_STOPS = 256
+_FLAT_REACH_STOPS = 16
+_FLAT_ARRAYS = 64
 # Elementwise entries of at least this many elements run alone on their own arrays, as the
 # general walk's large ones (``_LARGE``): laying them out copies every value.  (Higher than
 # _LARGE: a walk that lays out every small array of a small tape copied up to ~60,000
