@@ -1803,7 +1803,6 @@ def _flat_walk(t, g, retain_graph, inputs=None):
     for head in T._stops:
         if head.__class__ is not int:
             return None   # (a node's hooks: NodeState, an int of its own class)
-    steps = []
     reachable = None
     if len(T._stops) > _FLAT_REACH_STOPS:
         # only the Python ops and large entries the graph can reach: a tape that keeps
@@ -1814,24 +1813,17 @@ def _flat_walk(t, g, retain_graph, inputs=None):
         reachable = np.zeros(n, np.uint8)
         m, _, _, nstops = _reach(op, a, b, np.array([i], np.int64), *heads, stopmark,
                                  reachable, found[:n], found[n:2 * n], found[2 * n:])
-        for head in found[2 * n:2 * n + nstops].tolist()[::-1]:   # (ascending)
-            if head not in T._py:
-                return None
-            step = _flat_stop(T, head)
-            if step is None:
-                return None
-            steps.append(step)
+        candidates = found[2 * n:2 * n + nstops].tolist()[::-1]   # (ascending)
         if large:
             large = [k for k in large if reachable[k]]
     else:
-        for head in T._stops:
-            if head < i:   # (those after the seed are not reached)
-                if head not in T._py:
-                    return None
-                step = _flat_stop(T, head)
-                if step is None:
-                    return None
-                steps.append(step)
+        candidates = [head for head in T._stops if head < i]   # (none after the seed is reached)
+    steps = []
+    for head in candidates:
+        step = _flat_stop(T, head) if head in T._py else None
+        if step is None:
+            return None
+        steps.append(step)
     off = nel = _EMPTY_I
     aval = aadj = _EMPTY_F
     if arrays:
@@ -1862,6 +1854,7 @@ def _flat_walk(t, g, retain_graph, inputs=None):
         adj[i] = seed
     reached[i] = 1
     pos = i
+    sweeps = (op, a, b, val, consts, adj, reached, freed, _EMPTY_I, off, nel, aval, aadj)
     if steps or large:
         # walk_tape's stops: Python ops, and large entries, each run alone on its arrays
         work = reversed(steps) if not large else \
@@ -1870,10 +1863,7 @@ def _flat_walk(t, g, retain_graph, inputs=None):
             for head, nout, r, scale, check in work:
                 if not nout:   # (a large entry)
                     if pos > head:
-                        status, at = K.reverse(op, a, b, val, consts, adj, reached, freed,
-                                               _EMPTY_I, off, nel, aval, aadj, pos, head,
-                                               _UNBOUNDED)
-                        _check(T, status, at)
+                        _sweep(T, sweeps, pos, head)
                     fa.entry(head)   # (nothing where it is not reached)
                     pos = head - 1
                     continue
@@ -1881,10 +1871,7 @@ def _flat_walk(t, g, retain_graph, inputs=None):
                     if reached[pos] if nout == 1 else reached[head + 1:pos + 1].any():
                         reached[head] = 1
                 else:
-                    status, at = K.reverse(op, a, b, val, consts, adj, reached, freed,
-                                           _EMPTY_I, off, nel, aval, aadj, pos, head,
-                                           _UNBOUNDED)
-                    _check(T, status, at)
+                    _sweep(T, sweeps, pos, head)
                 pos = head
                 if not reached[head]:
                     continue
@@ -1908,9 +1895,7 @@ def _flat_walk(t, g, retain_graph, inputs=None):
                 pos = head - 1
     pending = int(np.count_nonzero(reached[:pos + 1])) if steps or large else 1
     if pending:
-        status, at = K.reverse(op, a, b, val, consts, adj, reached, freed, _EMPTY_I, off, nel,
-                               aval, aadj, pos, -1, pending)
-        _check(T, status, at)
+        _sweep(T, sweeps, pos, -1, pending)
     acc = Grads()
     leaves = T._leaves
     if leaves:
@@ -1925,6 +1910,13 @@ def _flat_walk(t, g, retain_graph, inputs=None):
         if fresh_default_tape(T):
             release_outlived(T)
     return acc
+
+
+def _sweep(T, arrays, start, stop, pending=_UNBOUNDED):
+    """``_flat_walk``'s sweep of entries ``start`` down to ``stop + 1`` (``arrays``: the
+    kernel's arguments before them), as ``FloatAdjoints.segment``."""
+    status, at = K.reverse(*arrays, start, stop, pending)
+    _check(T, status, at)
 
 
 class FlatAdjoints(FloatAdjoints):
