@@ -137,55 +137,29 @@ def _watch_numpy_rules(monkeypatch):
     index's gradient added into the adjoint itself counts as getitem's)."""
     ran = []
     real = engine.pyop_numpy_backward
-    real_at = engine.FloatAdjoints.add_at
 
     def watched(py, *args):
         out = real(py, *args)
         if out is not None:
             ran.append(py.fwd[0])
         return out
+    real_direct = engine._direct_step
 
-    def watched_at(self, *args):
-        done = real_at(self, *args)
+    def watched_direct(adj, kind, fwd, *args):
+        done = real_direct(adj, kind, fwd, *args)
         if done:
-            ran.append("getitem")
+            ran.append(fwd[0])   # (getitem, unbind, cat, stack, expand, sum or mean)
         return done
-    real_cat = engine.pyop_cat_parts
-
-    def watched_cat(py, *args):
-        parts = real_cat(py, *args)
-        if parts is not None:
-            ran.append(py.fwd[0])   # (cat or stack)
-        return parts
-    real_unbind = engine.pyop_unbind_dim
-
-    def watched_unbind(py):
-        dim = real_unbind(py)
-        if dim is not None:
-            ran.append("unbind")
-        return dim
-    real_spread = engine.pyop_spread_grad
-
-    def watched_spread(py, *args):
-        g = real_spread(py, *args)
-        if g is not None:
-            ran.append(py.fwd[0])   # (expand, sum or mean)
-        return g
     monkeypatch.setattr(engine, "pyop_numpy_backward", watched)
-    monkeypatch.setattr(engine, "pyop_spread_grad", watched_spread)
-    monkeypatch.setattr(engine.FloatAdjoints, "add_at", watched_at)
-    monkeypatch.setattr(engine, "pyop_cat_parts", watched_cat)
-    monkeypatch.setattr(engine, "pyop_unbind_dim", watched_unbind)
+    monkeypatch.setattr(engine, "_direct_step", watched_direct)
     return ran
 
 
 def _tensor_rules_only(monkeypatch):
     """From now on the float walk runs every rule on tensors, as the recorded walk does."""
     monkeypatch.setattr(engine, "pyop_numpy_backward", lambda *args: None)
-    monkeypatch.setattr(engine, "pyop_basic_index", lambda py: None)
-    monkeypatch.setattr(engine, "pyop_cat_parts", lambda py, shape_of: None)
-    monkeypatch.setattr(engine, "pyop_unbind_dim", lambda py: None)
-    monkeypatch.setattr(engine, "pyop_spread_grad", lambda py, grad, value: None)
+    monkeypatch.setattr(engine, "direct_kind", lambda fwd: None)
+    monkeypatch.setattr(engine, "_CALL_FACTS", {})   # (kinds kept per shared call: again)
 
 
 @pytest.mark.parametrize("second_order", [False, True], ids=["first", "second order"])

@@ -153,11 +153,11 @@ def test_no_grad_mode_switch_without_python_at_stops(monkeypatch):
         return counted
     monkeypatch.setattr(engine, "pyop_backward", counting(engine.pyop_backward))
     monkeypatch.setattr(engine, "pyop_numpy_backward", counting(engine.pyop_numpy_backward))
-    monkeypatch.setattr(engine, "pyop_spread_grad", counting(engine.pyop_spread_grad))
+    monkeypatch.setattr(engine, "spread_grad", counting(engine.spread_grad))
     x = tg.tensor(np.array([1.0, 2.0]), requires_grad=True)
     (x * 3.0).sum().backward()
     assert calls == []
     assert x.grad._value.tolist() == [3.0, 3.0]
-    x.sum(dim=0).backward()   # (with a dim: the walk stops there, pyop_spread_grad)
+    x.sum(dim=0).backward()   # (with a dim: the walk stops there, spread_grad)
     assert len(calls) == 1
     assert math.isclose(x.grad._value[0], 4.0)

@@ -43,15 +43,13 @@ from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC
 from ..core.dtypes import Size
 from ..core.shapes import broadcast_view
 from ..core.graph import LEAF_STATE, node_input_slots, node_name, node_state
-from ..core.pyop import pyop_array_call, pyop_at, pyop_inputs, pyop_name, pyop_nout
+from ..core.pyop import CALLS, pyop_array_call, pyop_at, pyop_inputs, pyop_name, pyop_nout
 from ..core.tensor import Tensor, tensor_of_entry, wrap
-from ..ops.array_ops import (constant_changed, full_reduction_scale, is_full_reduction,
-                              pyop_backward,
-                              pyop_constant_backward, pyop_numpy_backward,
-                              pyop_basic_index, pyop_cat_parts, pyop_read_inputs,
-                              pyop_spread_grad, pyop_unbind_dim,
-                              pyop_reads_output,
-                              pyop_reads_values, pyop_saves, sum_to)
+from ..ops.array_ops import (DIRECT_CAT, DIRECT_INDEX, DIRECT_UNBIND, call_parts,
+                              constant_changed, direct_kind, full_reduction_scale,
+                              is_full_reduction, pyop_backward, pyop_constant_backward,
+                              pyop_numpy_backward, pyop_read_inputs, pyop_reads_output,
+                              pyop_reads_values, pyop_saves, spread_grad, sum_to)
 from .anomaly_mode import check_nan, is_anomaly_enabled
 from .graph import pack_pending, release_outlived, release_saved, unpack_entry
 
@@ -1487,42 +1485,52 @@ def _pyop_step(adj, py, s, state, reached, numpy_rules, create_graph):
 
 
 def _direct_backward(adj, py, s, reached):
-    """The float walk's own backward of the array ops walks stop at most (an LSTM's, GMM's):
-    ``x[idx]`` with a basic index (its gradient added into x's adjoint at idx, without the
-    rule's zeros) and ``cat`` and ``stack`` (each input gets its slice of g), of
-    ``unbind`` (a tensor's iteration), and of broadcasts and sums over dims (the functions
-    their rules call, without the rule call: ``pyop_spread_grad``); the same values as
-    their rules (tests/test_numpy_rules.py).
-    False for any other op."""
-    idx = pyop_basic_index(py)
-    if idx is not None:
-        r = py.inputs[0]
-        if r >= 0 and adj.add_at(r, idx, adj.get(s + 1)):
+    """The float walk's own backward of the array ops walks stop at most (``direct_kind``:
+    basic indices, unbind, cat and stack, broadcasts and sums over dims) at Python op
+    ``py`` (head ``s``): ``_direct_step``.  False for any other op."""
+    if py.backward_fn is not None:
+        return False
+    kind = direct_kind(py.fwd)
+    return kind is not None and _direct_step(adj, kind, py.fwd, py.inputs, py.nout, s, reached)
+
+
+def _direct_step(adj, kind, fwd, refs, nout, s, reached):
+    """The float walk's own backward of array call ``fwd`` of kind ``kind`` (``direct_kind``;
+    inputs ``refs``, ``nout`` results from head ``s``), the results' gradients in: ``x[idx]``
+    with a basic index adds its gradient into x's adjoint at idx, without the rule's zeros;
+    ``cat`` and ``stack`` give each input its slice of g; ``unbind`` (a tensor's iteration)
+    stacks its parts'; broadcasts and sums over dims, the functions their rules call
+    (``spread_grad``): the same values as their rules (tests/test_numpy_rules.py).  False
+    where it does not apply (the rule then)."""
+    k = kind[0]
+    if k == DIRECT_INDEX:
+        r = refs[0]
+        if r >= 0 and adj.add_at(r, kind[1], adj.get(s + 1)):
             reached[r] = 1
             return True
         return False
-    dim = pyop_unbind_dim(py)
-    if dim is not None:
-        return _unbind_backward(adj, py, s, reached, dim)
-    if py.nout != 1:
+    if k == DIRECT_UNBIND:
+        return _unbind_backward(adj, refs, nout, s, reached, kind[1])
+    if k == DIRECT_CAT:
+        parts = call_parts(fwd, refs, lambda r: _float64_shape(adj.value(r)))
+        if parts is None:
+            return False
+        g = adj.get(s + 1)
+        if g.__class__ is not np.ndarray:
+            return False
+        for r, at in parts:
+            if r >= 0:
+                adj.add(r, g[at])
+                reached[r] = 1
+        return True
+    r = refs[0]
+    if nout != 1 or r < 0:
         return False
-    r = py.inputs[0] if py.inputs else -1
-    if r >= 0:
-        g = pyop_spread_grad(py, lambda: adj.get(s + 1), lambda: adj.value(r))
-        if g is not None:
-            adj.add(r, g)
-            reached[r] = 1
-            return True
-    parts = pyop_cat_parts(py, lambda r: _float64_shape(adj.value(r)))
-    if parts is None:
+    g = spread_grad(kind, adj.get(s + 1), adj.value(r))
+    if g is None:
         return False
-    g = adj.get(s + 1)
-    if g.__class__ is not np.ndarray:
-        return False
-    for r, at in parts:
-        if r >= 0:
-            adj.add(r, g[at])
-            reached[r] = 1
+    adj.add(r, g)
+    reached[r] = 1
     return True
 
 
@@ -1531,13 +1539,13 @@ def _zeros_like_entry(adj, i):
     return wrap(np.zeros(v.shape) if v.__class__ is np.ndarray and v.ndim else 0.0)
 
 
-def _unbind_backward(adj, py, s, reached, dim):
-    """Unbind's rule in the float walk: the parts' gradients stacked (zeros for a part no
-    gradient reached), a 1-D input's as one slice of the adjoints of its parts' entries."""
-    r = py.inputs[0]
+def _unbind_backward(adj, refs, n, s, reached, dim):
+    """Unbind's rule in the float walk (``n`` parts): the parts' gradients stacked (zeros for
+    a part no gradient reached), a 1-D input's as one slice of the adjoints of its parts'
+    entries."""
+    r = refs[0]
     if r < 0 or _float64_shape(adj.value(r)) is None:
         return False
-    n = py.nout
     if adj.tape._arr.get(s + 1) is None:   # (0-d parts: number entries s + 1 ... s + n)
         if adj.value(r).ndim != 1:
             return False
@@ -1803,27 +1811,8 @@ def _flat_walk(t, g, retain_graph, inputs=None):
     for head in T._stops:
         if head.__class__ is not int:
             return None   # (a node's hooks: NodeState, an int of its own class)
-    reachable = None
-    if len(T._stops) > _FLAT_REACH_STOPS:
-        # only the Python ops and large entries the graph can reach: a tape that keeps
-        # graphs earlier walks retained (a Jacobian loop's rows) holds many it does not
-        # (walk_tape's reach pass, over the walk index the tape keeps up to date)
-        consts, stopmark, *heads = walk_index(T, n)
-        found = np.empty(3 * n, np.int64)
-        reachable = np.zeros(n, np.uint8)
-        m, _, _, nstops = _reach(op, a, b, np.array([i], np.int64), *heads, stopmark,
-                                 reachable, found[:n], found[n:2 * n], found[2 * n:])
-        candidates = found[2 * n:2 * n + nstops].tolist()[::-1]   # (ascending)
-        if large:
-            large = [k for k in large if reachable[k]]
-    else:
-        candidates = [head for head in T._stops if head < i]   # (none after the seed is reached)
-    steps = []
-    for head in candidates:
-        step = _flat_stop(T, head) if head in T._py else None
-        if step is None:
-            return None
-        steps.append(step)
+    heads = [head for head in T._stops if head < i]   # (none after the seed is reached)
+    large_set = set(large) if large else _NO_HEADS
     off = nel = _EMPTY_I
     aval = aadj = _EMPTY_F
     if arrays:
@@ -1832,20 +1821,16 @@ def _flat_walk(t, g, retain_graph, inputs=None):
         aval = np.concatenate(arrs + _SCRATCH, axis=None, dtype=np.float64)
         aadj = np.empty(len(aval))
         aadj.fill(-0.0)
-    if reachable is None:
-        c = T._c
-        consts = np.array(c, np.float64) if len(c) <= _FEW_HITS else walk_index(T, n)[0]
+    c = T._c
+    consts = np.array(c, np.float64) if len(c) <= _FEW_HITS else walk_index(T, n)[0]
     adj = np.empty(n)
     adj.fill(-0.0)   # (as FloatAdjoints: -0.0 + g is g)
     marks = np.zeros(2 * n, np.uint8)   # (one allocation: reached, and freed marks none yet)
     reached, freed = marks[:n], marks[n:]
-    rules = False
-    for step in steps:
-        if step[3] is None:   # (a rule: not a full sum or mean)
-            rules = True
-            break
-    fa = None   # (FlatAdjoints: made where more than numbers and laid-out arrays take part)
-    if rules or large or seed.__class__ is not float or i in arrays or \
+    # (FlatAdjoints: made where more than numbers and laid-out arrays take part; else at
+    # the first rule, below)
+    fa = None
+    if large or seed.__class__ is not float or i in arrays or \
             (arrays and len(flat) < len(arrays)):
         fa = FlatAdjoints(_FlatArrays(T, op, a, b, val, consts, freed), adj, reached, off, nel,
                           aval, aadj)
@@ -1855,45 +1840,76 @@ def _flat_walk(t, g, retain_graph, inputs=None):
     reached[i] = 1
     pos = i
     sweeps = (op, a, b, val, consts, adj, reached, freed, _EMPTY_I, off, nel, aval, aadj)
-    if steps or large:
-        # walk_tape's stops: Python ops, and large entries, each run alone on its arrays
-        work = reversed(steps) if not large else \
-            sorted(steps + [(k, 0, -1, None, False) for k in large], reverse=True)
-        with grad_mode(False) if rules else _NO_SWITCH:   # (walk_tape's grad mode)
-            for head, nout, r, scale, check in work:
-                if not nout:   # (a large entry)
-                    if pos > head:
-                        _sweep(T, sweeps, pos, head)
-                    fa.entry(head)   # (nothing where it is not reached)
-                    pos = head - 1
-                    continue
-                if pos <= head + nout:   # (only its results between: they pass reach on)
-                    if reached[pos] if nout == 1 else reached[head + 1:pos + 1].any():
-                        reached[head] = 1
-                else:
+    # walk_tape's stops: Python ops, and large entries, each run alone on its arrays.  A
+    # stop is looked at (``_flat_stop``) only once the sweep reached it; one it cannot take
+    # hands the whole walk to the general one (nothing outside this walk changed yet).
+    # Stops not reached cost a sweep call each: past _FLAT_UNREACHED of them (a tape that
+    # keeps earlier graphs: a Jacobian loop's rows with retain_graph, evaluations without
+    # backward) the general walk's reach pass, which passes them over, costs less.
+    switch = None   # (walk_tape's grad mode for the rules, set at the first one)
+    unreached = 0
+    try:
+        work = heads[::-1] if not large else sorted(heads + large, reverse=True)
+        for head in work:
+            if head in large_set:
+                if pos > head:
                     _sweep(T, sweeps, pos, head)
-                pos = head
-                if not reached[head]:
-                    continue
-                if scale is not None:   # (walk_tape's step at a full sum or mean)
-                    g = adj.item(head + 1)
-                    if scale != 1.0:
-                        g = g * scale
-                    if fa is not None:
-                        fa.add_number(r, g)
-                    elif r in arrays:   # (add_number's step for an entry in the layout)
-                        slot = aadj[off[r]:off[r] + nel[r]]
-                        slot += g
-                    else:
-                        adj[r] += g
-                    reached[r] = 1
-                else:
-                    py = pyop_at(T, head)
-                    if check:
-                        _check_saved(fa.arrays, head, py)
-                    _pyop_step(fa, py, head, None, reached, True, False)
+                fa.entry(head)   # (nothing where it is not reached)
                 pos = head - 1
-    pending = int(np.count_nonzero(reached[:pos + 1])) if steps or large else 1
+                continue
+            py = T._py.get(head)
+            if py is None:
+                return None
+            nout = pyop_nout(py)
+            if pos <= head + nout:   # (only its results between: they pass reach on)
+                if reached[pos] if nout == 1 else reached[head + 1:pos + 1].any():
+                    reached[head] = 1
+            else:
+                _sweep(T, sweeps, pos, head)
+            pos = head
+            if not reached[head]:
+                unreached += 1
+                if unreached > _FLAT_UNREACHED:
+                    return None
+                continue
+            step = _flat_stop(T, head, py)
+            if step is None:
+                return None
+            r, scale, check = step
+            if scale is not None:   # (walk_tape's step at a full sum or mean)
+                g = adj.item(head + 1)
+                if scale != 1.0:
+                    g = g * scale
+                if fa is not None:
+                    fa.add_number(r, g)
+                elif r in arrays:   # (add_number's step for an entry in the layout)
+                    slot = aadj[off[r]:off[r] + nel[r]]
+                    slot += g
+                else:
+                    adj[r] += g
+                reached[r] = 1
+            else:
+                if switch is None:
+                    switch = grad_mode(False)
+                    switch.__enter__()
+                    if fa is None:
+                        fa = FlatAdjoints(_FlatArrays(T, op, a, b, val, consts, freed), adj,
+                                          reached, off, nel, aval, aadj)
+                if py.__class__ is tuple:
+                    kind = _CALL_FACTS[py[2]][2]   # (set by _flat_stop)
+                    if kind is not None and not check and _direct_step(
+                            fa, kind, CALLS[py[2]], py[1], 1, head, reached):
+                        pos = head - 1
+                        continue
+                    py = pyop_at(T, head)
+                if check:
+                    _check_saved(fa.arrays, head, py)
+                _pyop_step(fa, py, head, None, reached, True, False)
+            pos = head - 1
+    finally:
+        if switch is not None:
+            switch.__exit__(None, None, None)
+    pending = int(np.count_nonzero(reached[:pos + 1])) if heads or large else 1
     if pending:
         _sweep(T, sweeps, pos, -1, pending)
     acc = Grads()
@@ -1957,26 +1973,35 @@ def _flat_inputs(T, inputs):
     return all(id(x) in wanted for x in T._leaves.values())
 
 
-def _flat_stop(T, head):
-    """``(head, outputs, input, scale, check)`` for the Python op at ``head`` where
-    ``_flat_walk`` can take it: an array op (not a custom Function) of float64 inputs and
-    results, nothing attached to its node; ``scale`` the factor of a full sum or mean of
-    one input to a number (``_spread_scale``: ``input`` its reference), else None (the
-    general walk's step); ``check``: does it hold index or constant tensors whose in-place
-    change ``_check_saved`` looks for (nothing else it looks for is on the tape).  Else
-    None."""
-    py = T._py[head]
-    call = pyop_array_call(py)
-    if call is None or node_state(T, head) is not None:
-        return None
-    refs, fwd = call
-    nout = pyop_nout(py)
+def _flat_stop(T, head, py):
+    """``(input, scale, check)`` for the Python op ``py`` at ``head`` where ``_flat_walk``
+    can take it: an array op (not a custom Function) of float64 inputs and results
+    (nothing attached to its node: the walk takes no tape with node hooks); ``scale`` the
+    factor of a full sum or mean of one input to a number (``_spread_scale``: ``input`` its
+    reference), else None (the general walk's step); ``check``: does it hold index or
+    constant tensors whose in-place change ``_check_saved`` looks for (nothing else it
+    looks for is on the tape).  Else None."""
+    if py.__class__ is tuple:   # (a shared call: what the walk needs of it, kept per call)
+        facts = _CALL_FACTS.get(py[2])
+        if facts is None:
+            facts = _call_facts(py[2])
+        reduction, check, _ = facts
+        refs, nout = py[1], 1
+    else:
+        if py.backward_fn is not None:
+            return None
+        fwd = py.fwd
+        refs, nout = py.inputs, py.nout
+        reduction = fwd[0] if is_full_reduction(fwd) else None
+        check = py.versions is not None or any(v.__class__ is Tensor for v in fwd[1])
     arrays = T._arr
-    if nout == 1 and len(refs) == 1 and refs[0] >= 0 and head + 1 not in arrays:
+    if reduction is not None and nout == 1 and len(refs) == 1 and refs[0] >= 0 \
+            and head + 1 not in arrays:
+        if reduction == "sum":   # (its gradient is added as walk_tape adds it)
+            return refs[0], 1.0, False
         x = arrays.get(refs[0])
-        scale = full_reduction_scale(fwd, 1 if x is None else x.size)
-        if scale is not None:   # (its gradient is added as walk_tape adds it)
-            return head, 1, refs[0], scale, False
+        return refs[0], full_reduction_scale(CALLS[py[2]] if py.__class__ is tuple else py.fwd,
+                                             1 if x is None else x.size), False
     # (a value of another float dtype: the general walk keeps its gradient in that dtype,
     # where the flat layout would hold it as float64; integer results, such as max's
     # indices, take none)
@@ -1988,9 +2013,21 @@ def _flat_stop(T, head):
         v = arrays.get(r)
         if v is not None and v.dtype != _F64:
             return None
-    check = (py.__class__ is not tuple and py.versions is not None) or \
-        any(v.__class__ is Tensor for v in fwd[1])
-    return head, nout, -1, None, check
+    return -1, None, check
+
+
+# shared call number -> (``"sum"``/``"mean"`` for a full reduction, else None; does the call
+# hold tensors; its ``direct_kind``), for ``_flat_walk``: CALLS only grows, a number's call
+# never changes
+_CALL_FACTS = {}
+_NO_HEADS = frozenset()
+
+
+def _call_facts(call):
+    fwd = CALLS[call]
+    facts = _CALL_FACTS[call] = (fwd[0] if is_full_reduction(fwd) else None,
+                                 any(v.__class__ is Tensor for v in fwd[1]), direct_kind(fwd))
+    return facts
 
 
 _F64 = np.dtype(np.float64)
@@ -2015,7 +2052,7 @@ _FLAT_ELEMENTS = 1 << 15
 # (GMM's objective has 34, a BA residual ~30).  Measured on a growing Jacobian loop (6
 # rows of a 1-op graph per call, retained): rows at the general walk's time +5-10%.
 _FLAT_STOPS = 256
-_FLAT_REACH_STOPS = 16
+_FLAT_UNREACHED = 16
 _FLAT_ARRAYS = 64
 # Elementwise entries of at least this many elements run alone on their own arrays, as the
 # general walk's large ones (``_LARGE``): laying them out copies every value.  (Higher than

@@ -283,66 +283,69 @@ def pyop_numpy_backward(py, g, ans, value):
 _BASIC_PARTS = (int, slice, type(None), type(Ellipsis))
 
 
-def pyop_basic_index(py):
-    """The index of recorded op ``py`` when it is a getitem with a basic index (ints, slices,
-    None: a view of its input), whose rule writes ``g`` at that index into zeros; else
-    None.  (The float walk adds ``g`` there into the input's adjoint itself.)"""
-    fwd = py.fwd
-    if fwd is None or fwd[0] != "getitem" or py.backward_fn is not None:
+# How the float walk runs an array call's backward itself (``direct_kind``)
+DIRECT_INDEX, DIRECT_UNBIND, DIRECT_EXPAND, DIRECT_SPREAD, DIRECT_CAT = range(5)
+
+
+def direct_kind(fwd):
+    """For a recorded array call ``fwd`` (``(name, arguments, params)``; None for a custom
+    Function's op), how the float walk runs its backward itself, with the functions its
+    rule calls and without the rule's argument building and checks (most of what these
+    cheap rules cost; the same values): ``(DIRECT_INDEX, idx)`` a getitem with a basic
+    index (ints, slices, None, Ellipsis: a view of its input), whose rule writes ``g`` at
+    ``idx`` into zeros (the walk adds ``g`` there into the input's adjoint);
+    ``(DIRECT_UNBIND, dim)``; ``(DIRECT_EXPAND,)`` an ``expand`` (an implicit broadcast
+    too) and ``(DIRECT_SPREAD, dim, keepdim, mean)`` a sum or mean over dims, on one input
+    (``spread_grad``); ``(DIRECT_CAT,)`` a ``cat`` or ``stack`` (``call_parts``); else
+    None.  A function of the call alone: the walk keeps it per shared call."""
+    if fwd is None:
         return None
-    idx = fwd[1][1]
-    c = idx.__class__
-    if c is int or c is slice or (c is tuple and builtins.all(p.__class__ in _BASIC_PARTS
-                                                              for p in idx)):
-        return idx
+    name, args, params = fwd
+    if name == "getitem":
+        idx = args[1]
+        c = idx.__class__
+        if c is int or c is slice or (c is tuple and builtins.all(p.__class__ in _BASIC_PARTS
+                                                                  for p in idx)):
+            return DIRECT_INDEX, idx
+        return None
+    if name == "unbind":
+        return DIRECT_UNBIND, params.get("dim", 0)
+    if name == "cat" or name == "stack":
+        return (DIRECT_CAT,)
+    if len(args) != 1:
+        return None
+    if name == "expand":
+        return (DIRECT_EXPAND,)
+    if (name == "sum" or name == "mean") and len(params) <= 2 and \
+            params.keys() <= {"dim", "keepdim"}:
+        return DIRECT_SPREAD, params.get("dim"), params.get("keepdim", False), name == "mean"
     return None
 
 
-def pyop_unbind_dim(py):
-    """The dim of recorded op ``py`` when it is an ``unbind``, else None."""
-    fwd = py.fwd
-    if fwd is None or fwd[0] != "unbind" or py.backward_fn is not None:
-        return None
-    return fwd[2].get("dim", 0)
-
-
-def pyop_spread_grad(py, grad, value):
-    """For a recorded ``expand`` (an implicit broadcast too) or ``sum``/``mean`` over dims,
-    on its one input: that input's gradient given ``grad()``, the result's gradient, and
-    ``value()``, the input's value (float64 NumPy values), by the functions its rule calls
-    (``sum_to``, ``_spread``: the same values), without the rule's argument building and
-    checks, most of what these cheap rules cost; else None."""
-    fwd = py.fwd
-    if fwd is None or py.backward_fn is not None or len(fwd[1]) != 1:
-        return None
-    name = fwd[0]
-    if name != "expand" and name != "sum" and name != "mean":
-        return None
-    g, x = _float64(grad()), _float64(value())
+def spread_grad(kind, g, x):
+    """The input's gradient of a ``DIRECT_EXPAND`` or ``DIRECT_SPREAD`` call (``kind``) given
+    ``g``, its result's gradient, and ``x``, the input's value (float64 NumPy values, else
+    None: the rule), by the functions its rule calls (``sum_to``, ``_spread``)."""
+    g, x = _float64(g), _float64(x)
     if g is None or x is None:
         return None
-    if name == "expand":
+    if kind[0] == DIRECT_EXPAND:
         return sum_to(g, x.shape)
-    params = fwd[2]
-    if len(params) > 2 or not params.keys() <= {"dim", "keepdim"}:
-        return None
-    if name == "mean":
+    _, dim, keepdim, mean = kind
+    if mean:
         g = g * (g.size / max(x.size, 1))
-    return _spread(g, x, params.get("dim"), params.get("keepdim", False))
+    return _spread(g, x, dim, keepdim)
 
 
-def pyop_cat_parts(py, shape_of):
-    """For a recorded ``cat`` or ``stack``: ``[(input reference, index of its part of the
-    result)]``, the slices of ``g`` its rule passes on (references -1 included: a tensor
-    without grad); else None.  ``shape_of(ref)``: an input entry's shape (None: not
-    float64)."""
-    fwd = py.fwd
-    if fwd is None or (fwd[0] != "cat" and fwd[0] != "stack") or py.backward_fn is not None:
-        return None
+def call_parts(fwd, refs, shape_of):
+    """For a recorded ``cat`` or ``stack`` call ``fwd`` with input references ``refs``:
+    ``[(input reference, index of its part of the result)]``, the slices of ``g`` its rule
+    passes on (references -1 included: a tensor without grad); else None.
+    ``shape_of(ref)``: an input entry's shape (None: not float64)."""
     parts, start, shapes = [], 0, []
     for a in fwd[1]:
         if a.__class__ is Arg:
-            shape = shape_of(py.inputs[int(a)])
+            shape = shape_of(refs[int(a)])
             if shape is None:
                 return None
             shapes.append(shape)
@@ -352,12 +355,12 @@ def pyop_cat_parts(py, shape_of):
             return None
     if fwd[0] == "stack" and shapes:   # (input k: the result's slice k along dim)
         lead = (slice(None),) * wrap_dim(fwd[2].get("dim", 0), len(shapes[0]) + 1)
-        return [(ref, lead + (k,)) for k, ref in enumerate(py.inputs)]
+        return [(ref, lead + (k,)) for k, ref in enumerate(refs)]
     if not shapes or not shapes[0]:
         return None
     dim = wrap_dim(fwd[2].get("dim", 0), len(shapes[0]))
     lead = (slice(None),) * dim
-    for ref, shape in zip(py.inputs, shapes):
+    for ref, shape in zip(refs, shapes):
         end = start + shape[dim]
         parts.append((ref, lead + (slice(start, end),)))
         start = end
