@@ -119,12 +119,18 @@ def flat_taken(monkeypatch):
     return taken
 
 
-@pytest.fixture(params=["small entries laid out", "every entry alone"])
+@pytest.fixture(params=["small entries laid out", "every entry alone", "medium entries alone"])
 def entries(request, monkeypatch):
     """The walk as it runs, and with every elementwise entry run alone on its own arrays,
-    as it runs those of ``_FLAT_LARGE`` elements or more (``FloatAdjoints.entry``)."""
+    as it runs those of ``_FLAT_LARGE`` elements or more (``FloatAdjoints.entry``), and with
+    a tape whose small arrays hold more than ``_FLAT_ELEMENTS`` elements, whose entries of
+    ``_LARGE`` elements or more then run alone (the general walk's limit, here 4 for both
+    walks: GMM's medium sizes)."""
     if request.param == "every entry alone":
         monkeypatch.setattr(engine, "_FLAT_LARGE", 1)
+    elif request.param == "medium entries alone":
+        monkeypatch.setattr(engine, "_LARGE", 4)
+        monkeypatch.setattr(engine, "_FLAT_ELEMENTS", 12)
     return request.param
 
 
