@@ -267,3 +267,76 @@ def test_a_tape_holding_recorded_gradients_takes_the_general_walk(flat_taken):
     assert flat_taken == {True: 0, False: 1}
     if torch is not None:
         np.testing.assert_allclose(out[0], out[1], rtol=1e-12)
+
+
+def _with_dead_graphs(m, dead, kind):
+    """The gradient of a small graph recorded after ``dead`` graphs that nothing reaches
+    (evaluations without backward, still on the default tape), each one Python op of a
+    number: "selects" (an element and its exp), "float32" (an element as float32: a result
+    the walk cannot take), "custom Function" (one the walk leaves to the general one)."""
+    x = m.tensor(VALUES["distinct"], dtype=m.float64, requires_grad=True)
+    keep = []
+    for k in range(dead):
+        part = x[k % 5]
+        if kind == "selects":
+            keep.append(part.exp())
+        elif kind == "float32":
+            keep.append(part.float() * 2.0)
+        else:
+            keep.append(_Twice.apply(part) if m is tg else _TorchTwice.apply(part))
+    (g,) = m.autograd.grad((x[1:3] * x[2:4]).sum() + m.max(x), x)
+    return g.numpy()
+
+
+class _Twice(tg.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2.0
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2.0
+
+
+if torch is not None:
+    class _TorchTwice(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2.0
+
+
+@pytest.mark.parametrize("kind", ["selects", "float32", "custom Function"])
+@pytest.mark.parametrize("dead", [1, 5, 40])
+def test_python_ops_the_walk_does_not_reach_are_passed_over(dead, kind, flat_taken,
+                                                            monkeypatch):
+    """A stop is looked at only once the sweep reached it: one the walk could not take is
+    no reason to turn the walk away where nothing reaches it; past ``_FLAT_UNREACHED`` stops
+    passed over (a select per dead graph, and the float32 cast or the Function on it) the
+    general walk, whose reach pass skips them, takes the walk."""
+    got = _with_dead_graphs(tg, dead, kind)
+    taken = dead * (1 if kind == "selects" else 2) <= engine._FLAT_UNREACHED
+    assert flat_taken == {True: int(taken), False: int(not taken)}
+    monkeypatch.setattr(engine, "FLAT_WALK", False)
+    np.testing.assert_array_equal(got, _with_dead_graphs(tg, dead, kind))
+    if torch is not None:
+        np.testing.assert_allclose(got, _with_dead_graphs(torch, dead, kind), rtol=1e-12)
+
+
+def test_a_reached_python_op_the_walk_cannot_take_hands_the_walk_over(flat_taken):
+    """Found during the walk (a custom Function below array ops it already ran): the general
+    walk runs from the start, with nothing of the first attempt left behind."""
+    out = []
+    for m in [tg] + ([torch] if torch is not None else []):
+        x = m.tensor(VALUES["distinct"], dtype=m.float64, requires_grad=True)
+        y = (_Twice.apply(x) if m is tg else _TorchTwice.apply(x))[1:4].sum(0) * x[0]
+        y.backward()
+        out.append(x.grad.numpy())
+    assert flat_taken == {True: 0, False: 1}
+    # d/dx0 = 2 (x1 + x2 + x3), d/dx1..3 = 2 x0
+    np.testing.assert_allclose(out[0], [4.0, 0.6, 0.6, 0.6, 0.0], rtol=1e-14)
+    if torch is not None:
+        np.testing.assert_allclose(out[0], out[1], rtol=1e-12)
