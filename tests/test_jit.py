@@ -211,7 +211,7 @@ def test_sweep_matches_engine_reverse():
     reached[out] = 1
     K.reverse(op, a, b, val, consts, adj, reached, np.zeros(n, np.uint8), np.zeros(0, np.int64),
               np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0),
-              out, -1, 1)
+              np.zeros(0, np.int64), out, -1, 1)
     np.testing.assert_array_equal(adj[:nleaves], grad)
     assert value == call.value()
 

@@ -134,7 +134,8 @@ def _same_bits(a, b):
 
 def _watch_numpy_rules(monkeypatch):
     """The names of the ops whose rules the walk runs on NumPy values from now on (a basic
-    index's gradient added into the adjoint itself counts as getitem's)."""
+    index's gradient added into the adjoint itself, in Python or in the sweep, counts as
+    getitem's)."""
     ran = []
     real = engine.pyop_numpy_backward
 
@@ -150,8 +151,15 @@ def _watch_numpy_rules(monkeypatch):
         if done:
             ran.append(fwd[0])   # (getitem, unbind, cat, stack, expand, sum or mean)
         return done
+    real_gathers = engine._gathers
+
+    def watched_gathers(T, heads, *args):
+        gather, left = real_gathers(T, heads, *args)
+        ran.extend("getitem" for _ in range(len(heads) - len(left)))   # (in the sweep)
+        return gather, left
     monkeypatch.setattr(engine, "pyop_numpy_backward", watched)
     monkeypatch.setattr(engine, "_direct_step", watched_direct)
+    monkeypatch.setattr(engine, "_gathers", watched_gathers)
     return ran
 
 

@@ -25,7 +25,7 @@ def swept(monkeypatch):
     sweep = kernels.reverse
 
     def recording_sweep(*args):
-        start, stop = args[13], args[14]
+        start, stop = args[14], args[15]
         seen.append(start - stop)
         return sweep(*args)
 

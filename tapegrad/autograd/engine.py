@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import operator
 import threading
 
@@ -711,8 +712,8 @@ class FloatAdjoints:
         """Sweep entries ``start`` down to ``stop + 1`` in Numba."""
         A = self.arrays
         status, i = K.reverse(A.op, A.a, A.b, A.val, A.consts, self.adj, self.reached, A.freed,
-                              A.dirty, self.off, self.nel, self.aval, self.aadj, start, stop,
-                              _UNBOUNDED)
+                              A.dirty, self.off, self.nel, self.aval, self.aadj, _EMPTY_I, start,
+                              stop, _UNBOUNDED)
         _check(self.tape, status, i)
 
     def entry(self, i):
@@ -1843,7 +1844,10 @@ def _flat_walk(t, g, retain_graph, inputs=None):
         adj[i] = seed
     reached[i] = 1
     pos = i
-    sweeps = (op, a, b, val, consts, adj, reached, freed, _EMPTY_I, off, nel, aval, aadj)
+    gather = _EMPTY_I
+    if arrays and heads:   # (basic indices of laid-out arrays: the sweep runs them itself)
+        gather, heads = _gathers(T, heads, arrays, off)
+    sweeps = (op, a, b, val, consts, adj, reached, freed, _EMPTY_I, off, nel, aval, aadj, gather)
     # walk_tape's stops: Python ops, and large entries, each run alone on its arrays.  A
     # stop is looked at (``_flat_stop``) only once the sweep reached it; one it cannot take
     # hands the whole walk to the general one (nothing outside this walk changed yet).
@@ -2032,6 +2036,89 @@ def _call_facts(call):
     facts = _CALL_FACTS[call] = (fwd[0] if is_full_reduction(fwd) else None,
                                  any(v.__class__ is Tensor for v in fwd[1]), direct_kind(fwd))
     return facts
+
+
+def _gathers(T, heads, arrays, off):
+    """``(gather, heads left)`` for ``_flat_walk``: the Python ops among ``heads`` that are a
+    basic index (``DIRECT_INDEX``) of a float64 array entry in the layout, whose result is
+    in it too (or a number), go to the sweep (``kernels.reverse``'s ``gather``: per entry
+    a position, then each one's input, size and map); the others stay the walk's.  Its
+    step at them was ``_direct_step``'s ``add_at``: the same sums, in the same order.
+    Where none is, ``_EMPTY_I`` and ``heads`` itself."""
+    found = None
+    for h in heads:
+        py = T._py[h]
+        if py.__class__ is tuple:
+            facts = _CALL_FACTS.get(py[2])
+            if facts is None:
+                facts = _call_facts(py[2])
+            kind = facts[2]
+            if kind is None or kind[0] != DIRECT_INDEX or facts[1]:
+                continue
+            r, key = py[1][0], py[2]
+        else:
+            fwd = py.fwd
+            if fwd is None or fwd[0] != "getitem" or py.backward_fn is not None \
+                    or py.nout != 1 or py.versions is not None:
+                continue
+            kind = direct_kind(fwd)
+            if kind is None or kind[0] != DIRECT_INDEX:
+                continue
+            r, key = py.inputs[0], None
+        x = arrays.get(r) if r >= 0 else None
+        if x is None or x.dtype != _F64 or off.item(r) < 0:
+            continue
+        v = arrays.get(h + 1)
+        if v is not None and (v.dtype != _F64 or off.item(h + 1) < 0):
+            continue
+        at = _index_map(x.shape, kind[1], key)
+        if at is None:
+            continue
+        if found is None:
+            found = []
+        found.append((h, r, at))
+    if found is None:
+        return _EMPTY_I, heads
+    n = len(off)
+    ptr = np.full(n, -1, np.int64)
+    parts, pos = [ptr], n
+    for h, r, at in found:
+        ptr[h] = pos
+        parts.append(np.array((r, len(at)), np.int64))
+        parts.append(at)
+        pos += 2 + len(at)
+    taken = {h for h, _, _ in found}
+    return np.concatenate(parts), [h for h in heads if h not in taken]
+
+
+def _index_map(shape, idx, call):
+    """The flat position in an array of ``shape`` of each element of its basic index
+    ``idx`` (C order, as the layout holds both); kept per shape and index (``call``: the
+    index's shared call number, or None); None for an index NumPy does not take."""
+    key = (shape, call) if call is not None else (shape, _index_key(idx))
+    at = _INDEX_MAPS.get(key)
+    if at is None:
+        try:
+            at = np.ascontiguousarray(np.arange(math.prod(shape), dtype=np.int64)
+                                      .reshape(shape)[idx], dtype=np.int64).reshape(-1)
+        except (IndexError, TypeError, ValueError):
+            return None
+        if len(_INDEX_MAPS) >= _INDEX_MAPS_LIMIT:
+            _INDEX_MAPS.clear()
+        _INDEX_MAPS[key] = at
+    return at
+
+
+def _index_key(idx):
+    """A basic index as a key (slices are not hashable before Python 3.12)."""
+    parts = idx if idx.__class__ is tuple else (idx,)
+    return tuple((p.start, p.stop, p.step) if p.__class__ is slice else
+                 ("...",) if p is Ellipsis else p for p in parts)
+
+
+# (shape, index) -> _index_map's positions: an objective's slices, every call
+_INDEX_MAPS = {}
+_INDEX_MAPS_LIMIT = 4096
 
 
 _F64 = np.dtype(np.float64)

@@ -2399,8 +2399,8 @@ def reverse_entry(op, a, b, adj, reached, freed, dirty, i, g, sg, out, x, sx, y,
 
 
 @jit
-def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, aadj, start, stop,
-            pending):
+def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, aadj, gather,
+            start, stop, pending):
     """Walk entries ``start`` down to ``stop + 1``, accumulating adjoints of reached entries.
 
     An operand reference ``r >= 0`` is an entry; ``r < 0`` is the constant ``consts[-r - 1]``
@@ -2408,6 +2408,13 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
     adjoint in ``val``/``adj``; array entries (``off[i] >= 0``) keep ``nel[i]`` elements at
     ``off[i]`` in ``aval``/``aadj``, whose last three slots are scratch (a number
     operand's value and terms).
+    ``gather`` (empty, or one slot per entry and then the maps): a Python op's head ``h``
+    with ``gather[h] = p >= 0`` is a basic index ``x[idx]`` (a view) of an array entry in
+    the layout, whose backward the sweep runs itself: ``gather[p]`` is x's entry,
+    ``gather[p + 1]`` the number ``k`` of the result's elements (entry ``h + 1``, in the
+    layout or a number) and ``gather[p + 2:p + 2 + k]`` the flat position in x of each;
+    the result's gradient is added into x's adjoint there, ``+0.0`` everywhere else
+    (``FloatAdjoints.add_at``: PyTorch's zeros with g written at idx, then added).
     Returns ``(0, -1)``, or ``(1, i)`` when entry ``i`` was
     freed by an earlier backward, or ``(2, i)`` when an input entry ``i`` saved was modified
     in place after it was recorded.  ``pending`` counts the reached entries in the range not
@@ -2416,6 +2423,7 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
     """
     has_arr = off.shape[0] > 0
     has_dirty = dirty.shape[0] > 0
+    has_gather = gather.shape[0] > 0
     scratch = aval.shape[0] - 3   # (the three scratch slots: one per operand)
     for i in range(start, stop, -1):
         if pending == 0:
@@ -2430,6 +2438,23 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
                 if reached[h] == 0 and h > stop:
                     pending += 1
                 reached[h] = 1
+            elif has_gather and o == PYFUNC and gather[i] >= 0:
+                p = gather[i]
+                r = gather[p]
+                k = gather[p + 1]
+                ox = off[r]
+                og = off[i + 1]   # (-1: a number result, its adjoint in adj)
+                part = np.empty(k)
+                for j in range(k):
+                    part[j] = aadj[ox + gather[p + 2 + j]] + (aadj[og + j] if og >= 0
+                                                              else adj[i + 1])
+                for j in range(nel[r]):
+                    aadj[ox + j] += 0.0
+                for j in range(k):
+                    aadj[ox + gather[p + 2 + j]] = part[j]
+                if reached[r] == 0 and r > stop:
+                    pending += 1
+                reached[r] = 1
             continue
         if NO_GRAD[o]:
             continue
