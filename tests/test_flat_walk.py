@@ -33,6 +33,10 @@ PROGRAMS = {
 # broadcasts, sums over dims, unbind), NumPy rules, tensor rules, several results
 ARRAY_PROGRAMS = {
     "index and cat": lambda m, x: m.cat([x[1:3] * 2.0, x[:2].exp(), x[4:]]).tanh().sum(),
+    # basic indices the sweep runs itself (steps, None, Ellipsis, a row, an element), a -0.
+    # gradient through one (its input's other elements get +0.)
+    "basic indices": lambda m, x: (x.reshape(2, -1)[:, 1:3][1] * x[None, 1:3][0]).sum()
+    + (x.reshape(2, -1)[..., 0] * x[::2][:2]).prod() + x[2] * -0.0 + x[:2].sum() * -0.0,
     "matmul": lambda m, x: (x.reshape(2, -1) @ x[:x.shape[0] // 2]).sin().sum(),
     "broadcast and sum over a dim": lambda m, x: (x.reshape(2, -1).sum(0) * x.reshape(2, -1)
                                                   - x[:2].reshape(2, 1)).mean(),
@@ -130,7 +134,7 @@ def entries(request, monkeypatch):
         monkeypatch.setattr(engine, "_FLAT_LARGE", 1)
     elif request.param == "medium entries alone":
         monkeypatch.setattr(engine, "_LARGE", 4)
-        monkeypatch.setattr(engine, "_FLAT_ELEMENTS", 12)
+        monkeypatch.setattr(engine, "_FLAT_ELEMENTS", 24)
     return request.param
 
 
