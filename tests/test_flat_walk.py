@@ -287,23 +287,14 @@ def _with_dead_graphs(m, dead, kind):
         elif kind == "float32":
             keep.append(part.float() * 2.0)
         else:
-            keep.append(_Twice.apply(part) if m is tg else _TorchTwice.apply(part))
+            keep.append(_twice(m).apply(part))
     (g,) = m.autograd.grad((x[1:3] * x[2:4]).sum() + m.max(x), x)
     return g.numpy()
 
 
-class _Twice(tg.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2.0
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 2.0
-
-
-if torch is not None:
-    class _TorchTwice(torch.autograd.Function):
+def _twice(m):
+    """A custom Function of library ``m`` (its ``Function``): ``2 x``, its own backward."""
+    class Twice(m.autograd.Function):
         @staticmethod
         def forward(ctx, x):
             return x * 2.0
@@ -311,6 +302,7 @@ if torch is not None:
         @staticmethod
         def backward(ctx, g):
             return g * 2.0
+    return Twice
 
 
 @pytest.mark.parametrize("kind", ["selects", "float32", "custom Function"])
@@ -337,7 +329,7 @@ def test_a_reached_python_op_the_walk_cannot_take_hands_the_walk_over(flat_taken
     out = []
     for m in [tg] + ([torch] if torch is not None else []):
         x = m.tensor(VALUES["distinct"], dtype=m.float64, requires_grad=True)
-        y = (_Twice.apply(x) if m is tg else _TorchTwice.apply(x))[1:4].sum(0) * x[0]
+        y = _twice(m).apply(x)[1:4].sum(0) * x[0]
         y.backward()
         out.append(x.grad.numpy())
     assert flat_taken == {True: 0, False: 1}
