@@ -3,6 +3,8 @@
 leaf, is one sweep call between those ops and the general walk's step at each.  It must
 take those walks, give the general walk's gradients bit for bit (and PyTorch's), free what
 it frees, and leave every other walk to the general one."""
+import math
+
 import numpy as np
 import pytest
 
@@ -337,3 +339,30 @@ def test_a_reached_python_op_the_walk_cannot_take_hands_the_walk_over(flat_taken
     np.testing.assert_allclose(out[0], [4.0, 0.6, 0.6, 0.6, 0.0], rtol=1e-14)
     if torch is not None:
         np.testing.assert_allclose(out[0], out[1], rtol=1e-12)
+
+
+@pytest.mark.parametrize("n", [engine._LANES_FROM - 1, engine._LANES_FROM, 20000])
+def test_a_number_broadcast_over_a_large_entry_sums_its_terms_in_lanes(n, monkeypatch):
+    """``s`` (a number entry) times an array of ``n`` elements: s's gradient is the sum of
+    its terms ``x[k]`` -- one by one from +0. below ``_LANES_FROM`` elements (the flat
+    layout's order), in eight lanes from there (``_sum_lanes``), the same in both walks and
+    within rounding of the exact sum and of PyTorch's."""
+    xs = np.random.default_rng(7).standard_normal(n) * 1e3
+    grads = []
+    for flat in (True, False):
+        monkeypatch.setattr(engine, "FLAT_WALK", flat)
+        w = tg.tensor(0.75, dtype=tg.float64, requires_grad=True)
+        x = tg.tensor(xs, dtype=tg.float64)
+        s = w * 2.0
+        (g,) = tg.autograd.grad((x * s).sum(), w)
+        grads.append(g.item())
+    assert grads[0] == grads[1]
+    terms = xs.copy()   # (d(x s)/ds = x, times the sum's gradient 1.0)
+    want = engine._sum_lanes(terms) if n >= engine._LANES_FROM else \
+        engine._sum_in_order(terms)
+    assert grads[0] == want * 2.0
+    assert abs(grads[0] - 2.0 * math.fsum(xs)) <= 1e-9 * np.abs(xs).sum()
+    if torch is not None:
+        w = torch.tensor(0.75, dtype=torch.float64, requires_grad=True)
+        (g,) = torch.autograd.grad((torch.tensor(xs) * (w * 2.0)).sum(), w)
+        assert abs(g.item() - grads[0]) <= 1e-12 * np.abs(xs).sum()

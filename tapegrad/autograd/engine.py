@@ -469,6 +469,43 @@ def _sum_in_order(t):
 
 
 @jit
+def _sum_lanes(t):
+    """``+0.`` plus the terms of ``t`` in eight running sums from ``+0.`` (lane ``j``: the
+    terms ``j``, ``j + 8``, ... in order), then ``((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7))``:
+    how a number entry's terms over an entry of ``_LANES_FROM`` elements or more are summed
+    (4x faster than one running sum, ``_sum_in_order``, and closer to the exact sum)."""
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    n = t.shape[0]
+    m = n - n % 8
+    for k in range(0, m, 8):
+        s0 += t[k]
+        s1 += t[k + 1]
+        s2 += t[k + 2]
+        s3 += t[k + 3]
+        s4 += t[k + 4]
+        s5 += t[k + 5]
+        s6 += t[k + 6]
+        s7 += t[k + 7]
+    for k in range(m, n):
+        j = k - m
+        if j == 0:
+            s0 += t[k]
+        elif j == 1:
+            s1 += t[k]
+        elif j == 2:
+            s2 += t[k]
+        elif j == 3:
+            s3 += t[k]
+        elif j == 4:
+            s4 += t[k]
+        elif j == 5:
+            s5 += t[k]
+        else:
+            s6 += t[k]
+    return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+
+
+@jit
 def _place(off, nel, flat, sizes):
     """The flat layout's offsets (-1 for entries outside it) and sizes per entry, for the
     array entries ``flat`` of sizes ``sizes``, laid out in that order."""
@@ -736,11 +773,21 @@ class FloatAdjoints:
         else:
             g = _elements(g)
         vals, adjs, sums = [], [], []   # (value, step) and (adjoint, mode) per operand
+        lanes = None
         read = VALUE_READ[o]
         for j, r in enumerate((ra, rb, rc)):
             if r < 0:     # a constant number (or the unused operand): no adjoint
                 vals += [A.consts[-r - 1:-r], 0]
                 adjs += [_EMPTY_F, 0]
+            elif r not in arrays and out.shape[0] >= _LANES_FROM:
+                # a number entry broadcast over a large entry: its terms set in an array of
+                # their own, summed in lanes (``_sum_lanes``), then added to its adjoint
+                n = out.shape[0]
+                vals += [np.full(n, A.val[r]) if read[j] else out, 1]
+                terms = np.empty(n)
+                lanes = [] if lanes is None else lanes
+                lanes.append((r, terms))
+                adjs += [terms, 2]
             elif r not in arrays:   # a number entry broadcast over the elements: its terms
                 vals += [A.val[r:r + 1], 0]   # summed from +0. first, then added to its
                 total = np.zeros(1)           # adjoint (PyTorch's sum_to_size)
@@ -804,6 +851,9 @@ class FloatAdjoints:
             total[0] = _sum_in_order(t)
         for r, total in sums:
             self.adj[r] += total[0]
+        if lanes is not None:
+            for r, terms in lanes:
+                self.adj[r] += _sum_lanes(terms)
 
     def _flat(self, i):
         """Offset of array entry ``i`` in ``aadj``, or -1 when it lives in ``side``."""
@@ -2145,6 +2195,10 @@ _FLAT_ELEMENTS = 1 << 15
 _FLAT_STOPS = 256
 _FLAT_UNREACHED = 16
 _FLAT_ARRAYS = 64
+# A number entry broadcast over an elementwise entry of at least this many elements sums
+# its terms in lanes (``_sum_lanes``: 4-5x faster), one by one below (the sweep's order in
+# the flat layout, which holds smaller entries only: both walks sum alike at every size).
+_LANES_FROM = 1 << 14
 # Elementwise entries of at least this many elements run alone on their own arrays, as the
 # general walk's large ones (``_LARGE``): laying them out copies every value.  (Higher than
 # _LARGE: a walk that lays out every small array of a small tape copied up to ~60,000
