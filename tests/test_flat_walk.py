@@ -366,3 +366,51 @@ def test_a_number_broadcast_over_a_large_entry_sums_its_terms_in_lanes(n, monkey
         w = torch.tensor(0.75, dtype=torch.float64, requires_grad=True)
         (g,) = torch.autograd.grad((torch.tensor(xs) * (w * 2.0)).sum(), w)
         assert abs(g.item() - grads[0]) <= 1e-12 * np.abs(xs).sum()
+
+
+def _general_walk_indices(m, case):
+    x = m.tensor(VALUES["distinct"] + [1.7], dtype=m.float64, requires_grad=True)
+    w = m.tensor([0.5, -2.0], dtype=m.float64, requires_grad=True)
+    u = x * 1.5   # (the walk's layout holds what elementwise entries read and write)
+    part = u[1:3]
+    seen = []
+    if case == "hook on a slice's result":
+        part.register_hook(lambda g: g * 3.0)
+    elif case == "node hook on a slice":
+        part.grad_fn.register_hook(lambda grads_in, grads_out: seen.append(1))
+    y = (part * w).sin().sum() + (u[None, 2:5][0] * x[4]).prod() + u[::2].max()
+    if case == "inputs= prunes":   # (v's branch is pruned)
+        v = m.tensor([0.25, 4.0], dtype=m.float64, requires_grad=True)
+        return [g.numpy() for g in m.autograd.grad(y + ((v * 1.0)[1:] * 2.0).sum(), (x, w))]
+    y.backward()
+    assert case != "node hook on a slice" or seen == [1]
+    return [x.grad.numpy(), w.grad.numpy()]
+
+
+@pytest.mark.parametrize("case", ["plain", "hook on a slice's result", "node hook on a slice",
+                                  "inputs= prunes"])
+def test_the_general_walk_runs_basic_indices_in_the_sweep(case, monkeypatch):
+    """The general walk (a hook, a node hook, an input that is not every leaf: the one-call
+    walk turns these away) hands basic indices to the sweep too, except where something is
+    attached to the node or the walk prunes it: the gradients of the walk that runs every
+    index in Python (``_gathers`` taking none) bit for bit, and PyTorch's."""
+    real = engine._gathers
+    taken = []
+
+    def counted(*args, **kw):
+        gather, left = real(*args, **kw)
+        taken.append(len(args[1]) - len(left))
+        return gather, left
+    monkeypatch.setattr(engine, "FLAT_WALK", False)
+    monkeypatch.setattr(engine, "_gathers", counted)
+    got = _general_walk_indices(tg, case)
+    # (u[1:3] and x[4]: both ends in the layout; u[1:3] not where its node has a hook)
+    assert sum(taken) == (1 if case == "node hook on a slice" else 2)
+    monkeypatch.setattr(engine, "_gathers", lambda T, heads, *args, **kw: (engine._EMPTY_I,
+                                                                           heads))
+    for a, b in zip(got, _general_walk_indices(tg, case)):
+        np.testing.assert_array_equal(a, b)
+        assert np.array_equal(np.signbit(a), np.signbit(b))
+    if torch is not None:
+        for a, b in zip(got, _general_walk_indices(torch, case)):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)

@@ -153,8 +153,8 @@ def _watch_numpy_rules(monkeypatch):
         return done
     real_gathers = engine._gathers
 
-    def watched_gathers(T, heads, *args):
-        gather, left = real_gathers(T, heads, *args)
+    def watched_gathers(T, heads, *args, **kw):
+        gather, left = real_gathers(T, heads, *args, **kw)
         ran.extend("getitem" for _ in range(len(heads) - len(left)))   # (in the sweep)
         return gather, left
     monkeypatch.setattr(engine, "pyop_numpy_backward", watched)

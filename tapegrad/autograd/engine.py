@@ -657,7 +657,7 @@ class FloatAdjoints:
 
     create_graph = False
     __slots__ = ("tape", "arrays", "adj", "reached", "off", "nel", "aval", "aadj", "side", "owned",
-                 "spread", "needed", "executed", "hits", "stops", "large")
+                 "spread", "needed", "executed", "hits", "stops", "large", "gather")
 
     def __init__(self, arrays, hits, swept):
         T = self.tape = arrays.tape
@@ -683,6 +683,7 @@ class FloatAdjoints:
             self.aadj = _EMPTY_F
         self.side = {}
         self.owned = set()
+        self.gather = _EMPTY_I   # (basic indices the sweep runs itself: ``_gathers``)
         # entries whose ``side`` adjoint is still one number broadcast (a read-only view, as
         # a sum's gradient comes): large entries read it as it is, anything else gets it
         # written out first
@@ -749,8 +750,8 @@ class FloatAdjoints:
         """Sweep entries ``start`` down to ``stop + 1`` in Numba."""
         A = self.arrays
         status, i = K.reverse(A.op, A.a, A.b, A.val, A.consts, self.adj, self.reached, A.freed,
-                              A.dirty, self.off, self.nel, self.aval, self.aadj, _EMPTY_I, start,
-                              stop, _UNBOUNDED)
+                              A.dirty, self.off, self.nel, self.aval, self.aadj, self.gather,
+                              start, stop, _UNBOUNDED)
         _check(self.tape, status, i)
 
     def entry(self, i):
@@ -1444,6 +1445,8 @@ def walk_tape(T, seeds, create_graph, inputs=None, before_hooks=None, one_root=F
     if large:   # (each runs alone, at a stop of its own)
         stops = sorted(set(stops).union(large), reverse=True)
         large = set(large)
+    if numpy_rules and len(adj.off) and stops:   # (basic indices the sweep runs itself)
+        adj.gather, stops = _gathers(T, stops, T._arr, adj.off, needed)
     pos = start
     # Python code runs at the stops only (hooks, Python backwards) and sees grad mode set
     # to create_graph, as in PyTorch; a walk whose stops run none (no stops, or only full
@@ -1896,7 +1899,7 @@ def _flat_walk(t, g, retain_graph, inputs=None):
     pos = i
     gather = _EMPTY_I
     if arrays and heads:   # (basic indices of laid-out arrays: the sweep runs them itself)
-        gather, heads = _gathers(T, heads, arrays, off)
+        gather, heads = _gathers(T, heads, arrays, off, states=False)
     sweeps = (op, a, b, val, consts, adj, reached, freed, _EMPTY_I, off, nel, aval, aadj, gather)
     # walk_tape's stops: Python ops, and large entries, each run alone on its arrays.  A
     # stop is looked at (``_flat_stop``) only once the sweep reached it; one it cannot take
@@ -2004,6 +2007,7 @@ class FlatAdjoints(FloatAdjoints):
         self.tape, self.arrays, self.adj, self.reached = arrays.tape, arrays, adj, reached
         self.off, self.nel, self.aval, self.aadj = off, nel, aval, aadj
         self.side, self.owned, self.spread, self.large = {}, set(), set(), ()
+        self.gather = _EMPTY_I
 
 
 class _FlatArrays:
@@ -2088,16 +2092,22 @@ def _call_facts(call):
     return facts
 
 
-def _gathers(T, heads, arrays, off):
-    """``(gather, heads left)`` for ``_flat_walk``: the Python ops among ``heads`` that are a
-    basic index (``DIRECT_INDEX``) of a float64 array entry in the layout, whose result is
-    in it too (or a number), go to the sweep (``kernels.reverse``'s ``gather``: per entry
-    a position, then each one's input, size and map); the others stay the walk's.  Its
-    step at them was ``_direct_step``'s ``add_at``: the same sums, in the same order.
-    Where none is, ``_EMPTY_I`` and ``heads`` itself."""
+def _gathers(T, heads, arrays, off, needed=None, states=True):
+    """``(gather, heads left)`` for a float walk: the Python ops among the stops ``heads``
+    that are a basic index (``DIRECT_INDEX``) of a float64 array entry in the layout, whose
+    result is in it too (or a number), with nothing attached to their node and not pruned
+    (``needed``; ``states``: look for node hooks, which ``_flat_walk`` turned away), go
+    to the sweep (``kernels.reverse``'s ``gather``: per entry a position,
+    then each one's input, size and map); the others stay the walk's.  Its step at them
+    was ``_direct_step``'s ``add_at``: the same sums, in the same order.  Where none is,
+    ``_EMPTY_I`` and ``heads`` itself."""
     found = None
+    py_ops = T._py
     for h in heads:
-        py = T._py[h]
+        py = py_ops.get(h)
+        if py is None or (needed is not None and not needed[h]) or \
+                (states and node_state(T, h) is not None):
+            continue
         if py.__class__ is tuple:
             facts = _CALL_FACTS.get(py[2])
             if facts is None:
