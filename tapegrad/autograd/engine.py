@@ -471,9 +471,13 @@ def _sum_in_order(t):
 @jit
 def _sum_lanes(t):
     """``+0.`` plus the terms of ``t`` in eight running sums from ``+0.`` (lane ``j``: the
-    terms ``j``, ``j + 8``, ... in order), then ``((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7))``:
-    how a number entry's terms over an entry of ``_LANES_FROM`` elements or more are summed
-    (4x faster than one running sum, ``_sum_in_order``, and closer to the exact sum)."""
+    terms ``j``, ``j + 8``, ... in order), then ``((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7))``
+    and the last ``n % 8`` terms in order: how a number entry's terms over an entry of
+    ``_LANES_FROM`` elements or more are summed (4x faster than one running sum,
+    ``_sum_in_order``, and closer to the exact sum).  ``array_ops._sum_last`` sums a row
+    alike from an offset into a flat array; indices counted from 0, as here, are what
+    lets LLVM vectorize the loop (Numba cannot drop its negative-index check on
+    ``lo + k``): 23 against 53 us for 160,000 terms."""
     s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
     n = t.shape[0]
     m = n - n % 8
@@ -486,23 +490,10 @@ def _sum_lanes(t):
         s5 += t[k + 5]
         s6 += t[k + 6]
         s7 += t[k + 7]
+    total = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
     for k in range(m, n):
-        j = k - m
-        if j == 0:
-            s0 += t[k]
-        elif j == 1:
-            s1 += t[k]
-        elif j == 2:
-            s2 += t[k]
-        elif j == 3:
-            s3 += t[k]
-        elif j == 4:
-            s4 += t[k]
-        elif j == 5:
-            s5 += t[k]
-        else:
-            s6 += t[k]
-    return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+        total += t[k]
+    return total
 
 
 @jit
