@@ -1793,8 +1793,11 @@ def run_backward(tensors, grad_tensors, retain_graph, inputs=None, create_graph=
 def _flat_walk(t, g, retain_graph, inputs=None):
     """The walk of ``run_backward`` from ``t`` seeded with ``g`` (its ``grad_tensors``
     entry: None for ones; ``t`` float64, a number or an array) where its tape holds
-    nothing the general walk's setup is for: elementwise entries and array ops (not
-    custom Functions) of float64 values; no links to other tapes, hooks, retained tensors,
+    nothing the general walk's setup is for: elementwise entries and array ops of float64
+    values (a custom Function, or a result of another dtype, only where the walk does not
+    reach it: it looks at a Python op once the sweep reached it, and returns None at one it
+    cannot take, or past ``_FLAT_UNREACHED`` ones passed unreached, nothing outside it
+    changed by then); no links to other tapes, hooks, retained tensors,
     node hooks, in-place changes, freed entries or changed constant tensors; at most
     ``_SMALL`` entries, ``_FLAT_STOPS`` Python ops and ``_FLAT_ELEMENTS`` array elements; not
     on a tape a create_graph walk recorded gradients onto (``T._gradients``): a walk from
@@ -1805,7 +1808,8 @@ def _flat_walk(t, g, retain_graph, inputs=None):
     and hold every leaf of the tape: then every entry leads to one of them, and the walk
     runs and frees what the general walk's pruning would.  Every array of the tape is laid
     out (``FlatAdjoints``), not only those the graph reaches; one sweep call between Python
-    ops (one in all without any), and at each the general walk's step (``_pyop_step``; a
+    ops (one in all without any; basic indices run inside it, ``_gathers``), and at each
+    the general walk's step (``_pyop_step``; a
     full sum's or mean's gradient added as ``_spread_scale``'s): the same kernel, seed,
     adjoint start, reach and freed marks as ``walk_tape`` and ``run_backward``'s (the tests
     run both: the ``both_walks`` fixture).  None where it does not apply, before anything
@@ -2187,12 +2191,13 @@ FLAT_WALK = True
 _FLAT_ELEMENTS = 1 << 15
 # A tape that keeps what earlier walks retained (a Jacobian loop's rows with retain_graph)
 # grows by a graph per row: looking at every Python op of it, reached or not, made its rows
-# cost 2-13x the general walk's, which only goes where the graph reaches.  Past
-# _FLAT_REACH_STOPS Python ops the one-call walk takes the general walk's reach pass first
-# (``_reach``, ~7-13 us on a fresh tape: not for fewer, a BA residual has 14) and looks
-# only at those it reaches; every array is still laid out: at most _FLAT_ARRAYS of them
-# (GMM's objective has 34, a BA residual ~30).  Measured on a growing Jacobian loop (6
-# rows of a 1-op graph per call, retained): rows at the general walk's time +5-10%.
+# cost 2-13x the general walk's, which only goes where the graph reaches.  The one-call
+# walk looks at a Python op only once the sweep reached it (one not reached costs a sweep
+# call); past _FLAT_UNREACHED of those it hands the walk to the general one, whose reach
+# pass skips them (run here first, that pass cost 25-35 us on every fresh tape of more
+# than 16 ops).  Every array is still laid out: at most _FLAT_ARRAYS of them (GMM's
+# objective has 34, a BA residual ~30).  Measured on a growing Jacobian loop (6 rows of a
+# 1-op graph per call, retained; benchmarks/walks.py): rows at the general walk's time +1%.
 _FLAT_STOPS = 256
 _FLAT_UNREACHED = 16
 _FLAT_ARRAYS = 64
