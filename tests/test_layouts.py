@@ -31,6 +31,11 @@ CASES = {
                                         (rng.random((2, 3, 4, 5)), rng.random((2, 5, 4, 3))), (60, 1, 5, 20)),
     "comparison of a transposed": (lambda m, x, y: x.t() > y, (X, Y), (1, 5)),
     "where of transposed": (lambda m, x, y: m.where(x.t() > 0.5, x.t(), y), (X, Y), (1, 5)),
+    # slices whose strides fall from dim to dim (torch_layout's early C-order return)
+    "slice times slice": (lambda m, x: x[:, :3] * x[:, 3:], (rng.random((4, 6)),), (3, 1)),
+    "slice times a transposed": (lambda m, x, y: x[:, :4] * y[:4].t(), (rng.random((4, 6)), rng.random((6, 4))), (4, 1)),
+    "transposed times a slice": (lambda m, x, y: y[:4].t() * x[:, :4], (rng.random((4, 6)), rng.random((6, 4))), (1, 4)),
+    "slice with a dim of size 1 plus a number": (lambda m, z: z[:, :, ::2] + 1.0, (rng.random((3, 1, 6)),), (3, 3, 1)),
 }
 
 

@@ -62,6 +62,8 @@ def torch_layout(v, operands):
     shape = v.shape
     if len(shape) < 2 or v.size == 0:
         return v
+    if v.flags.c_contiguous and _c_ordered(operands, shape):
+        return v
     dims = [d for d in range(len(shape)) if shape[d] != 1]
     strides = []
     for x in operands:
@@ -102,6 +104,27 @@ def torch_layout(v, operands):
     out = np.empty([shape[d] for d in order], v.dtype).transpose(np.argsort(order))
     np.copyto(out, v)
     return out
+
+
+def _c_ordered(operands, shape):
+    """Does every array among ``operands`` have the result's ``shape`` with strides that
+    fall strictly from dim to dim (dims of size 1 aside): a slice or a block of rows or
+    columns, the common non-contiguous operand?  Then every comparison of
+    ``torch_layout``'s ordering keeps C order, and its loop is skipped (3 of an
+    ``exp(icf[:, :d])``'s 4.4 us)."""
+    for x in operands:
+        if x.__class__ is not np.ndarray or not x.ndim:
+            continue
+        if x.shape != shape:
+            return False
+        last = None
+        for n, s in zip(shape, x.strides):
+            if n == 1:
+                continue
+            if s <= 0 or (last is not None and s >= last):
+                return False
+            last = s
+    return True
 
 
 def broadcast_view(v, shape):

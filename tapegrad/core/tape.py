@@ -40,7 +40,8 @@ ROLLOVER_BYTES = 64 << 20
 # (its objective ran 1.5-4x slower while they faulted in).  Only then: handing over while
 # a result lives links it from the new tape when the expression goes on with it, and an
 # evaluation loop that hands over at the same point of every call (``(a + b) - 2 * (c @ p)``
-# at ``@``) made a chain of linked tapes that kept every call's arrays.
+# at ``@``) made a chain of linked tapes that kept every call's arrays.  After _SOFT_TRIES
+# such checks found a result alive, it retires as a full tape does (``next_tape``).
 SOFT_ROLLOVER_BYTES = 4 << 20
 # An array of LARGE_ARRAY elements or more counts at once towards a flush (and so towards
 # the rollovers above): a flush every ARRAY_CHUNK entries held 465 MB of k-means arrays
@@ -49,7 +50,7 @@ SOFT_ROLLOVER_BYTES = 4 << 20
 # array op, nothing beside an op on 4,096 elements.)
 LARGE_ARRAY = 1 << 12
 _LARGE_FLUSH_BYTES = 2 << 20
-_SOFT_TRIES = 8            # failed checks before a soft retiring tape waits for more bytes
+_SOFT_TRIES = 8            # failed checks before a soft retiring tape retires as a full one
 UNREGISTERED_LEAF = "unregistered-leaf"   # a leaf's _tape when no tape holds it
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SAMPLED = 64   # new arrays sized at a flush; more are estimated from these
@@ -146,7 +147,7 @@ class Tape:
     __slots__ = ("_rec_op", "_rec_a", "_rec_b", "_rec_val", "_c", "_base", "_stored_op", "_stored_a", "_stored_b", "_stored_val",
                  "_arr", "_leaves", "_leaf_of", "_owner", "_links", "_linkcache", "_py", "_hooks", "_retain",
                  "_stops", "_freed", "_dirty", "_const_sources", "_const_entries", "_tensor_consts", "_cmap", "_reads", "_changes", "_guards",
-                 "_walk_index", "_walk_plan", "_released", "rewrite_array_op", "_arr_seen", "_arr_bytes", "_retiring", "_soft_bytes", "_large_bytes",
+                 "_walk_index", "_walk_plan", "_released", "rewrite_array_op", "_arr_seen", "_arr_bytes", "_retiring", "_large_bytes",
                  "_gradients", "__weakref__")
 
     def __init__(self):
@@ -162,7 +163,6 @@ class Tape:
         self._retiring = 0         # the default tape is full (its length then): the next op
         #   that starts a new expression records on a fresh one (``next_tape``); negative
         #   (minus the tries left) past SOFT_ROLLOVER_BYTES: the same, once nothing of it lives
-        self._soft_bytes = SOFT_ROLLOVER_BYTES   # array bytes at which it next retires softly
         self._large_bytes = 0      # bytes of large arrays appended since the last flush
         self._leaves = {}          # entry -> leaf Tensor (gets .grad)
         self._leaf_of = {}         # id(leaf) -> its entry here (leaves shared across threads)
@@ -252,7 +252,7 @@ class Tape:
             if thread_state.implicit is not self:
                 pass
             elif end < CHUNK and not self._holds_too_much(reading):
-                if self._retiring == 0 and self._arr_bytes >= self._soft_bytes:
+                if self._retiring == 0 and self._arr_bytes >= SOFT_ROLLOVER_BYTES:
                     self._retiring = -_SOFT_TRIES
             else:
                 # a full chunk (or too much array memory) on the default tape: it retires, so
@@ -553,8 +553,14 @@ def next_tape(T, tensors):
             return T
     if T._retiring < 0 and not T._unreferenced():   # (soft: see SOFT_ROLLOVER_BYTES)
         T._retiring += 1
-        if T._retiring == 0:    # (a result kept alive: wait for twice the bytes)
-            T._soft_bytes = 2 * T._arr_bytes
+        if T._retiring == 0:
+            # a result kept alive (a user's variable, Jupyter's Out): the tape cannot be
+            # freed, but it need not grow.  It retires as a full one does, at the next op
+            # that starts a new expression: waiting for more bytes (twice, up to
+            # ROLLOVER_BYTES) kept every later op's arrays, fresh pages each (a 10 x 1,000
+            # matmul 60 us against 19).  A link to it from there keeps it alive no longer
+            # than the result does: the next tape retires softly on its own.
+            T._retiring = len(T)
         return T
     return successor(T)
 
