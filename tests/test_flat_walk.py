@@ -414,3 +414,83 @@ def test_the_general_walk_runs_basic_indices_in_the_sweep(case, monkeypatch):
     if torch is not None:
         for a, b in zip(got, _general_walk_indices(torch, case)):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+
+
+# broadcasts and sums over dims the sweep runs itself (``spread_run``), and ones it leaves
+# to Python: a run ending at the last axis (NumPy sums it pairwise), a broadcast summed
+# twice (leading dims, then dims of size 1); -0. gradients through them
+SPREAD_PROGRAMS = {
+    "a broadcast over a middle dim": lambda m, x: (x.reshape(2, 3, -1)
+                                                   * x.reshape(2, 3, -1).sum(1, keepdim=True)
+                                                   ).sin().sum(),
+    "leading dims": lambda m, x: (x.reshape(3, -1).sum(0) * x.reshape(3, -1)).sin().sum()
+    + (x.reshape(-1, 2)[None] * x.reshape(-1, 2)).sin().mean(),
+    "the last axis, and summed twice": lambda m, x: (
+        x.reshape(-1, 2).sum(1, keepdim=True) * x.reshape(-1, 2)).sum()
+        + (x.reshape(-1, 1)[:2] * x.reshape(1, -1)).sin().sum()
+        + (x.reshape(1, -1)[:, 1:3] * (m.cat([x, x])[:12] * 2.0).reshape(3, 2, 2)).sin().sum(),
+    "-0. gradients": lambda m, x: (x.reshape(2, -1).sum(0, keepdim=True)
+                                   * x.reshape(2, -1)).sum() * -0.0
+        + (x.reshape(3, -1).sum(0) * -0.0 * x.reshape(3, -1)).sum(),
+}
+
+
+def _spread_gradient(m, program, values, how, flat, spreads, monkeypatch):
+    monkeypatch.setattr(engine, "FLAT_WALK", flat)
+    if not spreads:
+        monkeypatch.setattr(engine, "_spread_map", lambda *args: None)
+    try:
+        return _gradient(m, program, values, how).numpy()
+    finally:
+        monkeypatch.undo()
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("size", [6, 600])
+@pytest.mark.parametrize("name", SPREAD_PROGRAMS)
+def test_broadcasts_and_sums_over_dims_run_in_the_sweep_with_pythons_bits(name, size, how,
+                                                                         monkeypatch):
+    """Both walks hand broadcasts and sums over a run of dims to the sweep: the gradients
+    of the walks that run them in Python, bit for bit (a broadcast's terms summed in order
+    from 0.0, as ``sum_to``'s kernels and NumPy do; 600 elements: the kernels, 6: NumPy),
+    and PyTorch's."""
+    program = SPREAD_PROGRAMS[name]
+    rng = np.random.default_rng(size)   # (magnitudes far apart: the order of a sum shows)
+    values = list(rng.standard_normal(size) * 10.0 ** rng.integers(-6, 6, size))
+    taken = []
+    real = engine._spread_map
+
+    def counted(*args):
+        run = real(*args)
+        taken.append(run is not None)
+        return run
+    monkeypatch.setattr(engine, "_spread_map", counted)
+    got = _spread_gradient(tg, program, values, how, True, True, monkeypatch)
+    assert any(taken)
+    for flat, spreads in [(True, False), (False, True), (False, False)]:
+        other = _spread_gradient(tg, program, values, how, flat, spreads, monkeypatch)
+        np.testing.assert_array_equal(got, other)
+        assert np.array_equal(np.signbit(got), np.signbit(other))
+    if torch is not None:
+        want = _gradient(torch, program, values, how).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)
+        assert np.array_equal(np.signbit(got), np.signbit(want)) or name != "-0. gradients"
+
+
+@pytest.mark.parametrize("kind, x_shape, out_shape, run", [
+    ((2,), (1, 5, 2), (100, 5, 2), (-1, 1, 100, 10)),     # a dim of size 1 broadcast
+    ((2,), (5, 2), (100, 5, 2), (-1, 1, 100, 10)),        # leading dims
+    ((2,), (3, 1, 1, 4), (3, 5, 6, 4), (-1, 3, 30, 4)),   # a run of two dims
+    ((2,), (5, 1), (5, 7), None),                         # the last axis: pairwise
+    ((2,), (1, 4), (3, 2, 4), None),                      # leading dims and a dim of size 1
+    ((2,), (1, 5, 1, 2), (3, 5, 4, 2), None),             # dims apart
+    ((3, 1, False, False), (4, 5, 6), (4, 6), (-2, 4, 5, 6)),
+    ((3, (2, 1), True, False), (4, 5, 6), (4, 1, 1), (-2, 4, 30, 1)),
+    ((3, (0, 2), False, False), (4, 5, 6), (5,), None),   # dims apart
+    ((3, 1, False, True), (4, 5, 6), (4, 6), None),       # a mean
+    ((3, None, False, False), (4, 5), (), None),          # a full sum
+])
+def test_spread_run(kind, x_shape, out_shape, run):
+    from tapegrad.ops.array_ops import DIRECT_EXPAND, DIRECT_SPREAD, spread_run
+    kind = ((DIRECT_EXPAND,) if kind == (2,) else (DIRECT_SPREAD,) + kind[1:])
+    assert spread_run(kind, x_shape, out_shape) == run

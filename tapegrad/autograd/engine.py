@@ -46,7 +46,8 @@ from ..core.shapes import broadcast_view
 from ..core.graph import LEAF_STATE, node_input_slots, node_name, node_state
 from ..core.pyop import CALLS, pyop_array_call, pyop_at, pyop_inputs, pyop_name, pyop_nout
 from ..core.tensor import Tensor, tensor_of_entry, wrap
-from ..ops.array_ops import (DIRECT_CAT, DIRECT_INDEX, DIRECT_UNBIND, call_parts,
+from ..ops.array_ops import (DIRECT_CAT, DIRECT_INDEX, DIRECT_SPREAD, DIRECT_UNBIND,
+                              call_parts, spread_run,
                               constant_changed, direct_kind, full_reduction_scale,
                               is_full_reduction, pyop_backward, pyop_constant_backward,
                               pyop_numpy_backward, pyop_read_inputs, pyop_reads_output,
@@ -2089,13 +2090,14 @@ def _call_facts(call):
 
 def _gathers(T, heads, arrays, off, needed=None, states=True):
     """``(gather, heads left)`` for a float walk: the Python ops among the stops ``heads``
-    that are a basic index (``DIRECT_INDEX``) of a float64 array entry in the layout, whose
-    result is in it too (or a number), with nothing attached to their node and not pruned
+    that are a basic index (``DIRECT_INDEX``), a broadcast or a sum over dims that
+    ``spread_run`` takes, of a float64 array entry in the layout, whose result is in it too
+    (or a number, for an index), with nothing attached to their node and not pruned
     (``needed``; ``states``: look for node hooks, which ``_flat_walk`` turned away), go
     to the sweep (``kernels.reverse``'s ``gather``: per entry a position,
-    then each one's input, size and map); the others stay the walk's.  Its step at them
-    was ``_direct_step``'s ``add_at``: the same sums, in the same order.  Where none is,
-    ``_EMPTY_I`` and ``heads`` itself."""
+    then each one's input, then its size and map, or ``spread_run``'s four numbers); the
+    others stay the walk's.  Its step at them was ``_direct_step``'s: the same sums, in
+    the same order.  Where none is, ``_EMPTY_I`` and ``heads`` itself."""
     found = None
     py_ops = T._py
     for h in heads:
@@ -2108,16 +2110,16 @@ def _gathers(T, heads, arrays, off, needed=None, states=True):
             if facts is None:
                 facts = _call_facts(py[2])
             kind = facts[2]
-            if kind is None or kind[0] != DIRECT_INDEX or facts[1]:
+            if kind is None or kind[0] > DIRECT_SPREAD or kind[0] == DIRECT_UNBIND or facts[1]:
                 continue
             r, key = py[1][0], py[2]
         else:
             fwd = py.fwd
-            if fwd is None or fwd[0] != "getitem" or py.backward_fn is not None \
+            if fwd is None or fwd[0] not in _SWEPT_CALLS or py.backward_fn is not None \
                     or py.nout != 1 or py.versions is not None:
                 continue
             kind = direct_kind(fwd)
-            if kind is None or kind[0] != DIRECT_INDEX:
+            if kind is None or kind[0] > DIRECT_SPREAD or kind[0] == DIRECT_UNBIND:
                 continue
             r, key = py.inputs[0], None
         x = arrays.get(r) if r >= 0 else None
@@ -2126,7 +2128,12 @@ def _gathers(T, heads, arrays, off, needed=None, states=True):
         v = arrays.get(h + 1)
         if v is not None and (v.dtype != _F64 or off.item(h + 1) < 0):
             continue
-        at = _index_map(x.shape, kind[1], key)
+        if kind[0] == DIRECT_INDEX:
+            at = _index_map(x.shape, kind[1], key)
+        elif v is None:
+            continue
+        else:
+            at = _spread_map(kind, x.shape, v.shape)
         if at is None:
             continue
         if found is None:
@@ -2139,11 +2146,33 @@ def _gathers(T, heads, arrays, off, needed=None, states=True):
     parts, pos = [ptr], n
     for h, r, at in found:
         ptr[h] = pos
-        parts.append(np.array((r, len(at)), np.int64))
-        parts.append(at)
-        pos += 2 + len(at)
+        if at.__class__ is tuple:   # (spread_run's four numbers)
+            parts.append(np.array((r,) + at, np.int64))
+            pos += 5
+        else:
+            parts.append(np.array((r, len(at)), np.int64))
+            parts.append(at)
+            pos += 2 + len(at)
     taken = {h for h, _, _ in found}
     return np.concatenate(parts), [h for h in heads if h not in taken]
+
+
+_SWEPT_CALLS = frozenset(("getitem", "expand", "sum"))   # (calls _gathers may take)
+
+
+def _spread_map(kind, x_shape, out_shape):
+    """``spread_run`` of a broadcast or a sum over dims, kept per kind and shapes."""
+    key = (kind, x_shape, out_shape)
+    try:
+        run = _SPREAD_RUNS.get(key, False)
+    except TypeError:   # (a sum over a list of dims)
+        return spread_run(kind, x_shape, out_shape)
+    if run is False:
+        run = spread_run(kind, x_shape, out_shape)
+        if len(_SPREAD_RUNS) >= _INDEX_MAPS_LIMIT:
+            _SPREAD_RUNS.clear()
+        _SPREAD_RUNS[key] = run
+    return run
 
 
 def _index_map(shape, idx, call):
@@ -2173,6 +2202,7 @@ def _index_key(idx):
 
 # (shape, index) -> _index_map's positions: an objective's slices, every call
 _INDEX_MAPS = {}
+_SPREAD_RUNS = {}   # (kind, input shape, result shape) -> spread_run's numbers, or None
 _INDEX_MAPS_LIMIT = 4096
 
 

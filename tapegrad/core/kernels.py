@@ -2399,6 +2399,34 @@ def reverse_entry(op, a, b, adj, reached, freed, dirty, i, g, sg, out, x, sx, y,
 
 
 @jit
+def spread(kind, na, nb, nc, ox, og, aadj):
+    """A broadcast's or a sum over dims' backward in the sweep (``reverse``'s ``gather``):
+    the input, of ``na * nc`` (``kind`` -1: a broadcast of it over a run of ``nb``) or
+    ``na * nb * nc`` elements (-2: summed over that run), at ``ox`` in ``aadj``, the
+    result's gradient at ``og``.  -1: each input element gets ``0.0 +`` its ``nb`` terms in
+    order, ``sum_to``'s sum (NumPy's over a run of axes before the last, as
+    ``_sum_middle``'s), then added; -2: each gets its one term, ``_spread``'s broadcast
+    view added."""
+    if kind == -1:
+        s = np.empty(nc)   # (the sums of a row of the input, its terms row by row)
+        for i in range(na):
+            s[:] = 0.0
+            for j in range(nb):
+                at = og + (i * nb + j) * nc
+                for c in range(nc):
+                    s[c] += aadj[at + c]
+            at = ox + i * nc
+            for c in range(nc):
+                aadj[at + c] += s[c]
+    else:
+        for i in range(na):
+            for j in range(nb):
+                at = ox + (i * nb + j) * nc
+                for c in range(nc):
+                    aadj[at + c] += aadj[og + i * nc + c]
+
+
+@jit
 def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, aadj, gather,
             start, stop, pending):
     """Walk entries ``start`` down to ``stop + 1``, accumulating adjoints of reached entries.
@@ -2415,6 +2443,8 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
     layout or a number) and ``gather[p + 2:p + 2 + k]`` the flat position in x of each;
     the result's gradient is added into x's adjoint there, ``+0.0`` everywhere else
     (``FloatAdjoints.add_at``: PyTorch's zeros with g written at idx, then added).
+    ``gather[p + 1]`` -1 or -2 instead: a broadcast of x or a sum of x over a run of dims
+    (``spread``), ``gather[p + 2:p + 5]`` the sizes around and of that run.
     Returns ``(0, -1)``, or ``(1, i)`` when entry ``i`` was
     freed by an earlier backward, or ``(2, i)`` when an input entry ``i`` saved was modified
     in place after it was recorded.  ``pending`` counts the reached entries in the range not
@@ -2444,6 +2474,12 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
                 k = gather[p + 1]
                 ox = off[r]
                 og = off[i + 1]   # (-1: a number result, its adjoint in adj)
+                if k < 0:
+                    spread(k, gather[p + 2], gather[p + 3], gather[p + 4], ox, og, aadj)
+                    if reached[r] == 0 and r > stop:
+                        pending += 1
+                    reached[r] = 1
+                    continue
                 part = np.empty(k)
                 for j in range(k):
                     part[j] = aadj[ox + gather[p + 2 + j]] + (aadj[og + j] if og >= 0

@@ -337,6 +337,37 @@ def spread_grad(kind, g, x):
     return _spread(g, x, dim, keepdim)
 
 
+def spread_run(kind, x_shape, out_shape):
+    """Where the sweep runs a ``DIRECT_EXPAND`` or ``DIRECT_SPREAD`` call's backward itself
+    (``kernels.spread``), with ``spread_grad``'s sums: ``(-1, na, nb, nc)`` for a broadcast
+    of an input of ``x_shape`` to ``out_shape`` over one run of ``nb`` elements (the
+    input seen as ``(na, nc)``) that ``sum_to`` sums in one reduction before the last axis
+    (``_sum_middle``'s and NumPy's: each input element ``0.0 +`` its terms in order);
+    ``(-2, na, nb, nc)`` for a sum over one run of dims (not a mean), whose gradient adds
+    one term to each element.  None elsewhere: two reductions (leading dims and dims of
+    size 1), a run ending at the last axis (``nc`` 1: NumPy sums that pairwise), dims apart,
+    a full sum."""
+    if kind[0] == DIRECT_EXPAND:
+        lead = len(out_shape) - len(x_shape)
+        axes = [lead + k for k, n in enumerate(x_shape) if n == 1 and out_shape[lead + k] != 1]
+        if lead < 0 or (lead > 0 and axes) or (lead == 0 and not axes):
+            return None
+        first, k = (0, lead) if lead else (axes[0], len(axes))
+        if lead == 0 and axes[-1] - first + 1 != k:
+            return None
+        nc = _prod(out_shape[first + k:])
+        return (-1, _prod(out_shape[:first]), _prod(out_shape[first:first + k]), nc) \
+            if nc >= 2 else None
+    if kind[0] != DIRECT_SPREAD or kind[1] is None or kind[3]:
+        return None
+    axes = sorted(_axes(kind[1], len(x_shape)))
+    if not axes or axes[-1] - axes[0] + 1 != len(axes):
+        return None
+    first, k = axes[0], len(axes)
+    return (-2, _prod(x_shape[:first]), _prod(x_shape[first:first + k]),
+            _prod(x_shape[first + k:]))
+
+
 def call_parts(fwd, refs, shape_of):
     """For a recorded ``cat`` or ``stack`` call ``fwd`` with input references ``refs``:
     ``[(input reference, index of its part of the result)]``, the slices of ``g`` its rule
