@@ -2123,10 +2123,11 @@ def _gathers(T, heads, arrays, off, needed=None, states=True):
                 continue
             r, key = py.inputs[0], None
         x = arrays.get(r) if r >= 0 else None
-        if x is None or x.dtype != _F64 or off.item(r) < 0:
+        # (``is`` first: most arrays carry NumPy's own float64 dtype object)
+        if x is None or off.item(r) < 0 or (x.dtype is not _F64 and x.dtype != _F64):
             continue
         v = arrays.get(h + 1)
-        if v is not None and (v.dtype != _F64 or off.item(h + 1) < 0):
+        if v is not None and (off.item(h + 1) < 0 or (v.dtype is not _F64 and v.dtype != _F64)):
             continue
         if kind[0] == DIRECT_INDEX:
             at = _index_map(x.shape, kind[1], key)
@@ -2141,20 +2142,26 @@ def _gathers(T, heads, arrays, off, needed=None, states=True):
         found.append((h, r, at))
     if found is None:
         return _EMPTY_I, heads
+    # (one array, filled in place: an array per part and a concatenate cost twice as much)
     n = len(off)
-    ptr = np.full(n, -1, np.int64)
-    parts, pos = [ptr], n
+    size = n
+    for _, _, at in found:
+        size += 5 if at.__class__ is tuple else 2 + len(at)
+    gather = np.full(size, -1, np.int64)
+    pos = n
     for h, r, at in found:
-        ptr[h] = pos
+        gather[h] = pos
+        gather[pos] = r
         if at.__class__ is tuple:   # (spread_run's four numbers)
-            parts.append(np.array((r,) + at, np.int64))
+            gather[pos + 1:pos + 5] = at
             pos += 5
         else:
-            parts.append(np.array((r, len(at)), np.int64))
-            parts.append(at)
-            pos += 2 + len(at)
+            k = len(at)
+            gather[pos + 1] = k
+            gather[pos + 2:pos + 2 + k] = at
+            pos += 2 + k
     taken = {h for h, _, _ in found}
-    return np.concatenate(parts), [h for h in heads if h not in taken]
+    return gather, [h for h in heads if h not in taken]
 
 
 _SWEPT_CALLS = frozenset(("getitem", "expand", "sum"))   # (calls _gathers may take)
