@@ -931,29 +931,30 @@ def _sum_last(x, out):
     elements, else 8 running sums of every 8th element, then the rest in order): NumPy's
     reduction over the last axis of a row-major (A, B) array with B <= 128, bit for bit."""
     nb = x.shape[1]
-    flat = x.reshape(x.size)
     tail = nb - nb % 8
     for a in range(x.shape[0]):
-        lo = a * nb
+        # (a row indexed from 0: LLVM drops the negative-index checks that offsets into the
+        # flat array keep, 2.8 -> 1.1 us for 1,000 rows of 5)
+        row = x[a]
         if nb < 8:
             res = 0.0
-            for i in range(lo, lo + nb):
-                res += flat[i]
+            for i in range(nb):
+                res += row[i]
         else:
-            r0, r1, r2, r3 = flat[lo], flat[lo + 1], flat[lo + 2], flat[lo + 3]
-            r4, r5, r6, r7 = flat[lo + 4], flat[lo + 5], flat[lo + 6], flat[lo + 7]
-            for i in range(lo + 8, lo + tail, 8):
-                r0 += flat[i]
-                r1 += flat[i + 1]
-                r2 += flat[i + 2]
-                r3 += flat[i + 3]
-                r4 += flat[i + 4]
-                r5 += flat[i + 5]
-                r6 += flat[i + 6]
-                r7 += flat[i + 7]
+            r0, r1, r2, r3 = row[0], row[1], row[2], row[3]
+            r4, r5, r6, r7 = row[4], row[5], row[6], row[7]
+            for i in range(8, tail, 8):
+                r0 += row[i]
+                r1 += row[i + 1]
+                r2 += row[i + 2]
+                r3 += row[i + 3]
+                r4 += row[i + 4]
+                r5 += row[i + 5]
+                r6 += row[i + 6]
+                r7 += row[i + 7]
             res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-            for i in range(lo + tail, lo + nb):
-                res += flat[i]
+            for i in range(tail, nb):
+                res += row[i]
         out[a] = 0.0 + res
 
 
@@ -963,12 +964,11 @@ def _max_last(x, out):
     of equal zeros is left to chance: only ``logsumexp``'s shift reads it, whose sign does
     not matter there)."""
     nb = x.shape[1]
-    flat = x.reshape(x.size)
     for a in range(x.shape[0]):
-        lo = a * nb
-        m = flat[lo]
-        for i in range(lo + 1, lo + nb):
-            v = flat[i]
+        row = x[a]   # (indexed from 0, as in _sum_last)
+        m = row[0]
+        for i in range(1, nb):
+            v = row[i]
             if not (m >= v or m != m):
                 m = v
         out[a] = m
