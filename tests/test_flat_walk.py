@@ -429,6 +429,9 @@ SPREAD_PROGRAMS = {
         x.reshape(-1, 2).sum(1, keepdim=True) * x.reshape(-1, 2)).sum()
         + (x.reshape(-1, 1)[:2] * x.reshape(1, -1)).sin().sum()
         + (x.reshape(1, -1)[:, 1:3] * (m.cat([x, x])[:12] * 2.0).reshape(3, 2, 2)).sin().sum(),
+    "means over dims": lambda m, x: (x.reshape(3, -1).mean(0) * x.reshape(3, -1)).sin().sum()
+    + (x.reshape(2, 3, -1).mean((0, 1), keepdim=True) * x.reshape(2, 3, -1)).cos().mean()
+    + x.reshape(-1, 2).mean(1).sin().sum(),
     "-0. gradients": lambda m, x: (x.reshape(2, -1).sum(0, keepdim=True)
                                    * x.reshape(2, -1)).sum() * -0.0
         + (x.reshape(3, -1).sum(0) * -0.0 * x.reshape(3, -1)).sum(),
@@ -487,7 +490,8 @@ def test_broadcasts_and_sums_over_dims_run_in_the_sweep_with_pythons_bits(name, 
     ((3, 1, False, False), (4, 5, 6), (4, 6), (-2, 4, 5, 6)),
     ((3, (2, 1), True, False), (4, 5, 6), (4, 1, 1), (-2, 4, 30, 1)),
     ((3, (0, 2), False, False), (4, 5, 6), (5,), None),   # dims apart
-    ((3, 1, False, True), (4, 5, 6), (4, 6), None),       # a mean
+    ((3, 1, False, True), (4, 5, 6), (4, 6), (-3, 4, 5, 6)),   # a mean
+    ((3, (0, 1), True, True), (3, 7, 2), (1, 1, 2), (-3, 1, 21, 2)),
     ((3, None, False, False), (4, 5), (), None),          # a full sum
 ])
 def test_spread_run(kind, x_shape, out_shape, run):

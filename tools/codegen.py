@@ -833,7 +833,7 @@ def spread(kind, na, nb, nc, ox, og, aadj):
     result's gradient at ``og``.  -1: each input element gets ``0.0 +`` its ``nb`` terms in
     order, ``sum_to``'s sum (NumPy's over a run of axes before the last, as
     ``_sum_middle``'s), then added; -2: each gets its one term, ``_spread``'s broadcast
-    view added."""
+    view added; -3: a mean over the run, the term times ``1 / nb``."""
     if kind == -1:
         s = np.empty(nc)   # (the sums of a row of the input, its terms row by row)
         for i in range(na):
@@ -845,12 +845,19 @@ def spread(kind, na, nb, nc, ox, og, aadj):
             at = ox + i * nc
             for c in range(nc):
                 aadj[at + c] += s[c]
-    else:
+    elif kind == -2:
         for i in range(na):
             for j in range(nb):
                 at = ox + (i * nb + j) * nc
                 for c in range(nc):
                     aadj[at + c] += aadj[og + i * nc + c]
+    else:
+        scale = 1.0 / nb   # (the mean's g.size / x.size, as the rule divides it)
+        for i in range(na):
+            for j in range(nb):
+                at = ox + (i * nb + j) * nc
+                for c in range(nc):
+                    aadj[at + c] += aadj[og + i * nc + c] * scale
 
 
 @jit
@@ -870,7 +877,7 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
     layout or a number) and ``gather[p + 2:p + 2 + k]`` the flat position in x of each;
     the result's gradient is added into x's adjoint there, ``+0.0`` everywhere else
     (``FloatAdjoints.add_at``: PyTorch's zeros with g written at idx, then added).
-    ``gather[p + 1]`` -1 or -2 instead: a broadcast of x or a sum of x over a run of dims
+    ``gather[p + 1]`` -1, -2 or -3 instead: a broadcast of x, a sum or a mean over a run of dims
     (``spread``), ``gather[p + 2:p + 5]`` the sizes around and of that run.
     Returns ``(0, -1)``, or ``(1, i)`` when entry ``i`` was
     freed by an earlier backward, or ``(2, i)`` when an input entry ``i`` saved was modified

@@ -343,8 +343,9 @@ def spread_run(kind, x_shape, out_shape):
     of an input of ``x_shape`` to ``out_shape`` over one run of ``nb`` elements (the
     input seen as ``(na, nc)``) that ``sum_to`` sums in one reduction before the last axis
     (``_sum_middle``'s and NumPy's: each input element ``0.0 +`` its terms in order);
-    ``(-2, na, nb, nc)`` for a sum over one run of dims (not a mean), whose gradient adds
-    one term to each element.  None elsewhere: two reductions (leading dims and dims of
+    ``(-2, na, nb, nc)`` for a sum over one run of dims, whose gradient adds one term to
+    each element, ``(-3, ...)`` for a mean (the term times ``g.size / x.size``, which is
+    ``1 / nb`` rounded once).  None elsewhere: two reductions (leading dims and dims of
     size 1), a run ending at the last axis (``nc`` 1: NumPy sums that pairwise), dims apart,
     a full sum."""
     if kind[0] == DIRECT_EXPAND:
@@ -358,13 +359,13 @@ def spread_run(kind, x_shape, out_shape):
         nc = _prod(out_shape[first + k:])
         return (-1, _prod(out_shape[:first]), _prod(out_shape[first:first + k]), nc) \
             if nc >= 2 else None
-    if kind[0] != DIRECT_SPREAD or kind[1] is None or kind[3]:
+    if kind[0] != DIRECT_SPREAD or kind[1] is None:
         return None
     axes = sorted(_axes(kind[1], len(x_shape)))
     if not axes or axes[-1] - axes[0] + 1 != len(axes):
         return None
     first, k = axes[0], len(axes)
-    return (-2, _prod(x_shape[:first]), _prod(x_shape[first:first + k]),
+    return (-3 if kind[3] else -2, _prod(x_shape[:first]), _prod(x_shape[first:first + k]),
             _prod(x_shape[first + k:]))
 
 
