@@ -433,6 +433,36 @@ def test_a_result_kept_alive_does_not_make_the_tape_grow(monkeypatch):
     np.testing.assert_array_equal(g, want)
 
 
+def test_ops_that_all_go_on_with_a_kept_result_hand_over(monkeypatch):
+    """Every op of the loop below goes on with ``mc``, a result kept alive, so no op starts
+    a new expression where a retiring tape could hand over: past ``_CONTINUED_BYTES`` times
+    ``SOFT_ROLLOVER_BYTES`` it hands over anyway, the next op linking ``mc`` (the tape kept
+    every result until 65,536 entries: 80 MB of RSS per 1,000 ops of 10,000 elements).
+    Gradients through the links are the same."""
+    from tapegrad.core import tape as tape_module
+    monkeypatch.setattr(tape_module, "SOFT_ROLLOVER_BYTES", 256 << 10)
+    rng = np.random.default_rng(0)
+
+    def run():
+        x = tg.tensor(rng.normal(size=(1000, 2)))
+        mu = tg.tensor(rng.normal(size=(5, 2)), requires_grad=True)
+        xc, mc = x[:, None, :], mu[None, :, :]
+        first = tg.current_tape()
+        sizes = []
+        for _ in range(300):     # (each op 240 KB: the result and two broadcast views)
+            y = xc - mc
+            sizes.append(tg.current_tape().nbytes)
+        (g,) = tg.autograd.grad((y * y).sum(), mu)
+        want = -2.0 * (x.numpy()[:, None, :] - mu.detach().numpy()[None]).sum(0)
+        return max(sizes), tg.current_tape() is not first, g.numpy(), want
+
+    biggest, handed_over, g, want = _in_a_thread(run)
+    assert handed_over
+    # (large arrays count at a flush once 2 MB of them pass: _LARGE_FLUSH_BYTES)
+    assert biggest < 4 << 20     # (it reached the loop's 72 MB)
+    np.testing.assert_allclose(g, want, rtol=1e-12)
+
+
 def test_large_arrays_count_towards_a_roll_over_at_once():
     """Arrays of ``LARGE_ARRAY`` elements or more are counted when appended, not at the
     next ``ARRAY_CHUNK`` entries: 8 MB arrays evaluated without backward held hundreds of MB
