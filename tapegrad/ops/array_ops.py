@@ -717,13 +717,29 @@ def shared_call(name, n, params):
 
 
 def _shared_index_call(idx):
-    """``shared_call`` of ``getitem`` with the one-step index ``idx`` (an int or a plain
-    slice, as ``basic_index`` takes them), else None."""
+    """``shared_call`` of ``getitem`` with the one-step index ``idx`` (an int, a plain
+    slice, or a step of ``basic_steps``: full slices then an int, a slice or a None, as
+    ``basic_index`` takes them), else None.  (A step as a tuple was a ``PyOp`` of its own
+    at every call: GMM's ``icf[:, :d]``, ``x[:, None, :]``; shared, a walk finds what it
+    needs of it per call number.)"""
     c = idx.__class__
     if c is int:
         key = (int, idx)   # (a class first: never equal to shared_call's keys)
     elif c is slice:
         key = (slice, idx.start, idx.stop, idx.step)
+    elif c is tuple:
+        key = [tuple]   # (each part: its class, then its values: the key reads back one way)
+        for p in idx:
+            pc = p.__class__
+            if pc is slice:
+                if not (_plain_part(p.start) and _plain_part(p.stop) and _plain_part(p.step)):
+                    return None
+                key += (slice, p.start, p.stop, p.step)
+            elif pc is int or p is None:
+                key += (pc, p)
+            else:
+                return None
+        key = tuple(key)
     else:
         return None
     number = _SHARED_CALLS.get(key)
@@ -732,6 +748,11 @@ def _shared_index_call(idx):
         if number is not None:
             _SHARED_CALLS[key] = number
     return number
+
+
+def _plain_part(v):
+    """Is ``v`` None or an int (a slice's bound or step a shared index may hold)?"""
+    return v is None or v.__class__ is int
 
 
 def _template(args, edges=None, reads=None):
