@@ -432,6 +432,13 @@ SPREAD_PROGRAMS = {
     "means over dims": lambda m, x: (x.reshape(3, -1).mean(0) * x.reshape(3, -1)).sin().sum()
     + (x.reshape(2, 3, -1).mean((0, 1), keepdim=True) * x.reshape(2, 3, -1)).cos().mean()
     + x.reshape(-1, 2).mean(1).sin().sum(),
+    # cat and stack along dim 0 (the sweep: each input its block), along dim 1 (Python);
+    # an input twice, a part without grad
+    "cat and stack": lambda m, x: (m.cat([x * 2.0, x.sin(), x * 2.0]) * m.cat([x, x, x])).sum()
+    + (m.stack([x.cos(), x * x]) * 3.0).sin().sum()
+    + (m.cat([x.reshape(2, -1), x.reshape(2, -1) * 0.5]) ** 2).sum()
+    + (m.cat([x.reshape(2, -1), x.reshape(2, -1).exp()], 1) ** 2).sum()
+    + (m.cat([x, m.ones_like(x)]) * m.cat([x, x])).sum(),
     "-0. gradients": lambda m, x: (x.reshape(2, -1).sum(0, keepdim=True)
                                    * x.reshape(2, -1)).sum() * -0.0
         + (x.reshape(3, -1).sum(0) * -0.0 * x.reshape(3, -1)).sum(),
@@ -442,6 +449,7 @@ def _spread_gradient(m, program, values, how, flat, spreads, monkeypatch):
     monkeypatch.setattr(engine, "FLAT_WALK", flat)
     if not spreads:
         monkeypatch.setattr(engine, "_spread_map", lambda *args: None)
+        monkeypatch.setattr(engine, "_cat_blocks", lambda *args: None)
     try:
         return _gradient(m, program, values, how).numpy()
     finally:
@@ -453,21 +461,23 @@ def _spread_gradient(m, program, values, how, flat, spreads, monkeypatch):
 @pytest.mark.parametrize("name", SPREAD_PROGRAMS)
 def test_broadcasts_and_sums_over_dims_run_in_the_sweep_with_pythons_bits(name, size, how,
                                                                          monkeypatch):
-    """Both walks hand broadcasts and sums over a run of dims to the sweep: the gradients
-    of the walks that run them in Python, bit for bit (a broadcast's terms summed in order
-    from 0.0, as ``sum_to``'s kernels and NumPy do; 600 elements: the kernels, 6: NumPy),
-    and PyTorch's."""
+    """Both walks hand broadcasts, sums over a run of dims and cats along dim 0 to the
+    sweep: the gradients of the walks that run them in Python, bit for bit (a broadcast's
+    terms summed in order from 0.0, as ``sum_to``'s kernels and NumPy do; 600 elements: the
+    kernels, 6: NumPy), and PyTorch's."""
     program = SPREAD_PROGRAMS[name]
     rng = np.random.default_rng(size)   # (magnitudes far apart: the order of a sum shows)
     values = list(rng.standard_normal(size) * 10.0 ** rng.integers(-6, 6, size))
     taken = []
-    real = engine._spread_map
 
-    def counted(*args):
-        run = real(*args)
-        taken.append(run is not None)
+    def counted(real):
+        def run(*args):
+            found = real(*args)
+            taken.append(found is not None)
+            return found
         return run
-    monkeypatch.setattr(engine, "_spread_map", counted)
+    monkeypatch.setattr(engine, "_spread_map", counted(engine._spread_map))
+    monkeypatch.setattr(engine, "_cat_blocks", counted(engine._cat_blocks))
     got = _spread_gradient(tg, program, values, how, True, True, monkeypatch)
     assert any(taken)
     for flat, spreads in [(True, False), (False, True), (False, False)]:

@@ -878,7 +878,9 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
     the result's gradient is added into x's adjoint there, ``+0.0`` everywhere else
     (``FloatAdjoints.add_at``: PyTorch's zeros with g written at idx, then added).
     ``gather[p + 1]`` -1, -2 or -3 instead: a broadcast of x, a sum or a mean over a run of dims
-    (``spread``), ``gather[p + 2:p + 5]`` the sizes around and of that run.
+    (``spread``), ``gather[p + 2:p + 5]`` the sizes around and of that run; -4: a ``cat``
+    or ``stack`` along dim 0 (``gather[p]`` unused), ``gather[p + 2]`` parts, each an
+    input entry, the start of its block in the result and the block's size.
     Returns ``(0, -1)``, or ``(1, i)`` when entry ``i`` was
     freed by an earlier backward, or ``(2, i)`` when an input entry ``i`` saved was modified
     in place after it was recorded.  ``pending`` counts the reached entries in the range not
@@ -906,8 +908,22 @@ def reverse(op, a, b, val, consts, adj, reached, freed, dirty, off, nel, aval, a
                 p = gather[i]
                 r = gather[p]
                 k = gather[p + 1]
-                ox = off[r]
                 og = off[i + 1]   # (-1: a number result, its adjoint in adj)
+                if k == -4:
+                    # a cat or stack along dim 0: each input its block of the result's
+                    # gradient, added in the order of the parts
+                    for q in range(gather[p + 2]):
+                        pq = p + 3 + 3 * q
+                        rq = gather[pq]
+                        oq = off[rq]
+                        gq = og + gather[pq + 1]
+                        for j in range(gather[pq + 2]):
+                            aadj[oq + j] += aadj[gq + j]
+                        if reached[rq] == 0 and rq > stop:
+                            pending += 1
+                        reached[rq] = 1
+                    continue
+                ox = off[r]
                 if k < 0:
                     spread(k, gather[p + 2], gather[p + 3], gather[p + 4], ox, og, aadj)
                     if reached[r] == 0 and r > stop:

@@ -2110,7 +2110,13 @@ def _gathers(T, heads, arrays, off, needed=None, states=True):
             if facts is None:
                 facts = _call_facts(py[2])
             kind = facts[2]
-            if kind is None or kind[0] > DIRECT_SPREAD or kind[0] == DIRECT_UNBIND or facts[1]:
+            if kind is None or kind[0] == DIRECT_UNBIND or facts[1]:
+                continue
+            if kind[0] == DIRECT_CAT:
+                at = _cat_blocks(CALLS[py[2]], py[1], arrays, off, h)
+                if at is not None:
+                    found = found or []
+                    found.append((h, -1, at))
                 continue
             r, key = py[1][0], py[2]
         else:
@@ -2119,7 +2125,13 @@ def _gathers(T, heads, arrays, off, needed=None, states=True):
                     or py.nout != 1 or py.versions is not None:
                 continue
             kind = direct_kind(fwd)
-            if kind is None or kind[0] > DIRECT_SPREAD or kind[0] == DIRECT_UNBIND:
+            if kind is None or kind[0] == DIRECT_UNBIND:
+                continue
+            if kind[0] == DIRECT_CAT:
+                at = _cat_blocks(fwd, py.inputs, arrays, off, h)
+                if at is not None:
+                    found = found or []
+                    found.append((h, -1, at))
                 continue
             r, key = py.inputs[0], None
         x = arrays.get(r) if r >= 0 else None
@@ -2146,7 +2158,7 @@ def _gathers(T, heads, arrays, off, needed=None, states=True):
     n = len(off)
     size = n
     for _, _, at in found:
-        size += 5 if at.__class__ is tuple else 2 + len(at)
+        size += 5 if at.__class__ is tuple else len(at) if at.__class__ is list else 2 + len(at)
     gather = np.full(size, -1, np.int64)
     pos = n
     for h, r, at in found:
@@ -2155,6 +2167,9 @@ def _gathers(T, heads, arrays, off, needed=None, states=True):
         if at.__class__ is tuple:   # (spread_run's four numbers)
             gather[pos + 1:pos + 5] = at
             pos += 5
+        elif at.__class__ is list:   # (_cat_blocks': -4, then the parts, from pos + 1)
+            gather[pos + 1:pos + len(at)] = at[1:]
+            pos += len(at)
         else:
             k = len(at)
             gather[pos + 1] = k
@@ -2164,7 +2179,42 @@ def _gathers(T, heads, arrays, off, needed=None, states=True):
     return gather, [h for h in heads if h not in taken]
 
 
-_SWEPT_CALLS = frozenset(("getitem", "expand", "sum"))   # (calls _gathers may take)
+_SWEPT_CALLS = frozenset(("getitem", "expand", "sum", "mean", "cat", "stack"))   # (calls _gathers may take)
+
+
+def _cat_blocks(fwd, refs, arrays, off, h):
+    """For ``_gathers``: a ``cat`` or ``stack`` along dim 0 (call ``fwd``, input references
+    ``refs``, head ``h``) whose result and every input with a gradient are float64 arrays in
+    the layout: ``[unused, -4, parts, then per part its input, the start of its block in
+    the result and the block's size]`` (``_direct_step``'s ``g[at]`` added to each input,
+    in the order of the parts); else None."""
+    v = arrays.get(h + 1)
+    if v is None or off.item(h + 1) < 0 or (v.dtype is not _F64 and v.dtype != _F64):
+        return None
+
+    def shape_of(r):
+        x = arrays.get(r)
+        if x is None or off.item(r) < 0 or (x.dtype is not _F64 and x.dtype != _F64):
+            return None
+        return x.shape
+    parts = call_parts(fwd, refs, shape_of)
+    if parts is None:
+        return None
+    row = v.size // v.shape[0] if v.shape[0] else 0
+    out = [-1, -4, 0]
+    for r, at in parts:
+        if r < 0:
+            continue   # (a tensor without grad)
+        if len(at) != 1:
+            return None   # (along another dim: the parts interleave)
+        p = at[0]
+        start, size = (p * row, row) if p.__class__ is int else \
+            (p.start * row, (p.stop - p.start) * row)
+        if shape_of(r) is None or arrays[r].size != size:
+            return None
+        out += (r, start, size)
+    out[2] = (len(out) - 3) // 3
+    return out
 
 
 def _spread_map(kind, x_shape, out_shape):
