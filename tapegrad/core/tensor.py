@@ -29,6 +29,7 @@ from .forward import ARRAY_FORWARD, SCALAR_FORWARD
 from .dtypes import (Size, bool_, dtype, dtype_of, float16, float32, float64, int8, int16,
                      int32, int64, scalar_type_name, uint8)
 from .graph import node_for
+from .outer import outer_rows
 from .printing import format_value
 from .shapes import broadcast_error, broadcast_view, laid_out, wrap_dim
 from .pyop import record_broadcast
@@ -280,10 +281,13 @@ def _broadcast_pair(code, args):
         vals.append(v)
     if not arrays:
         return None
-    try:
-        v = _VF[code](*vals)
-    except (ValueError, OverflowError, TypeError):
-        return None
+    # (``x[:, None, :] - m[None, :, :]``: NumPy's loop runs d elements at a time there)
+    v = outer_rows(code, vals[0], vals[1]) if len(vals) == 2 else None
+    if v is None:
+        try:
+            v = _VF[code](*vals)
+        except (ValueError, OverflowError, TypeError):
+            return None
     v = laid_out(v, vals)
     if v.__class__ is not _ND or v.dtype is not _F64 or not v.ndim:
         return None
@@ -685,11 +689,13 @@ class Tensor:
         return _b.int(self.item())
 
     def __bool__(self):
-        _note_read(self)
+        _note_read(self)   # (once: item() would note the read, or the guard, again)
         v = self._value
-        if v.__class__ is not float and v.size != 1:
+        if v.__class__ is float:
+            return bool(v)
+        if v.size != 1:
             raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
-        return bool(self.item())
+        return bool(v.reshape(()).item())
 
     def __index__(self):
         if self.dtype.is_floating_point:

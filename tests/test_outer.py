@@ -1,0 +1,93 @@
+"""``core.outer``: ``(n, 1, d) <op> (1, K, d)`` (either first) computed by a Numba loop
+instead of NumPy's broadcasting loop: NumPy's values bit for bit (inf, NaN, signed zeros
+included), PyTorch's values and strides, the same gradients, and NumPy for every other
+shape."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.core import optable, outer
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+CODES = {op.name: k for k, op in enumerate(optable.OPS)}
+NUMPY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide}
+SHAPES = [(2, 2, 1), (100, 5, 2), (7, 3, 4), (300, 10, 8)]
+
+
+def _operands(n, k, d, seed):
+    rng = np.random.default_rng(seed)
+    a, b = rng.standard_normal((n, 1, d)), rng.standard_normal((1, k, d))
+    a[0, 0, 0], b[0, 0, 0], a[1, 0, 0], b[0, 1, 0] = 0.0, -0.0, np.inf, np.nan
+    return a, b
+
+
+def _same_bits(got, want):
+    nan = np.isnan(want)   # (a NaN's payload is left to the machine)
+    return np.array_equal(np.isnan(got), nan) and np.array_equal(
+        got[~nan].view(np.int64), want[~nan].view(np.int64))
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("name", list(NUMPY))
+def test_numpys_values_bit_for_bit(name, shape):
+    a, b = _operands(*shape, seed=len(name))
+    with np.errstate(all="ignore"):
+        for x, y in ((a, b), (b, a)):
+            got = outer.outer_rows(CODES[name], x, y)
+            want = NUMPY[name](x, y)
+            assert got is not None and got.shape == want.shape and got.flags.c_contiguous
+            assert _same_bits(got, want)
+
+
+@pytest.mark.parametrize("x_shape, y_shape", [
+    ((3, 1, 2), (1, 4, 3)),    # last dims differ
+    ((1, 1, 2), (1, 4, 2)),    # n = 1
+    ((3, 1, 2), (1, 1, 2)),    # K = 1
+    ((3, 2, 2), (1, 2, 2)),    # not an outer product
+    ((3, 1), (1, 4)),          # 2-d: NumPy's loop runs K at a time
+])
+def test_other_shapes_are_numpys(x_shape, y_shape):
+    assert outer.outer_rows(CODES["sub"], np.zeros(x_shape), np.zeros(y_shape)) is None
+
+
+def test_other_ops_dtypes_and_layouts_are_numpys():
+    x, y = np.ones((3, 1, 2)), np.ones((1, 4, 2))
+    assert outer.outer_rows(CODES["pow"], x, y) is None
+    assert outer.outer_rows(CODES["sub"], x.astype(np.float32), y) is None
+    assert outer.outer_rows(CODES["sub"], np.ones((2, 1, 3))[:, :, ::2], y) is None
+
+
+@pytest.mark.parametrize("name", list(NUMPY))
+def test_tensors_take_it_with_pytorchs_values_and_gradients(name, monkeypatch):
+    taken = []
+    real = outer.outer_rows
+
+    def counted(*args):
+        v = real(*args)
+        taken.append(v is not None)
+        return v
+    monkeypatch.setattr("tapegrad.core.tensor.outer_rows", counted)
+    rng = np.random.default_rng(3)
+    xs, ms = rng.standard_normal((50, 3)), rng.uniform(0.5, 1.5, (4, 3))
+
+    def program(m, x, mu):
+        op = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b,
+              "mul": lambda a, b: a * b, "div": lambda a, b: a / b}[name]
+        return op(x[:, None, :], mu[None, :, :]), op(mu[None, :, :], x[:, None, :])
+
+    x, mu = tg.tensor(xs), tg.tensor(ms, requires_grad=True)
+    outs = program(tg, x, mu)
+    assert taken == [True, True]
+    (g,) = tg.autograd.grad((outs[0] * outs[1]).sin().sum(), mu)
+    if torch is not None:
+        tx, tmu = torch.tensor(xs), torch.tensor(ms, requires_grad=True)
+        touts = program(torch, tx, tmu)
+        for o, t in zip(outs, touts):
+            np.testing.assert_array_equal(o.detach().numpy(), t.detach().numpy())
+            assert tuple(s // 8 for s in o.detach().numpy().strides) == tuple(t.stride())
+        (tgrad,) = torch.autograd.grad((touts[0] * touts[1]).sin().sum(), tmu)
+        np.testing.assert_allclose(g.numpy(), tgrad.numpy(), rtol=1e-12, atol=1e-13)
