@@ -46,8 +46,7 @@ from ..core.shapes import broadcast_view
 from ..core.graph import LEAF_STATE, node_input_slots, node_name, node_state
 from ..core.pyop import CALLS, pyop_array_call, pyop_at, pyop_inputs, pyop_name, pyop_nout
 from ..core.tensor import Tensor, tensor_of_entry, wrap
-from ..ops.array_ops import (DIRECT_CAT, DIRECT_INDEX, DIRECT_SPREAD, DIRECT_UNBIND,
-                              call_parts, spread_run,
+from ..ops.array_ops import (DIRECT_CAT, DIRECT_INDEX, DIRECT_UNBIND, call_parts, spread_run,
                               constant_changed, direct_kind, full_reduction_scale,
                               is_full_reduction, pyop_backward, pyop_constant_backward,
                               pyop_numpy_backward, pyop_read_inputs, pyop_reads_output,
@@ -652,7 +651,7 @@ class FloatAdjoints:
                  "spread", "needed", "executed", "hits", "stops", "large", "gather")
 
     def __init__(self, arrays, hits, swept):
-        T = self.tape = arrays.tape
+        self.tape = arrays.tape
         self.arrays = arrays
         n = arrays.n
         # adjoints start at -0.0: -0.0 + g is g for every g (a -0.0 too), so a gradient
