@@ -474,10 +474,11 @@ def _sum_lanes(t):
     terms ``j``, ``j + 8``, ... in order), then ``((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7))``
     and the last ``n % 8`` terms in order: how a number entry's terms over an entry of
     ``_LANES_FROM`` elements or more are summed (4x faster than one running sum,
-    ``_sum_in_order``, and closer to the exact sum).  ``array_ops._sum_last`` sums a row
-    alike from an offset into a flat array; indices counted from 0, as here, are what
-    lets LLVM vectorize the loop (Numba cannot drop its negative-index check on
-    ``lo + k``): 23 against 53 us for 160,000 terms."""
+    ``_sum_in_order``, and closer to the exact sum).  ``array_ops._sum_last`` sums each
+    row of a matrix alike (the same bits); one kernel for both was measured slower: Numba
+    does not inline a call per row (1,000 rows of 5: 1.1 -> 5.9 us), and lanes started
+    from the first eight terms, as ``_sum_last``'s, do not vectorize here (160,000 terms:
+    23 -> 53 us)."""
     s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
     n = t.shape[0]
     m = n - n % 8
@@ -2111,13 +2112,7 @@ def _gathers(T, heads, arrays, off, needed=None, states=True):
             kind = facts[2]
             if kind is None or kind[0] == DIRECT_UNBIND or facts[1]:
                 continue
-            if kind[0] == DIRECT_CAT:
-                at = _cat_blocks(CALLS[py[2]], py[1], arrays, off, h)
-                if at is not None:
-                    found = found or []
-                    found.append((h, -1, at))
-                continue
-            r, key = py[1][0], py[2]
+            fwd, refs, key = CALLS[py[2]], py[1], py[2]
         else:
             fwd = py.fwd
             if fwd is None or fwd[0] not in _SWEPT_CALLS or py.backward_fn is not None \
@@ -2126,26 +2121,21 @@ def _gathers(T, heads, arrays, off, needed=None, states=True):
             kind = direct_kind(fwd)
             if kind is None or kind[0] == DIRECT_UNBIND:
                 continue
-            if kind[0] == DIRECT_CAT:
-                at = _cat_blocks(fwd, py.inputs, arrays, off, h)
-                if at is not None:
-                    found = found or []
-                    found.append((h, -1, at))
-                continue
-            r, key = py.inputs[0], None
-        x = arrays.get(r) if r >= 0 else None
-        # (``is`` first: most arrays carry NumPy's own float64 dtype object)
-        if x is None or off.item(r) < 0 or (x.dtype is not _F64 and x.dtype != _F64):
-            continue
-        v = arrays.get(h + 1)
-        if v is not None and (off.item(h + 1) < 0 or (v.dtype is not _F64 and v.dtype != _F64)):
-            continue
-        if kind[0] == DIRECT_INDEX:
-            at = _index_map(x.shape, kind[1], key)
-        elif v is None:
-            continue
+            refs, key = py.inputs, None
+        if kind[0] == DIRECT_CAT:
+            r, at = -1, _cat_blocks(fwd, refs, arrays, off, h)
         else:
-            at = _spread_map(kind, x.shape, v.shape)
+            r = refs[0]
+            x = _laid_out(arrays, off, r)
+            v = arrays.get(h + 1)
+            if x is None or (v is not None and _laid_out(arrays, off, h + 1) is None):
+                continue
+            if kind[0] == DIRECT_INDEX:
+                at = _index_map(x.shape, kind[1], key)
+            elif v is None:
+                continue
+            else:
+                at = _spread_map(kind, x.shape, v.shape)
         if at is None:
             continue
         if found is None:
@@ -2181,22 +2171,29 @@ def _gathers(T, heads, arrays, off, needed=None, states=True):
 _SWEPT_CALLS = frozenset(("getitem", "expand", "sum", "mean", "cat", "stack"))   # (calls _gathers may take)
 
 
+def _laid_out(arrays, off, r):
+    """Entry ``r``'s value where it is a float64 array in the walk's layout, else None."""
+    x = arrays.get(r) if r >= 0 else None
+    # (``is`` first: most arrays carry NumPy's own float64 dtype object)
+    if x is None or off.item(r) < 0 or (x.dtype is not _F64 and x.dtype != _F64):
+        return None
+    return x
+
+
 def _cat_blocks(fwd, refs, arrays, off, h):
     """For ``_gathers``: a ``cat`` or ``stack`` along dim 0 (call ``fwd``, input references
     ``refs``, head ``h``) whose result and every input with a gradient are float64 arrays in
     the layout: ``[unused, -4, parts, then per part its input, the start of its block in
     the result and the block's size]`` (``_direct_step``'s ``g[at]`` added to each input,
     in the order of the parts); else None."""
-    v = arrays.get(h + 1)
-    if v is None or off.item(h + 1) < 0 or (v.dtype is not _F64 and v.dtype != _F64):
+    v = _laid_out(arrays, off, h + 1)
+    if v is None:
         return None
 
     def shape_of(r):
-        x = arrays.get(r)
-        if x is None or off.item(r) < 0 or (x.dtype is not _F64 and x.dtype != _F64):
-            return None
-        return x.shape
-    parts = call_parts(fwd, refs, shape_of)
+        x = _laid_out(arrays, off, r)
+        return None if x is None else x.shape
+    parts = call_parts(fwd, refs, shape_of)   # (None unless every input is laid out)
     if parts is None:
         return None
     row = v.size // v.shape[0] if v.shape[0] else 0
@@ -2209,7 +2206,7 @@ def _cat_blocks(fwd, refs, arrays, off, h):
         p = at[0]
         start, size = (p * row, row) if p.__class__ is int else \
             (p.start * row, (p.stop - p.start) * row)
-        if shape_of(r) is None or arrays[r].size != size:
+        if arrays[r].size != size:
             return None
         out += (r, start, size)
     out[2] = (len(out) - 3) // 3
