@@ -318,3 +318,83 @@ def test_second_derivatives_match_finite_differences(name):
     # (the rules' own fast paths -- expand of one number, cat's offsets -- under create_graph)
     fn = PROGRAMS[name]
     assert tg.autograd.gradgradcheck(lambda c: fn(c) * fn(c), (_leaf(tg),))
+
+
+# ``x[:, idx]`` and ``x[idx]`` with one integer index (``getitem``'s ``_integer_index``:
+# GMM's ``icf[:, index]``), beside PyTorch: the same node, values, layout and gradient
+# (repeated indices add up), the index's in-place change caught, errors as PyTorch's
+INTEGER_INDEX = {
+    "m[:, idx2d]": lambda m, L: m[:, L.tensor([[0, 0], [2, -1]])],
+    "m[idx]": lambda m, L: m[L.tensor([2, 0, 2])],
+    "(m * 2)[:, idx]": lambda m, L: (m * 2.0)[:, L.tensor([3, 1])],
+    "m.reshape(3, 2, 2)[:, :, idx]": lambda m, L: m.reshape(3, 2, 2)[:, :, L.tensor([1, 0, 1])],
+    "m[:, int32 idx]": lambda m, L: m[:, L.tensor(np.array([1, -4], np.int32))],
+    "m[:, ndarray idx]": lambda m, L: m[:, np.array([2, 2, 0])],
+    "m[:, empty idx]": lambda m, L: m[:, L.tensor(np.zeros(0, np.int64))],
+    "m.t()[idx]": lambda m, L: m.t()[L.tensor([0, 3])],
+}
+
+
+def _matrix(lib):
+    return lib.tensor(np.arange(12.0).reshape(3, 4) * 0.5 - 2.0, requires_grad=True)
+
+
+@pytest.mark.parametrize("name", INTEGER_INDEX)
+def test_one_integer_index_as_pytorch(name):
+    outs = {}
+    for lib in LIBS:
+        m = _matrix(lib)
+        y = INTEGER_INDEX[name](m, lib)
+        node = type(y.grad_fn).__name__ if lib is torch else y.grad_fn.name()
+        y.backward(lib.tensor(np.linspace(-1.0, 2.0, y.numel()).reshape(tuple(y.shape))))
+        # (an empty result's strides are left out: every empty tapegrad tensor has NumPy's
+        # strides 0, where PyTorch's are C's)
+        outs[lib] = (y.detach().numpy(), m.grad.numpy(), node, tuple(y.shape),
+                     y.stride() if y.numel() else None, y.is_contiguous() if y.numel() else None)
+    t, p = outs[tg], outs[torch]
+    assert t[2:] == p[2:]
+    np.testing.assert_array_equal(t[0], p[0])
+    np.testing.assert_array_equal(t[1], p[1])
+
+
+@pytest.mark.parametrize("name", INTEGER_INDEX)
+def test_one_integer_index_matches_finite_differences(name):
+    fn = INTEGER_INDEX[name]
+    assert tg.autograd.gradcheck(lambda m: fn(m, tg) * fn(m, tg), (_matrix(tg),))
+
+
+@pytest.mark.parametrize("idx", [[0, 4], [-5], [[1], [7]]])
+def test_one_integer_index_out_of_range_raises_as_pytorch(idx):
+    msgs = []
+    for lib in LIBS:
+        m = _matrix(lib)
+        with pytest.raises(IndexError) as e:
+            m[:, lib.tensor(idx)]
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]
+
+
+def test_one_integer_index_changed_in_place_raises_at_backward_as_pytorch():
+    for lib in LIBS:
+        m = _matrix(lib)
+        idx = lib.tensor([0, 2])
+        y = (m * 1.0)[:, idx]
+        idx.add_(1)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()
+
+
+@pytest.mark.parametrize("index", [
+    lambda m, L: m[:, L.tensor([0, 4])], lambda m, L: m[L.tensor([5])],
+    lambda m, L: m[L.tensor([0]), L.tensor([9])], lambda m, L: m[1, L.tensor([9])],
+    lambda m, L: m[:, [9]], lambda m, L: m[:, 5], lambda m, L: m[..., L.tensor([7])],
+    lambda m, L: m[None, :, L.tensor([7])], lambda m, L: m[L.tensor([7]), 1],
+    lambda m, L: m[L.tensor([True, False, True]), L.tensor([9])]])
+def test_an_index_out_of_range_names_pytorchs_dim(index):
+    # (PyTorch counts integer-array indices among themselves: m[:, [9]] is "dimension 0")
+    msgs = []
+    for lib in LIBS:
+        with pytest.raises(IndexError) as e:
+            index(lib.zeros(3, 4), lib)
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]

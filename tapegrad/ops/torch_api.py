@@ -661,11 +661,40 @@ def check_index(input, idx):
         msg = str(e)
         m = re.search(r"index (-?\d+) is out of bounds for axis (\d+) with size (\d+)", msg)
         if m:
-            raise IndexError(f"index {m.group(1)} is out of bounds for dimension {m.group(2)} "
+            dim = _pytorch_index_dim(parts, int(m.group(2)), input.ndim)
+            raise IndexError(f"index {m.group(1)} is out of bounds for dimension {dim} "
                              f"with size {m.group(3)}") from None
         raise IndexError(msg) from None
     except (TypeError, ValueError) as e:
         raise IndexError(str(e)) from None
+
+
+def _pytorch_index_dim(parts, axis, ndim):
+    """The dim PyTorch names where index ``parts`` is out of range on NumPy's ``axis``: the
+    axis for an integer (a select), the position among the index's integer arrays for one of
+    them (PyTorch's index kernel counts its index tensors: ``m[:, [9]]`` is "dimension 0")."""
+    def dims_taken(p):   # (of the input: a mask takes as many as it has)
+        if p is None or p is Ellipsis:
+            return 0
+        return p.ndim if isinstance(p, np.ndarray) and p.dtype == bool else 1
+
+    d, arrays = 0, 0
+    for p in parts:
+        if p is None:
+            continue
+        if p is Ellipsis:
+            d += ndim - builtins.sum(map(dims_taken, parts))
+            continue
+        if isinstance(p, np.ndarray) and p.dtype == bool:
+            d += p.ndim
+            arrays += 1
+            continue
+        advanced = isinstance(p, (list, np.ndarray)) and np.ndim(p) > 0
+        if d == axis:
+            return arrays if advanced else axis
+        arrays += advanced
+        d += 1
+    return axis
 
 
 def note_recorded_index(idx):
@@ -709,11 +738,51 @@ def getitem(input: Tensor, idx) -> Tensor:
             for step, node in steps:
                 input = basic_index(input, step, node)
             return input
+    if input.__class__ is Tensor and input._value.__class__ is _ND:
+        out = _integer_index(input, idx)
+        if out is not None:
+            return out
     tensors = index_tensors(idx)
     note_recorded_index(idx)
     idx = index_value(idx)
     check_index(input, idx)
     return _noting_index(index(input, idx), tensors)
+
+
+def _integer_index(input, idx):
+    """``x[i]`` or ``x[:, ..., :, i]`` (full slices, then one signed-integer array or tensor
+    of at least one dim: GMM's ``icf[:, index]``, a gather of rows) as ``getitem`` records it:
+    the one ``IndexBackward0`` step ``index_steps`` gives, without the general path's
+    analysis of the index (16-21 us of a 3-4 us op).  None for anything else, and where an
+    index is out of range (the general path raises PyTorch's error; nothing recorded yet)."""
+    if idx.__class__ is tuple:
+        if not idx:
+            return None
+        p = idx[-1]
+        for s in idx[:-1]:
+            if s.__class__ is not slice or s.start is not None or s.stop is not None \
+                    or s.step is not None:
+                return None
+    else:
+        p = idx
+    t = None
+    if p.__class__ is Tensor:
+        if p._tape is not None or getattr(p, "_comparison", None) is not None:
+            return None
+        t, p = p, p._value
+    if p.__class__ is not _ND or p.dtype.kind != "i" or not p.ndim:
+        return None
+    if idx.__class__ is tuple:
+        if len(idx) > input._value.ndim:
+            return None
+        step = idx[:-1] + (p,)
+    else:
+        step = p
+    try:
+        out = call("getitem", input, step)
+    except IndexError:
+        return None
+    return out if t is None else _noting_index(out, [t])
 
 
 def index_tensors(idx):
