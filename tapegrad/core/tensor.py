@@ -29,7 +29,7 @@ from .forward import ARRAY_FORWARD, SCALAR_FORWARD
 from .dtypes import (Size, bool_, dtype, dtype_of, float16, float32, float64, int8, int16,
                      int32, int64, scalar_type_name, uint8)
 from .graph import node_for
-from .outer import outer_rows
+from .broadcast_loops import broadcast_arith
 from .printing import format_value
 from .shapes import broadcast_error, broadcast_view, laid_out, wrap_dim
 from .pyop import record_broadcast
@@ -281,8 +281,9 @@ def _broadcast_pair(code, args):
         vals.append(v)
     if not arrays:
         return None
-    # (``x[:, None, :] - m[None, :, :]``: NumPy's loop runs d elements at a time there)
-    v = outer_rows(code, vals[0], vals[1]) if len(vals) == 2 else None
+    # (``x[:, None, :] - m[None, :, :]``, ``a[None, :] + b[:, None]``, a row or a column with
+    # a matrix: NumPy's loop runs a short row at a time there)
+    v = broadcast_arith(code, vals[0], vals[1]) if len(vals) == 2 else None
     if v is None:
         try:
             v = _VF[code](*vals)
