@@ -714,3 +714,27 @@ def test_the_sign_of_a_zero_gradient_through_copy_slices(op, create_graph):
         g, = lib.autograd.grad([loss], [w], create_graph=create_graph)
         got.append((g.tolist(), np.signbit(g.detach().numpy()).tolist()))
     assert got[0] == got[1]
+
+
+# An empty tensor is contiguous, with a contiguous tensor's strides (a dim of size 0 steps as
+# one of size 1), so that its reshape is a view (ViewBackward0), as in PyTorch; NumPy gives
+# a new empty array strides 0
+EMPTY = {
+    "zeros(3, 0)": lambda L: L.zeros(3, 0, requires_grad=True) * 1.0,
+    "zeros(0, 3)": lambda L: L.zeros(0, 3, requires_grad=True) * 1.0,
+    "zeros(2, 0, 4)": lambda L: L.zeros(2, 0, 4, requires_grad=True) * 1.0,
+    "zeros(0)": lambda L: L.zeros(0, requires_grad=True) * 1.0,
+    "ones(3, 4)[:, 4:]": lambda L: L.ones(3, 4, requires_grad=True)[:, 4:],
+    "ones(3, 4)[3:]": lambda L: L.ones(3, 4, requires_grad=True)[3:],
+}
+
+
+@pytest.mark.parametrize("name", EMPTY)
+def test_an_empty_tensor_is_contiguous_with_pytorchs_strides(name):
+    got = []
+    for L in (tg, torch):
+        x = EMPTY[name](L)
+        r = x.reshape(-1, 1)
+        node = r.grad_fn.name() if L is tg else type(r.grad_fn).__name__
+        got.append((tuple(x.stride()), x.is_contiguous(), tuple(r.shape), node))
+    assert got[0] == got[1]

@@ -197,12 +197,19 @@ def _folds(a, b):
 
 
 def _contiguous_strides(shape):
-    return tuple(int(np.prod(shape[k + 1:], dtype=np.int64)) for k in range(len(shape)))
+    """PyTorch's strides of a contiguous tensor of ``shape`` (a dim of size 0 steps as one of
+    size 1: ``zeros(3, 0)`` has strides (1, 1))."""
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= builtins.max(n, 1)
+    return tuple(reversed(out))
 
 
 def _is_contiguous(shape, strides):
-    # PyTorch's test: dims of size 1 are skipped
-    return builtins.all(n == 1 or s == c for n, s, c in zip(shape, strides, _contiguous_strides(shape)))
+    # PyTorch's test: dims of size 1 are skipped, and an empty tensor is contiguous
+    return 0 in shape or builtins.all(n == 1 or s == c for n, s, c in
+                                      zip(shape, strides, _contiguous_strides(shape)))
 
 
 def _can_view(shape, strides, new_shape):
@@ -381,9 +388,13 @@ def _new_shape(input, shape):
 
 
 def strides_of(v):
-    """PyTorch's strides (in elements) of a tensor value."""
+    """PyTorch's strides (in elements) of a tensor value.  NumPy gives a new empty array
+    strides 0: PyTorch's are a contiguous tensor's.  (A view of an empty tensor keeps
+    NumPy's: PyTorch's permuted ones cannot be told from them.)"""
     if v.__class__ is not np.ndarray:
         return ()
+    if not v.size and not builtins.any(v.strides):
+        return _contiguous_strides(v.shape)
     return tuple(s // v.itemsize for s in v.strides)
 
 
