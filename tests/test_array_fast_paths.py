@@ -396,3 +396,13 @@ def test_an_index_out_of_range_names_pytorchs_dim(index):
             index(lib.zeros(3, 4), lib)
         msgs.append(str(e.value))
     assert msgs[0] == msgs[1]
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16])
+def test_an_int8_or_int16_index_tensor_raises_as_pytorch(dtype):
+    msgs = []
+    for lib in LIBS:
+        with pytest.raises(IndexError) as e:
+            _matrix(lib)[:, lib.tensor(np.array([1, 2], dtype))]
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]

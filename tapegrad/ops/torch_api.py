@@ -754,6 +754,10 @@ def getitem(input: Tensor, idx) -> Tensor:
         if out is not None:
             return out
     tensors = index_tensors(idx)
+    for t in tensors:
+        v = t._value
+        if v.__class__ is _ND and v.dtype.kind == "i" and v.dtype.itemsize < 4:
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     note_recorded_index(idx)
     idx = index_value(idx)
     check_index(input, idx)
@@ -761,7 +765,7 @@ def getitem(input: Tensor, idx) -> Tensor:
 
 
 def _integer_index(input, idx):
-    """``x[i]`` or ``x[:, ..., :, i]`` (full slices, then one signed-integer array or tensor
+    """``x[i]`` or ``x[:, ..., :, i]`` (full slices, then one int32 or int64 array or tensor
     of at least one dim: GMM's ``icf[:, index]``, a gather of rows) as ``getitem`` records it:
     the one ``IndexBackward0`` step ``index_steps`` gives, without the general path's
     analysis of the index (16-21 us of a 3-4 us op).  None for anything else, and where an
@@ -781,8 +785,8 @@ def _integer_index(input, idx):
         if p._tape is not None or getattr(p, "_comparison", None) is not None:
             return None
         t, p = p, p._value
-    if p.__class__ is not _ND or p.dtype.kind != "i" or not p.ndim:
-        return None
+    if p.__class__ is not _ND or p.dtype.kind != "i" or p.dtype.itemsize < 4 or not p.ndim:
+        return None   # (int8 and int16 tensors: the general path raises PyTorch's error)
     if idx.__class__ is tuple:
         if len(idx) > input._value.ndim:
             return None
