@@ -4,6 +4,8 @@ what the general paths give, as PyTorch (torch 2.13; skipped without it): ``c[3]
 Values, gradients, ``grad_fn`` names, views sharing memory and version counters, errors,
 float64 finite differences, and replays of tapes that used them.
 """
+import warnings
+
 import numpy as np
 import pytest
 
@@ -406,3 +408,104 @@ def test_an_int8_or_int16_index_tensor_raises_as_pytorch(dtype):
             _matrix(lib)[:, lib.tensor(np.array([1, 2], dtype))]
         msgs.append(str(e.value))
     assert msgs[0] == msgs[1]
+
+
+# A uint8 index tensor (or array) is a bool mask in PyTorch (deprecated: a UserWarning), not
+# integers: the same elements, gradient and node
+UINT8_INDEX = {
+    "m[u8 rows]": lambda m, L: m[L.tensor(np.array([1, 0, 1], np.uint8))],
+    "m[:, u8 columns]": lambda m, L: m[:, L.tensor(np.array([0, 1, 1, 0], np.uint8))],
+    "m[u8 ndarray]": lambda m, L: m[np.array([0, 0, 1], np.uint8)],
+    "(m * 2)[u8 2-d]": lambda m, L: (m * 2.0)[L.tensor((np.arange(12).reshape(3, 4) % 3 == 0)
+                                                        .astype(np.uint8))],
+}
+
+
+@pytest.mark.parametrize("name", UINT8_INDEX)
+def test_a_uint8_index_is_a_mask_as_pytorch(name):
+    outs = {}
+    for lib in LIBS:
+        m = _matrix(lib)
+        with pytest.warns(UserWarning, match="uint8 is now deprecated"):
+            y = UINT8_INDEX[name](m, lib)
+        node = type(y.grad_fn).__name__ if lib is torch else y.grad_fn.name()
+        with warnings.catch_warnings():   # (PyTorch's backward warns once more)
+            warnings.simplefilter("ignore")
+            y.backward(lib.tensor(np.linspace(-1.0, 2.0, y.numel()).reshape(tuple(y.shape))))
+        outs[lib] = (y.detach().numpy(), m.grad.numpy(), node)
+    t, p = outs[tg], outs[torch]
+    assert t[2] == p[2]
+    np.testing.assert_array_equal(t[0], p[0])
+    np.testing.assert_array_equal(t[1], p[1])
+
+
+def test_a_uint8_mask_set_to_a_number_raises_and_to_a_tensor_writes_as_pytorch():
+    results = []
+    for lib in LIBS:
+        x = lib.tensor(np.arange(6.0).reshape(3, 2))
+        mask = lib.tensor(np.array([1, 0, 1], np.uint8))
+        with pytest.raises(RuntimeError) as e:
+            x[mask] = 7.0
+        with pytest.warns(UserWarning, match="uint8 is now deprecated"):
+            x[mask] = lib.tensor([9.0, 8.0])
+        results.append((str(e.value), x.numpy().tolist()))
+    assert results[0] == results[1]
+
+
+# The index dtypes PyTorch's index ops take (int32/int64, or int64 only), and its errors
+INDEX_OPS = {
+    "gather": lambda L, x, i: L.gather(x, 0, i.reshape(1, 2)),
+    "index_select": lambda L, x, i: L.index_select(x, 0, i),
+    "take": lambda L, x, i: L.take(x, i),
+    "scatter": lambda L, x, i: x.scatter(0, i.reshape(1, 2), 1.0),
+    "scatter_add": lambda L, x, i: x.scatter_add(0, i.reshape(1, 2), L.ones(1, 2)),
+    "scatter_reduce": lambda L, x, i: x.scatter_reduce(0, i.reshape(1, 2), L.ones(1, 2), "sum"),
+    "index_add": lambda L, x, i: x.index_add(0, i, L.ones(2, 2)),
+    "index_copy": lambda L, x, i: x.index_copy(0, i, L.ones(2, 2)),
+    "index_fill": lambda L, x, i: x.index_fill(0, i, 1.0),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16, np.int32, np.int64, np.float64])
+@pytest.mark.parametrize("name", INDEX_OPS)
+def test_index_ops_take_pytorchs_index_dtypes(name, dtype):
+    outcomes = []
+    for lib in LIBS:
+        x = lib.tensor(np.arange(6.0).reshape(3, 2))
+        i = lib.tensor(np.array([0, 2], dtype))
+        try:
+            out = INDEX_OPS[name](lib, x, i)
+            outcomes.append(("ok", out.numpy().tolist()))
+        except (RuntimeError, IndexError) as e:
+            outcomes.append((type(e).__name__, str(e).split(" (Triggered")[0]))
+    assert outcomes[0] == outcomes[1]
+
+
+# (index, value) of index_put and setitem with a uint8 index: a mask written (a UserWarning),
+# or PyTorch's masked_fill_ error where one mask takes a number or a 0-d value
+UINT8_PUTS = [
+    (lambda L: (L.tensor(np.array([1, 0, 1], np.uint8)),), lambda L: L.tensor(7.0)),
+    (lambda L: (L.tensor(np.array([1, 0, 1], np.uint8)),), lambda L: L.tensor([9.0, 8.0])),
+    (lambda L: (L.tensor(np.array([[1, 0], [0, 0], [1, 1]], np.uint8)),), lambda L: L.tensor(7.0)),
+    (lambda L: (L.tensor([0, 2]), L.tensor(np.array([1, 0], np.uint8))), lambda L: L.tensor(7.0)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(UINT8_PUTS)))
+@pytest.mark.parametrize("how", ["index_put", "setitem"])
+def test_a_uint8_index_written_through_as_pytorch(case, how):
+    index, value = UINT8_PUTS[case]
+    results = []
+    for lib in LIBS:
+        x = lib.tensor(np.arange(6.0).reshape(3, 2))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if how == "index_put":
+                    x = x.index_put(index(lib), value(lib))
+                else:
+                    x[index(lib)] = value(lib)
+            results.append(x.numpy().tolist())
+        except RuntimeError as e:
+            results.append(str(e))
+    assert results[0] == results[1]

@@ -21,6 +21,7 @@ from typing import Callable, NamedTuple, Optional, Union
 import numpy as np
 
 from ..core.elementwise import FUNCTIONS as ELEMENTWISE
+from ..core.fma import fma as _fused
 from ..core.dtypes import scalar_type_name
 from ..core.shapes import broadcast_view, torch_layout, wrap_dim, wrap_dims
 from ..core.pyop import Arg, record, record_one, record_shared, register_call
@@ -1731,6 +1732,79 @@ def _(g, ans, x, w, b=None):
             None if b is None else (lambda: rule_call("sum", g2, dim=0)))
 
 
+def _remainder_node(name):
+    # (PyTorch's Backward0 takes a Python number as the divisor, Backward1 a tensor)
+    return lambda x, y: name + ("Backward0" if y.__class__ in (int, float, bool) else "Backward1")
+
+
+def _remainder_rule(rounding):
+    """The rule of ``fmod`` (``rounding`` "trunc") or ``remainder`` ("floor"): ``g`` for the
+    dividend, ``-g * x.div(y, rounding_mode=rounding)`` for the divisor (PyTorch's formula:
+    on tensors the recorded ``div_rounded``, whose derivative is zero).  PyTorch's "floor" is
+    the fmod-based floor division NumPy's ``floor_divide`` computes, not ``floor(x / y)``."""
+    def vjp(g, ans, x, y):
+        def divisor():
+            if isinstance(g, Tensor):   # (recorded: a quotient whose derivative is zero)
+                return -g * call("div_rounded", x, y, rounding)
+            with np.errstate(all="ignore"):   # (NumPy values: the float walk)
+                q = np.trunc(x / y) if rounding == "trunc" else np.floor_divide(x, y)
+            return -g * q
+        return (lambda: g, divisor)
+    return vjp
+
+
+# The remainders are ops of their own, not ``x - trunc(x / y) * y``: that rounds ``trunc(x /
+# y) * y`` (``fmod(1e20, 3)`` is 1, the composition gave 0) and loses the sign of a zero
+@defop("fmod", _remainder_node("Fmod"), method=False, numpy_rule=True)
+def fmod(x, y):
+    with np.errstate(all="ignore"):
+        return np.fmod(x, y)
+
+
+fmod.defvjp(_remainder_rule("trunc"))
+
+
+@defop("remainder", _remainder_node("Remainder"), method=False, numpy_rule=True)
+def remainder(x, y):
+    # PyTorch's: fmod, moved by y where its sign is not y's (a zero keeps x's sign, where
+    # NumPy's remainder gives y's)
+    with np.errstate(all="ignore"):
+        r = np.fmod(x, y)
+        return np.where((r != 0) & ((np.asarray(y) < 0) != (r < 0)), r + y, r)
+
+
+remainder.defvjp(_remainder_rule("floor"))
+
+
+def _lerp_node(x, end, weight):
+    # (PyTorch's Backward0 takes a Python number as the weight, Backward1 a tensor)
+    return "LerpBackward0" if weight.__class__ in (int, float) else "LerpBackward1"
+
+
+@defop("lerp", _lerp_node, method=False, numpy_rule=True)
+def lerp(x, end, weight):
+    """PyTorch's CPU values: from ``x`` where the weight is small (|w| < 0.5), as one fused
+    multiply-add ``fma(w, end - x, x)``, else back from ``end``: ``end - (end - x) * (1 -
+    w)`` for a number weight, ``fma(w - 1, end - x, end)`` for a tensor one (its kernels,
+    measured against torch 2.13: ``x + w (end - x)`` rounds otherwise, and gave +0. for
+    ``lerp(-0., -0., 0.5)``).  Float32 without the fused rounding."""
+    with np.errstate(all="ignore"):
+        d = end - x
+        fused = _fused if np.result_type(x, end, weight) == np.float64 else _unfused
+        if weight.__class__ in (int, float):
+            return fused(weight, d, x) if abs(weight) < 0.5 else end - d * (1 - weight)
+        return np.where(np.abs(weight) < 0.5, fused(weight, d, x), fused(weight - 1, d, end))
+
+
+def _unfused(a, b, c):
+    return a * b + c
+
+
+# PyTorch's formulas: g (1 - w), g w, g (end - x)
+lerp.defvjp(lambda g, ans, x, end, weight: (lambda: g * (1 - weight), lambda: g * weight,
+                                            lambda: g * (end - x)))
+
+
 @defop("outer", "MulBackward0")
 def outer(a, b):
     return np.outer(a, b)
@@ -2144,13 +2218,23 @@ def index_steps(shape, idx):
         return [int(idx) if _is_int(idx) else idx]
     consumed = builtins.sum(p.ndim if _is_advanced(p) and p.dtype == bool else
                             (0 if p is None or p is Ellipsis else 1) for p in idx)
-    shape, steps, advanced, d = list(shape), [], [], 0
+    shape, steps, advanced, d, taken = list(shape), [], [], 0, 0
     for p in idx:
         if p is Ellipsis:
-            d += len(shape) - consumed - len(advanced)
+            # the dims left after d, less those the parts after it take, are the ellipsis's
+            # (``consumed`` counts the advanced parts before it too: ``taken`` of them)
+            d = len(shape) - consumed + taken
+        elif _is_advanced(p) and p.dtype == bool and not p.ndim:
+            # a 0-d mask (``x[True]``): PyTorch unsqueezes there and takes the new dim with
+            # a one-element mask (all of it, or none)
+            steps.append((slice(None),) * d + (None,))
+            shape.insert(d, 1)
+            advanced.append((d, p.reshape(1)))
+            d += 1   # (no dim of the input: ``consumed`` counted none for it)
         elif _is_advanced(p):
             advanced.append((d, p))
             d += p.ndim if p.dtype == bool else 1
+            taken += p.ndim if p.dtype == bool else 1
         elif p is None:
             steps.append((slice(None),) * d + (None,))
             shape.insert(d, 1)
@@ -2403,8 +2487,8 @@ def basic_steps(shape, idx):
                 continue
             if not ((start is None or start.__class__ is int)
                     and (stop is None or stop.__class__ is int)
-                    and (step is None or (step.__class__ is int and step != 0))):
-                return None
+                    and (step is None or (step.__class__ is int and step > 0))):
+                return None   # (a step of 0 or less: the general path raises PyTorch's error)
             if not full_slice(p, shape[k]):
                 steps.append(((_FULL,) * d + (p,), "SliceBackward0"))
             d += 1

@@ -302,10 +302,13 @@ def _zeros_of(g):
 
 @defop("div_rounded", "DivBackward2", method=False, saves=False)
 def div_rounded(x, y, rounding_mode):
-    """``x / y`` rounded toward zero (``"trunc"``) or down (``"floor"``) (floats)."""
+    """``x / y`` rounded toward zero (``"trunc"``) or down (``"floor"``) (floats).  PyTorch's
+    floor is the fmod-based floor division (NumPy's ``floor_divide``: ``(5e15 + 1) // 0.7``
+    is 7142857142857143, where ``floor(x / y)`` gives ...145)."""
     with np.errstate(all="ignore"):
-        q = np.true_divide(x, y)
-    return np.trunc(q) if rounding_mode == "trunc" else np.floor(q)
+        if rounding_mode == "floor":
+            return np.floor_divide(x, y)
+        return np.trunc(np.true_divide(x, y))
 
 
 # the rounded quotient is piecewise constant: its derivative is zero wherever it exists (and

@@ -509,6 +509,7 @@ def expand(input: Tensor, *sizes: Union[int, Sequence[int]], **kw) -> Tensor:
     return call("expand", input, shape=sizes)
 
 
+_INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))   # (gather's, scatter's, index_select's)
 _TYPE_NAMES = {"float64": "Double", "float32": "Float", "float16": "Half", "int64": "Long",
                "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
 
@@ -652,10 +653,79 @@ def index_value(idx):
         v = idx._value
         return np.asarray(v) if v.__class__ is not float else v
     if isinstance(idx, (list, range)):   # (x[range(n), target]: an integer array, as PyTorch)
-        return np.asarray(idx)
+        v = np.asarray(idx)
+        return v if v.size else v.astype(np.int64)   # (x[[]]: no indices, not a float array)
     if isinstance(idx, tuple):
         return tuple(index_value(i) for i in idx)
     return idx
+
+
+def _torch_index(idx):
+    """Index ``idx`` as PyTorch reads it, where NumPy reads it otherwise: a list holding a
+    sequence, a tensor, a slice, ``None`` or ``...`` (and shorter than 32) is a tuple of
+    indices (``x[[[0, 1]]]`` is ``x[[0, 1]]``); a bool (``x[True]``) is a 0-d mask, not the
+    integer 1 (a new dim taken whole or not at all); a slice's step must be positive
+    (PyTorch's ValueErrors)."""
+    if idx.__class__ is list and len(idx) < 32 and builtins.any(
+            p is None or p is Ellipsis or isinstance(p, (Tensor, np.ndarray, list, tuple, slice))
+            for p in idx):
+        warnings.warn("Using a non-tuple sequence for multidimensional indexing is deprecated "
+                      "and will be changed in pytorch 2.9; use x[tuple(seq)] instead of x[seq]. "
+                      "In pytorch 2.9 this will be interpreted as tensor index, "
+                      "x[torch.tensor(seq)], which will result either in an error or a "
+                      "different result", UserWarning, stacklevel=3)
+        idx = tuple(idx)
+    parts = idx if idx.__class__ is tuple else (idx,)
+    changed = False
+    for p in parts:
+        if p.__class__ is slice:
+            step = p.step
+            if step is not None and not isinstance(step, Tensor) and step <= 0:
+                raise ValueError("slice step cannot be zero" if step == 0 else
+                                 "step must be greater than zero")
+        elif p.__class__ is bool:
+            changed = True
+        elif isinstance(p, (np.bool_, np.floating, float)):
+            raise IndexError(_BAD_INDEX + f"(got {_type_name_of(p)})")
+    if not changed:
+        return idx
+    # (a 0-d mask: ``index_steps`` unsqueezes there and indexes the new dim, as PyTorch)
+    parts = tuple(np.array(p) if p.__class__ is bool else p for p in parts)
+    return parts if idx.__class__ is tuple else parts[0]
+
+
+_BAD_INDEX = ("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables "
+              "are valid indices ")
+
+
+def _type_name_of(p):
+    """A type's name as PyTorch's errors print it (Python's ``tp_name``: ``float``,
+    ``numpy.bool``)."""
+    t = type(p)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+
+
+def _uint8_masks(idx):
+    """Index ``idx`` (NumPy values) with each uint8 array of one or more dims as the bool
+    mask PyTorch takes it for (deprecated there: its UserWarning), not as integers."""
+    parts = idx if isinstance(idx, tuple) else (idx,)
+    if not builtins.any(isinstance(p, np.ndarray) and p.dtype == np.uint8 and p.ndim
+                        for p in parts):
+        return idx
+    warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype "
+                  "torch.bool instead.", UserWarning, stacklevel=3)
+    parts = tuple(p.astype(bool) if isinstance(p, np.ndarray) and p.dtype == np.uint8 and p.ndim
+                  else p for p in parts)
+    return parts if isinstance(idx, tuple) else parts[0]
+
+
+def _check_uint8_fill(idx, scalar):
+    """PyTorch writes a number or a 0-d value (``scalar``) through an index whose one
+    array is a mask with ``masked_fill_``, which takes bool masks only: a uint8 one raises."""
+    arrays = [p for p in (idx if isinstance(idx, tuple) else (idx,)) if isinstance(p, np.ndarray)]
+    if scalar and len(arrays) == 1 and arrays[0].dtype == np.uint8 and arrays[0].ndim:
+        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
+                           "unsigned char")
 
 
 def check_index(input, idx):
@@ -666,10 +736,16 @@ def check_index(input, idx):
             raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
                              "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
         raise IndexError(f"too many indices for tensor of dimension {input.ndim}")
+    _check_masks(input.shape, parts)
     try:
         np.empty(input.shape, dtype=np.int8)[idx]
     except IndexError as e:
         msg = str(e)
+        if msg.startswith("only integers, slices"):
+            odd = [p for p in parts if not isinstance(p, (int, np.integer, slice, np.ndarray))
+                   and p is not None and p is not Ellipsis]
+            raise IndexError(_BAD_INDEX + f"(got {_type_name_of(odd[0]) if odd else 'unknown'})"
+                             ) from None
         m = re.search(r"index (-?\d+) is out of bounds for axis (\d+) with size (\d+)", msg)
         if m:
             dim = _pytorch_index_dim(parts, int(m.group(2)), input.ndim)
@@ -678,6 +754,36 @@ def check_index(input, idx):
         raise IndexError(msg) from None
     except (TypeError, ValueError) as e:
         raise IndexError(str(e)) from None
+
+
+def _check_masks(shape, parts):
+    """PyTorch's error where a bool mask among index ``parts`` does not have the shape of
+    the dims it covers of a tensor of ``shape`` (as PyTorch applies the parts in turn: a
+    ``None`` adds a dim of 1 there, an integer takes its dim away)."""
+    cur, d = list(shape), 0
+    for k, p in enumerate(parts):
+        if p is None or (isinstance(p, np.ndarray) and p.dtype == bool and not p.ndim):
+            cur.insert(d, 1)   # (a 0-d mask too: a new dim of 1, then indexed)
+            d += 1
+        elif p is Ellipsis:
+            d = len(cur) - builtins.sum(
+                q.ndim if isinstance(q, np.ndarray) and q.dtype == bool else
+                0 if isinstance(q, (int, np.integer)) else 1
+                for q in parts[k + 1:] if q is not None and q is not Ellipsis)
+        elif isinstance(p, (int, np.integer)):
+            if d < len(cur):
+                del cur[d]
+        elif isinstance(p, np.ndarray) and p.dtype == bool and p.ndim:
+            for j, n in enumerate(p.shape):
+                if d + j >= len(cur):
+                    return   # (too many indices: the trial indexing's error)
+                if cur[d + j] != n:
+                    raise IndexError(f"The shape of the mask {list(p.shape)} at index {j} does "
+                                     f"not match the shape of the indexed tensor {cur} at "
+                                     f"index {d + j}")
+            d += p.ndim
+        else:
+            d += 1
 
 
 def _pytorch_index_dim(parts, axis, ndim):
@@ -753,13 +859,14 @@ def getitem(input: Tensor, idx) -> Tensor:
         out = _integer_index(input, idx)
         if out is not None:
             return out
+    idx = _torch_index(idx)
     tensors = index_tensors(idx)
     for t in tensors:
         v = t._value
         if v.__class__ is _ND and v.dtype.kind == "i" and v.dtype.itemsize < 4:
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     note_recorded_index(idx)
-    idx = index_value(idx)
+    idx = _uint8_masks(index_value(idx))
     check_index(input, idx)
     return _noting_index(index(input, idx), tensors)
 
@@ -816,10 +923,10 @@ def _noting_index(out, tensors):
 
 
 def _plain_slice(s):
-    """A slice of ints (or Nones) with a step that is not 0: valid on any dim."""
+    """A slice of ints (or Nones) with a positive step: valid on any dim."""
     start, stop, step = s.start, s.stop, s.step
     return ((start is None or start.__class__ is int) and (stop is None or stop.__class__ is int)
-            and (step is None or (step.__class__ is int and step != 0)))
+            and (step is None or (step.__class__ is int and step > 0)))
 
 
 def iterate(self):
@@ -872,7 +979,7 @@ def gather(input: Tensor, dim: int, index) -> Tensor:
     (repeated indices accumulate in backward)."""
     tensors = index_tensors(index)
     index = np.asarray(index_value(index))
-    if index.dtype.kind not in "iu":
+    if index.dtype not in _INDEX_DTYPES:
         raise RuntimeError("gather(): Expected dtype int32/int64 for index")
     dim = wrap_dim(dim, input.ndim)
     have, want = tuple(input.shape) or (1,), index.shape or (1,)
@@ -895,7 +1002,7 @@ def index_select(input: Tensor, dim: int, index) -> Tensor:
     index = np.asarray(index_value(index))
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
-    if index.dtype.kind not in "iu":
+    if index.dtype not in _INDEX_DTYPES:
         raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
     dim = wrap_dim(dim, input.ndim)
     if input.ndim == 0 and index.size != 1:
@@ -911,6 +1018,10 @@ def take(input: Tensor, index) -> Tensor:
     """Elements of the flattened input at ``index``."""
     tensors = index_tensors(index)
     index = index_value(index)
+    if np.asarray(index).dtype != np.int64:
+        dt = np.asarray(index).dtype.name
+        raise RuntimeError(f"take(): Expected a long tensor for index, but got "
+                           f"{_TYPE_NAMES.get(dt, dt)}")
     if np.any(index >= input.numel()) or np.any(index < -input.numel()):
         raise IndexError(f"out of range: tried to access index {int(np.max(index))} on a "
                          f"tensor of {input.numel()} elements.")
@@ -919,9 +1030,12 @@ def take(input: Tensor, index) -> Tensor:
 
 def setitem(input: Tensor, idx, value) -> None:
     """``x[idx] = value``, in place under the in-place rules (recorded as CopySlices)."""
+    idx = _torch_index(idx)
     tensors = index_tensors(idx)
     note_recorded_index(idx)
     idx = index_value(idx)
+    _check_uint8_fill(idx, not isinstance(value, Tensor) or value.ndim == 0)
+    idx = _uint8_masks(idx)
     check_index(input, idx)
     if not isinstance(value, Tensor):   # a constant input: an edge without a node, as PyTorch's
         value = wrap(np.asarray(value))
@@ -996,7 +1110,7 @@ def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False,
                                                 and not isinstance(a, bool)):
             device = a if not isinstance(a, (int, np.integer)) else _device(a)
         elif isinstance(a, bool):
-            non_blocking = a
+            pass   # non_blocking: a CPU copy has nothing to wait for
         else:
             dtype = as_dtype(a)
     if device is not None:
@@ -1339,10 +1453,10 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     return TopkResult(vals, idx)
 
 
-def _index_array(index, name):
+def _index_array(index):
     index = np.asarray(index_value(index))
-    if index.dtype.kind not in "iu":
-        raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index")
+    if index.dtype not in _INDEX_DTYPES:   # (PyTorch names scatter_reduce's "scatter()" too)
+        raise RuntimeError("scatter(): Expected dtype int32/int64 for index")
     return index.astype(np.int64)
 
 
@@ -1365,7 +1479,7 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
         raise RuntimeError("reduce argument must be either add or multiply.")
     src = value if src is None else src
     tensors = index_tensors(index)
-    index = _index_array(index, "scatter")
+    index = _index_array(index)
     dim = _check_scatter(input, dim, index, src, "scatter")
     index = index % (input.shape[dim] if input.ndim else 1)
     if reduce is not None:   # PyTorch has no derivative for these (a backward raises)
@@ -1383,7 +1497,7 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
 def scatter_add(input, dim, index, src):
     """``input`` with ``src`` added along ``dim`` at ``index`` (repeated indices add up)."""
     tensors = index_tensors(index)
-    index = _index_array(index, "scatter")
+    index = _index_array(index)
     dim = _check_scatter(input, dim, index, src, "scatter_add")
     index = index % (input.shape[dim] if input.ndim else 1)
     return _noting_index(call("scatter_add", input, dim, index, src), tensors)
@@ -1402,7 +1516,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got "
                            f"{reduce}")
     tensors = index_tensors(index)
-    index = _index_array(index, "scatter_reduce")
+    index = _index_array(index)
     dim = _check_scatter(input, dim, index, src, "scatter_reduce")
     if input.dtype != src.dtype:
         raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
@@ -1417,7 +1531,7 @@ def index_add(input, dim, index, source, *, alpha=1):
     """``input`` with ``alpha * source`` slices added along ``dim`` at ``index``."""
     tensors = index_tensors(index)
     index = np.asarray(index_value(index))
-    if index.dtype.kind not in "iu":
+    if index.dtype not in _INDEX_DTYPES:
         raise RuntimeError(f"index_add_(): Expected dtype int32/int64 for index but got: "
                            f"{_TYPE_NAMES.get(index.dtype.name, index.dtype.name)}")
     index = index.astype(np.int64).reshape(-1)
@@ -1504,6 +1618,8 @@ def index_put(input, indices, values, accumulate=False):
     tensors = index_tensors(idx)
     note_recorded_index(idx)
     idx = index_value(idx)
+    _check_uint8_fill(idx, values.ndim == 0)
+    idx = _uint8_masks(idx)
     check_index(input, idx)
     # (all of the value's dims: index_put drops no leading ones, where x[i] = v does)
     _check_put_shape(tuple(values.shape), index_shape(tuple(input.shape), idx))
@@ -1710,7 +1826,7 @@ def trace(input):
 def bmm(input, mat2):
     """Batched matrix product of two 3-D tensors."""
     if input.ndim != 3 or mat2.ndim != 3:
-        raise RuntimeError(f"batch1 must be a 3D tensor" if input.ndim != 3 else
+        raise RuntimeError("batch1 must be a 3D tensor" if input.ndim != 3 else
                            "batch2 must be a 3D tensor")
     return call("matmul", input, mat2)
 
@@ -1865,7 +1981,10 @@ def atanh(input):
 
 
 def _grad_free(x):
-    return not isinstance(x, Tensor) or x._tape is None
+    """Does ``x`` record nothing: a number, or a tensor without a tape that is not one of
+    ``tg.compile``'s elements (whose class takes array ops: ``__tapegrad_array_op__``)?"""
+    return not isinstance(x, Tensor) or (
+        x._tape is None and getattr(type(x), "__tapegrad_array_op__", None) is None)
 
 
 def _np_unary(fn, input):
@@ -1901,8 +2020,8 @@ def logaddexp(input, other):
 
 
 def lerp(input, end, weight):
-    """``input + weight * (end - input)``."""
-    return input + weight * (end - input)
+    """``input + weight * (end - input)``, rounded as PyTorch's (``array_ops.lerp``)."""
+    return call("lerp", input, end, weight)
 
 
 def addcmul(input, tensor1, tensor2, *, value=1):
@@ -1938,7 +2057,7 @@ def remainder(input, other):
         with np.errstate(all="ignore"):
             out = np.remainder(a, b)
         return wrap(np.asarray(out, dtype=_result_of(input, other, out)))
-    return input - _E["floor"](input / other) * other
+    return call("remainder", input, other)
 
 
 def fmod(input, other):
@@ -1949,7 +2068,7 @@ def fmod(input, other):
         with np.errstate(all="ignore"):
             out = np.fmod(a, b)
         return wrap(np.asarray(out, dtype=_result_of(input, other, out)))
-    return input - _E["trunc"](input / other) * other
+    return call("fmod", input, other)
 
 
 def _check_integer_divisor(input, other):
@@ -2792,7 +2911,7 @@ def index_fill(input, dim, index, value):
     """``input`` with the slices at ``index`` along ``dim`` set to ``value`` (a number or a
     0-d tensor); a ``masked_fill`` of those slices."""
     index = np.asarray(index_value(index))
-    if index.dtype.kind not in "iu":
+    if index.dtype != np.int64:
         raise IndexError("index_fill_(): Expected dtype int64 for index.")
     dim = wrap_dim(dim, builtins.max(input.ndim, 1))
     n = input.shape[dim] if input.ndim else 1

@@ -589,7 +589,19 @@ NN_RULES = {
 }
 
 
+def _remainder_of(rounding):
+    # (inside tg.compile the composition the tensor engine once used: ``x - trunc(x / y) *
+    # y`` rounds ``trunc(x / y) * y``, exact while the quotient stays well below 2**53)
+    def rule(x, y):
+        X, Y = _T(x), _T(y)
+        return _E(X - getattr(X / Y, rounding)() * Y)
+    return rule
+
+
 SCALAR_RULES = {
+    "fmod": _remainder_of("trunc"),
+    "remainder": _remainder_of("floor"),
+    "lerp": lambda x, end, weight: _E(_T(x) + _T(weight) * (_T(end) - _T(x))),
     "sum": _sum,
     "mean": _mean,
     "prod": lambda x, dim=None, keepdim=False: _fold(_mul, _E(x), dim, keepdim),
