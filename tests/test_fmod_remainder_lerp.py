@@ -30,6 +30,8 @@ PROGRAMS = {
     "fmod(x as (12, 1), y)": lambda x, y, L: L.fmod(x.reshape(12, 1), y),
     "(x * 3) % (y + 1)": lambda x, y, L: (x * 3.0) % (y + 1.0),
     "(x * y) % 2.5": lambda x, y, L: (x * y) % 2.5,
+    "(x * 1).fmod_(y)": lambda x, y, L: (x * 1.0).fmod_(y),
+    "(x * 1).remainder_(-2.5)": lambda x, y, L: (x * 1.0).remainder_(-2.5),
 }
 
 

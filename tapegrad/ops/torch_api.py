@@ -3054,6 +3054,7 @@ METHODS.update(
     addcmul_=_inplace_row(addcmul), addcdiv_=_inplace_row(addcdiv),
     clamp_min_=_inplace_row(clamp_min), clamp_max_=_inplace_row(clamp_max),
     square_=_inplace_row(square), nan_to_num_=_inplace_row(nan_to_num),
+    fmod_=_inplace_row(fmod), remainder_=_inplace_row(remainder),
     __mod__=remainder, __rmod__=lambda self, other: remainder(other, self),
     __floordiv__=floor_divide, __rfloordiv__=lambda self, other: floor_divide(other, self),
     scatter_add_=_inplace_row(scatter_add), index_add_=_inplace_row(index_add),
