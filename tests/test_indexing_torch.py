@@ -38,6 +38,8 @@ READS = {
     "x[idx, ..., 0]": lambda x, L: x[L.tensor([0, 2]), ..., 0],
     "x[..., None, 1]": lambda x, L: x[..., None, 1],
     "x[None, 0, ..., None]": lambda x, L: x[None, 0, ..., None],
+    "y[..., mask, 0]": lambda x, L: x.reshape(3, 2, 1).expand(3, 2, 4)[..., L.tensor([True, False]), 0],
+    "y[..., mask of 3, 0]": lambda x, L: x.reshape(3, 2, 1).expand(3, 2, 4)[..., L.tensor([True, False, True]), 0],
     "x[[]]": lambda x, L: x[[]],
     "x[:, ::2]": lambda x, L: x[:, ::2],
     # errors

@@ -756,51 +756,56 @@ def check_index(input, idx):
         raise IndexError(str(e)) from None
 
 
+def _dims_taken(p):
+    """How many dims of the input index part ``p`` takes: none for ``None`` and ``...``, a
+    mask as many as it has (a 0-d one none), anything else one."""
+    if p is None or p is Ellipsis:
+        return 0
+    return p.ndim if isinstance(p, np.ndarray) and p.dtype == bool else 1
+
+
 def _check_masks(shape, parts):
     """PyTorch's error where a bool mask among index ``parts`` does not have the shape of
-    the dims it covers of a tensor of ``shape`` (as PyTorch applies the parts in turn: a
-    ``None`` adds a dim of 1 there, an integer takes its dim away)."""
-    cur, d = list(shape), 0
+    the dims it covers of a tensor of ``shape``.  PyTorch applies the basic parts first (a
+    ``None`` or a 0-d mask adds a dim of 1, an integer takes its dim away) and names the
+    dims of that tensor."""
+    d, dims, masks = 0, [], []   # d: the input's dim; dims: the tensor after the basic parts
     for k, p in enumerate(parts):
         if p is None or (isinstance(p, np.ndarray) and p.dtype == bool and not p.ndim):
-            cur.insert(d, 1)   # (a 0-d mask too: a new dim of 1, then indexed)
-            d += 1
-        elif p is Ellipsis:
-            d = len(cur) - builtins.sum(
-                q.ndim if isinstance(q, np.ndarray) and q.dtype == bool else
-                0 if isinstance(q, (int, np.integer)) else 1
-                for q in parts[k + 1:] if q is not None and q is not Ellipsis)
+            dims.append(1)
+        elif p is Ellipsis:   # (the parts after it take the input's last dims)
+            n = len(shape) - d - builtins.sum(map(_dims_taken, parts[k + 1:]))
+            dims += shape[d:d + n]
+            d += n
         elif isinstance(p, (int, np.integer)):
-            if d < len(cur):
-                del cur[d]
-        elif isinstance(p, np.ndarray) and p.dtype == bool and p.ndim:
-            for j, n in enumerate(p.shape):
-                if d + j >= len(cur):
-                    return   # (too many indices: the trial indexing's error)
-                if cur[d + j] != n:
-                    raise IndexError(f"The shape of the mask {list(p.shape)} at index {j} does "
-                                     f"not match the shape of the indexed tensor {cur} at "
-                                     f"index {d + j}")
-            d += p.ndim
-        else:
             d += 1
+        else:
+            n = _dims_taken(p)
+            if isinstance(p, np.ndarray) and p.dtype == bool:
+                masks.append((len(dims), p))
+            dims += shape[d:d + n]
+            d += n
+    if d > len(shape):
+        return   # (too many indices: the trial indexing's error)
+    dims += shape[d:]   # (the dims no part takes)
+    for at, p in masks:
+        for j, n in enumerate(p.shape):
+            if dims[at + j] != n:
+                raise IndexError(f"The shape of the mask {list(p.shape)} at index {j} does not "
+                                 f"match the shape of the indexed tensor {list(dims)} at "
+                                 f"index {at + j}")
 
 
 def _pytorch_index_dim(parts, axis, ndim):
     """The dim PyTorch names where index ``parts`` is out of range on NumPy's ``axis``: the
     axis for an integer (a select), the position among the index's integer arrays for one of
     them (PyTorch's index kernel counts its index tensors: ``m[:, [9]]`` is "dimension 0")."""
-    def dims_taken(p):   # (of the input: a mask takes as many as it has)
-        if p is None or p is Ellipsis:
-            return 0
-        return p.ndim if isinstance(p, np.ndarray) and p.dtype == bool else 1
-
     d, arrays = 0, 0
     for p in parts:
         if p is None:
             continue
         if p is Ellipsis:
-            d += ndim - builtins.sum(map(dims_taken, parts))
+            d += ndim - builtins.sum(map(_dims_taken, parts))
             continue
         if isinstance(p, np.ndarray) and p.dtype == bool:
             d += p.ndim
@@ -892,7 +897,7 @@ def _integer_index(input, idx):
         if p._tape is not None or getattr(p, "_comparison", None) is not None:
             return None
         t, p = p, p._value
-    if p.__class__ is not _ND or p.dtype.kind != "i" or p.dtype.itemsize < 4 or not p.ndim:
+    if p.__class__ is not _ND or p.dtype not in _INDEX_DTYPES or not p.ndim:
         return None   # (int8 and int16 tensors: the general path raises PyTorch's error)
     if idx.__class__ is tuple:
         if len(idx) > input._value.ndim:
