@@ -110,6 +110,17 @@ def _columns_written(x):
 
 CASES["as_strided"] = [(_through_view, [(3, 4)])]
 CASES["copy_slices"] = [(_columns_written, [(3, 4)])]
+
+
+def _row_read_then_written(x):
+    y = x * 1.0
+    v = y[1]
+    u = v + x[2]   # v's own history, beside the in-place op's input (written_view)
+    v.mul_(x[0])
+    return y * u.sum()
+
+
+CASES["written_view"] = [(_row_read_then_written, [(3, 4)]), (_through_view, [(3, 4)])]
 CASES["reshape_alias"] = [(lambda x: x.t().reshape(2, 2, 3), [(3, 4)])]
 CASES["diagonal"] = [(lambda x: x.diagonal(), [(3, 4)]), (lambda x: x.diagonal(1), [(3, 4)]),
                      (lambda x: x.diagonal(-1, 1, 2), [(2, 3, 4)])]

@@ -716,6 +716,45 @@ def test_the_sign_of_a_zero_gradient_through_copy_slices(op, create_graph):
     assert got[0] == got[1]
 
 
+def _row_divided(L, v0, v1):
+    v2 = v0 * v1
+    v2[0].div_(2.0)
+    return (v2.prod(0) * L.tensor([0.808, 1.0], dtype=L.float64)).sum()
+
+
+def _row_used_then_divided(L, v0, v1):
+    v2 = v0 * v1
+    row = v2[0]
+    before = row * 3.0   # this use keeps the row's own history (SelectBackward0)
+    row.div_(2.0)
+    return (v2.prod(0) * L.tensor([0.808, 1.0], dtype=L.float64)).sum() + before.sum() * 0.0
+
+
+def _column_of_transpose_scaled(L, v0, v1):
+    v2 = v0 * v1
+    v2.t()[1].mul_(-1.5)
+    return (v2.prod(1) * L.tensor([-0.0, 2.0], dtype=L.float64)).sum()
+
+
+THROUGH_A_VIEW_ONLY = {"row divided": _row_divided, "row used, then divided": _row_used_then_divided,
+                       "column of a transpose scaled": _column_of_transpose_scaled}
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+@pytest.mark.parametrize("name", THROUGH_A_VIEW_ONLY)
+def test_an_inplace_ops_gradient_goes_into_its_view_only(name, create_graph):
+    # fuzzer seed 115: the view's own backward (zeros outside it) ran after CopySlices, so a
+    # -0. gradient of the base elsewhere became +0.; PyTorch never runs it for the op's input
+    got = []
+    for L in LIBS:
+        v0 = L.tensor([[-0.0, 1.0], [2.0, -1.123]], dtype=L.float64)
+        v1 = L.tensor([[1.613, 1.0], [1.0, 3.0]], dtype=L.float64, requires_grad=True)
+        y = THROUGH_A_VIEW_ONLY[name](L, v0, v1)
+        g, = L.autograd.grad([y], [v1], create_graph=create_graph)
+        got.append((g.tolist(), np.signbit(g.detach().numpy()).tolist()))
+    assert got[0] == got[1]
+
+
 # An empty tensor is contiguous, with a contiguous tensor's strides (a dim of size 0 steps as
 # one of size 1), so that its reshape is a view (ViewBackward0), as in PyTorch; NumPy gives
 # a new empty array strides 0

@@ -2145,10 +2145,25 @@ def _(g, ans, x, steps):
     return (g,)
 
 
-def replay_view(root, steps):
+@defop("written_view", "AsStridedBackward0", method=False, saves=False)
+def written_view(x, steps):
+    """``x`` viewed through ``steps`` as the input of an in-place op through that view: its
+    gradient goes into the view's part of ``x`` only (PyTorch's CopySlices runs the in-place
+    op's backward and writes the result there, never the view's own backward, whose zeros
+    outside the view would turn the base's -0. gradients into +0.)."""
+    return view_through(x, steps)
+
+
+# g written into -0. (the neutral element of the sum with what the base gets elsewhere)
+written_view.defvjp(lambda g, ans, x, steps:
+                    (lambda: call("copy_slices", wrap(np.full(_shape(x), -0.0)), g, steps),))
+
+
+def replay_view(root, steps, op_name="as_strided"):
     """``root`` viewed through ``steps``, recorded as one ``AsStridedBackward0`` (the tape
-    keeps a copy of the value; the tensor views the root's memory)."""
-    op = ARRAY_OPS["as_strided"]
+    keeps a copy of the value; the tensor views the root's memory); ``op_name``
+    "written_view" for the input of an in-place op through the view."""
+    op = ARRAY_OPS[op_name]
     part = view_through(root._value, steps)
     out = part if part.ndim or part.dtype != np.float64 else float(part)
     return _record_call(op, op.node, (root, steps), [out], {}, None, True)[0]

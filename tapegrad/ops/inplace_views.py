@@ -124,7 +124,10 @@ def inplace_view(self, compute):
     # write into, so the root's value is replaced
     place = None if memory.__class__ is float else _written_place(self, root, steps)
     start = len(T) if T is not None else 0
-    r = compute(self)
+    if steps and tracked and T is not None and self._tape is not None:
+        r = _compute_on_written_view(self, compute, root, steps)
+    else:
+        r = compute(self)
     v = float(r._value) if place is None else _as_dtype(r._value, place)
     recorded = r._tape.__class__ is Tape
     if recorded and not tracked:   # (c.div_(w) of a constant c that has aliases: c.data)
@@ -154,6 +157,19 @@ def inplace_view(self, compute):
         _view_again(root, views)
     root._vc = getattr(root, "_vc", 0) + 1
     return self
+
+
+def _compute_on_written_view(view, compute, root, steps):
+    """``compute(view)`` reading ``view`` as a new view of ``root`` whose gradient goes into
+    its part of the root only, as PyTorch's CopySlices routes the in-place op's gradient
+    (the view's own history, which other uses of it keep, would add zeros elsewhere)."""
+    history = view._tape, view._entry
+    written = replay_view(root, steps, "written_view")
+    view._tape, view._entry = written._tape, written._entry
+    try:
+        return compute(view)
+    finally:
+        view._tape, view._entry = history
 
 
 def _write(root, place, v):

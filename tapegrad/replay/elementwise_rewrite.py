@@ -640,6 +640,7 @@ SCALAR_RULES = {
     "diagonal": lambda x, offset=0, dim1=0, dim2=1:
     view_through(_E(x), (("diagonal", (offset, dim1, dim2), {}),)),
     "as_strided": lambda x, steps: view_through(_E(x), steps),
+    "written_view": lambda x, steps: view_through(_E(x), steps),
     "copy_slices": _copy_slices,
     "gather": lambda x, dim, index: np.atleast_1d(_E(x))[along_index(np.asarray(index), dim)]
     .reshape(np.shape(index)),
