@@ -1540,7 +1540,8 @@ def _zeros(g):
 def forward_source() -> str:
     """The forward of every op on Python floats and on NumPy arrays (the generic path)."""
     out = [HEADER, '"""Forward functions of the op table, on floats and on NumPy arrays."""',
-           "import math", "", "import numpy as np", "", "",
+           "import math", "", "import numpy as np", "",
+           "from .array_forward import sigmoid_array  # noqa: F401", "", "",
            "erf_array = np.vectorize(math.erf, otypes=[np.float64])", "", ""]
     for k, op in enumerate(OPS):
         out.append(f"def _sf_{op.name}(x, y, z):\n    return {op.fwd}\n\n")

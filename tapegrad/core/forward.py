@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 
+from .array_forward import sigmoid_array  # noqa: F401
+
 
 erf_array = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -207,7 +209,7 @@ def _sf_sigmoid(x, y, z):
 
 
 def _vf_sigmoid(x, y=0.0, z=0.0):
-    return 1.0 / (1.0 + np.exp(-x))
+    return sigmoid_array(x)
 
 
 def _sf_relu(x, y, z):

@@ -178,7 +178,7 @@ OPS: Tuple[Op, ...] = (
     Op("tanh", 1, "math.tanh(x)", "np.tanh(x)", "1.0 - out * out", gx="tanh_backward(g, out)",
        node="TanhBackward0"),
     # fused: sigma' = sigma (1 - sigma), stable for large |x|
-    Op("sigmoid", 1, "1.0 / (1.0 + math.exp(-x))", "1.0 / (1.0 + np.exp(-x))",
+    Op("sigmoid", 1, "1.0 / (1.0 + math.exp(-x))", "sigmoid_array(x)",   # (core/array_forward.py)
        "out * (1.0 - out)", gx="sigmoid_backward(g, out)", node="SigmoidBackward0",
        domain=((-4.0, 4.0),)),
     # relu(-0.) = -0., relu(nan) = nan, relu'(0) = 0, relu'(nan) = 1, as PyTorch; its backward

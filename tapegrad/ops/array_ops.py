@@ -585,6 +585,31 @@ def call_arrays(name, xs, params=None):
                                          (name, _template(xs, None, op.reads), params)), out)
 
 
+SUM_ALL = {"dim": None, "keepdim": False}
+
+
+def sum_all(x):
+    """``call("sum", x)`` for exactly a ``Tensor`` with history holding a float64 array (the
+    most common reduction: every loss, the LSTM's and GMM's sums): the same value, node and
+    entry as ``call_arrays``, without its generic steps (3.5 -> 1.7 us on 14 elements).
+    None where that does not apply."""
+    v = x._value
+    T = recording()
+    if T is None or v.__class__ is not np.ndarray or v.dtype is not _DT64:
+        return None
+    number = _SHARED_CALLS.get(("sum", 1, id(SUM_ALL)))
+    if number is None:
+        number = shared_call("sum", 1, SUM_ALL)
+        if number is None:   # (no more shared calls: call_arrays records a call of its own)
+            return None
+    out = float(np.add.reduce(v) if v.ndim == 1 else np.add.reduce(v, axis=None))
+    if T._retiring:
+        T = next_tape(T, (x,))
+    tape = x._tape
+    ref = x._entry if tape is T else T._ref(x)
+    return tensor_of_entry(T, record_shared(T, "SumBackward0", (ref,), out, number), out)
+
+
 def _unrecorded(ans, dt, extra):
     """``call``'s results where nothing records: the values ``_record_call`` would wrap."""
     if ans.__class__ is _F64 and (dt is None or dt is _DT64):
@@ -697,7 +722,7 @@ def shared_call(name, n, params):
 
     Callers first look the call up by the identity of ``params``
     (``_SHARED_CALLS[name, n, id(params)]``), which finds a module's constant params
-    (``_SUM_ALL``) in one lookup: ``CALLS`` holds that dict for good, so no other dict can
+    (``SUM_ALL``) in one lookup: ``CALLS`` holds that dict for good, so no other dict can
     have its id.  Other keys carry each value's class: ``1``, ``True`` and ``1.0`` are
     equal as keys, not as arguments; a float (``-0.0 == 0.0``) is never shared."""
     if not params:
@@ -2442,22 +2467,26 @@ def basic_index(x, idx, node=None):
     analysis; the caller checks that (``node``: the step's node name, when known).  The same
     value, node, tape entry and view as the general path, at a third of its cost."""
     v = x._value
-    if idx.__class__ is int and v.ndim == 1 and v.dtype is _DT64:
-        # an element of a float64 vector (``for v in w``, ``sum(w)``): its number directly
-        part, node = _float(v[idx]), "SelectBackward0"
-    elif idx.__class__ is int:
-        part, node = v[idx, ...], "SelectBackward0"
-    elif idx.__class__ is slice:
-        part, node = v[idx], "SliceBackward0"
+    c = idx.__class__
+    if c is slice:
+        out, node = v[idx], "SliceBackward0"
+    elif c is int:
+        if v.ndim == 1 and v.dtype is _DT64:
+            # an element of a float64 vector (``for v in w``, ``sum(w)``): its number directly
+            out = _float(v[idx])
+        else:   # (a row, or an element of another dtype: its 0-d view)
+            out = v[idx, ...]
+        node = "SelectBackward0"
     else:   # one step of index_steps: full slices, then an int, a slice or a None
-        part = v[idx]
+        out = v[idx]
         if node is None:
             node = _index_node(idx)
-        if part.__class__ is not np.ndarray:   # an element: the 0-d view of it
-            part = v[idx + (Ellipsis,)]
-    shared = True   # (a basic index is a view, an empty one too, as PyTorch's empty slice)
-    out = part if part.__class__ is _float or part.ndim or part.dtype != np.float64 \
-        else float(part)
+        if out.__class__ is not np.ndarray:   # an element: the 0-d view of it
+            out = v[idx + (Ellipsis,)]
+        if not out.ndim and out.dtype is _DT64:
+            out = float(out)
+    # (a basic index is a view, an empty one too, as PyTorch's empty slice: the tape keeps a
+    # copy of it)
     T = recording()
     tape = x._tape
     if T is None or tape is None:
@@ -2466,13 +2495,16 @@ def basic_index(x, idx, node=None):
         if T._retiring:
             T = next_tape(T, (x,))
         ref = x._entry if tape is T else T._ref(x)
-        kept = np.array(out) if shared and out.__class__ is np.ndarray else out
-        number = _shared_index_call(idx)
-        i = record_one(T, node, (ref,), kept, None, ("getitem", (_ARGS[0], idx), _NO_PARAMS)) \
-            if number is None else record_shared(T, node, (ref,), kept, number)
-        r = tensor_of_entry(T, i, out)
-    if shared:
-        register_view(r, x, ("getitem", (idx,), _NO_PARAMS))
+        kept = np.array(out) if out.__class__ is np.ndarray else out
+        number = _SHARED_CALLS.get((slice, idx.start, idx.stop, idx.step)) if c is slice \
+            else None
+        if number is None:
+            number = _shared_index_call(idx)
+        r = tensor_of_entry(T, record_one(T, node, (ref,), kept, None,
+                                          ("getitem", (_ARGS[0], idx), _NO_PARAMS))
+                            if number is None else record_shared(T, node, (ref,), kept, number),
+                            out)
+    register_view(r, x, ("getitem", (idx,), _NO_PARAMS))
     return r
 
 

@@ -25,7 +25,7 @@ from ..core.views import register_parts, register_view, root_and_steps
 from . import everyday_ops, inplace_views, special
 from .factories import (LEGACY_CONSTRUCTORS, factory_shape, legacy_new, random_source,
                         tensor as _new_tensor, tensor_init)
-from .array_ops import (basic_index, basic_steps, call, call_arrays, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
+from .array_ops import (SUM_ALL, basic_index, basic_steps, call, call_arrays, sum_all, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
                         view_through, without_leading_ones, wrap_dim)
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
@@ -51,14 +51,18 @@ def _as(input, dtype):
     return input if dtype is None else _convert(input, as_dtype(dtype))
 
 
-_SUM_ALL, _SUM_ALL_KEEPDIM = {"dim": None, "keepdim": False}, {"dim": None, "keepdim": True}
+_SUM_ALL_KEEPDIM = {"dim": None, "keepdim": True}
 _SUM_DIM = {}   # (sum's params over one dim, made once: a recorded call shares them)
 
 
 def sum(input: Tensor, dim: Dim = None, keepdim: bool = False, dtype=None) -> Tensor:  # noqa: A001
     """Sum of all elements, or over ``dim`` (int or tuple)."""
     if dim is None and dtype is None:   # (the common case: nothing to convert)
-        return call_arrays("sum", (input,), _SUM_ALL_KEEPDIM if keepdim else _SUM_ALL)
+        if not keepdim and input.__class__ is Tensor and input._tape is not None:
+            out = sum_all(input)
+            if out is not None:
+                return out
+        return call_arrays("sum", (input,), _SUM_ALL_KEEPDIM if keepdim else SUM_ALL)
     if dim.__class__ is int and dtype is None:   # (one dim: GMM's, k-means' sums)
         params = _SUM_DIM.get((dim, keepdim)) if keepdim.__class__ is bool else None
         if params is None:
