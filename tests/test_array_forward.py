@@ -43,3 +43,27 @@ def test_a_small_sigmoids_gradient():
     s.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), s.detach().numpy() * (1 - s.detach().numpy()),
                                rtol=1e-15)
+
+
+def _foreign_float64(shape):
+    """A float64 array whose dtype object is not NumPy's own (as an array made inside a
+    kernel loaded from Numba's cache, or an unpickled one, has)."""
+    import pickle
+    d = pickle.loads(pickle.dumps(np.dtype(np.float64)))
+    a = RNG.normal(size=shape).view(d)
+    assert a.dtype is not np.dtype(np.float64) and a.dtype == np.float64
+    return a
+
+
+def test_values_hold_numpys_own_float64_dtype():
+    # the fast paths test ``dtype is float64``: a value with another float64 dtype object took
+    # the general path at every op
+    f64 = np.dtype(np.float64)
+    a = _foreign_float64((4, 3))
+    assert tg.tensor(a)._value.dtype is f64
+    from tapegrad.core.tensor import wrap
+    assert wrap(a)._value.dtype is f64
+    x = tg.tensor(RNG.normal(size=(4, 3)), requires_grad=True)
+    for t in (tg.min(x, 0)[0], tg.max(x, 1)[0], tg.min(x * 1.0, 1).values, tg.sum(x, 0),
+              tg.logsumexp(x, 1)):
+        assert t._value.dtype is f64

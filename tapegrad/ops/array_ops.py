@@ -28,7 +28,7 @@ from ..core.pyop import Arg, record, record_one, record_shared, register_call
 from ..core.grad_mode import is_grad_enabled
 from ..core.numba_jit import jit
 from ..core.tape import next_tape, recording
-from ..core.tensor import (Tensor, note_comparison_use, recorded_comparison,
+from ..core.tensor import (Tensor, as_float64, note_comparison_use, recorded_comparison,
                            tensor_of_entry, wrap)
 from ..core.views import register_parts, register_view
 
@@ -130,6 +130,8 @@ def _out(v, like=None):
         v = v.astype(like)
     if v.ndim == 0 and v.dtype == np.float64:
         return float(v)
+    if v.dtype is not _DT64 and v.dtype == _DT64:
+        v = as_float64(v)
     return v
 
 
