@@ -716,8 +716,9 @@ _EXACT = frozenset((type(None), bool, int, str))   # (values equal only when the
 
 def shared_call(name, n, params):
     """The number in ``CALLS`` (core/pyop.py) of the call ``(name, arg_numbers(n),
-    params)`` whose ``n`` arguments are all inputs, where the params are Nones, bools, ints
-    and strs (``sum(dim=None)``, ``sum(dim=1)``), else None.  Every op recorded with the
+    params)`` whose ``n`` arguments are all inputs, where the params are Nones, bools, ints,
+    strs and tuples of ints (``sum(dim=None)``, ``sum(dim=1)``, ``permute(dims=(1, 0))``),
+    else None.  Every op recorded with the
     same call shares it (``record_shared``): a tape kept a fresh tuple and a ``PyOp`` per
     op alive, which Python's garbage collector traversed again at every full collection
     (the LSTM objective spent a quarter of its time there).
@@ -732,7 +733,7 @@ def shared_call(name, n, params):
     else:
         key = [name, n]
         for k, v in params.items():
-            if v.__class__ not in _EXACT:
+            if v.__class__ not in _EXACT and not (v.__class__ is tuple and _int_tuple(v)):
                 return None
             key += (k, v.__class__, v)
         key = tuple(key)
@@ -742,6 +743,15 @@ def shared_call(name, n, params):
         if number is not None:
             _SHARED_CALLS[key] = _SHARED_CALLS[name, n, id(params)] = number
     return number
+
+
+def _int_tuple(v):
+    """Is ``v`` a tuple of ints (not bools: ``(True,) == (1,)``), a permute's or a reshape's
+    params, equal only when the same?"""
+    for d in v:
+        if d.__class__ is not int:
+            return False
+    return True
 
 
 def _shared_index_call(idx):
