@@ -683,6 +683,39 @@ def _view_call(op, node, args, ans, params, edges, tensors=None):
     return r
 
 
+def call_view(name, x, params):
+    """``call(name, x, **params)`` for view op ``name`` (unsqueeze, squeeze, transpose,
+    permute, t) of exactly a ``Tensor`` holding a float64 array: the same value, node, entry
+    and view, without ``call``'s analysis of its arguments (``x.unsqueeze(1)`` 8.0 -> 3.2
+    us, ``p.T`` of a constant 5 -> 2).  Anything else goes to ``call``."""
+    v = x._value
+    tape = x._tape
+    if x.__class__ is not Tensor or v.__class__ is not np.ndarray or v.dtype is not _DT64 or \
+            (tape is None and getattr(x, "_comparison", None) is not None):
+        return call(name, x, **params)
+    op = ARRAY_OPS[name]
+    ans = op.forward(v, **params)
+    if ans.__class__ is not np.ndarray or not _is_view_of(ans, v):
+        return call(name, x, **params)
+    out = ans if ans.ndim else float(ans)
+    T = recording()
+    if T is None or tape is None:
+        r = wrap(out)
+    else:
+        if T._retiring:
+            T = next_tape(T, (x,))
+        ref = x._entry if tape is T else T._ref(x)
+        node = op.node if op.node.__class__ is str else op.node(v, **params)
+        kept = np.array(out) if out.__class__ is np.ndarray else out
+        number = _SHARED_CALLS.get((name, 1, id(params)))
+        if number is None:
+            number = shared_call(name, 1, params)
+        r = tensor_of_entry(T, record_one(T, node, (ref,), kept, None, (name, arg_numbers(1), params))
+                            if number is None else record_shared(T, node, (ref,), kept, number), out)
+    register_view(r, x, (name, (), params))
+    return r
+
+
 def view_through(a, steps):
     """The NumPy view of array ``a`` that ``steps`` (view ops) lead to (0-d for an element,
     never a NumPy scalar: it is written through)."""
@@ -1898,7 +1931,7 @@ reshape_alias.defvjp(_reshape_back)
        grad_depends="nothing")
 def transpose(x, dim0, dim1):
     dim0, dim1 = wrap_dim(dim0, x.ndim), wrap_dim(dim1, x.ndim)
-    return np.swapaxes(x, dim0, dim1) if x.ndim else x[...]
+    return x.swapaxes(dim0, dim1) if x.ndim else x[...]
 
 
 # a swap is its own inverse
@@ -1925,7 +1958,7 @@ def permute(x, dims):
     dims = tuple(wrap_dim(d, x.ndim) for d in dims)
     if len(set(dims)) != len(dims):
         raise RuntimeError("permute(): duplicate dims are not allowed.")
-    return np.transpose(x, dims)
+    return x.transpose(dims)
 
 
 # the inverse permutation
@@ -1955,7 +1988,8 @@ squeeze.defvjp(_reshape_back)
 @defop("unsqueeze", "UnsqueezeBackward0", saves=False, view=True, numpy_rule=True,
        grad_depends="nothing")
 def unsqueeze(x, dim):
-    return np.expand_dims(x, wrap_dim(dim, x.ndim + 1))
+    d = wrap_dim(dim, x.ndim + 1)
+    return x.reshape(x.shape[:d] + (1,) + x.shape[d:])   # (np.expand_dims' own reshape)
 
 
 unsqueeze.defvjp(_reshape_back)

@@ -25,7 +25,7 @@ from ..core.views import register_parts, register_view, root_and_steps
 from . import everyday_ops, inplace_views, special
 from .factories import (LEGACY_CONSTRUCTORS, factory_shape, legacy_new, random_source,
                         tensor as _new_tensor, tensor_init)
-from .array_ops import (SUM_ALL, basic_index, basic_steps, call, call_arrays, sum_all, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
+from .array_ops import (SUM_ALL, basic_index, basic_steps, call, call_arrays, call_view, sum_all, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
                         view_through, without_leading_ones, wrap_dim)
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
@@ -347,12 +347,12 @@ def outer(input: Tensor, vec2: Tensor) -> Tensor:
 def t(input: Tensor) -> Tensor:
     """Transpose of a 2-D tensor (a 0-D or 1-D tensor's values as they are, in a new node,
     as PyTorch's TBackward0)."""
-    return call("t", input)
+    return call_view("t", input, _NO_PARAMS)
 
 
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     """Swap dimensions ``dim0`` and ``dim1``."""
-    return call("transpose", input, dim0=dim0, dim1=dim1)
+    return call_view("transpose", input, {"dim0": dim0, "dim1": dim1})
 
 
 def _shape_keyword(name, args, kw, key):
@@ -369,14 +369,26 @@ def _shape_keyword(name, args, kw, key):
 def permute(input: Tensor, *dims: Union[int, Sequence[int]], **kw) -> Tensor:
     """Reorder dimensions."""
     dims = _shape_keyword("permute", dims, kw, "dims")
-    return call("permute", input, dims=shape_arg(dims))
+    return call_view("permute", input, {"dims": shape_arg(dims)})
 
 
 def reversed_dims(self):
     """The tensor with its dimensions reversed (``x.T``)."""
     if self.ndim < 2:
         return self
-    return call("permute", self, dims=tuple(range(self.ndim - 1, -1, -1)))
+    return call_view("permute", self, _reversed_dims_params(self.ndim))
+
+
+def _reversed_dims_params(ndim):
+    """``{"dims": (ndim - 1, ..., 0)}``, one dict per ndim (a shared call is found by its
+    params' identity first)."""
+    params = _REVERSED_DIMS.get(ndim)
+    if params is None:
+        params = _REVERSED_DIMS[ndim] = {"dims": tuple(range(ndim - 1, -1, -1))}
+    return params
+
+
+_REVERSED_DIMS = {}
 
 
 def _new_shape(input, shape):
@@ -498,12 +510,14 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 
 def squeeze(input: Tensor, dim: Optional[int] = None) -> Tensor:
     """Remove dimensions of size 1 (or only ``dim``)."""
-    return call("squeeze", input, dim=dim)
+    return call_view("squeeze", input, _dim_params(dim) if dim.__class__ is int or dim is None
+                     else {"dim": dim})
 
 
 def unsqueeze(input: Tensor, dim: int) -> Tensor:
     """Insert a dimension of size 1 at ``dim``."""
-    return call("unsqueeze", input, dim=dim)
+    return call_view("unsqueeze", input, _dim_params(dim) if dim.__class__ is int
+                     else {"dim": dim})
 
 
 def expand(input: Tensor, *sizes: Union[int, Sequence[int]], **kw) -> Tensor:
