@@ -30,6 +30,7 @@ from .array_ops import (SUM_ALL, basic_index, basic_steps, call, call_arrays, ca
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
 _ND, _F64, _float, _new = np.ndarray, np.float64, builtins.float, object.__new__
+_DT64 = np.dtype(np.float64)
 _NO_PARAMS = {}   # (shared by the steps of element views: never written)
 Dim = Optional[Union[int, Tuple[int, ...], List[int]]]
 _INT = (int, np.integer)
@@ -164,6 +165,11 @@ def cumprod(input: Tensor, dim: int, dtype=None) -> Tensor:
 
 def matmul(input: Tensor, other: Tensor) -> Tensor:
     """Matrix product with NumPy/PyTorch semantics (dot, mv, mm, batched)."""
+    if input.__class__ is Tensor and other.__class__ is Tensor:   # (the common mm: no checks)
+        a, b = input._value, other._value
+        if a.__class__ is _ND and b.__class__ is _ND and a.ndim == 2 and b.ndim == 2 and \
+                a.shape[1] == b.shape[0] and a.dtype is _DT64 and b.dtype is _DT64:
+            return call_arrays("matmul", (input, other))
     if input.ndim == 0 or other.ndim == 0:
         raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
                            f"{input.ndim}D and {other.ndim}D")
