@@ -102,6 +102,15 @@ _DIVIDED_ROW = 64
 _SWAPPED = (0, 4, 2, 5)   # (the op with its operands the other way round: y <op> x)
 
 
+_DECLINED = set()   # (op, x's shape, y's shape) that broadcast_arith leaves to NumPy
+
+
+def _decline(key):
+    if len(_DECLINED) < 4096:
+        _DECLINED.add(key)
+    return None
+
+
 def broadcast_arith(code, x, y):
     """``x <op> y`` for elementwise op ``code`` (add, sub, mul or div) of C-contiguous
     float64 arrays of two shapes that broadcast in one of the patterns above: the result
@@ -109,12 +118,14 @@ def broadcast_arith(code, x, y):
     fast enough, or that do not broadcast: NumPy raises; another op or dtype)."""
     op = _KERNEL_OP.get(code)
     if op is None or x.__class__ is not np.ndarray or y.__class__ is not np.ndarray \
-            or x.dtype is not _F64 or y.dtype is not _F64 or not x.ndim or not y.ndim \
-            or not (x.flags.c_contiguous and y.flags.c_contiguous):
+            or x.dtype is not _F64 or y.dtype is not _F64 or not x.ndim or not y.ndim:
         return None
     xs, ys = x.shape, y.shape
     if xs == ys:
         return None
+    key = (op, xs, ys)
+    if key in _DECLINED or not (x.flags.c_contiguous and y.flags.c_contiguous):
+        return None   # (the shape analysis below costs ~1 us: most pairs are small)
     if len(xs) == 3 and len(ys) == 3:
         v = _outer_rows_of(op, x, y)
         if v is not None:
@@ -138,17 +149,17 @@ def broadcast_arith(code, x, y):
             shape.append(a)
             kind = 1
         else:
-            return None   # (NumPy's error)
+            return _decline(key)   # (NumPy's error)
         if kinds and kinds[-1] == kind:
             sizes[-1] *= shape[-1]
         else:
             kinds.append(kind)
             sizes.append(shape[-1])
     if len(kinds) != 2:
-        return None
+        return _decline(key)
     n, m = sizes
     if n * m < _FEW or (op == 3 and m < _DIVIDED_ROW):
-        return None
+        return _decline(key)
     first, second = kinds
     # (the operand full in both dims, or the column, is ``a``; x second: the swapped op)
     if first == 3:      # both full down the rows; one is a column: mode 1
