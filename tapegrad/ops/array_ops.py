@@ -683,15 +683,19 @@ def _view_call(op, node, args, ans, params, edges, tensors=None):
     return r
 
 
-def call_view(name, x, params):
+def call_view(name, x, params, node=None):
     """``call(name, x, **params)`` for view op ``name`` (unsqueeze, squeeze, transpose,
     permute, t) of exactly a ``Tensor`` holding a float64 array: the same value, node, entry
     and view, without ``call``'s analysis of its arguments (``x.unsqueeze(1)`` 8.0 -> 3.2
-    us, ``p.T`` of a constant 5 -> 2).  Anything else goes to ``call``."""
+    us, ``p.T`` of a constant 5 -> 2).  Anything else goes to ``call`` (``node``, the node's
+    name where it is not the op's own, only here: the in-place view ops' ``TBackward1``)."""
     v = x._value
     tape = x._tape
     if x.__class__ is not Tensor or v.__class__ is not np.ndarray or v.dtype is not _DT64 or \
             (tape is None and getattr(x, "_comparison", None) is not None):
+        if node is not None:
+            raise RuntimeError(f"{name}_(): tapegrad changes the shape in place only of a "
+                               "float64 tensor")
         return call(name, x, **params)
     op = ARRAY_OPS[name]
     ans = op.forward(v, **params)
@@ -705,7 +709,8 @@ def call_view(name, x, params):
         if T._retiring:
             T = next_tape(T, (x,))
         ref = x._entry if tape is T else T._ref(x)
-        node = op.node if op.node.__class__ is str else op.node(v, **params)
+        if node is None:
+            node = op.node if op.node.__class__ is str else op.node(v, **params)
         kept = np.array(out) if out.__class__ is np.ndarray else out
         number = _SHARED_CALLS.get((name, 1, id(params)))
         if number is None:

@@ -19,9 +19,9 @@ from ..core import optable
 from ..core.dtypes import (CPU, scalar_type_name, as_device, as_dtype, bool_, device as _device, float16, float32,
                            float64, get_default_dtype, int8, int16, int32, int64, uint8)
 from ..core.pyop import note_index_versions
-from ..core.tape import Tape, recording
+from ..core.tape import UNREGISTERED_LEAF, Tape, recording
 from ..core.tensor import Tensor, check_float, note_comparison_use, wrap
-from ..core.views import register_parts, register_view, root_and_steps
+from ..core.views import live_views, register_parts, register_view, root_and_steps
 from . import everyday_ops, inplace_views, special
 from .factories import (LEGACY_CONSTRUCTORS, factory_shape, legacy_new, random_source,
                         tensor as _new_tensor, tensor_init)
@@ -383,6 +383,50 @@ def reversed_dims(self):
     if self.ndim < 2:
         return self
     return call_view("permute", self, _reversed_dims_params(self.ndim))
+
+
+def _shape_in_place(name, params, node):
+    """``x.<name>_(...)``: ``x`` becomes ``x.<name>(...)``, a view of its memory with another
+    shape and strides (PyTorch's ``t_``, ``transpose_``, ``unsqueeze_``, ``squeeze_``), its
+    node ``node`` (PyTorch's ``TBackward1``...).  Refused, as PyTorch, on a leaf that requires
+    grad (or a view of one) while grad mode is on; refused by tapegrad (PyTorch allows
+    them) on a tensor with live views of it, whose steps from it would change meaning, and
+    on a tensor with history under ``no_grad``."""
+    def method(self, *args):
+        p = params(*args)
+        root, steps = root_and_steps(self)
+        recording_now = recording() is not None
+        if recording_now and root._tape is not None and (root.is_leaf or self.is_leaf):
+            raise RuntimeError(f"a {'view of a ' if steps else ''}leaf Variable that requires "
+                               "grad is being used in an in-place operation.")
+        if not steps and live_views(self):
+            raise RuntimeError(f"{name}_(): tapegrad cannot change the shape of a tensor in "
+                               f"place while views of it are alive; use {name}() instead")
+        if not recording_now and self._tape is not None and not self.is_leaf:
+            raise RuntimeError(f"{name}_(): tapegrad cannot change the shape of a tensor with "
+                               f"history in place under no_grad; use {name}() instead")
+        r = call_view(name, self, p, node(p) if recording_now else None)
+        if r._tape is not None:
+            self._tape, self._entry = r._tape, r._entry
+        elif self._tape is not None:   # a leaf that requires grad, under no_grad: registered
+            old = self._tape           # again with its new shape at its next use
+            if old.__class__ is Tape and old._leaves.get(self._entry) is self:
+                old._leaf_of.pop(id(self), None)
+                self._tape = UNREGISTERED_LEAF
+        self._value = r._value
+        if steps:
+            self._view = r._view
+        root._vc = getattr(root, "_vc", 0) + 1
+        return self
+    method.__name__ = f"{name}_"
+    method.__doc__ = f"``{name}`` in place (the tensor's shape and strides change)."
+    return method
+
+
+def _squeeze_node(p):
+    dim = p["dim"]
+    return "SqueezeBackward3" if dim is None else \
+        "SqueezeBackward5" if dim.__class__ in (tuple, list) else "SqueezeBackward4"
 
 
 def _reversed_dims_params(ndim):
@@ -3084,6 +3128,12 @@ METHODS.update(
     clamp_min_=_inplace_row(clamp_min), clamp_max_=_inplace_row(clamp_max),
     square_=_inplace_row(square), nan_to_num_=_inplace_row(nan_to_num),
     fmod_=_inplace_row(fmod), remainder_=_inplace_row(remainder),
+    t_=_shape_in_place("t", lambda: _NO_PARAMS, lambda p: "TBackward1"),
+    transpose_=_shape_in_place("transpose", lambda dim0, dim1: {"dim0": dim0, "dim1": dim1},
+                               lambda p: "TransposeBackward1"),
+    unsqueeze_=_shape_in_place("unsqueeze", lambda dim: {"dim": dim},
+                               lambda p: "UnsqueezeBackward1"),
+    squeeze_=_shape_in_place("squeeze", lambda dim=None: {"dim": dim}, _squeeze_node),
     __mod__=remainder, __rmod__=lambda self, other: remainder(other, self),
     __floordiv__=floor_divide, __rfloordiv__=lambda self, other: floor_divide(other, self),
     scatter_add_=_inplace_row(scatter_add), index_add_=_inplace_row(index_add),
