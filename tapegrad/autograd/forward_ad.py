@@ -106,7 +106,7 @@ class DualTensor(Tensor):
 
     __str__ = __repr__
 
-    def _inplace(self, compute):
+    def _inplace(self, compute, aliased=False):
         results = []
 
         def computed(s):

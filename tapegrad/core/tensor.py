@@ -742,7 +742,7 @@ class Tensor:
     def __ne__(self, o): return compare(_CODES["ne"], self, o)
 
     # -- in-place ops -----------------------------------------------------------------
-    def _inplace(self, compute):
+    def _inplace(self, compute, aliased=False):
         """``self = compute(self)`` in place, under PyTorch's rules: an error on a leaf that
         requires grad while grad mode is on; a recorded result becomes a new entry that
         ``self`` now stands for, and the old entry is marked modified so that a backward
@@ -750,7 +750,7 @@ class Tensor:
         tensor with live views, writes into the memory they share (``_inplace_view``,
         defined by the ops layer: it returns None when no view of this memory is alive)."""
         if (self._view is not None or self._views is not None) and \
-                self._inplace_view(compute) is not None:
+                self._inplace_view(compute, aliased) is not None:
             return self
         grad_on = recording() is not None
         if grad_on and self._tape is not None and self.is_leaf:
@@ -765,7 +765,15 @@ class Tensor:
         r = compute(self)
         old = self._tape
         if old.__class__ is Tape:
-            old._dirty.append((self._entry, r._entry if r._tape is old else len(old)))
+            if r._tape is not old:
+                changed_at = len(old)
+            elif aliased:
+                # ``x.mul_(x)``: the op saved ``x`` as its other operand too, and changed it
+                # (PyTorch's version check raises at the backward; ``add_`` saves none)
+                changed_at = r._entry + 1
+            else:   # (the op's own entries read the old value, which the tape keeps: a
+                changed_at = start   # composition's, ``log10_``'s ``log``, as PyTorch's clone)
+            old._dirty.append((self._entry, changed_at))
         v = r._value
         if self.dtype is not float64 and v.__class__ is float:
             v = np.asarray(v, self.dtype.np)
@@ -801,25 +809,28 @@ class Tensor:
 
     def add_(self, other, alpha=1):
         """In place ``self += alpha * other``."""
-        return self._inplace(lambda s: s + (other if alpha == 1 else other * alpha))
+        return self._inplace(lambda s: s + (other if alpha == 1 else other * alpha),
+                             other is self)
 
     def sub_(self, other, alpha=1):
         """In place ``self -= alpha * other``."""
-        return self._inplace(lambda s: s - (other if alpha == 1 else other * alpha))
+        return self._inplace(lambda s: s - (other if alpha == 1 else other * alpha),
+                             other is self)
 
     def mul_(self, other):
         """In place ``self *= other``."""
-        return self._inplace(lambda s: s * other)
+        return self._inplace(lambda s: s * other, other is self)
 
     def div_(self, other, *, rounding_mode=None):
         """In place ``self /= other`` (rounded by ``rounding_mode``, as ``div``)."""
         if rounding_mode is not None:   # (the ops layer's div takes it)
-            return self._inplace(lambda s: s.div(other, rounding_mode=rounding_mode))
-        return self._inplace(lambda s: s / other)
+            return self._inplace(lambda s: s.div(other, rounding_mode=rounding_mode),
+                                 other is self)
+        return self._inplace(lambda s: s / other, other is self)
 
     def pow_(self, exponent):
         """In place ``self **= exponent``."""
-        return self._inplace(lambda s: s ** exponent)
+        return self._inplace(lambda s: s ** exponent, exponent is self)
 
     def clamp_(self, min=None, max=None):
         """In place ``clamp``."""

@@ -98,7 +98,7 @@ def _rebind(aliases):
                             else np.array(v))
 
 
-def inplace_view(self, compute):
+def inplace_view(self, compute, aliased=False):
     """``self = compute(self)`` written into the memory ``self`` shares with views (the
     ``Tensor._inplace`` of views); None when no view of it is alive (the plain path)."""
     root, steps = root_and_steps(self)
@@ -125,7 +125,7 @@ def inplace_view(self, compute):
     place = None if memory.__class__ is float else _written_place(self, root, steps)
     start = len(T) if T is not None else 0
     if steps and tracked and T is not None and self._tape is not None:
-        r = _compute_on_written_view(self, compute, root, steps)
+        r = _compute_on_written_view(self, compute, root, steps, aliased)
     else:
         r = compute(self)
     v = float(r._value) if place is None else _as_dtype(r._value, place)
@@ -159,7 +159,7 @@ def inplace_view(self, compute):
     return self
 
 
-def _compute_on_written_view(view, compute, root, steps):
+def _compute_on_written_view(view, compute, root, steps, aliased):
     """``compute(view)`` reading ``view`` as a new view of ``root`` whose gradient goes into
     its part of the root only, as PyTorch's CopySlices routes the in-place op's gradient
     (the view's own history, which other uses of it keep, would add zeros elsewhere)."""
@@ -167,9 +167,15 @@ def _compute_on_written_view(view, compute, root, steps):
     written = replay_view(root, steps, "written_view")
     view._tape, view._entry = written._tape, written._entry
     try:
-        return compute(view)
+        r = compute(view)
     finally:
         view._tape, view._entry = history
+    T = written._tape
+    if aliased and r._tape is T:
+        # ``v.mul_(v)``: the op saved the view as its other operand too, and changed it
+        # (PyTorch's version check raises at the backward)
+        T._dirty.append((written._entry, r._entry + 1))
+    return r
 
 
 def _write(root, place, v):

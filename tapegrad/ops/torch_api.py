@@ -1721,7 +1721,8 @@ def _inplace_row(fn):
     """The in-place form of ``fn(self, ...)``: the result replaces ``self``'s value (under
     the in-place rules of ``Tensor._inplace``)."""
     def inplace(self, *args, **kw):
-        return self._inplace(lambda s: fn(s, *args, **kw))
+        aliased = builtins.any(a is self for a in args) or builtins.any(a is self for a in kw.values())
+        return self._inplace(lambda s: fn(s, *args, **kw), aliased)
     inplace.__name__ = fn.__name__ + "_"
     inplace.__doc__ = f"In place ``{fn.__name__}``."
     return inplace
@@ -3159,6 +3160,39 @@ METHODS.update({n: _SPECIAL[n] for n in ("lgamma", "digamma", "erfinv", "erfc", 
                mvlgamma=special.multigammaln)
 METHODS.update({f"{n}_": _inplace_row(METHODS[n])
                 for n in ("lgamma", "digamma", "erfinv", "logit")})
+# in-place forms PyTorch has of methods defined above or by the op table (the result
+# replaces ``self``'s value under ``Tensor._inplace``'s rules); each checked against PyTorch
+# (tests/test_inplace_methods.py)
+_INPLACE_FORMS = (
+    "absolute", "acosh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2",
+    "arctanh", "asinh", "atan2", "atanh", "clip", "cumprod", "cumsum", "deg2rad",
+    "divide", "erfc", "fix", "float_power", "frac", "hypot", "log10", "log2", "multiply",
+    "mvlgamma", "negative", "rad2deg", "rsqrt", "sinc", "subtract", "true_divide", "xlogy",
+    "logical_and", "logical_or", "logical_xor", "logical_not",
+)   # (not the comparisons, floor_divide, heaviside: PyTorch's in-place forms give zero
+#      gradients or raise at the backward, where the result without grad would keep the
+#      tensor's old node)
+
+
+_ALIASES = {"absolute": "abs", "arccos": "acos", "arcsin": "asin", "arctan": "atan",
+            "arctan2": "atan2", "negative": "neg", "fix": "trunc"}   # (NumPy's names)
+
+
+def _inplace_forms(names):
+    forms = {}
+    for n in names:
+        fn = METHODS.get(n) or Tensor.__dict__.get(n)
+        if fn is not None and f"{n}_" not in METHODS and f"{n}_" not in Tensor.__dict__:
+            form = _inplace_row(fn)
+            form.__name__ = f"{n}_"
+            forms[f"{n}_"] = form
+    return forms
+
+
+for _alias, _name in _ALIASES.items():
+    if _alias not in METHODS and _alias not in Tensor.__dict__:
+        METHODS[_alias] = METHODS.get(_name) or Tensor.__dict__[_name]
+METHODS.update(_inplace_forms(_INPLACE_FORMS))
 _EXTRA = {
     "atleast_1d": atleast_1d, "atleast_2d": atleast_2d, "atleast_3d": atleast_3d,
     "hstack": hstack, "vstack": vstack, "row_stack": vstack, "dstack": dstack,

@@ -85,7 +85,7 @@ class Elements(Tensor):
     def clone(self):
         return _wrap_elems(self._elems.copy())
 
-    def _inplace(self, compute):
+    def _inplace(self, compute, aliased=False):
         """``x += ...``, ``x.mul_(...)``, ``x.copy_(...)``: the elements are replaced in
         place, so the views of ``x`` (NumPy views of its object array, as the view ops'
         rules make them) and its base see the change, as in PyTorch."""
