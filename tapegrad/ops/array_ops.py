@@ -702,22 +702,33 @@ def call_view(name, x, params, node=None):
     if ans.__class__ is not np.ndarray or not _is_view_of(ans, v):
         return call(name, x, **params)
     out = ans if ans.ndim else float(ans)
+    number = None
+    if tape is not None:   # (what the record needs)
+        if node is None:
+            node = op.node if op.node.__class__ is str else op.node(v, **params)
+        number = _SHARED_CALLS.get((name, 1, id(params)))
+        if number is None:
+            number = shared_call(name, 1, params)
+    return _record_view(x, out, node, number, (name, arg_numbers(1), params),
+                        (name, (), params))
+
+
+def _record_view(x, out, node, number, fwd, step):
+    """The tensor of ``out``, a view of tensor ``x`` through ``step``: recorded where ``x``
+    has history and grad is on (node ``node``; shared call ``number``, or the call ``fwd``
+    for None), the tape keeping a copy of it; registered as a view of ``x``."""
     T = recording()
+    tape = x._tape
     if T is None or tape is None:
         r = wrap(out)
     else:
         if T._retiring:
             T = next_tape(T, (x,))
         ref = x._entry if tape is T else T._ref(x)
-        if node is None:
-            node = op.node if op.node.__class__ is str else op.node(v, **params)
         kept = np.array(out) if out.__class__ is np.ndarray else out
-        number = _SHARED_CALLS.get((name, 1, id(params)))
-        if number is None:
-            number = shared_call(name, 1, params)
-        r = tensor_of_entry(T, record_one(T, node, (ref,), kept, None, (name, arg_numbers(1), params))
-                            if number is None else record_shared(T, node, (ref,), kept, number), out)
-    register_view(r, x, (name, (), params))
+        r = tensor_of_entry(T, record_one(T, node, (ref,), kept, None, fwd) if number is None
+                            else record_shared(T, node, (ref,), kept, number), out)
+    register_view(r, x, step)
     return r
 
 
@@ -2536,27 +2547,15 @@ def basic_index(x, idx, node=None):
             out = v[idx + (Ellipsis,)]
         if not out.ndim and out.dtype is _DT64:
             out = float(out)
-    # (a basic index is a view, an empty one too, as PyTorch's empty slice: the tape keeps a
-    # copy of it)
-    T = recording()
-    tape = x._tape
-    if T is None or tape is None:
-        r = wrap(out)
-    else:
-        if T._retiring:
-            T = next_tape(T, (x,))
-        ref = x._entry if tape is T else T._ref(x)
-        kept = np.array(out) if out.__class__ is np.ndarray else out
+    # (a basic index is a view, an empty one too, as PyTorch's empty slice)
+    number = None
+    if x._tape is not None:
         number = _SHARED_CALLS.get((slice, idx.start, idx.stop, idx.step)) if c is slice \
             else None
         if number is None:
             number = _shared_index_call(idx)
-        r = tensor_of_entry(T, record_one(T, node, (ref,), kept, None,
-                                          ("getitem", (_ARGS[0], idx), _NO_PARAMS))
-                            if number is None else record_shared(T, node, (ref,), kept, number),
-                            out)
-    register_view(r, x, ("getitem", (idx,), _NO_PARAMS))
-    return r
+    return _record_view(x, out, node, number, ("getitem", (_ARGS[0], idx), _NO_PARAMS),
+                        ("getitem", (idx,), _NO_PARAMS))
 
 
 def basic_steps(shape, idx):
