@@ -568,8 +568,10 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """``clamp(x, min_val, max_val)`` with gradient 0 at and beyond the bounds (PyTorch's)."""
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
-    return _where(input <= min_val, _const_like(input, min_val),
-                  _where(input >= max_val, _const_like(input, max_val), input))
+    # the value is clamp's (-0. stays -0. at min_val 0, NaN stays NaN), the gradient 0 at
+    # and beyond the bounds (PyTorch's hardtanh_backward: x <= min or x >= max)
+    outside = (input <= min_val) | (input >= max_val)
+    return _where(outside, _ELEMENTWISE["clamp"](input.detach(), min_val, max_val), input)
 
 
 def relu6(input, inplace=False):
@@ -613,13 +615,22 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):
 
 
 def hardsigmoid(input, inplace=False):
-    """``relu6(x + 3) / 6``."""
-    return relu6(input + 3.0) * (1.0 / 6.0)
+    """``relu6(x + 3) / 6``, its gradient 1/6 strictly between -3 and 3 and 0 elsewhere, a
+    NaN's too (PyTorch's ``hardsigmoid_backward``; its 1/6 is a float32 constant,
+    0.1666666716, tapegrad's the float64 one)."""
+    inside = (input > -3.0) & (input < 3.0)
+    return _where(inside, (input + 3.0) / 6.0, relu6(input.detach() + 3.0) / 6.0)
 
 
 def hardswish(input, inplace=False):
-    """``x relu6(x + 3) / 6``."""
-    return input * hardsigmoid(input)
+    """``x relu6(x + 3) / 6``: 0 (-0. for a negative x) below -3, ``x`` above 3 and for a
+    NaN (gradient 1, as PyTorch's ``hardswish_backward``)."""
+    inside = (input > -3.0) & (input < 3.0)
+    # (the polynomial of x inside only: elsewhere its partials at inf or NaN times the
+    # masked zero gradient would be NaN)
+    x = _where(inside, input, _const_like(input, 0.0))
+    return _where(inside, x * (x + 3.0) / 6.0,
+                  _where(input <= -3.0, (input * 0.0).detach(), input))
 
 
 def tanhshrink(input):
@@ -629,18 +640,20 @@ def tanhshrink(input):
 
 def softshrink(input, lambd=0.5):
     """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, 0 between."""
-    zero = _const_like(input, 0.0)
-    return _where(input > lambd, input - lambd, _where(input < -lambd, input + lambd, zero))
+    zero = _const_like(input, 0.0)   # (a NaN stays NaN with gradient 1, as PyTorch's)
+    return _where(input > lambd, input - lambd,
+                  _where(input < -lambd, input + lambd, _where(input != input, input, zero)))
 
 
 def hardshrink(input, lambd=0.5):
     """``x`` where ``|x| > lambd``, else 0."""
-    return _where(input.abs() > lambd, input, _const_like(input, 0.0))
+    # (PyTorch's test, under which a NaN is kept, with gradient 1)
+    return _where((input >= -lambd) & (input <= lambd), _const_like(input, 0.0), input)
 
 
 def threshold(input, threshold, value, inplace=False):
-    """``x`` where ``x > threshold``, else ``value``."""
-    return _where(input > threshold, input, _const_like(input, value))
+    """``value`` where ``x <= threshold``, else ``x`` (a NaN kept, as PyTorch's)."""
+    return _where(input <= threshold, _const_like(input, value), input)
 
 
 def glu(input, dim=-1):
