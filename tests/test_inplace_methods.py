@@ -18,7 +18,7 @@ UNARY = {"absolute", "acosh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan"
 ARGS = {"cumsum": lambda L: (1,), "cumprod": lambda L: (1,), "mvlgamma": lambda L: (1,),
         "clip": lambda L: (0.6, 1.4), "float_power": lambda L: (2.0,)}
 COMPOSED = {"acosh", "arccosh", "asinh", "arcsinh", "atanh", "arctanh", "deg2rad", "rad2deg",
-            "frac", "hypot", "log10", "log2", "rsqrt", "sinc"}   # (node names: README)
+            "frac", "hypot", "log10", "log2", "rsqrt", "sinc", "copysign"}   # (node names: README)
 PYTORCH_CANNOT = {"acosh", "arccosh", "asinh", "arcsinh", "atanh", "arctanh"}
 
 

@@ -12,6 +12,8 @@ OPS = {
     "t_": lambda y: y.t_(),
     "transpose_": lambda y: y.transpose_(0, 1),
     "transpose_(-1, 0)": lambda y: y.transpose_(-1, 0),
+    "swapaxes_": lambda y: y.swapaxes_(0, 1),
+    "swapdims_": lambda y: y.swapdims_(1, 0),
     "unsqueeze_": lambda y: y.unsqueeze_(1),
     "unsqueeze_(-1)": lambda y: y.unsqueeze_(-1),
     "squeeze_()": lambda y: y.unsqueeze_(0).squeeze_(),

@@ -3135,6 +3135,10 @@ METHODS.update(
     unsqueeze_=_shape_in_place("unsqueeze", lambda dim: {"dim": dim},
                                lambda p: "UnsqueezeBackward1"),
     squeeze_=_shape_in_place("squeeze", lambda dim=None: {"dim": dim}, _squeeze_node),
+    swapaxes_=_shape_in_place("transpose", lambda axis0, axis1: {"dim0": axis0, "dim1": axis1},
+                              lambda p: "TransposeBackward1"),
+    swapdims_=_shape_in_place("transpose", lambda dim0, dim1: {"dim0": dim0, "dim1": dim1},
+                              lambda p: "TransposeBackward1"),
     __mod__=remainder, __rmod__=lambda self, other: remainder(other, self),
     __floordiv__=floor_divide, __rfloordiv__=lambda self, other: floor_divide(other, self),
     scatter_add_=_inplace_row(scatter_add), index_add_=_inplace_row(index_add),
@@ -3165,7 +3169,7 @@ METHODS.update({f"{n}_": _inplace_row(METHODS[n])
 # (tests/test_inplace_methods.py)
 _INPLACE_FORMS = (
     "absolute", "acosh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2",
-    "arctanh", "asinh", "atan2", "atanh", "clip", "cumprod", "cumsum", "deg2rad",
+    "arctanh", "asinh", "atan2", "atanh", "clip", "copysign", "cumprod", "cumsum", "deg2rad",
     "divide", "erfc", "fix", "float_power", "frac", "hypot", "log10", "log2", "multiply",
     "mvlgamma", "negative", "rad2deg", "rsqrt", "sinc", "subtract", "true_divide", "xlogy",
     "logical_and", "logical_or", "logical_xor", "logical_not",
@@ -3189,10 +3193,6 @@ def _inplace_forms(names):
     return forms
 
 
-for _alias, _name in _ALIASES.items():
-    if _alias not in METHODS and _alias not in Tensor.__dict__:
-        METHODS[_alias] = METHODS.get(_name) or Tensor.__dict__[_name]
-METHODS.update(_inplace_forms(_INPLACE_FORMS))
 _EXTRA = {
     "atleast_1d": atleast_1d, "atleast_2d": atleast_2d, "atleast_3d": atleast_3d,
     "hstack": hstack, "vstack": vstack, "row_stack": vstack, "dstack": dstack,
@@ -3212,6 +3212,10 @@ METHODS.update({n: _EXTRA[n] for n in (
     "logcumsumexp", "kthvalue", "median", "quantile", "nanquantile", "nansum", "nanmean",
     "unique", "bincount", "histc", "signbit", "heaviside", "copysign", "tensor_split")},
     take_along_dim=take_along_dim)
+for _alias, _name in _ALIASES.items():
+    if _alias not in METHODS and _alias not in Tensor.__dict__:
+        METHODS[_alias] = METHODS.get(_name) or Tensor.__dict__[_name]
+METHODS.update(_inplace_forms(_INPLACE_FORMS))
 LINALG = {"cross": linalg_cross, "inv": inv, "det": det, "slogdet": slogdet, "solve": solve,
           "norm": linalg_norm, "vector_norm": vector_norm, "matrix_norm": matrix_norm,
           "matmul": matmul, "vecdot": vecdot, "LinAlgError": everyday_ops.LinAlgError}
