@@ -91,3 +91,21 @@ def test_refused_where_tapegrad_cannot_follow():
     with tg.no_grad(), pytest.raises(RuntimeError, match="under no_grad"):
         z.unsqueeze_(0)
     assert tuple(z.shape) == (2, 3)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_other_dtypes(dtype):
+    got = []
+    for L in (tg, torch):
+        x = L.tensor(np.arange(6).reshape(2, 3), dtype=getattr(L, dtype))
+        x.unsqueeze_(0)
+        x.transpose_(0, 2)
+        out = [tuple(x.shape), tuple(x.stride()), x.tolist()]
+        if dtype == "float32":
+            w = L.tensor(np.ones((2, 3)), dtype=L.float32, requires_grad=True)
+            y = w * 2
+            y.t_()
+            (y * L.tensor(np.arange(6.0).reshape(3, 2), dtype=L.float32)).sum().backward()
+            out += [tuple(y.shape), _node(y.grad_fn), w.grad.tolist()]
+        got.append(out)
+    assert got[0] == got[1]

@@ -688,20 +688,19 @@ def call_view(name, x, params, node=None):
     permute, t) of exactly a ``Tensor`` holding a float64 array: the same value, node, entry
     and view, without ``call``'s analysis of its arguments (``x.unsqueeze(1)`` 8.0 -> 3.2
     us, ``p.T`` of a constant 5 -> 2).  Anything else goes to ``call`` (``node``, the node's
-    name where it is not the op's own, only here: the in-place view ops' ``TBackward1``)."""
+    name where it is not the op's own: the in-place view ops' ``TBackward1``, of a tensor of
+    any dtype)."""
     v = x._value
     tape = x._tape
-    if x.__class__ is not Tensor or v.__class__ is not np.ndarray or v.dtype is not _DT64 or \
+    if x.__class__ is not Tensor or v.__class__ is not np.ndarray or \
+            (v.dtype is not _DT64 and node is None) or \
             (tape is None and getattr(x, "_comparison", None) is not None):
-        if node is not None:
-            raise RuntimeError(f"{name}_(): tapegrad changes the shape in place only of a "
-                               "float64 tensor")
         return call(name, x, **params)
     op = ARRAY_OPS[name]
     ans = op.forward(v, **params)
     if ans.__class__ is not np.ndarray or not _is_view_of(ans, v):
         return call(name, x, **params)
-    out = ans if ans.ndim else float(ans)
+    out = ans if ans.ndim or ans.dtype is not _DT64 else float(ans)
     number = None
     if tape is not None:   # (what the record needs)
         if node is None:
