@@ -44,7 +44,24 @@ def _run(L, name):
     return out
 
 
-@pytest.mark.parametrize("name", _INPLACE_FORMS)
+BITWISE = {"bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"}
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8", "bool"])
+@pytest.mark.parametrize("name", sorted(BITWISE))
+def test_bitwise_inplace_forms_as_pytorch(name, dtype):
+    got = []
+    for L in (tg, torch):
+        a = np.array([[0, 1, 5], [12, 7, 3]]) if dtype != "bool" else np.array([[0, 1, 1], [0, 0, 1]])
+        b = np.array([[3, 1, 6], [10, 2, 3]]) if dtype != "bool" else np.array([[1, 1, 0], [0, 1, 1]])
+        x = L.tensor(a, dtype=getattr(L, dtype))
+        args = () if name == "bitwise_not" else (L.tensor(b, dtype=getattr(L, dtype)),)
+        r = getattr(x, name + "_")(*args)
+        got.append((r is x, str(x.dtype).split(".")[-1], x.tolist()))
+    assert got[0] == got[1]
+
+
+@pytest.mark.parametrize("name", [n for n in _INPLACE_FORMS if n not in BITWISE])
 def test_inplace_forms_as_pytorch(name):
     got, want = _run(tg, name), _run(torch, name)
     if name in PYTORCH_CANNOT:

@@ -3173,6 +3173,7 @@ _INPLACE_FORMS = (
     "divide", "erfc", "fix", "float_power", "frac", "hypot", "log10", "log2", "multiply",
     "mvlgamma", "negative", "rad2deg", "rsqrt", "sinc", "subtract", "true_divide", "xlogy",
     "logical_and", "logical_or", "logical_xor", "logical_not",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
 )   # (not the comparisons, floor_divide, heaviside: PyTorch's in-place forms give zero
 #      gradients or raise at the backward, where the result without grad would keep the
 #      tensor's old node)
