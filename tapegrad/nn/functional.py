@@ -630,7 +630,7 @@ def hardswish(input, inplace=False):
     # masked zero gradient would be NaN)
     x = _where(inside, input, _const_like(input, 0.0))
     return _where(inside, x * (x + 3.0) / 6.0,
-                  _where(input <= -3.0, (input * 0.0).detach(), input))
+                  _where(input <= -3.0, input.detach() * 0.0, input))
 
 
 def tanhshrink(input):

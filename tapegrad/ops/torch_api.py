@@ -1717,13 +1717,14 @@ def masked_fill(input, mask, value):
     return call("masked_fill", input, m, value)
 
 
-def _inplace_row(fn):
-    """The in-place form of ``fn(self, ...)``: the result replaces ``self``'s value (under
-    the in-place rules of ``Tensor._inplace``)."""
+def _inplace_row(fn, name=None):
+    """The in-place form of ``fn(self, ...)`` (named ``name``, else ``fn``'s name and
+    ``_``): the result replaces ``self``'s value (under the in-place rules of
+    ``Tensor._inplace``)."""
     def inplace(self, *args, **kw):
         aliased = builtins.any(a is self for a in args) or builtins.any(a is self for a in kw.values())
         return self._inplace(lambda s: fn(s, *args, **kw), aliased)
-    inplace.__name__ = fn.__name__ + "_"
+    inplace.__name__ = name or fn.__name__ + "_"
     inplace.__doc__ = f"In place ``{fn.__name__}``."
     return inplace
 
@@ -3183,17 +3184,6 @@ _ALIASES = {"absolute": "abs", "arccos": "acos", "arcsin": "asin", "arctan": "at
             "arctan2": "atan2", "negative": "neg", "fix": "trunc"}   # (NumPy's names)
 
 
-def _inplace_forms(names):
-    forms = {}
-    for n in names:
-        fn = METHODS.get(n) or Tensor.__dict__.get(n)
-        if fn is not None and f"{n}_" not in METHODS and f"{n}_" not in Tensor.__dict__:
-            form = _inplace_row(fn)
-            form.__name__ = f"{n}_"
-            forms[f"{n}_"] = form
-    return forms
-
-
 _EXTRA = {
     "atleast_1d": atleast_1d, "atleast_2d": atleast_2d, "atleast_3d": atleast_3d,
     "hstack": hstack, "vstack": vstack, "row_stack": vstack, "dstack": dstack,
@@ -3213,10 +3203,9 @@ METHODS.update({n: _EXTRA[n] for n in (
     "logcumsumexp", "kthvalue", "median", "quantile", "nanquantile", "nansum", "nanmean",
     "unique", "bincount", "histc", "signbit", "heaviside", "copysign", "tensor_split")},
     take_along_dim=take_along_dim)
-for _alias, _name in _ALIASES.items():
-    if _alias not in METHODS and _alias not in Tensor.__dict__:
-        METHODS[_alias] = METHODS.get(_name) or Tensor.__dict__[_name]
-METHODS.update(_inplace_forms(_INPLACE_FORMS))
+METHODS.update({alias: METHODS.get(n) or Tensor.__dict__[n] for alias, n in _ALIASES.items()})
+METHODS.update({f"{n}_": _inplace_row(METHODS.get(n) or Tensor.__dict__[n], f"{n}_")
+                for n in _INPLACE_FORMS})
 LINALG = {"cross": linalg_cross, "inv": inv, "det": det, "slogdet": slogdet, "solve": solve,
           "norm": linalg_norm, "vector_norm": vector_norm, "matrix_norm": matrix_norm,
           "matmul": matmul, "vecdot": vecdot, "LinAlgError": everyday_ops.LinAlgError}
