@@ -116,10 +116,12 @@ def _check(T, status, i):
 
 def _check_saved(A, s, py):
     """Before Python op ``py`` (head entry ``s``) runs a backward that reads saved values:
-    PyTorch's error for a value freed by an earlier backward, and for an array op's leaf
-    or constant input whose memory was changed in place after it was saved (their entries
-    hold the tensor's own array; other entries keep a copy of what they saved, see
-    ``ops/inplace_views.py``, so their rules compute with the saved value)."""
+    PyTorch's error for a value freed by an earlier backward, and for an array op's input
+    whose memory was changed in place after it was saved: a leaf or a constant (their
+    entries hold the tensor's own array), or any tensor changed where nothing recorded
+    (no_grad: ``TapeArrays.overwritten``).  An entry changed by a recorded in-place op
+    keeps a copy of what it saved (``ops/inplace_views.py``), and its rule computes with
+    that (README: PyTorch raises there)."""
     if py.versions is not None and constant_changed(py):   # (an index tensor changed)
         _check(A.tape, 2, s)
     if not pyop_saves(py):
@@ -130,13 +132,18 @@ def _check_saved(A, s, py):
     last = s + py.nout   # (an in-place op's own entries may read the value it replaces)
     if py.backward_fn is None and len(d) and pyop_reads_values(py):
         leaves = A.tape._leaves
-        if any(r >= 0 and d[r] > last and (r in leaves or A.op[r] == CONST)
+        changed = A.overwritten or _NO_CHANGES
+        if any(r >= 0 and d[r] > last and (r in leaves or A.op[r] == CONST
+                                           or changed.get(r, -1) > last)
                for r in pyop_read_inputs(py)):
             _check(A.tape, 2, s)
     if py.backward_fn is None and constant_changed(py):
         _check(A.tape, 2, s)
     if len(d) and pyop_reads_output(py) and any(d[j] > last for j in range(s + 1, last + 1)):
         _check(A.tape, 2, s)   # (its result changed in place: PyTorch saved the result)
+
+
+_NO_CHANGES = {}
 
 
 # the kernel's count of reached entries still to visit, given as "never runs out": the walk
@@ -522,8 +529,8 @@ class TapeArrays:
     """What a walk over tape ``T`` reads: its entry arrays, constants, freed and modified
     marks (the last as the tape length when an entry's tensor was changed in place)."""
 
-    __slots__ = ("tape", "op", "a", "b", "val", "consts", "freed", "dirty", "n", "stopmark",
-                 "heads", "plan", "new_plan")
+    __slots__ = ("tape", "op", "a", "b", "val", "consts", "freed", "dirty", "overwritten", "n",
+                 "stopmark", "heads", "plan", "new_plan")
 
     def __init__(self, T, entries=None, planned=False):
         """``entries``: the entries whose in-place changes matter (a walk's reachable ones,
@@ -585,6 +592,15 @@ class TapeArrays:
                 if t is not None and getattr(t, "_version", 0) != version:
                     stale.append(k)
         self.dirty = _EMPTY_I
+        # entry -> the tape length at the last change of its tensor where nothing recorded
+        # (no_grad): that wrote the memory the tape holds for it, or gave the entry the new
+        # value, so an op recorded before reads the new value unless it raises
+        self.overwritten = None
+        if T._changes:
+            self.overwritten = overwritten = {}
+            for at, k, _ in T._changes:
+                if at > overwritten.get(k, -1):
+                    overwritten[k] = at
         if T._dirty or stale:
             self.dirty = np.zeros(n, np.int64)
             for k, when in T._dirty:
@@ -2010,11 +2026,11 @@ class _FlatArrays:
     """What ``FloatAdjoints.entry`` and ``_check_saved`` read of a ``TapeArrays``, for
     ``_flat_walk`` (whose tape has no freed entries and no in-place changes)."""
 
-    __slots__ = ("tape", "op", "a", "b", "val", "consts", "freed", "dirty")
+    __slots__ = ("tape", "op", "a", "b", "val", "consts", "freed", "dirty", "overwritten")
 
     def __init__(self, T, op, a, b, val, consts, freed):
         self.tape, self.op, self.a, self.b, self.val = T, op, a, b, val
-        self.consts, self.freed, self.dirty = consts, freed, _EMPTY_I
+        self.consts, self.freed, self.dirty, self.overwritten = consts, freed, _EMPTY_I, None
 
 
 def _flat_inputs(T, inputs):

@@ -53,6 +53,11 @@ class ArrayOp(NamedTuple):
     #   reads (None: all); an in-place change of a constant one before the backward raises
     reads_output: bool = False  # PyTorch's rule saves the result: an in-place change of it
     #   before the backward raises
+    saves_indices: bool = False  # the forward's second output (the indices min/max over a
+    #   dim, sort, topk, kthvalue chose) goes with the recorded call as the param
+    #   ``indices``: the rule routes the gradient by them and reads no value, as PyTorch's
+    #   saved indices (an input changed in place under no_grad after the op: the forward's
+    #   choice, no error; the rule recomputing them read the new values)
     numpy_rule: bool = False    # the rule also runs on plain float64 NumPy values: it uses
     #   only ``rule_call``, shapes and NumPy arithmetic, so the float walk calls it so
     #   (``pyop_numpy_backward``), without wrapping every value in a tensor
@@ -68,7 +73,8 @@ ARRAY_OPS = {}
 
 
 def defop(name, node, method=True, outputs=None, cast=True, edges=None, saves=True, view=False,
-          reads=None, reads_output=False, numpy_rule=False, grad_depends=None):
+          reads=None, reads_output=False, numpy_rule=False, grad_depends=None,
+          saves_indices=False):
     """Register ``forward`` (the decorated function) with its ``vjp`` (``forward.defvjp``).
 
     The rule is written in tapegrad ops: ``vjp(g, ans, *args, **params)`` gets the result's
@@ -84,8 +90,8 @@ def defop(name, node, method=True, outputs=None, cast=True, edges=None, saves=Tr
     def register(forward):
         def with_vjp(vjp):
             ARRAY_OPS[name] = ArrayOp(name, node, forward, vjp, method, outputs, cast, edges,
-                                      saves, view, reads, reads_output, numpy_rule,
-                                      grad_depends)
+                                      saves, view, reads, reads_output, saves_indices,
+                                      numpy_rule, grad_depends)
             return vjp
         forward.defvjp = with_vjp
         return forward
@@ -204,9 +210,20 @@ def pyop_reads_values(py):
 def pyop_read_inputs(py):
     """The input references of recorded Python op ``py`` whose values its backward reads
     (PyTorch saves them): all of a custom Function's; an array op's at the positions of its
-    call in its ``reads``."""
-    reads = None if py.backward_fn is not None else ARRAY_OPS[py.fwd[0]].reads
+    call in its ``reads``; of an op whose inputs' gradients each read the others only
+    (``grad_depends="others"``: matmul), those some other input's gradient reads (PyTorch's
+    mm saves ``self`` only where ``mat2`` requires grad)."""
+    if py.backward_fn is not None:
+        return py.inputs
+    op = ARRAY_OPS[py.fwd[0]]
+    if op.saves_indices and py.fwd[2].get("indices") is not None:
+        return []
+    reads = op.reads
     if reads is None:
+        if op.grad_depends == "others":
+            inputs = py.inputs
+            return [r for k, r in enumerate(inputs)
+                    if builtins.any(q >= 0 for j, q in enumerate(inputs) if j != k)]
         return py.inputs
     return [py.inputs[int(a)] for k, a in enumerate(py.fwd[1]) if a.__class__ is Arg and k in reads]
 
@@ -514,6 +531,8 @@ def call(name, *args, **params):
             edges = edges(*vals, **params)
     if op.view and vals[0].__class__ is np.ndarray:
         return _view_call(op, node, args, ans, params, edges, tensors)
+    if op.saves_indices:
+        params = {**params, "indices": extra}
     if ans.__class__ is _F64 and (dt is None or dt is _DT64):   # (a float64 reduction)
         out = float(ans)
     elif ans.__class__ is np.ndarray and (dt is None or ans.dtype is dt) and ans.ndim:
@@ -1353,22 +1372,47 @@ def _arg_extreme(largest):
     return forward
 
 
+@jit
+def _route_at(idx, g, out):
+    """``out[o, idx[o, j], j] = g[o, j]``: a min's or max's gradient at the indices its
+    forward chose (``out`` zeros; an index outside ``out`` is skipped, never written)."""
+    n = out.shape[1]
+    for o in range(idx.shape[0]):
+        for j in range(idx.shape[1]):
+            k = idx[o, j]
+            if 0 <= k < n:
+                out[o, k, j] = g[o, j]
+
+
 def _route(largest):
-    def vjp(g, ans, x, dim, keepdim=False):
+    def vjp(g, ans, x, dim, keepdim=False, indices=None):
         # d max(x, dim) / dx = 1 at the index it returned, 0 elsewhere
         if not _shape(x):
             return (g,)
-        if not isinstance(g, Tensor) and x.dtype == np.float64 and x.size:
-            return (_routed(x, g, wrap_dim(dim, x.ndim), largest),)   # (NumPy values)
-        idx, _ = _extreme_along(_value(x), wrap_dim(dim, len(_shape(x))), largest)
+        shape = _shape(x)
+        d = wrap_dim(dim, len(shape))
+        if indices is None:   # (a call recorded without them: found again in x)
+            if not isinstance(g, Tensor) and x.dtype == np.float64 and x.size:
+                return (_routed(x, g, d, largest),)   # (NumPy values)
+            idx, _ = _extreme_along(_value(x), d, largest)
+        else:
+            idx = indices if keepdim else np.expand_dims(indices, d)
+            if not isinstance(g, Tensor) and x.dtype == np.float64 and x.size:
+                outer, n = math.prod(shape[:d]), shape[d]
+                out = np.zeros(shape)
+                _route_at(np.ascontiguousarray(idx, np.int64).reshape(outer, -1),
+                          np.ascontiguousarray(g, np.float64).reshape(outer, -1),
+                          out.reshape(outer, n, -1))
+                return (out,)
         gk = g if keepdim else rule_call("unsqueeze", g, dim)
-        return (rule_call("ungather", gk, _shape(x), dim, idx, assign=True),)
+        return (rule_call("ungather", gk, shape, dim, idx, assign=True),)
     return vjp
 
 
+# (``indices``: the forward's own, which ``call`` records with the call: ``saves_indices``)
 @defop("max_dim", "MaxBackward0", method=False, outputs=tuple,
-       numpy_rule=True, grad_depends="nothing")
-def max_dim(x, dim, keepdim=False):
+       numpy_rule=True, grad_depends="nothing", saves_indices=True)
+def max_dim(x, dim, keepdim=False, indices=None):
     return _arg_extreme(True)(x, dim, keepdim)
 
 
@@ -1376,8 +1420,8 @@ max_dim.defvjp(_route(True))
 
 
 @defop("min_dim", "MinBackward0", method=False, outputs=tuple,
-       numpy_rule=True, grad_depends="nothing")
-def min_dim(x, dim, keepdim=False):
+       numpy_rule=True, grad_depends="nothing", saves_indices=True)
+def min_dim(x, dim, keepdim=False, indices=None):
     return _arg_extreme(False)(x, dim, keepdim)
 
 
@@ -1575,7 +1619,7 @@ logsumexp.defvjp(lambda g, ans, x, dim, keepdim=False:
                  (_spread(g, x, dim, keepdim) * _exp(x - _spread(ans, x, dim, keepdim)),))
 
 
-@defop("softmax", "SoftmaxBackward0", reads_output=True, numpy_rule=True)
+@defop("softmax", "SoftmaxBackward0", reads=(), reads_output=True, numpy_rule=True)
 def softmax(x, dim):
     # contiguous, as PyTorch's softmax kernels write it (a later flatten is a view)
     return contiguous(_along(_softmax, x, dim))
@@ -1624,7 +1668,8 @@ softmax_backward_data.defvjp(lambda gg, ans, g, out, dim: (
     - g * call("sum", out * gg, dim=dim, keepdim=True)))
 
 
-@defop("log_softmax", "LogSoftmaxBackward0", reads_output=True, numpy_rule=True)
+@defop("log_softmax", "LogSoftmaxBackward0", reads=(), reads_output=True,
+       numpy_rule=True)
 def log_softmax(x, dim):
     return contiguous(_along(_log_softmax, x, dim))
 

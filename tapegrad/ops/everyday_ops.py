@@ -62,8 +62,9 @@ def _scatter_back(g, x, dim, idx):
     return call("ungather", g, _shape(x), dim, idx, assign=True)
 
 
-@defop("sort", "SortBackward0", method=False, outputs=tuple)
-def sort(x, dim=-1, descending=False):
+# (``indices``: the forward's own, which ``call`` records with the call: ``saves_indices``)
+@defop("sort", "SortBackward0", method=False, outputs=tuple, saves_indices=True)
+def sort(x, dim=-1, descending=False, indices=None):
     idx = sort_indices(x, dim, descending)
     if x.ndim == 0:
         return x.copy(), idx
@@ -72,8 +73,9 @@ def sort(x, dim=-1, descending=False):
 
 
 # the sorted values are x's, permuted: each gradient goes back to where its value came from
-sort.defvjp(lambda g, ans, x, dim=-1, descending=False:
-            (_scatter_back(g, x, dim, sort_indices(_value(x), dim, descending)),))
+sort.defvjp(lambda g, ans, x, dim=-1, descending=False, indices=None:
+            (_scatter_back(g, x, dim, sort_indices(_value(x), dim, descending)
+                           if indices is None else indices),))
 
 
 def topk_indices(x, k, dim=-1, largest=True):
@@ -84,16 +86,18 @@ def topk_indices(x, k, dim=-1, largest=True):
     return np.take(sort_indices(x, dim, largest), np.arange(k), axis=dim)
 
 
-@defop("topk", "TopkBackward0", method=False, outputs=tuple)
-def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002  (torch's argument name)
+@defop("topk", "TopkBackward0", method=False, outputs=tuple, saves_indices=True)
+def topk(x, k, dim=-1, largest=True, sorted=True,  # noqa: A002  (torch's argument name)
+         indices=None):
     idx = topk_indices(x, k, dim, largest)
     if x.ndim == 0:
         return x.copy(), idx
     return np.take_along_axis(x, idx, axis=wrap_dim(dim, x.ndim)), idx
 
 
-topk.defvjp(lambda g, ans, x, k, dim=-1, largest=True, sorted=True:
-            (_scatter_back(g, x, dim, topk_indices(_value(x), k, dim, largest)),))
+topk.defvjp(lambda g, ans, x, k, dim=-1, largest=True, sorted=True, indices=None:
+            (_scatter_back(g, x, dim, topk_indices(_value(x), k, dim, largest)
+                           if indices is None else indices),))
 
 
 def kth_indices(x, k, dim, nan_wins=False):
@@ -108,8 +112,9 @@ def kth_indices(x, k, dim, nan_wins=False):
 
 
 @defop("kthvalue", lambda x, k, dim, keepdim=False, nan_wins=False:
-       "MedianBackward1" if nan_wins else "KthvalueBackward0", method=False, outputs=tuple)
-def kthvalue(x, k, dim, keepdim=False, nan_wins=False):
+       "MedianBackward1" if nan_wins else "KthvalueBackward0", method=False, outputs=tuple,
+       saves_indices=True)
+def kthvalue(x, k, dim, keepdim=False, nan_wins=False, indices=None):
     """``(values, indices)`` of the k-th smallest (0-based) along ``dim`` (see
     ``kth_indices``); torch_api checks ``k`` and wraps ``dim``."""
     if x.ndim == 0:
@@ -122,10 +127,11 @@ def kthvalue(x, k, dim, keepdim=False, nan_wins=False):
 
 
 # the picked value's gradient goes back to where it came from (PyTorch's scatter into zeros)
-kthvalue.defvjp(lambda g, ans, x, k, dim, keepdim=False, nan_wins=False: (
+kthvalue.defvjp(lambda g, ans, x, k, dim, keepdim=False, nan_wins=False, indices=None: (
     g if not _shape(x) else
     _scatter_back(g if keepdim else call("unsqueeze", g, dim), x, dim,
-                  kth_indices(_value(x), k, dim, nan_wins)),))
+                  kth_indices(_value(x), k, dim, nan_wins) if indices is None else
+                  indices if keepdim else np.expand_dims(indices, dim)),))
 
 
 # -- scattering ------------------------------------------------------------------------------
