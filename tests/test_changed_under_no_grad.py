@@ -143,3 +143,46 @@ def test_saved_indices_are_the_forwards_own_not_a_copy_of_the_input():
     py = pyop_at(v._tape, v._entry - 1)
     np.testing.assert_array_equal(py.fwd[2]["indices"], i._value)
     assert pyop_read_inputs(py) == []
+
+
+CHANGES = {
+    "x[0] = 5.": lambda y: y.__setitem__(0, 5.0),
+    "fill_": lambda y: y.fill_(2.0),
+    "zero_": lambda y: y.zero_(),
+    "clamp_": lambda y: y.clamp_(0.7, 0.8),
+    "mul_ on a row view": lambda y: y[1].mul_(-2.0),
+    "add_ on a transposed view": lambda y: y.t().add_(1.0),
+}
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+@pytest.mark.parametrize("name", ["logsumexp", "min over a dim", "prod", "sort", "y @ y.T"])
+def test_every_unrecorded_change_counts(name, change):
+    """Whatever changes the memory where nothing records: PyTorch's version counter sees
+    every such change, and so does the tape."""
+    f = CASES[name]
+    x = tg.tensor(X0, requires_grad=True)
+    y = x * 1.0
+    v = f(tg, y)
+    with tg.no_grad():
+        CHANGES[change](y)
+    try:
+        v.sum().backward()
+    except RuntimeError as e:
+        assert MODIFIED in str(e)
+        assert name not in ("min over a dim", "sort")   # (PyTorch saved their indices)
+        return
+    assert name in ("min over a dim", "sort")
+    np.testing.assert_array_equal(x.grad.numpy(), _run(tg, f, False))
+
+
+def test_a_number_changed_under_no_grad():
+    """A 0-d tensor holds a Python float: the change rebinds its entry's value, and an
+    array op that read it raises."""
+    x = tg.tensor(0.75, requires_grad=True)
+    y = x * 1.0
+    v = y.norm()
+    with tg.no_grad():
+        y.mul_(-1.0)
+    with pytest.raises(RuntimeError, match=MODIFIED):
+        v.backward()
