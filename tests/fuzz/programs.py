@@ -1806,12 +1806,8 @@ def feature(b: Builder) -> None:
         d = b.add(Step("method", "detach", (x,)))
         if d is not None and rng.random() < 0.5:
             b.add(Step("method", "requires_grad_", (d,)))
-    elif r < 0.8:
+    elif r < 0.85:
         b.add(Step("binop", "*", (x, 2.0), nograd=True))
-    elif r < 0.9:
-        # changed in place where nothing records, after ops saved it: PyTorch's version
-        # counter makes their backward raise, or (saved indices) the forward's gradient
-        b.add(Step("method", rng.choice(["mul_", "add_"]), (x, -1.5), nograd=True))
     else:
         b.add(Step("method", "exp", (x,), nograd=rng.random() < 0.5))
 
