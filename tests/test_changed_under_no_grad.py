@@ -186,3 +186,32 @@ def test_a_number_changed_under_no_grad():
         y.mul_(-1.0)
     with pytest.raises(RuntimeError, match=MODIFIED):
         v.backward()
+
+
+INDEXED = {
+    "max over a dim": lambda y: tg.max(y, 0),
+    "min over a dim, keepdim": lambda y: tg.min(y, 1, keepdim=True),
+    "sort": lambda y: tg.sort(y, 1),
+    "topk": lambda y: tg.topk(y, 2, 1),
+    "kthvalue": lambda y: tg.kthvalue(y, 2, 0),
+    "median over a dim": lambda y: tg.median(y, 1),
+}
+
+
+@pytest.mark.parametrize("change", ["add_", "setitem", "zero_"])
+@pytest.mark.parametrize("name", sorted(INDEXED))
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_the_returned_indices_are_the_saved_ones(name, change, create_graph):
+    """The indices tensor an op returns holds the indices its backward uses: changed in
+    place, the backward raises, as PyTorch's (the same tensor, one version counter);
+    it never routes the gradient by the changed indices."""
+    x = tg.tensor(X0, requires_grad=True)
+    v, i = INDEXED[name](x * 1.0)
+    if change == "add_":
+        i.add_(1)
+    elif change == "setitem":
+        i[0] = 0
+    else:
+        i.zero_()
+    with pytest.raises(RuntimeError, match=MODIFIED):
+        tg.autograd.grad(v.sum(), x, create_graph=create_graph)

@@ -24,7 +24,7 @@ from ..core.elementwise import FUNCTIONS as ELEMENTWISE
 from ..core.fma import fma as _fused
 from ..core.dtypes import scalar_type_name
 from ..core.shapes import broadcast_view, torch_layout, wrap_dim, wrap_dims
-from ..core.pyop import Arg, record, record_one, record_shared, register_call
+from ..core.pyop import Arg, note_index_versions, record, record_one, record_shared, register_call
 from ..core.grad_mode import is_grad_enabled
 from ..core.numba_jit import jit
 from ..core.tape import next_tape, recording
@@ -543,7 +543,12 @@ def call(name, *args, **params):
     else:
         out = _out(ans, dt)
     res = _record_call(op, node, args, [out], params, edges, False, tensors)[0]
-    return res if extra is None else (res, wrap(extra))
+    if extra is None:
+        return res
+    extra = wrap(extra)
+    if op.saves_indices:   # (the indices it returns are the ones it saved, as PyTorch's:
+        note_index_versions(res, [extra])   # changed in place, the backward raises)
+    return res, extra
 
 
 def call_arrays(name, xs, params=None):
