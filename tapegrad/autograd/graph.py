@@ -481,8 +481,10 @@ def release_freed_values(T):
             read[head + 1:head + 1 + pyop_nout(py)] = True
         elif py.__class__ is not tuple and py.fwd is not None and head not in released:
             name, args, params = py.fwd   # (a packed op holds no constants)
-            if any(x.__class__ is Tensor and x._value.__class__ is np.ndarray for x in args):
-                py.fwd = (name, tuple(_stub_tensor(x) for x in args), params)
+            stub = any(x.__class__ is Tensor and x._value.__class__ is np.ndarray for x in args)
+            if stub or "indices" in params:   # (min/max over a dim's: ``saves_indices``)
+                py.fwd = (name, tuple(_stub_tensor(x) for x in args) if stub else args,
+                          {k: v for k, v in params.items() if k != "indices"})
                 released.add(head)
     for e, v in arrays.items():
         if e < n and freed[e] and not read[e] and e not in released and \
