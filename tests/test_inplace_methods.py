@@ -104,3 +104,68 @@ def _aliased(L, name, kind):
 @pytest.mark.parametrize("name", ALIASED)
 def test_an_inplace_op_on_itself_as_pytorch(name, kind):
     assert _aliased(tg, name, kind) == _aliased(torch, name, kind)
+
+
+COMPARISONS = ["eq", "ne", "gt", "lt", "ge", "le", "greater", "greater_equal", "less",
+               "less_equal", "not_equal"]
+
+
+def _compared(L, name, other_kind, create_graph=False):
+    x = L.tensor(X, dtype=L.float64, requires_grad=True)
+    w = L.tensor(np.where(O > 1.0, X, O), dtype=L.float64, requires_grad=True)
+    y = x * 1.0
+    other = {"number": 1.25, "tensor": w, "int": 1}[other_kind]
+    r = getattr(y, name + "_")(other)
+    out = [r is y, str(y.dtype).split(".")[-1], y.detach().numpy().tolist(),
+           type(y.grad_fn).__name__ if L is torch else y.grad_fn.name()]
+    (y * 3.0 + x * x).sum().backward(create_graph=create_graph)
+    out += [x.grad.detach().numpy().tolist(), None if w.grad is None else w.grad.numpy().tolist()]
+    return out
+
+
+@pytest.mark.parametrize("other", ["number", "tensor", "int"])
+@pytest.mark.parametrize("name", COMPARISONS)
+def test_comparisons_in_place_as_pytorch(name, other):
+    """``y.eq_(v)``: the comparison as 0/1 of y's dtype, PyTorch's EqBackward0 (a number)
+    or EqBackward1 (a tensor), zero gradients to both (the old node is not kept)."""
+    assert _compared(tg, name, other) == _compared(torch, name, other)
+
+
+def test_comparison_in_place_under_create_graph():
+    assert _compared(tg, "gt", "tensor", True) == _compared(torch, "gt", "tensor", True)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "bool", "float32"])
+@pytest.mark.parametrize("name", ["eq", "lt", "not_equal"])
+def test_comparisons_in_place_without_grad(name, dtype):
+    got = []
+    for L in (tg, torch):
+        x = L.tensor(np.array([[0, 1, 5], [2, 1, 0]]), dtype=getattr(L, dtype))
+        r = getattr(x, name + "_")(1)
+        got.append((r is x, str(x.dtype).split(".")[-1], x.tolist()))
+    assert got[0] == got[1]
+
+
+@pytest.mark.parametrize("form", ["floor_divide", "floor_divide_", "//", "heaviside",
+                                  "heaviside_"])
+def test_no_derivative_as_pytorch(form):
+    """PyTorch records floor division and heaviside with a ``NotImplemented`` node: the
+    result requires grad, and a backward that reaches it raises (tapegrad took them as
+    constants: a gradient where PyTorch has none)."""
+    got = []
+    for L in (tg, torch):
+        x = L.tensor(X, dtype=L.float64, requires_grad=True)
+        y = x * 1.0
+        v = L.tensor([0.5], dtype=L.float64)
+        r = {"floor_divide": lambda: L.floor_divide(y, 0.7),
+             "floor_divide_": lambda: y.floor_divide_(0.7), "//": lambda: y // 0.7,
+             "heaviside": lambda: L.heaviside(y - 1.0, v),
+             "heaviside_": lambda: (y - 1.0).heaviside_(v)}[form]()
+        name = type(r.grad_fn).__name__ if L is torch else r.grad_fn.name()
+        try:
+            (r + x).sum().backward()
+            err = None
+        except RuntimeError as e:
+            err = str(e)
+        got.append((r.requires_grad, name, r.detach().numpy().tolist(), err))
+    assert got[0] == got[1]

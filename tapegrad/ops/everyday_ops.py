@@ -306,6 +306,52 @@ def _zeros_of(g):
     return wrap(np.zeros_like(np.asarray(g._value)))
 
 
+# -- comparisons in place, floor division, heaviside ------------------------------------------
+# ``x.eq_(y)`` writes the comparison into ``x`` as 0/1 of its dtype: PyTorch's EqBackward0
+# (a number ``y``) or EqBackward1 (a tensor), whose gradients are zeros
+COMPARED = {"eq": ("Eq", np.equal), "ne": ("Ne", np.not_equal), "gt": ("Gt", np.greater),
+            "lt": ("Lt", np.less), "ge": ("Ge", np.greater_equal), "le": ("Le", np.less_equal)}
+
+
+@defop("compared", lambda x, other, kind: COMPARED[kind][0] + (
+    "Backward1" if isinstance(other, (np.ndarray, np.generic)) else "Backward0"),
+    method=False, saves=False)
+def compared(x, other, kind):
+    return np.asarray(COMPARED[kind][1](x, other)).astype(x.dtype)
+
+
+compared.defvjp(lambda g, ans, x, other, kind:
+                (lambda: _zeros_of(g), lambda: _zeros_of(g) if isinstance(other, Tensor) else None))
+
+
+def _no_derivative(name):
+    def vjp(g, ans, *args, inplace=False, **params):
+        raise RuntimeError(f"derivative for aten::{name}{'_' if inplace else ''} is not "
+                           "implemented")
+    return vjp
+
+
+# (``inplace``: the call of ``x.floor_divide_(y)``, whose error names aten::floor_divide_)
+@defop("floor_divide", "NotImplemented", method=False, saves=False)
+def floor_divide(x, y, inplace=False):
+    """``x // y`` of floats where a tensor requires grad: PyTorch records it with no
+    derivative (a backward that reaches it raises)."""
+    with np.errstate(all="ignore"):
+        return np.floor_divide(x, y)
+
+
+floor_divide.defvjp(_no_derivative("floor_divide"))
+
+
+@defop("heaviside", "NotImplemented", method=False, saves=False)
+def heaviside(x, values, inplace=False):
+    """``heaviside`` where a tensor requires grad (no derivative, as PyTorch's)."""
+    return np.asarray(np.heaviside(x, values)).astype(x.dtype)
+
+
+heaviside.defvjp(_no_derivative("heaviside"))
+
+
 @defop("div_rounded", "DivBackward2", method=False, saves=False)
 def div_rounded(x, y, rounding_mode):
     """``x / y`` rounded toward zero (``"trunc"``) or down (``"floor"``) (floats).  PyTorch's

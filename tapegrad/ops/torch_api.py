@@ -2151,9 +2151,16 @@ def _check_integer_divisor(input, other):
         raise RuntimeError("ZeroDivisionError")
 
 
-def floor_divide(input, other):
-    """``floor(x / y)`` (no gradient, as PyTorch's)."""
+def _requires_grad(*xs):
+    return builtins.any(isinstance(x, Tensor) and x._tape is not None for x in xs)
+
+
+def floor_divide(input, other, _inplace=False):
+    """``floor(x / y)`` (PyTorch records it with no derivative: a backward through it
+    raises)."""
     _check_integer_divisor(input, other)
+    if _requires_grad(input, other) and recording() is not None:
+        return call("floor_divide", input, other, inplace=_inplace)
     a, b = _array(input), _array(other)
     with np.errstate(all="ignore"):
         out = np.floor_divide(a, b)
@@ -2620,9 +2627,21 @@ def signbit(input):
     return wrap(np.signbit(_array(input)))
 
 
-def heaviside(input, values):
-    """0 below zero, 1 above, ``values`` at zero."""
+def heaviside(input, values, _inplace=False):
+    """0 below zero, 1 above, ``values`` at zero (PyTorch records it with no derivative)."""
+    if _requires_grad(input, values) and recording() is not None:
+        return call("heaviside", input, values, inplace=_inplace)
     return wrap(np.asarray(np.heaviside(_array(input), _array(values))).astype(input.dtype.np))
+
+
+def _compared_inplace(name, alias=None):
+    """``x.eq_(y)`` ...: the comparison written into ``x`` (0/1 of its dtype), recorded
+    as PyTorch's EqBackward0/1 (zero gradients) where ``x`` has history."""
+    def inplace(self, other):
+        return self._inplace(lambda s: call("compared", s, other, kind=name), other is self)
+    inplace.__name__ = f"{alias or name}_"
+    inplace.__doc__ = f"In place ``{name}``, as 0/1 of this tensor's dtype."
+    return inplace
 
 
 def copysign(input, other):
@@ -3175,13 +3194,17 @@ _INPLACE_FORMS = (
     "mvlgamma", "negative", "rad2deg", "rsqrt", "sinc", "subtract", "true_divide", "xlogy",
     "logical_and", "logical_or", "logical_xor", "logical_not",
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
-)   # (not the comparisons, floor_divide, heaviside: PyTorch's in-place forms give zero
-#      gradients or raise at the backward, where the result without grad would keep the
-#      tensor's old node)
+)   # (the comparisons' are ``_compared_inplace``: theirs is a node of its own; floor_divide_
+#      and heaviside_ name themselves in their backward's error, below)
 
 
 _ALIASES = {"absolute": "abs", "arccos": "acos", "arcsin": "asin", "arctan": "atan",
-            "arctan2": "atan2", "negative": "neg", "fix": "trunc"}   # (NumPy's names)
+            "arctan2": "atan2", "negative": "neg", "fix": "trunc",   # (NumPy's names)
+            "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
+            "not_equal": "ne"}
+_COMPARISON_NAMES = {"eq": "eq", "ne": "ne", "gt": "gt", "lt": "lt", "ge": "ge", "le": "le",
+                     "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
+                     "not_equal": "ne"}
 
 
 _EXTRA = {
@@ -3204,6 +3227,13 @@ METHODS.update({n: _EXTRA[n] for n in (
     "unique", "bincount", "histc", "signbit", "heaviside", "copysign", "tensor_split")},
     take_along_dim=take_along_dim)
 METHODS.update({alias: METHODS.get(n) or Tensor.__dict__[n] for alias, n in _ALIASES.items()})
+FUNCTIONS.update({alias: FUNCTIONS.get(n) or ELEMENTWISE.get(n) for alias, n in _ALIASES.items()
+                  if FUNCTIONS.get(n) or ELEMENTWISE.get(n)})
+METHODS.update({f"{alias}_": _compared_inplace(n, alias) for alias, n in _COMPARISON_NAMES.items()})
+METHODS.update(floor_divide_=_inplace_row(lambda s, other: floor_divide(s, other, True),
+                                          "floor_divide_"),
+               heaviside_=_inplace_row(lambda s, values: heaviside(s, values, True),
+                                       "heaviside_"))
 METHODS.update({f"{n}_": _inplace_row(METHODS.get(n) or Tensor.__dict__[n], f"{n}_")
                 for n in _INPLACE_FORMS})
 LINALG = {"cross": linalg_cross, "inv": inv, "det": det, "slogdet": slogdet, "solve": solve,
