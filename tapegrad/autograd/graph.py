@@ -28,7 +28,7 @@ from ..core.graph import (AccumulateGrad, Node, RemovableHandle, leaf_state_for,
                           node_state_for, node_states)
 from ..core.pyop import pyop_at, pyop_inputs, pyop_name, pyop_nout
 from ..core.kernels import NO_GRAD, SAVES_OUT, SAVES_X, SAVES_Y, SAVES_Z
-from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, PYFUNC, PYOUT, SECOND_BACKWARD,
+from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, PYOUT, SECOND_BACKWARD,
                          Tape, recording)
 from ..core.tensor import Tensor, extend, tensor_of_entry, wrap
 
@@ -140,8 +140,8 @@ def _saved_value(T, i, name):
 def _packed(T, i, r):
     """``(unpack hook, packed value)`` of operand ``r`` of entry ``i``, or None."""
     st = node_state(T, i)
-    for ref, unpack, p in (st.packed or ()) if st is not None else ():
-        if ref == r:
+    for operand, unpack, p in (st.packed or ()) if st is not None else ():
+        if operand == r:
             return unpack, p
     return None
 
