@@ -1906,16 +1906,35 @@ def bmm(input, mat2):
     return call("matmul", input, mat2)
 
 
+def _times(t, s):
+    """``t * s`` for the ``beta``/``alpha`` of ``addmm`` and its kin, where a factor of 0
+    ignores ``t`` as PyTorch's (its NaN and inf do not reach the result; its gradient is
+    zeros): ``where(False, t, 0.)``."""
+    if s == 1:
+        return t
+    if s == 0:
+        return ELEMENTWISE["where"](wrap(np.zeros(t.shape, bool)), t, 0.0)
+    return t * s
+
+
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
-    """``beta * input + alpha * (mat1 @ mat2)``."""
-    prod_ = mm(mat1, mat2)
-    return (input if beta == 1 else input * beta) + (prod_ if alpha == 1 else prod_ * alpha)
+    """``beta * input + alpha * (mat1 @ mat2)`` (a ``beta`` of 0 ignores ``input``)."""
+    return _times(input, beta) + _times(mm(mat1, mat2), alpha)
 
 
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * (batch1 @ batch2)``."""
-    prod_ = bmm(batch1, batch2)
-    return (input if beta == 1 else input * beta) + (prod_ if alpha == 1 else prod_ * alpha)
+    return _times(input, beta) + _times(bmm(batch1, batch2), alpha)
+
+
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """``beta * input + alpha * sum_i batch1[i] @ batch2[i]``."""
+    return _times(input, beta) + _times(sum(bmm(batch1, batch2), 0), alpha)
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1):
+    """``beta * input + alpha * (mat @ vec)``."""
+    return _times(input, beta) + _times(mv(mat, vec), alpha)
 
 
 def unbind(input, dim=0):
@@ -3019,8 +3038,33 @@ def index_fill(input, dim, index, value):
 
 def addr(input, vec1, vec2, *, beta=1, alpha=1):
     """``beta * input + alpha * outer(vec1, vec2)``."""
-    prod_ = outer(vec1, vec2)
-    return (input if beta == 1 else input * beta) + (prod_ if alpha == 1 else prod_ * alpha)
+    return _times(input, beta) + _times(outer(vec1, vec2), alpha)
+
+
+def ldexp(input, other):
+    """``input * 2 ** other`` (PyTorch's composition; a float result)."""
+    return input * ELEMENTWISE["pow"](2.0, other)
+
+
+_as_tensor = wrap   # (fill_diagonal_'s parameter ``wrap``, PyTorch's name, hides the function)
+
+
+def fill_diagonal_(input, fill_value, wrap=False):
+    """Fill the main diagonal (of a 2-d tensor, or of all dims alike) in place; ``wrap``:
+    restart below a tall matrix's diagonal every ``cols + 1`` rows, as NumPy's."""
+    if input.ndim < 2:
+        raise RuntimeError("dimensions must larger than 1")
+    if input.ndim > 2 and len(set(input.shape)) != 1:
+        raise RuntimeError("all dimensions of input must be of equal length")
+    mask = np.zeros(input.shape, bool)
+    np.fill_diagonal(mask, True, wrap=wrap)
+    return input._inplace(lambda s: ELEMENTWISE["where"](_as_tensor(mask), fill_value, s))
+
+
+def share_memory_(input):
+    """Nothing to do for tensors in this process's memory (PyTorch's CPU tensors move to
+    shared memory for ``torch.multiprocessing``): ``input`` itself."""
+    return input
 
 
 def cov(input, *, correction=1, fweights=None, aweights=None):
@@ -3193,7 +3237,9 @@ _INPLACE_FORMS = (
     "divide", "erfc", "fix", "float_power", "frac", "hypot", "log10", "log2", "multiply",
     "mvlgamma", "negative", "rad2deg", "rsqrt", "sinc", "subtract", "true_divide", "xlogy",
     "logical_and", "logical_or", "logical_xor", "logical_not",
-    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "addmm", "addmv", "addbmm",
+    "baddbmm", "addr", "ldexp", "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift",
+    "polygamma",
 )   # (the comparisons' are ``_compared_inplace``: theirs is a node of its own; floor_divide_
 #      and heaviside_ name themselves in their backward's error, below)
 
@@ -3218,14 +3264,21 @@ _EXTRA = {
     "std_mean": std_mean, "unique": unique, "bincount": bincount, "searchsorted": searchsorted,
     "bucketize": bucketize, "histc": histc, "signbit": signbit, "heaviside": heaviside,
     "copysign": copysign, "trapezoid": trapezoid, "trapz": trapezoid,
-    "tensor_split": tensor_split,
+    "tensor_split": tensor_split, "addmv": addmv, "addbmm": addbmm, "ldexp": ldexp,
+    "gcd": _bitwise(np.gcd, "gcd"), "lcm": _bitwise(np.lcm, "lcm"),
+    "bitwise_left_shift": _bitwise(np.left_shift, "lshift"),
+    "bitwise_right_shift": _bitwise(np.right_shift, "rshift"),
 }
 FUNCTIONS.update(_EXTRA)
 METHODS.update({n: _EXTRA[n] for n in (
     "fliplr", "flipud", "rot90", "kron", "diag_embed", "aminmax", "cummax", "cummin",
     "logcumsumexp", "kthvalue", "median", "quantile", "nanquantile", "nansum", "nanmean",
-    "unique", "bincount", "histc", "signbit", "heaviside", "copysign", "tensor_split")},
-    take_along_dim=take_along_dim)
+    "unique", "bincount", "histc", "signbit", "heaviside", "copysign", "tensor_split",
+    "addmv", "addbmm", "ldexp", "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift")},
+    take_along_dim=take_along_dim, fill_diagonal_=fill_diagonal_, share_memory_=share_memory_,
+    __lshift__=_EXTRA["bitwise_left_shift"], __rshift__=_EXTRA["bitwise_right_shift"],
+    __rlshift__=lambda self, other: _EXTRA["bitwise_left_shift"](other, self),
+    __rrshift__=lambda self, other: _EXTRA["bitwise_right_shift"](other, self))
 METHODS.update({alias: METHODS.get(n) or Tensor.__dict__[n] for alias, n in _ALIASES.items()})
 FUNCTIONS.update({alias: FUNCTIONS.get(n) or ELEMENTWISE.get(n) for alias, n in _ALIASES.items()
                   if FUNCTIONS.get(n) or ELEMENTWISE.get(n)})
