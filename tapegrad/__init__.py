@@ -54,6 +54,7 @@ globals().update(_DETERMINISM)     # tg.use_deterministic_algorithms (accepted)
 globals().update({op.name: _ELEMENTWISE[op.name] for op in _optable.OPS
                   if not (op.backward_of or op.internal)})
 globals().update(_ARRAY_FUNCTIONS)   # tg.sum, tg.matmul, tg.cat, ...
+globals().update(nn.functional.TORCH_NAMES)   # tg.conv2d, tg.dropout, tg.layer_norm, ...
 negative = _ELEMENTWISE["neg"]   # (divide, multiply, subtract: in _ARRAY_FUNCTIONS, with out=)
 clip = _ARRAY_FUNCTIONS["clamp"]   # (torch.clip is clamp: its overloads, a max absent)
 

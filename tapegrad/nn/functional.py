@@ -1094,3 +1094,48 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     adjoint of ``unfold`` (``Col2ImBackward0``)."""
     return call("fold", input, output_size=_tuple(output_size, 2, "output_size"),
                 **_block_args(kernel_size, dilation, padding, stride))
+
+
+# -- PyTorch's top-level names for these (``torch.conv2d``, ``torch.dropout``...) -----------
+# (the package puts them in its namespace; some take their arguments in another order there)
+def _torch_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,
+                      cudnn_enabled=True):
+    return batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+
+
+def _torch_instance_norm(input, weight, bias, running_mean, running_var, use_input_stats,
+                         momentum, eps, cudnn_enabled=True):
+    return instance_norm(input, running_mean, running_var, weight, bias, use_input_stats,
+                         momentum, eps)
+
+
+def _torch_embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    """``torch.embedding``: ``padding_idx`` -1 is none (``F.embedding`` passes it on so)."""
+    return embedding(indices, weight, None if padding_idx < 0 else padding_idx,
+                     scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
+
+
+def _torch_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5,
+                      cudnn_enable=True):
+    return layer_norm(input, normalized_shape, weight, bias, eps)
+
+
+def _torch_group_norm(input, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
+    return group_norm(input, num_groups, weight, bias, eps)
+
+
+def _torch_dropout(input, p, train):
+    return dropout(input, p, train)
+
+
+TORCH_NAMES = {
+    "conv1d": conv1d, "conv2d": conv2d, "conv_transpose1d": conv_transpose1d,
+    "conv_transpose2d": conv_transpose2d, "dropout": _torch_dropout,
+    "layer_norm": _torch_layer_norm, "group_norm": _torch_group_norm,
+    "batch_norm": _torch_batch_norm, "instance_norm": _torch_instance_norm,
+    "embedding": _torch_embedding, "max_pool1d": max_pool1d, "max_pool2d": max_pool2d,
+    "avg_pool1d": avg_pool1d, "adaptive_avg_pool1d": adaptive_avg_pool1d,
+    "selu": selu, "celu": celu,
+    "threshold": threshold, "pixel_shuffle": pixel_shuffle, "pixel_unshuffle": pixel_unshuffle,
+    "hardshrink": hardshrink, "prelu": prelu, "pairwise_distance": pairwise_distance,
+}

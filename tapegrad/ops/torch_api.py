@@ -3294,3 +3294,26 @@ LINALG = {"cross": linalg_cross, "inv": inv, "det": det, "slogdet": slogdet, "so
           "matmul": matmul, "vecdot": vecdot, "LinAlgError": everyday_ops.LinAlgError}
 METHODS.update(inverse=inv, det=det, logdet=logdet, slogdet=slogdet)
 FUNCTIONS.update(inverse=with_out(inv, "inverse"), det=det, logdet=logdet, slogdet=slogdet)
+
+
+# PyTorch's top-level in-place functions (``torch.relu_(x)`` is ``x.relu_()``)
+_INPLACE_FUNCTIONS = (
+    "abs_", "acos_", "acosh_", "addmv_", "arccos_", "arccosh_", "arcsin_", "arcsinh_", "arctan_",
+    "arctanh_", "asin_", "asinh_", "atan_", "atanh_", "ceil_", "clamp_", "clamp_max_",
+    "clamp_min_", "clip_", "cos_", "cosh_", "deg2rad_", "detach_", "erf_", "erfc_", "exp2_",
+    "exp_", "expm1_", "fill_", "fix_", "floor_", "frac_", "gcd_", "index_put_", "lcm_", "ldexp_",
+    "log10_", "log1p_", "log2_", "log_", "logit_", "nan_to_num_", "neg_", "negative_",
+    "rad2deg_", "reciprocal_", "relu_", "round_", "rsqrt_", "sigmoid_", "sin_", "sinc_", "sinh_",
+    "sqrt_", "square_", "tan_", "tanh_", "trunc_", "xlogy_", "zero_",
+)
+
+
+def _method_as_function(name):
+    def function(input, *args, **kw):
+        return getattr(input, name)(*args, **kw)
+    function.__name__ = name
+    function.__doc__ = f"``input.{name}(...)``."
+    return function
+
+
+FUNCTIONS.update({n: _method_as_function(n) for n in _INPLACE_FUNCTIONS})
