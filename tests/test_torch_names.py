@@ -85,3 +85,111 @@ def test_top_level_inplace_functions_as_pytorch(name):
         r = getattr(L, name)(x, *args)
         got.append((r is x, ["nan" if v != v else v for v in x.tolist()]))
     assert got[0] == got[1]
+
+
+A = np.array([[0.5, np.nan, -1.0], [2.0, 3.0, np.nan]])
+B = np.array([[1.0, 0.25, np.nan], [2.0, -4.0, np.nan]])
+M = R.standard_normal((3, 3))
+V = np.array([0.5, -1.5, 2.0, 0.0])
+
+DIFFERENTIABLE = {   # name -> (function of the library, the float inputs that require grad)
+    "fmax": (lambda L, a, b: L.fmax(a, b), (A, B)),
+    "fmin": (lambda L, a, b: L.fmin(a, b), (A, B)),
+    "fmax method, a number": (lambda L, a: a.fmax(L.tensor(0.75, dtype=L.float64)), (A,)),
+    "logaddexp2": (lambda L, a, b: L.logaddexp2(a, b), (np.nan_to_num(A), np.nan_to_num(B) * 300)),
+    "inner": (lambda L, a, b: L.inner(a, b), (M, M.T.copy())),
+    "inner 1-d": (lambda L, a: L.inner(a, a * 2), (V,)),
+    "vdot": (lambda L, a: L.vdot(a, a + 1), (V,)),
+    "ger": (lambda L, a: L.ger(a, a[:3]), (V,)),
+    "matrix_power 3": (lambda L, m: L.matrix_power(m, 3), (M,)),
+    "matrix_power -2": (lambda L, m: m.matrix_power(-2), (M,)),
+    "matrix_power 0": (lambda L, m: L.matrix_power(m, 0) + m, (M,)),
+    "chain_matmul": (lambda L, m: L.chain_matmul(m, m.T, m), (M,)),
+    "diagflat": (lambda L, m: L.diagflat(m[:2], 1), (M,)),
+    "ravel": (lambda L, m: m.t().ravel() * L.tensor(np.arange(9.0)), (M,)),
+    "positive": (lambda L, m: L.positive(m) * 2, (M,)),
+    "hsplit": (lambda L, m: L.hsplit(m, [1])[1] * 3, (M,)),
+    "vsplit": (lambda L, m: m.vsplit(3)[2] * 3, (M,)),
+    "dsplit": (lambda L, m: L.dsplit(m.reshape(1, 3, 3), 3)[1] * 3, (M,)),
+    "cartesian_prod": (lambda L, v: L.cartesian_prod(v, v[:2] * 2), (V,)),
+    "combinations": (lambda L, v: L.combinations(v, 2), (V,)),
+    "combinations with replacement": (lambda L, v: L.combinations(v, 3, True), (V,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DIFFERENTIABLE))
+def test_more_torch_functions_as_pytorch(name):
+    f, inputs = DIFFERENTIABLE[name]
+    got = []
+    for L in (tg, torch):
+        ts = [L.tensor(v, dtype=L.float64, requires_grad=True) for v in inputs]
+        out = f(L, *ts)
+        (out * L.tensor(np.arange(1.0, out.numel() + 1).reshape(tuple(out.shape)),
+                        dtype=L.float64)).sum().backward()
+        got.append([out.detach().numpy()] + [t.grad.numpy() for t in ts])
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("N, increasing", [(4, False), (None, True), (1, False)])
+def test_vander_as_pytorch(N, increasing):
+    """Values as PyTorch's; the gradient against the powers' own (PyTorch's backward of its
+    vander raises on this input: its cumprod's saved value is changed in place)."""
+    got = [L.vander(L.tensor(V, dtype=L.float64), N, increasing).numpy() for L in (tg, torch)]
+    np.testing.assert_array_equal(got[0], got[1])
+    x = tg.tensor(V, requires_grad=True)
+    n = len(V) if N is None else N
+    r = tg.vander(x, N, increasing)
+    assert r.requires_grad == (n > 1) == torch.vander(torch.tensor(V, requires_grad=True), N,
+                                                      increasing).requires_grad
+    if n == 1:
+        return
+    r.sum().backward()
+    want = sum(k * V ** (k - 1) if k else 0 * V for k in range(n))
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-14)
+
+
+@pytest.fixture
+def torch_float64():
+    """tapegrad's default dtype is float64 (README): PyTorch's set so for the comparison."""
+    was = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(was)
+
+
+UTILITIES = {
+    "tril_indices": lambda L: L.tril_indices(4, 3, -1),
+    "triu_indices": lambda L: L.triu_indices(3, 5, 1),
+    "unravel_index": lambda L: L.unravel_index(L.tensor([0, 7, 11, -1]), (3, 4)),
+    "argwhere": lambda L: L.argwhere(L.tensor([[0.0, 1.5], [2.0, 0.0]])),
+    "broadcast_shapes": lambda L: L.broadcast_shapes((2, 1, 3), (4, 1), 3),
+    "result_type int float": lambda L: L.result_type(L.tensor([1, 2]), 2.5),
+    "result_type int32 uint8": lambda L: L.result_type(L.tensor([1], dtype=L.int32),
+                                                       L.tensor([1], dtype=L.uint8)),
+    "result_type 0-d": lambda L: L.result_type(L.tensor([1], dtype=L.float32), L.tensor(2.0)),
+    "promote_types": lambda L: (L.promote_types(L.int64, L.float32),
+                                L.promote_types(L.uint8, L.int8), L.promote_types(L.bool, L.int16)),
+    "can_cast": lambda L: (L.can_cast(L.float64, L.int32), L.can_cast(L.int64, L.float32),
+                           L.can_cast(L.bool, L.uint8), L.can_cast(L.int8, L.bool)),
+    "is_same_size": lambda L: (L.is_same_size(L.zeros(2, 3), L.ones(2, 3)),
+                               L.zeros(2).is_same_size(L.zeros(3))),
+    "is_signed": lambda L: (L.is_signed(L.zeros(2)), L.tensor([1], dtype=L.uint8).is_signed()),
+    "scalar_tensor": lambda L: L.scalar_tensor(3),
+    "scalar_tensor int64": lambda L: L.scalar_tensor(3, dtype=L.int64),
+}
+
+
+def _plain(v):
+    if isinstance(v, tuple):
+        return tuple(_plain(x) for x in v)
+    if hasattr(v, "tolist") and not isinstance(v, (tg.dtype, torch.dtype)):
+        return (v.tolist(), str(v.dtype).split(".")[-1]) if hasattr(v, "dtype") else v.tolist()
+    if isinstance(v, (tg.dtype, torch.dtype)):
+        return str(v).split(".")[-1]
+    return tuple(v) if isinstance(v, (list, tuple)) or type(v).__name__ == "Size" else v
+
+
+@pytest.mark.parametrize("name", sorted(UTILITIES))
+def test_utilities_as_pytorch(name, torch_float64):
+    assert _plain(UTILITIES[name](tg)) == _plain(UTILITIES[name](torch))

@@ -172,6 +172,11 @@ def _result_dtype(args, vals):
     return _combine(groups[0], _combine(groups[1], groups[2]))
 
 
+def result_dtype(*args):
+    """PyTorch's ``result_type`` of tensors and Python numbers, as a NumPy dtype."""
+    return _result_dtype(args, [a._value if isinstance(a, Tensor) else a for a in args])
+
+
 _F64 = np.dtype(np.float64)
 _I64 = np.dtype(np.int64)
 _BOOL = np.dtype(np.bool_)

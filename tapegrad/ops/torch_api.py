@@ -7,6 +7,7 @@ rows marked ``method``, as ``Tensor`` methods.
 from __future__ import annotations
 
 import builtins
+import itertools
 import re
 import warnings
 from collections import namedtuple
@@ -17,10 +18,10 @@ import numpy as np
 from ..core.elementwise import FUNCTIONS as ELEMENTWISE
 from ..core import optable
 from ..core.dtypes import (CPU, scalar_type_name, as_device, as_dtype, bool_, device as _device, float16, float32,
-                           float64, get_default_dtype, int8, int16, int32, int64, uint8)
+                           float64, get_default_dtype, int8, int16, int32, int64, uint8, Size)
 from ..core.pyop import note_index_versions
 from ..core.tape import UNREGISTERED_LEAF, Tape, recording
-from ..core.tensor import Tensor, check_float, note_comparison_use, wrap
+from ..core.tensor import Tensor, check_float, note_comparison_use, result_dtype, wrap
 from ..core.views import live_views, register_parts, register_view, root_and_steps
 from . import everyday_ops, inplace_views, special
 from .factories import (LEGACY_CONSTRUCTORS, factory_shape, legacy_new, random_source,
@@ -3296,6 +3297,235 @@ METHODS.update(inverse=inv, det=det, logdet=logdet, slogdet=slogdet)
 FUNCTIONS.update(inverse=with_out(inv, "inverse"), det=det, logdet=logdet, slogdet=slogdet)
 
 
+# -- more of PyTorch's names: compositions of the ops above, and dtype and shape utilities --
+def fmax(input, other):
+    """The larger of each pair, a NaN only where both are (NumPy's ``fmax``): ``where``
+    picks, so each gradient goes to the element chosen, as PyTorch's FmaxBackward0."""
+    other = other if isinstance(other, Tensor) else wrap(other)
+    return ELEMENTWISE["where"]((input >= other) | isnan(other), input, other)
+
+
+def fmin(input, other):
+    """The smaller of each pair, a NaN only where both are (NumPy's ``fmin``)."""
+    other = other if isinstance(other, Tensor) else wrap(other)
+    return ELEMENTWISE["where"]((input <= other) | isnan(other), input, other)
+
+
+def logaddexp2(input, other):
+    """``log2(2 ** x + 2 ** y)``, computed stably as ``logaddexp`` (whose shift's gradient
+    cancels: at ties each input gets half, as PyTorch's)."""
+    m = _E["maximum"](input, other)
+    m = _E["where"](_E["abs"](m) == np.inf, 0.0, m)
+    return m + log2(_E["exp2"](input - m) + _E["exp2"](other - m))
+
+
+def inner(input, other):
+    """The sum of products over the last dims (a number times a tensor: the product)."""
+    if input.ndim == 0 or other.ndim == 0:
+        return input * other
+    return tensordot(input, other, dims=([-1], [-1]))
+
+
+def vdot(input, other):
+    """The dot product of two 1-d tensors (real: ``dot``)."""
+    return dot(input, other)
+
+
+def ger(input, vec2):
+    """``outer`` (PyTorch's older name)."""
+    return outer(input, vec2)
+
+
+def matrix_power(input, n):
+    """``input`` multiplied by itself ``n`` times (``n < 0``: its inverse's power; ``n`` 0:
+    identity matrices), by repeated squaring as PyTorch's."""
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
+        raise TypeError(f"matrix_power(): argument 'n' must be int, not {type(n).__name__}")
+    if input.ndim < 2 or input.shape[-1] != input.shape[-2]:
+        raise RuntimeError("linalg.matrix_power: A must be batches of square matrices, but "
+                           f"they are {input.shape[-2] if input.ndim >= 2 else 1} by "
+                           f"{input.shape[-1] if input.ndim else 1} matrices")
+    if n == 0:
+        eye = np.broadcast_to(np.eye(input.shape[-1], dtype=input.dtype.np), input.shape)
+        return wrap(np.array(eye))
+    a = inv(input) if n < 0 else input
+    n = abs(int(n))
+    result = None
+    while n:
+        if n & 1:
+            result = a if result is None else matmul(result, a)
+        n >>= 1
+        if n:
+            a = matmul(a, a)
+    return result
+
+
+def chain_matmul(*matrices):
+    """The product of the matrices, left to right."""
+    if not matrices:
+        raise RuntimeError("chain_matmul(): Expected one or more matrices")
+    out = matrices[0]
+    for m in matrices[1:]:
+        out = matmul(out, m)
+    return out
+
+
+def diagflat(input, offset=0):
+    """A matrix with ``input``'s elements (flattened) on diagonal ``offset``."""
+    return diag(reshape(input, -1), offset)
+
+
+def ravel(input):
+    """``input`` flattened (a view where it can be, as ``reshape``)."""
+    return reshape(input, -1)
+
+
+def positive(input):
+    """``input`` itself (PyTorch's unary plus; refused for bool)."""
+    if input.dtype is bool_:
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+    return input
+
+
+def _split_dim(name, input, sections, dim, least):
+    if input.ndim < least:
+        raise RuntimeError(f"torch.{name} requires a tensor with at least {least} dimension, "
+                           f"but got a tensor with {input.ndim} dimensions!")
+    if isinstance(sections, (int, np.integer)) and input.shape[dim] % sections:
+        raise RuntimeError(f"torch.{name} attempted to split along dimension {dim}, but the "
+                           f"size of the dimension {input.shape[dim]} is not divisible by the "
+                           f"split_size {sections}!")
+    return tensor_split(input, sections, dim)
+
+
+def hsplit(input, sections):
+    """``tensor_split`` along dim 1 (dim 0 of a 1-d tensor), equal parts only for an int."""
+    return _split_dim("hsplit", input, sections, 1 if input.ndim > 1 else 0, 1)
+
+
+def vsplit(input, sections):
+    return _split_dim("vsplit", input, sections, 0, 2)
+
+
+def dsplit(input, sections):
+    return _split_dim("dsplit", input, sections, 2, 3)
+
+
+def argwhere(input):
+    """The indices of the nonzero elements, one row each (``nonzero``)."""
+    return nonzero(input)
+
+
+def tril_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+    """The (2, N) indices of the lower triangle of a ``row`` x ``col`` matrix."""
+    r, c = np.tril_indices(row, offset, col)
+    return wrap(np.stack([r, c]).astype(np.int64 if dtype is None else as_dtype(dtype).np))
+
+
+def triu_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+    """The (2, N) indices of the upper triangle of a ``row`` x ``col`` matrix."""
+    r, c = np.triu_indices(row, offset, col)
+    return wrap(np.stack([r, c]).astype(np.int64 if dtype is None else as_dtype(dtype).np))
+
+
+def unravel_index(indices, shape):
+    """Flat indices as a tuple of index tensors, one per dim of ``shape``."""
+    v = np.asarray(indices._value if isinstance(indices, Tensor) else indices)
+    if v.dtype.kind not in "iu":
+        raise TypeError(f"expected 'indices' to be integer dtype, but got {as_dtype(v.dtype)}")
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    total = int(np.prod(shape))
+    if v.size and (v.min() < -total or v.max() >= total):
+        raise RuntimeError("unravel_index: index out of bounds")
+    return tuple(wrap(np.asarray(a, np.int64)) for a in np.unravel_index(v % total, shape))
+
+
+def broadcast_shapes(*shapes):
+    """The shape ``shapes`` broadcast to (PyTorch's error where they do not)."""
+    shapes = [(s,) if isinstance(s, (int, np.integer)) else tuple(s) for s in shapes]
+    try:
+        return Size(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise RuntimeError(f"Shape mismatch: objects cannot be broadcast to a single shape.  "
+                           f"Mismatch is between {shapes}") from None
+
+
+def result_type(tensor1, tensor2):
+    """The dtype PyTorch's type promotion gives an op of the two (tensors or numbers)."""
+    return as_dtype(result_dtype(tensor1, tensor2))
+
+
+def promote_types(type1, type2):
+    """The smallest dtype both promote to (a float beats an integer, as PyTorch's)."""
+    a, b = as_dtype(type1).np, as_dtype(type2).np
+    if (a.kind == "f") != (b.kind == "f"):
+        return as_dtype(a if a.kind == "f" else b)
+    return as_dtype(np.promote_types(a, b))
+
+
+def can_cast(from_, to):
+    """Does PyTorch's casting rule allow ``from_`` to ``to`` (no float to integer, nothing
+    to bool but bool)?"""
+    a, b = as_dtype(from_).np, as_dtype(to).np
+    order = "biuf"
+    return order.index(a.kind if a.kind != "u" else "i") <= order.index(b.kind if b.kind != "u"
+                                                                          else "i")
+
+
+def is_same_size(input, other):
+    return tuple(input.shape) == tuple(other.shape)
+
+
+def is_signed(input):
+    """Is ``input``'s dtype signed (floats and signed integers)?"""
+    return input.dtype.np.kind in "fi"
+
+
+def scalar_tensor(s, *, dtype=None, device=None, layout=None, pin_memory=None,
+                  requires_grad=False):
+    """A 0-d tensor of ``s`` (the default float dtype unless given)."""
+    dt = get_default_dtype() if dtype is None else as_dtype(dtype)
+    return wrap(np.asarray(s, dt.np), requires_grad=requires_grad)
+
+
+def vander(x, N=None, increasing=False):
+    """The Vandermonde matrix of 1-d ``x``: its powers 0 .. N-1 as columns (decreasing
+    unless ``increasing``)."""
+    if x.ndim != 1:
+        raise RuntimeError("x must be a one-dimensional tensor.")
+    n = x.shape[0] if N is None else N
+    if n < 0:
+        raise RuntimeError("N must be non-negative.")
+    if n == 0:
+        return wrap(np.zeros((x.shape[0], 0), x.dtype.np))
+    # (as PyTorch's: a column of ones, then the running products of x)
+    ones = wrap(np.ones((x.shape[0], 1), x.dtype.np if x.dtype.np.kind == "f" else np.int64))
+    out = ones if n == 1 else cat([ones, cumprod(expand(unsqueeze(x, 1), x.shape[0], n - 1), 1)], 1)
+    return out if increasing else flip(out, (1,))
+
+
+def cartesian_prod(*tensors):
+    """Every combination of one element of each 1-d tensor, as rows (a 1-d tensor for one)."""
+    if len(tensors) == 1:
+        return tensors[0]
+    grids = np.meshgrid(*[np.arange(t.shape[0]) for t in tensors], indexing="ij")
+    return stack([t[wrap(g.reshape(-1))] for t, g in zip(tensors, grids)], 1)
+
+
+def combinations(input, r=2, with_replacement=False):
+    """The length-``r`` combinations of 1-d ``input``'s elements, as rows."""
+    if input.ndim != 1:
+        raise RuntimeError(f"Expect a 1D vector, but got shape {list(input.shape)}")
+    if r < 0:
+        raise RuntimeError(f"Expect a non-negative number, but got {r}")
+    pick = itertools.combinations_with_replacement if with_replacement else \
+        itertools.combinations
+    rows = np.array(list(pick(range(input.shape[0]), r)), np.int64).reshape(-1, r)
+    if r == 0 or not rows.size:
+        return wrap(np.zeros((0,) if r == 0 else (0, r), input.dtype.np))
+    return stack([input[wrap(rows[:, k])] for k in range(r)], 1)
+
+
 # PyTorch's top-level in-place functions (``torch.relu_(x)`` is ``x.relu_()``)
 _INPLACE_FUNCTIONS = (
     "abs_", "acos_", "acosh_", "addmv_", "arccos_", "arccosh_", "arcsin_", "arcsinh_", "arctan_",
@@ -3317,3 +3547,16 @@ def _method_as_function(name):
 
 
 FUNCTIONS.update({n: _method_as_function(n) for n in _INPLACE_FUNCTIONS})
+_MORE = {"fmax": fmax, "fmin": fmin, "logaddexp2": logaddexp2, "inner": inner, "vdot": vdot,
+         "ger": ger, "matrix_power": matrix_power, "chain_matmul": chain_matmul,
+         "diagflat": diagflat, "ravel": ravel, "positive": positive, "hsplit": hsplit,
+         "vsplit": vsplit, "dsplit": dsplit, "argwhere": argwhere, "vander": vander,
+         "cartesian_prod": cartesian_prod, "combinations": combinations}
+FUNCTIONS.update(_MORE, tril_indices=tril_indices, triu_indices=triu_indices,
+                 unravel_index=unravel_index, broadcast_shapes=broadcast_shapes,
+                 result_type=result_type, promote_types=promote_types, can_cast=can_cast,
+                 is_same_size=is_same_size, is_signed=is_signed, scalar_tensor=scalar_tensor)
+METHODS.update({n: _MORE[n] for n in ("fmax", "fmin", "logaddexp2", "inner", "vdot", "ger",
+                                      "matrix_power", "diagflat", "ravel", "positive",
+                                      "hsplit", "vsplit", "dsplit", "argwhere")},
+               is_same_size=is_same_size, is_signed=is_signed)
