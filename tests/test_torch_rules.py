@@ -15,6 +15,20 @@ except ImportError:  # the written-out expectations still run
 INPLACE = "modified by an inplace operation"
 
 
+@pytest.fixture(autouse=True)
+def _torch_float64():
+    """PyTorch's default dtype float64 for each test here (set at import above, but other
+    modules' fixtures set float32 back when they end: run alone or after them, a written-out
+    float64 expectation met float32 results)."""
+    if torch is None:
+        yield
+        return
+    was = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(was)
+
+
 def outcome(fn, lib):
     """What ``fn(lib)`` gives: a list of numbers, or the exception class and a message part."""
     try:
