@@ -193,3 +193,21 @@ def _plain(v):
 @pytest.mark.parametrize("name", sorted(UTILITIES))
 def test_utilities_as_pytorch(name, torch_float64):
     assert _plain(UTILITIES[name](tg)) == _plain(UTILITIES[name](torch))
+
+
+@pytest.mark.parametrize("name", ["hann_window", "hamming_window", "blackman_window",
+                                  "bartlett_window", "kaiser_window"])
+@pytest.mark.parametrize("args", [(5,), (6, False), (1,), (0,), (8, True)])
+def test_windows_as_pytorch(name, args):
+    got = getattr(tg, name)(*args)
+    want = getattr(torch, name)(*args, dtype=torch.float64)
+    assert got.dtype == tg.float64 and tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-14, atol=1e-15)
+
+
+def test_window_parameters_as_pytorch():
+    np.testing.assert_allclose(tg.hamming_window(7, False, 0.5, 0.5).numpy(),
+                               torch.hamming_window(7, False, 0.5, 0.5, dtype=torch.float64))
+    np.testing.assert_allclose(tg.kaiser_window(6, True, 5.0).numpy(),
+                               torch.kaiser_window(6, True, 5.0, dtype=torch.float64))
+    assert tg.hann_window(4, dtype=tg.float32).dtype == tg.float32

@@ -524,6 +524,36 @@ def tensor_init(self, data=_NO_DATA, *sizes, device=None):
     self._value, self._tape, self._grad, self._hooks = v, None, None, None
 
 
+# -- window functions (PyTorch's: periodic by default, the symmetric window of N + 1 points
+# without its last one)
+def _window(name, symmetric):
+    def window(window_length, periodic=True, *args, dtype=None, layout=None, device=None,
+               requires_grad=False, **kw):
+        if window_length < 0:
+            raise RuntimeError(f"{name} requires non-negative window_length, got "
+                               f"window_length={window_length}")
+        if window_length <= 1:
+            v = np.ones(window_length)
+        else:
+            m = window_length + 1 if periodic else window_length
+            v = symmetric(m, *args, **kw)[:window_length]
+        return _make(np.asarray(v, _float(dtype)), requires_grad, device)
+    window.__name__ = name
+    window.__doc__ = f"PyTorch's ``{name}`` (periodic by default)."
+    return window
+
+
+def _hamming(m, alpha=0.54, beta=0.46):
+    return alpha - beta * np.cos(2.0 * np.pi * np.arange(m) / (m - 1))
+
+
+WINDOWS = {"hann_window": _window("hann_window", np.hanning),
+           "hamming_window": _window("hamming_window", _hamming),
+           "blackman_window": _window("blackman_window", np.blackman),
+           "bartlett_window": _window("bartlett_window", np.bartlett),
+           "kaiser_window": _window("kaiser_window", lambda m, beta=12.0: np.kaiser(m, beta))}
+
+
 FUNCTIONS = {
     "tensor": tensor, "as_tensor": as_tensor, "from_numpy": from_numpy, "is_tensor": is_tensor,
     "numel": numel, "zeros": zeros, "ones": ones, "empty": empty, "full": full, "eye": eye,
@@ -534,5 +564,5 @@ FUNCTIONS = {
     "set_default_tensor_type": set_default_tensor_type,
     "zeros_like": zeros_like, "ones_like": ones_like, "empty_like": empty_like,
     "full_like": full_like, "rand_like": rand_like, "randn_like": randn_like,
-    "randint_like": randint_like, **LEGACY_CONSTRUCTORS,
+    "randint_like": randint_like, **LEGACY_CONSTRUCTORS, **WINDOWS,
 }
