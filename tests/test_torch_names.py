@@ -211,3 +211,24 @@ def test_window_parameters_as_pytorch():
     np.testing.assert_allclose(tg.kaiser_window(6, True, 5.0).numpy(),
                                torch.kaiser_window(6, True, 5.0, dtype=torch.float64))
     assert tg.hann_window(4, dtype=tg.float32).dtype == tg.float32
+
+
+@pytest.mark.parametrize("form", ["function", "method", "in place"])
+def test_nextafter_as_pytorch(form):
+    """Values, PyTorch's NextafterBackward0 (the gradient to the input as it is, zeros to
+    ``other``), and the error for integers."""
+    got = []
+    for L in (tg, torch):
+        x = L.tensor([1.0, 2.0, -0.0, 5.0, 5.0, np.nan], dtype=L.float64, requires_grad=True)
+        o = L.tensor([0.0, 3.0, 1.0, 5.0, 5.0, 1.0], dtype=L.float64, requires_grad=True)
+        y = x * 1.0
+        r = L.nextafter(y, o) if form == "function" else y.nextafter(o) if form == "method" \
+            else y.nextafter_(o)
+        name = type(r.grad_fn).__name__ if L is torch else r.grad_fn.name()
+        r.backward(L.tensor([1.0, -0.0, 3.0, np.inf, -1.0, 6.0], dtype=L.float64))
+        got.append((name, np.nan_to_num(r.detach().numpy(), nan=123.0).tolist(),
+                    np.signbit(r.detach().numpy()).tolist(), x.grad.tolist(),
+                    np.signbit(x.grad.numpy()).tolist(), o.grad.tolist()))
+        with pytest.raises(NotImplementedError, match="nextafter_cpu"):
+            L.nextafter(L.tensor([1]), L.tensor([2]))
+    assert got[0] == got[1]

@@ -352,6 +352,19 @@ def heaviside(x, values, inplace=False):
 heaviside.defvjp(_no_derivative("heaviside"))
 
 
+@defop("nextafter", "NextafterBackward0", method=False, saves=False)
+def nextafter(x, other):
+    """The next float after ``x`` towards ``other``."""
+    return np.nextafter(x, other)
+
+
+# PyTorch's NextafterBackward0: the gradient passes to ``x`` as it is where ``x`` moved,
+# +0. where it equals ``other`` (an inf or NaN gradient too); zeros to ``other``
+nextafter.defvjp(lambda g, ans, x, other:
+                 (lambda: ELEMENTWISE["where"](x == other, 0.0, g),
+                  lambda: _zeros_of(g) if isinstance(other, Tensor) else None))
+
+
 @defop("div_rounded", "DivBackward2", method=False, saves=False)
 def div_rounded(x, y, rounding_mode):
     """``x / y`` rounded toward zero (``"trunc"``) or down (``"floor"``) (floats).  PyTorch's

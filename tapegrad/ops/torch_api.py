@@ -3319,6 +3319,15 @@ def logaddexp2(input, other):
     return m + log2(_E["exp2"](input - m) + _E["exp2"](other - m))
 
 
+def nextafter(input, other):
+    """The next float after each element towards ``other``'s (floats only)."""
+    for v in (input, other):
+        if _array(v).dtype.kind != "f":
+            raise NotImplementedError("\"nextafter_cpu\" not implemented for "
+                               f"'{_TYPE_NAMES[_array(v).dtype.name]}'")
+    return call("nextafter", input, other)
+
+
 def inner(input, other):
     """The sum of products over the last dims (a number times a tensor: the product)."""
     if input.ndim == 0 or other.ndim == 0:
@@ -3548,6 +3557,7 @@ def _method_as_function(name):
 
 FUNCTIONS.update({n: _method_as_function(n) for n in _INPLACE_FUNCTIONS})
 _MORE = {"fmax": fmax, "fmin": fmin, "logaddexp2": logaddexp2, "inner": inner, "vdot": vdot,
+         "nextafter": nextafter,
          "ger": ger, "matrix_power": matrix_power, "chain_matmul": chain_matmul,
          "diagflat": diagflat, "ravel": ravel, "positive": positive, "hsplit": hsplit,
          "vsplit": vsplit, "dsplit": dsplit, "argwhere": argwhere, "vander": vander,
@@ -3556,7 +3566,7 @@ FUNCTIONS.update(_MORE, tril_indices=tril_indices, triu_indices=triu_indices,
                  unravel_index=unravel_index, broadcast_shapes=broadcast_shapes,
                  result_type=result_type, promote_types=promote_types, can_cast=can_cast,
                  is_same_size=is_same_size, is_signed=is_signed, scalar_tensor=scalar_tensor)
-METHODS.update({n: _MORE[n] for n in ("fmax", "fmin", "logaddexp2", "inner", "vdot", "ger",
+METHODS.update({n: _MORE[n] for n in ("fmax", "fmin", "logaddexp2", "inner", "vdot", "ger", "nextafter",
                                       "matrix_power", "diagflat", "ravel", "positive",
                                       "hsplit", "vsplit", "dsplit", "argwhere")},
-               is_same_size=is_same_size, is_signed=is_signed)
+               is_same_size=is_same_size, is_signed=is_signed, nextafter_=_inplace_row(nextafter))
