@@ -592,15 +592,7 @@ class TapeArrays:
                 if t is not None and getattr(t, "_version", 0) != version:
                     stale.append(k)
         self.dirty = _EMPTY_I
-        # entry -> the tape length at the last change of its tensor where nothing recorded
-        # (no_grad): that wrote the memory the tape holds for it, or gave the entry the new
-        # value, so an op recorded before reads the new value unless it raises
         self.overwritten = None
-        if T._changes:
-            self.overwritten = overwritten = {}
-            for at, k, _ in T._changes:
-                if at > overwritten.get(k, -1):
-                    overwritten[k] = at
         if T._dirty or stale:
             self.dirty = np.zeros(n, np.int64)
             for k, when in T._dirty:
@@ -608,6 +600,15 @@ class TapeArrays:
                     self.dirty[k] = max(self.dirty[k], when)
             self.dirty[stale] = n + 1   # changed after every entry that could have saved it
             self._dirty_broadcasts(entries)
+            # entry -> the tape length at the last change of its tensor where nothing
+            # recorded (no_grad; such a change marks it dirty too): that wrote the memory the
+            # tape holds for it, or gave the entry the new value, so an op recorded before
+            # reads the new value unless it raises (``_check_saved``)
+            if T._changes:
+                self.overwritten = overwritten = {}
+                for at, k, _ in T._changes:
+                    if at > overwritten.get(k, -1):
+                        overwritten[k] = at
 
     def _dirty_broadcasts(self, entries):
         """A ``broadcast`` entry views its operand's memory: it is modified when the operand

@@ -531,7 +531,7 @@ def call(name, *args, **params):
             edges = edges(*vals, **params)
     if op.view and vals[0].__class__ is np.ndarray:
         return _view_call(op, node, args, ans, params, edges, tensors)
-    if op.saves_indices:
+    if extra is not None and op.saves_indices:
         params = {**params, "indices": extra}
     if ans.__class__ is _F64 and (dt is None or dt is _DT64):   # (a float64 reduction)
         out = float(ans)

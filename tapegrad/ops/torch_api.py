@@ -2105,13 +2105,18 @@ def hypot(input, other):
     return _E["sqrt"](input * input + other * other)
 
 
-def logaddexp(input, other):
-    """``log(exp(x) + exp(y))``, computed stably."""
-    # the shift's own gradient cancels (the result does not depend on it): no detach, so
-    # tg.compile can record it
+def _log_sum(input, other, exp, log):
+    """``log(exp(x) + exp(y))`` shifted by the larger: ``logaddexp`` and ``logaddexp2``.
+    The shift's own gradient cancels (the result does not depend on it; at ties each input
+    gets half, as PyTorch's): no detach, so tg.compile can record it."""
     m = _E["maximum"](input, other)
     m = _E["where"](_E["abs"](m) == np.inf, 0.0, m)
-    return m + _E["log"](_E["exp"](input - m) + _E["exp"](other - m))
+    return m + log(exp(input - m) + exp(other - m))
+
+
+def logaddexp(input, other):
+    """``log(exp(x) + exp(y))``, computed stably."""
+    return _log_sum(input, other, _E["exp"], _E["log"])
 
 
 def lerp(input, end, weight):
@@ -3249,9 +3254,8 @@ _ALIASES = {"absolute": "abs", "arccos": "acos", "arcsin": "asin", "arctan": "at
             "arctan2": "atan2", "negative": "neg", "fix": "trunc",   # (NumPy's names)
             "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
             "not_equal": "ne"}
-_COMPARISON_NAMES = {"eq": "eq", "ne": "ne", "gt": "gt", "lt": "lt", "ge": "ge", "le": "le",
-                     "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
-                     "not_equal": "ne"}
+_COMPARISON_NAMES = {**{n: n for n in everyday_ops.COMPARED},
+                     **{a: n for a, n in _ALIASES.items() if n in everyday_ops.COMPARED}}
 
 
 _EXTRA = {
@@ -3298,25 +3302,25 @@ FUNCTIONS.update(inverse=with_out(inv, "inverse"), det=det, logdet=logdet, slogd
 
 
 # -- more of PyTorch's names: compositions of the ops above, and dtype and shape utilities --
-def fmax(input, other):
-    """The larger of each pair, a NaN only where both are (NumPy's ``fmax``): ``where``
-    picks, so each gradient goes to the element chosen, as PyTorch's FmaxBackward0."""
-    other = other if isinstance(other, Tensor) else wrap(other)
-    return ELEMENTWISE["where"]((input >= other) | isnan(other), input, other)
+def _nan_ignoring(keep):
+    """``fmax``/``fmin``: ``input`` where ``keep(input, other)`` holds or ``other`` is NaN, else
+    ``other`` (a NaN only where both are); ``where`` picks, so each gradient goes to the
+    element chosen, as PyTorch's FmaxBackward0."""
+    def pick(input, other):
+        other = other if isinstance(other, Tensor) else wrap(other)
+        return ELEMENTWISE["where"](keep(input, other) | isnan(other), input, other)
+    return pick
 
 
-def fmin(input, other):
-    """The smaller of each pair, a NaN only where both are (NumPy's ``fmin``)."""
-    other = other if isinstance(other, Tensor) else wrap(other)
-    return ELEMENTWISE["where"]((input <= other) | isnan(other), input, other)
+fmax = _nan_ignoring(lambda x, y: x >= y)
+fmax.__name__, fmax.__doc__ = "fmax", "The larger of each pair, ignoring NaN (NumPy's fmax)."
+fmin = _nan_ignoring(lambda x, y: x <= y)
+fmin.__name__, fmin.__doc__ = "fmin", "The smaller of each pair, ignoring NaN (NumPy's fmin)."
 
 
 def logaddexp2(input, other):
-    """``log2(2 ** x + 2 ** y)``, computed stably as ``logaddexp`` (whose shift's gradient
-    cancels: at ties each input gets half, as PyTorch's)."""
-    m = _E["maximum"](input, other)
-    m = _E["where"](_E["abs"](m) == np.inf, 0.0, m)
-    return m + log2(_E["exp2"](input - m) + _E["exp2"](other - m))
+    """``log2(2 ** x + 2 ** y)``, computed stably."""
+    return _log_sum(input, other, _E["exp2"], log2)
 
 
 def nextafter(input, other):
