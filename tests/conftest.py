@@ -8,9 +8,27 @@ recorded-tensor walk of ``create_graph=True`` forced underneath ``backward()`` a
 (hooks, retain_grad, links between tapes, custom Functions, freed graphs, in-place checks)
 must give the same results in both.
 """
+import sys
+
 import pytest
 
 from tapegrad.autograd import engine, gradients
+
+
+@pytest.fixture(autouse=True)
+def _torch_default_dtype():
+    """Every test starts with PyTorch's own default dtype (float32) and leaves it as it found
+    it: a module that wants float64 sets it in a fixture of its own (which runs after this
+    one).  Without this a test saw whatever an earlier module left: float64 set at import
+    by some, float32 set back by others' fixtures, so its result depended on the order."""
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "set_default_dtype"):
+        yield
+        return
+    was = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    yield
+    torch.set_default_dtype(was)
 
 
 @pytest.fixture(params=["float walk", "float walk, no flat walk", "float walk, large-graph setup",

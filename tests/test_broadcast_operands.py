@@ -16,8 +16,7 @@ MODIFIED = "one of the variables needed for gradient computation has been modifi
 @pytest.fixture(autouse=True)
 def _torch_float64():
     torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(torch.float32)
+    yield   # (conftest's fixture sets back what it found)
 
 
 def _inputs(lib, rows=3):

@@ -27,8 +27,7 @@ RNG = np.random.default_rng(7)
 @pytest.fixture(autouse=True)
 def _torch_float64():
     torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(torch.float32)
+    yield   # (conftest's fixture sets back what it found)
 
 L2 = np.array([[1.3, 0.0], [0.4, 0.7]])
 L3 = np.array([[[1.1, 0.0, 0.0], [0.2, 0.9, 0.0], [-0.3, 0.5, 1.4]],
