@@ -422,6 +422,155 @@ def test_allow_mutation_on_saved_tensors():
     assert compare(mutation_not_allowed)
 
 
+# Changes that record nothing inside allow_mutation_on_saved_tensors: PyTorch clones what
+# saved the tensor first, so a backward computes with the value it had when saved.  Each
+# program: (its gradients as tapegrad computes them, written out: the old values').
+def _leaf_lse_no_grad(L):
+    a = leaf(L, [1.0, 2.0])
+    out = a.logsumexp(0)
+    with L.no_grad():
+        a.add_(1.0)
+    out.backward()
+    return a.grad
+
+
+def _leaf_before_and_after(L):   # (ops after the change read the new value)
+    a = leaf(L, [1.0, 2.0])
+    before = (a * a).sum()
+    with L.no_grad():
+        a.add_(1.0)
+    after = (a * a * a).sum()
+    (before + after).backward()
+    return a.grad
+
+
+def _leaf_broadcast_saved(L):   # (a broadcast view of the leaf was saved)
+    a = leaf(L, [[1.0, 2.0], [3.0, 4.0]])
+    before = (a * L.tensor([1.0, 2.0], dtype=L.float64)).sum() + (a * a).sum()
+    with L.no_grad():
+        a.sub_(L.tensor([1.0, 0.0], dtype=L.float64))
+    before.backward()
+    return a.grad
+
+
+def _leaf_through_detach(L):
+    a = leaf(L, [1.0, 2.0])
+    out = (a * a).sum()
+    a.detach().mul_(2.0)
+    out.backward()
+    return a.grad
+
+
+def _leaf_through_detach_recorded(L):   # (the change records onto the detached tensor)
+    a = leaf(L, [1.0, 2.0])
+    w = leaf(L, 2.0)
+    out = (a * a).sum()
+    d = a.detach()
+    d.mul_(w)
+    out.backward()
+    return a.grad
+
+
+def _leaf_through_data(L):   # (outside the block .data goes unnoticed: the new value)
+    a = leaf(L, [1.0, 2.0])
+    out = (a * a).sum()
+    a.data.mul_(2.0)
+    out.backward()
+    return a.grad
+
+
+def _constant_changed(L):
+    k = L.tensor([1.0, 2.0], dtype=L.float64)
+    a = leaf(L, [1.0, 2.0])
+    out = (a * k * k).sum()
+    k.mul_(5.0)
+    out.backward()
+    return a.grad
+
+
+def _leaf_norm_clamp(L):
+    a = leaf(L, [1.0, 2.0, 3.0])
+    out = a.norm()
+    with L.no_grad():
+        a.clamp_(max=1.5)
+    out.backward()
+    return a.grad
+
+
+CHANGES_KEEPING_SAVED = {
+    "leaf, logsumexp, no_grad add_": (_leaf_lse_no_grad, [0.2689414214, 0.7310585786]),
+    "leaf, ops before and after": (_leaf_before_and_after, [14.0, 31.0]),
+    "leaf, broadcast saved": (_leaf_broadcast_saved, [[3.0, 6.0], [7.0, 10.0]]),
+    "leaf, through detach()": (_leaf_through_detach, [2.0, 4.0]),
+    "leaf, through detach(), recorded": (_leaf_through_detach_recorded, [2.0, 4.0]),
+    "leaf, through .data": (_leaf_through_data, [2.0, 4.0]),
+    "constant tensor": (_constant_changed, [1.0, 4.0]),
+    "leaf, norm, no_grad clamp_": (_leaf_norm_clamp, [0.2672612419, 0.5345224838, 0.8017837257]),
+}
+
+
+@pytest.mark.parametrize("name", CHANGES_KEEPING_SAVED)
+def test_allow_mutation_keeps_what_was_saved_from_unrecorded_changes(name):
+    program, expected = CHANGES_KEEPING_SAVED[name]
+
+    def inside(L):
+        with L.autograd.graph.allow_mutation_on_saved_tensors():
+            return val(program(L))
+
+    assert compare(inside) == expected
+
+
+def _non_leaf_no_grad(L):
+    a = leaf(L, [1.0, 2.0])
+    y = a * 2.0
+    out = (y ** 2).sum()
+    with L.no_grad():
+        y.mul_(3.0)
+    out.backward()
+    return a.grad
+
+
+def test_allow_mutation_non_leaf_changed_where_nothing_records_raises():
+    # deviation (README): PyTorch computes with the old value ([8, 16]); tapegrad's entry
+    # for y holds one value, the new one, for the ops after the change, so it refuses
+    with tg.autograd.graph.allow_mutation_on_saved_tensors():
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            _non_leaf_no_grad(tg)
+    if torch is not None:
+        with torch.autograd.graph.allow_mutation_on_saved_tensors():
+            assert val(_non_leaf_no_grad(torch)) == [8.0, 16.0]
+
+
+def _leaf_setitem(L):
+    a = leaf(L, [[1.0, 2.0], [3.0, 4.0]])
+    out = (a * a).sum()
+    with L.no_grad():
+        a[0, 1] = 7.0
+    out.backward()
+    return a.grad
+
+
+def test_allow_mutation_change_through_a_view_raises():
+    # deviation (README): PyTorch clones the view written, and its backward then reads the
+    # new value here ([[2, 14], [6, 8]]); tapegrad refuses, as outside the block
+    with tg.autograd.graph.allow_mutation_on_saved_tensors():
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            _leaf_setitem(tg)
+    if torch is not None:
+        with torch.autograd.graph.allow_mutation_on_saved_tensors():
+            assert val(_leaf_setitem(torch)) == [[2.0, 14.0], [6.0, 8.0]]
+
+
+def test_outside_allow_mutation_unrecorded_changes_still_raise_or_go_unnoticed():
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        _leaf_lse_no_grad(tg)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        _leaf_through_detach_recorded(tg)
+    assert val(_leaf_through_data(tg)) == [4.0, 8.0]   # (PyTorch's .data: unnoticed)
+    if torch is not None:
+        assert val(_leaf_through_data(torch)) == [4.0, 8.0]
+
+
 def increment_version_program(L):
     x = leaf(L, [1.0, 2.0])
     y = x * 1

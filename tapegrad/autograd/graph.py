@@ -29,7 +29,7 @@ from ..core.graph import (AccumulateGrad, Node, RemovableHandle, leaf_state_for,
 from ..core.pyop import pyop_at, pyop_inputs, pyop_name, pyop_nout
 from ..core.kernels import NO_GRAD, SAVES_OUT, SAVES_X, SAVES_Y, SAVES_Z
 from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, PYOUT, SECOND_BACKWARD,
-                         Tape, recording)
+                         Tape, recording, thread_state)
 from ..core.tensor import Tensor, extend, tensor_of_entry, wrap
 
 __all__ = ["Node", "GradientEdge", "get_gradient_edge", "saved_tensors_hooks", "save_on_cpu",
@@ -536,18 +536,23 @@ class _RecordedInplaceAllowed(list):
 
 
 class allow_mutation_on_saved_tensors:
-    """Context manager: a tensor saved for backward may be changed in place by a recorded
-    op; backward uses the value it had when saved (PyTorch clones it; tapegrad's recorded
-    in-place ops never overwrite a saved value)."""
+    """Context manager: a tensor saved for backward may be changed in place; backward uses
+    the value it had when saved, as PyTorch's clone.  A recorded in-place op never
+    overwrites a saved value; a change that records nothing (no_grad, ``detach()``,
+    ``.data``) copies what saved the memory first (``keep_saved``).  A non-leaf changed
+    where nothing records still raises at a backward through what saved it (its one tape
+    entry holds the new value for the ops after the change: README)."""
 
     def __enter__(self):
         T = recording()
         self._tape = T
         if T is not None:
             T._dirty = _RecordedInplaceAllowed(T._dirty, T)
+        thread_state.keeping_saved += 1   # (a change that records nothing: tape.keep_saved)
         return self
 
     def __exit__(self, *exc):
+        thread_state.keeping_saved -= 1
         T = self._tape
         if T is not None and isinstance(T._dirty, _RecordedInplaceAllowed):
             T._dirty = list(T._dirty)

@@ -16,6 +16,7 @@ and before each sweep, the lists are moved into NumPy arrays, so a long tape cos
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import itertools
 import os
@@ -90,6 +91,7 @@ class _State(threading.local):
 
     def __init__(self):
         self.grad_enabled = True
+        self.keeping_saved = 0   # (allow_mutation_on_saved_tensors blocks open: keep_saved)
         self.stack = []          # explicit ``with Tape()`` tapes, innermost last
         self.implicit = Tape()   # the default tape of this thread
         self.refresh()
@@ -547,6 +549,41 @@ class Tape:
 
 
 thread_state = _State()
+
+
+def keep_saved(memory, tensors):
+    """Under ``allow_mutation_on_saved_tensors``, before ``memory`` (an ndarray) is written
+    where nothing records (no_grad, ``detach()``, ``.data``): every array that the tapes of
+    ``tensors`` and this thread's tapes saved and that shares ``memory`` keeps a copy of its
+    value now, and a constant entry made of it no longer watches its tensor's version, as
+    PyTorch clones a saved tensor before it is changed.  False (and nothing done) outside
+    such a block, or for a value that is not an array."""
+    if not thread_state.keeping_saved or memory.__class__ is not np.ndarray:
+        return False
+    tapes = {id(T): T for T in [thread_state.implicit, *thread_state.stack,
+                                *(t._tape for t in tensors)] if T.__class__ is Tape}
+    for T in tapes.values():
+        arrays = T._arr
+        copied = [k for k, a in arrays.items()
+                  if a.__class__ is np.ndarray and np.may_share_memory(a, memory)]
+        for k in copied:
+            arrays[k] = arrays[k].copy()
+            T._const_sources.pop(k, None)
+    return True
+
+
+@contextlib.contextmanager
+def writing_a_view():
+    """An in-place change through a view (``x[i] = v``) where ``keep_saved`` does not apply:
+    PyTorch's allow_mutation_on_saved_tensors clones the view written, and its backward
+    then reads neither the old value nor the new one consistently, so tapegrad raises as
+    outside it."""
+    was = thread_state.keeping_saved
+    thread_state.keeping_saved = 0
+    try:
+        yield
+    finally:
+        thread_state.keeping_saved = was
 
 
 def current_tape() -> Optional["Tape"]:

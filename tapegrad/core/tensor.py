@@ -34,7 +34,7 @@ from .printing import format_value
 from .shapes import broadcast_error, broadcast_view, laid_out, wrap_dim
 from .pyop import record_broadcast
 from .tape import (ARRAY_CHUNK, LARGE_ARRAY, ARG, CONST, UNREGISTERED_LEAF, Tape, boot,
-                   next_tape, rec_get, recording, thread_state)
+                   keep_saved, next_tape, rec_get, recording, thread_state)
 from .views import forget_views, register_detached
 
 import builtins as _b  # noqa: E402  (methods named float/int/... below read the builtins)
@@ -769,7 +769,11 @@ class Tensor:
         start = len(rec) if rec is not None else 0
         r = compute(self)
         old = self._tape
-        if old.__class__ is Tape:
+        # (allow_mutation_on_saved_tensors: what saved a leaf keeps a copy; its tensor is
+        # registered again below, so nothing reads the old entry from now on)
+        kept = r._tape.__class__ is not Tape and keep_saved(self._value, (self,)) and \
+            old.__class__ is Tape and old._leaves.get(self._entry) is self
+        if old.__class__ is Tape and not kept:
             if r._tape is not old:
                 changed_at = len(old)
             elif aliased:

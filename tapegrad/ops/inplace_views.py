@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.grad_mode import grad_mode
-from ..core.tape import Tape, recording
+from ..core.tape import Tape, keep_saved, recording
 from ..core.tensor import UNREGISTERED_LEAF, note_unrecorded_change, own_the_old_value
 from ..core.views import live_views, root_and_steps
 from .array_ops import call, replay_view, view_through, writable_view
@@ -68,14 +68,17 @@ def _as_dtype(v, like):
     return v if v.dtype == like.dtype else v.astype(like.dtype)
 
 
-def _keep_saved(aliases, memory, rec_tape, start):
+def _keep_saved(aliases, memory, rec_tape, start, kept=False):
     """Before ``memory`` changes: each tape entry of ``aliases`` is marked modified (from
     ``start`` on its recording tape: the in-place op's own entries may read the old
     value), and one whose saved value is this memory keeps a copy (a leaf's entry is
     only marked: its tensor is registered again, as after any in-place change)."""
+    # (``kept``: ``keep_saved`` copied every saved array of this memory, under
+    # allow_mutation_on_saved_tensors; a leaf is not marked then: it is registered again
+    # after the change, so nothing reads its old entry from now on)
     for t in aliases:
         T = t._tape
-        if T.__class__ is not Tape:
+        if T.__class__ is not Tape or (kept and T._leaves.get(t._entry) is t):
             continue
         e = t._entry
         saved = T._arr.get(e)
@@ -132,6 +135,7 @@ def inplace_view(self, compute, aliased=False):
     recorded = r._tape.__class__ is Tape
     if recorded and not tracked:   # (c.div_(w) of a constant c that has aliases: c.data)
         own_the_old_value(r._tape, start, self, memory)
+    # (no keep_saved here: a change through a view, ``writing_a_view``)
     _keep_saved([root] + views, memory, r._tape if recorded else None, start)
     if recorded:
         new_root = call("copy_slices", root, r, steps) if steps else r
@@ -221,8 +225,12 @@ def _inplace_detached(self, compute, root, steps, views):
             saved = arrays.get(e)
             if saved is not None and place is not None and np.may_share_memory(saved, place):
                 arrays[e] = saved.copy()
-    if not untracked:
-        _keep_saved([root] + views, memory, r._tape if recorded else None, start)
+    # (the root's memory changes whether or not the op recorded: under
+    # allow_mutation_on_saved_tensors what saved it keeps the old value; else x.data's
+    # change goes unnoticed by what saved x, as in PyTorch)
+    kept = not steps and keep_saved(memory, [root] + views)   # (not through a view)
+    if not untracked or kept:
+        _keep_saved([root] + views, memory, r._tape if recorded else None, start, kept)
     if place is None:
         root._value = v = float(r._value)
     else:
@@ -230,7 +238,7 @@ def _inplace_detached(self, compute, root, steps, views):
         place[...] = v
     for t in (root, self):
         if _is_leaf_on_tape(t):   # registered again with its new value on next use
-            if untracked:   # (what read it before reads the new value too, unnoticed)
+            if untracked and not kept:   # (what read it before reads the new value, unnoticed)
                 t._tape._rebind_value(t._entry, t._value)
             t._tape._leaf_of.pop(id(t), None)
             t._tape = UNREGISTERED_LEAF

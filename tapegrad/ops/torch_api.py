@@ -20,7 +20,7 @@ from ..core import optable
 from ..core.dtypes import (CPU, scalar_type_name, as_device, as_dtype, bool_, device as _device, float16, float32,
                            float64, get_default_dtype, int8, int16, int32, int64, uint8, Size)
 from ..core.pyop import note_index_versions
-from ..core.tape import UNREGISTERED_LEAF, Tape, recording
+from ..core.tape import UNREGISTERED_LEAF, Tape, recording, writing_a_view
 from ..core.tensor import Tensor, check_float, note_comparison_use, result_dtype, wrap
 from ..core.views import live_views, register_parts, register_view, root_and_steps
 from . import everyday_ops, inplace_views, special
@@ -1138,7 +1138,8 @@ def setitem(input: Tensor, idx, value) -> None:
         row = "fill_with" if value.ndim == 0 else "copy"   # all of x: as fill_ or copy_
         input._inplace(lambda s: call(row, s, value))
         return
-    input._inplace(lambda s: call("index_put", s, idx, value))
+    with writing_a_view():   # (PyTorch writes into a view of x)
+        input._inplace(lambda s: call("index_put", s, idx, value))
     _noting_index(input, tensors)
 
 
