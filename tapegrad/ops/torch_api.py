@@ -23,7 +23,7 @@ from ..core.pyop import note_index_versions
 from ..core.tape import UNREGISTERED_LEAF, Tape, recording, writing_a_view
 from ..core.tensor import Tensor, check_float, note_comparison_use, result_dtype, wrap
 from ..core.views import live_views, register_parts, register_view, root_and_steps
-from . import everyday_ops, inplace_views, special
+from . import everyday_ops, inplace_views, linalg_ops, special
 from .factories import (LEGACY_CONSTRUCTORS, factory_shape, legacy_new, random_source,
                         tensor as _new_tensor, tensor_init)
 from .array_ops import (SUM_ALL, basic_index, basic_steps, call, call_arrays, call_view, sum_all, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
@@ -3298,7 +3298,10 @@ METHODS.update({f"{n}_": _inplace_row(METHODS.get(n) or Tensor.__dict__[n], f"{n
 LINALG = {"cross": linalg_cross, "inv": inv, "det": det, "slogdet": slogdet, "solve": solve,
           "norm": linalg_norm, "vector_norm": vector_norm, "matrix_norm": matrix_norm,
           "matmul": matmul, "vecdot": vecdot, "LinAlgError": everyday_ops.LinAlgError}
+LINALG.update(linalg_ops.LINALG_FUNCTIONS)
 METHODS.update(inverse=inv, det=det, logdet=logdet, slogdet=slogdet)
+METHODS.update(linalg_ops.TOP_FUNCTIONS)
+FUNCTIONS.update({name: with_out(fn, name) for name, fn in linalg_ops.TOP_FUNCTIONS.items()})
 FUNCTIONS.update(inverse=with_out(inv, "inverse"), det=det, logdet=logdet, slogdet=slogdet)
 
 
@@ -3575,3 +3578,47 @@ METHODS.update({n: _MORE[n] for n in ("fmax", "fmin", "logaddexp2", "inner", "vd
                                       "matrix_power", "diagflat", "ravel", "positive",
                                       "hsplit", "vsplit", "dsplit", "argwhere")},
                is_same_size=is_same_size, is_signed=is_signed, nextafter_=_inplace_row(nextafter))
+
+
+# -- torch.linalg's names for functions above --------------------------------------------------
+def linalg_vander(x, *, N=None):
+    """``torch.linalg.vander``: the powers ``x**0 .. x**(N-1)`` of the last dim of ``x`` along a
+    new last dim (increasing: NumPy's ``vander`` with ``increasing=True``, batched)."""
+    n = x.shape[-1] if N is None else N
+    if x.ndim == 0:
+        raise RuntimeError("x must have at least one dimension.")
+    if n <= 1:
+        if n < 1:
+            raise RuntimeError("N must be greater than 1.")
+        return wrap(np.ones(tuple(x.shape) + (1,), x.dtype.np))
+    # (as PyTorch's: a column of ones, then the running products of x)
+    ones = wrap(np.ones(tuple(x.shape) + (1,), x.dtype.np if x.dtype.np.kind == "f" else np.int64))
+    powers = cumprod(expand(unsqueeze(x, -1), *tuple(x.shape), n - 1), -1)
+    return cat([ones, powers], -1)
+
+
+def linalg_diagonal(A, *, offset=0, dim1=-2, dim2=-1):
+    """``torch.linalg.diagonal``: ``torch.diagonal`` over the last two dims by default."""
+    return diagonal(A, offset, dim1, dim2)
+
+
+InvExResult = namedtuple("inv_ex", ["inverse", "info"])
+SolveExResult = namedtuple("solve_ex", ["result", "info"])
+
+
+def _no_info(A):
+    return wrap(np.zeros(tuple(A.shape[:-2]), np.int32))
+
+
+def inv_ex(A, *, check_errors=False):
+    """``(inv(A), info)``: info 0 (a singular matrix raises here, as with ``check_errors``)."""
+    return InvExResult(inv(A), _no_info(A))
+
+
+def solve_ex(A, B, *, left=True, check_errors=False):
+    """``(solve(A, B), info)``: info 0 (a singular matrix raises here)."""
+    return SolveExResult(solve(A, B, left=left), _no_info(A))
+
+
+LINALG.update(matrix_power=matrix_power, vander=linalg_vander, diagonal=linalg_diagonal,
+              inv_ex=inv_ex, solve_ex=solve_ex)
