@@ -740,6 +740,35 @@ NN_CASES.update({
 })
 
 
+# Functionals added with PyTorch's top-level names (session 38); the in-place forms on a
+# copy (x * 1: an in-place change of a leaf that requires grad is refused)
+NN_CASES.update({
+    "rms_norm": [(lambda F, T, x, w: F.rms_norm(x, (3,), w, 1e-6), [_X, _W3], {"node": False}),
+                 (lambda F, T, x: F.rms_norm(x, [4, 3]), [_X], {"node": False})],
+    "bilinear": [(lambda F, T, a, b, w, c: F.bilinear(a, b, w, c),
+                  [_N4, _N4[::-1].copy(), _R.normal(size=(2, 5, 5)), _W3[:2]], {"node": False})],
+    # (PyTorch has no second derivative of pdist: no Hessian-vector products)
+    "pdist": [(lambda F, T, x: F.pdist(x), [_N4], {"node": False, "hvp": False}),
+              (lambda F, T, x: F.pdist(x, 1.5), [_N4], {"node": False, "hvp": False})],
+    "alpha_dropout": [(lambda F, T, x: F.alpha_dropout(x, 0.3) * 1, [_X], {"node": False}),
+                      (lambda F, T, x: F.alpha_dropout(x, 0.3, True), [_X], {"torch": False})],
+    "feature_alpha_dropout": [
+        (lambda F, T, x: F.feature_alpha_dropout(x, 0.3, True), [_CX], {"torch": False})],
+    "rrelu": [(lambda F, T, x: F.rrelu(x, 0.1, 0.3), [_K], {"node": False}),
+              (lambda F, T, x: F.rrelu(x, 0.1, 0.3, True), [_K], {"torch": False})],
+    "channel_shuffle": [(lambda F, T, x: F.channel_shuffle(x, 2), [_CX.reshape(2, 4, 5, 2)],
+                         {"node": False})],
+    "relu_": [(lambda F, T, x: F.relu_(x * 1), [_K], {"node": False})],
+    "elu_": [(lambda F, T, x: F.elu_(x * 1, 0.7), [_K], {"node": False})],
+    "leaky_relu_": [(lambda F, T, x: F.leaky_relu_(x * 1, 0.2), [_K], {"node": False})],
+    "hardtanh_": [(lambda F, T, x: F.hardtanh_(x * 1, -1.5, 2.0), [_K], {"node": False})],
+    "selu_": [(lambda F, T, x: F.selu_(x * 1), [_K], {"node": False})],
+    "celu_": [(lambda F, T, x: F.celu_(x * 1, 0.7), [_K], {"node": False, "grad_rtol": 1e-6})],
+    "threshold_": [(lambda F, T, x: F.threshold_(x * 1, 0.5, -2.0), [_K], {"node": False})],
+    "rrelu_": [(lambda F, T, x: F.rrelu_(x * 1, 0.1, 0.3), [_K], {"node": False})],
+})
+
+
 def test_every_functional_has_a_case():
     assert set(NN_CASES) == set(F.__all__), "add an NN_CASES entry for each new functional"
     rows = {n for n, op in ARRAY_OPS.items() if op.forward.__module__ == nn_ops.__name__}

@@ -232,3 +232,121 @@ def test_nextafter_as_pytorch(form):
         with pytest.raises(NotImplementedError, match="nextafter_cpu"):
             L.nextafter(L.tensor([1]), L.tensor([2]))
     assert got[0] == got[1]
+
+
+P = R.standard_normal((4, 3))
+Q = R.standard_normal((4, 3))
+LABELS = np.array([1.0, -1.0, 1.0, -1.0])
+POSITIVE = np.abs(R.standard_normal((4, 3))) + 0.1
+
+NORMS_AND_MORE = {   # name -> (function of the library, the float inputs that require grad)
+    "rms_norm": (lambda L, x, w: L.rms_norm(x, (3,), w[0], 1e-6), (P, Q)),
+    "rms_norm, eps None": (lambda L, x: L.nn.functional.rms_norm(x, [4, 3]), (P,)),
+    "bilinear": (lambda L, x, y, w: L.nn.functional.bilinear(x, y, w.reshape(4, 3, 1)[:, :, 0]
+                                                             .unsqueeze(-1) * w[:1, None, :],
+                                                             w[0, :1].expand(4)), (P, Q, P)),
+    "pdist": (lambda L, x: L.nn.functional.pdist(x), (P,)),
+    "pdist p=1": (lambda L, x: L.pdist(x, 1.0), (P,)),
+    "dist": (lambda L, x, y: L.dist(x, y), (P, Q)),
+    "dist p=3": (lambda L, x, y: L.dist(x, y[0], 3), (P, Q)),
+    "frobenius_norm": (lambda L, x: L.frobenius_norm(x, (0, 1)), (P,)),
+    "nuclear_norm": (lambda L, x: L.nuclear_norm(x), (P,)),
+    "matrix_norm nuc keepdim": (lambda L, x: L.linalg.matrix_norm(x, "nuc", keepdim=True), (P,)),
+    "matrix_norm 2": (lambda L, x: L.linalg.matrix_norm(x, 2), (P,)),
+    "matrix_norm -2": (lambda L, x: L.linalg.matrix_norm(x, -2), (P,)),
+    "matrix_norm 1": (lambda L, x: L.linalg.matrix_norm(x, 1), (P,)),
+    "matrix_norm -inf, dims swapped": (lambda L, x: L.linalg.matrix_norm(x, -float("inf"),
+                                                                         (1, 0)), (P,)),
+    "matrix_norm inf keepdim": (lambda L, x: L.linalg.matrix_norm(x, float("inf"),
+                                                                  keepdim=True), (P,)),
+    "renorm": (lambda L, x: L.renorm(x, 2, 0, 1.0), (P,)),
+    "renorm method p=1 dim 1": (lambda L, x: x.renorm(1, 1, 1.5), (P,)),
+    "masked_scatter": (lambda L, x, y: L.masked_scatter(x, L.tensor(P > 0), y), (P, Q)),
+    "masked_scatter broadcast mask": (lambda L, x, y: x.masked_scatter(
+        L.tensor(np.array([True, False, True])), y.reshape(-1)), (P, Q)),
+    "corrcoef": (lambda L, x: L.corrcoef(x), (P,)),
+    "adjoint": (lambda L, x: L.adjoint(x) * 2, (P,)),
+    "kl_div int reduction": (lambda L, x, y: L.kl_div(x, y, 2), (P, POSITIVE)),
+    "kl_div log_target": (lambda L, x, y: L.kl_div(x, y, 0, log_target=True), (P, Q)),
+    "cosine_embedding_loss": (lambda L, x, y: L.cosine_embedding_loss(
+        x, y, L.tensor(LABELS), 0.1, 1), (P, Q)),
+    "margin_ranking_loss": (lambda L, x, y: L.margin_ranking_loss(
+        x[:, 0], y[:, 0], L.tensor(LABELS), 0.2, 2), (P, Q)),
+    "hinge_embedding_loss": (lambda L, x: L.hinge_embedding_loss(
+        x[:, 0], L.tensor(LABELS), 0.5, 0), (P,)),
+    "triplet_margin_loss": (lambda L, x, y: L.triplet_margin_loss(x, y, x * 0.5 + 1, 1.0, 2.0,
+                                                                  1e-6, True, 1), (P, Q)),
+    "poisson_nll_loss": (lambda L, x, y: L.poisson_nll_loss(x, y, True, True, 1e-8, 1),
+                         (P, POSITIVE)),
+    "binary_cross_entropy_with_logits": (lambda L, x, y: L.binary_cross_entropy_with_logits(
+        x, L.sigmoid(y), None, None, 2), (P, Q)),
+    "constant_pad_nd": (lambda L, x: L.constant_pad_nd(x, (1, 2), 0.5), (P,)),
+    "channel_shuffle": (lambda L, x: L.nn.functional.channel_shuffle(x.reshape(1, 4, 3), 2),
+                        (P,)),
+    "rrelu (eval)": (lambda L, x: L.rrelu(x), (P,)),
+    "rrelu (F, eval)": (lambda L, x: L.nn.functional.rrelu(x, 0.1, 0.3), (P,)),
+    "alpha_dropout (eval)": (lambda L, x: L.alpha_dropout(x, 0.3, False) * 1, (P,)),
+    "selu_": (lambda L, x: L.selu_(x * 1), (P,)),
+    "celu_": (lambda L, x: L.celu_(x * 1, 0.5), (P,)),
+    "threshold_": (lambda L, x: L.threshold_(x * 1, 0.1, 2.0), (P,)),
+    "F.elu_": (lambda L, x: L.nn.functional.elu_(x * 1, 0.7), (P,)),
+    "F.leaky_relu_": (lambda L, x: L.nn.functional.leaky_relu_(x * 1, 0.2), (P,)),
+    "F.hardtanh_": (lambda L, x: L.nn.functional.hardtanh_(x * 1, -0.5, 0.5), (P,)),
+    "F.relu_": (lambda L, x: L.nn.functional.relu_(x * 1), (P,)),
+    "split_with_sizes": (lambda L, x: L.split_with_sizes(x, [1, 3])[1] * 2, (P,)),
+    "unsafe_chunk": (lambda L, x: L.unsafe_chunk(x, 2, 1)[1] * 2, (P,)),
+    "concatenate": (lambda L, x, y: L.concatenate([x, y], axis=1), (P, Q)),
+    "fill with a tensor": (lambda L, x, y: L.fill(x, y[0, 0]), (P, Q)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NORMS_AND_MORE))
+def test_norms_losses_and_more_as_pytorch(name, torch_float64):
+    f, inputs = NORMS_AND_MORE[name]
+    got = []
+    for L in (tg, torch):
+        ts = [L.tensor(v, dtype=L.float64, requires_grad=True) for v in inputs]
+        out = f(L, *ts)
+        weights = L.tensor(np.arange(1.0, out.numel() + 1).reshape(tuple(out.shape)),
+                           dtype=L.float64)
+        grads = L.autograd.grad((out * weights).sum(), ts, allow_unused=True)
+        got.append([out.detach().numpy()] + [np.zeros(1) if g is None else g.numpy()
+                                             for g in grads])
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_small_real_only_names():
+    x = tg.tensor([[1.0, -2.0]])
+    for name in ("conj", "resolve_conj", "resolve_neg", "conj_physical", "real"):
+        assert getattr(tg, name)(x) is x
+    assert tg.isreal(x).tolist() == [[True, True]]
+    with pytest.raises(RuntimeError, match="imag is not implemented"):
+        tg.imag(x)
+    assert tg.detach(x * 1).grad_fn is None
+
+
+def test_masked_scatter_needs_enough_source():
+    for L in (tg, torch):
+        with pytest.raises(RuntimeError, match="Number of elements of source < number of ones"):
+            L.masked_scatter(L.zeros(2, 3), L.ones(2, 3, dtype=L.bool), L.ones(5))
+
+
+def test_alpha_dropout_keeps_mean_and_variance_in_training():
+    tg.manual_seed(0)
+    x = tg.tensor(R.standard_normal(200_000))
+    for f in (lambda v: tg.alpha_dropout(v, 0.2, True),
+              lambda v: tg.nn.functional.feature_alpha_dropout(v.reshape(2000, 100, 1), 0.2,
+                                                                True).reshape(-1)):
+        y = f(x).numpy()
+        assert abs(y.mean()) < 0.02 and abs(y.std() - 1.0) < 0.02
+        assert (y != x.numpy()).mean() > 0.15
+
+
+def test_rrelu_in_training_draws_slopes_between_the_bounds():
+    x = tg.tensor(-np.ones(10_000), requires_grad=True)
+    y = tg.nn.functional.rrelu(x, 0.1, 0.3, training=True)
+    slopes = -y.detach().numpy()
+    assert slopes.min() >= 0.1 and slopes.max() <= 0.3 and slopes.std() > 0.03
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), slopes)

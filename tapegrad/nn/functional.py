@@ -36,7 +36,9 @@ __all__ = ["relu", "tanh", "sigmoid", "leaky_relu", "softplus", "gelu", "silu", 
            "conv_transpose2d", "group_norm", "instance_norm", "interpolate", "pixel_shuffle",
            "pixel_unshuffle", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
            "adaptive_max_pool1d", "adaptive_max_pool2d", "scaled_dot_product_attention",
-           "unfold", "fold"]
+           "unfold", "fold", "rms_norm", "bilinear", "pdist", "alpha_dropout",
+           "feature_alpha_dropout", "rrelu", "channel_shuffle", "relu_", "elu_", "leaky_relu_",
+           "hardtanh_", "selu_", "celu_", "threshold_", "rrelu_"]
 
 
 # -- activations -----------------------------------------------------------------------
@@ -1128,6 +1130,125 @@ def _torch_dropout(input, p, train):
     return dropout(input, p, train)
 
 
+# -- more of PyTorch's functions: RMS norm, bilinear, pdist, alpha dropout, rrelu -------------
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """``x / sqrt(mean(x**2 over the last len(normalized_shape) dims) + eps) * weight``
+    (``eps`` None: the dtype's machine epsilon), a composition as PyTorch's."""
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(int(n) for n in normalized_shape)
+    k = len(normalized_shape)
+    if tuple(input.shape[input.ndim - k:]) != normalized_shape or k > input.ndim:
+        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input "
+                           f"with shape [*, {', '.join(map(str, normalized_shape))}], but got "
+                           f"input of size{list(input.shape)}")
+    if eps is None:
+        eps = float(np.finfo(_val(input).dtype).eps)
+    dims = tuple(range(input.ndim - k, input.ndim))
+    out = input * _api.FUNCTIONS["rsqrt"](_api.mean(input * input, dims, keepdim=True) + eps)
+    return out if weight is None else out * weight
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """``y_k = x1^T W_k x2 + b_k`` over the last dims (an ``einsum``)."""
+    out = _api.einsum("...i,kij,...j->...k", input1, weight, input2)
+    return out if bias is None else out + bias
+
+
+def pdist(input, p=2):
+    """The ``p``-norm distances between the rows of a 2-d input, for each pair ``i < j`` in
+    order (the upper triangle of ``cdist(input, input)``, flattened)."""
+    if input.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+    if p < 0:
+        raise RuntimeError("pdist only supports non-negative p values")
+    i, j = np.triu_indices(input.shape[0], 1)
+    diff = input[wrap(i)] - input[wrap(j)]
+    return call("norm", diff, p=p, dim=(1,), keepdim=False)
+
+
+_ALPHA_DROPOUT = 1.7580993408473766   # (-selu's scale * alpha: the value a dropped unit takes)
+
+
+def _alpha_dropout(input, p, training, feature, name):
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    x = _val(input)
+    if p == 1.0:
+        return input * 0.0
+    shape = x.shape if not feature else x.shape[:2] + (1,) * (x.ndim - 2)
+    keep = (np.asarray(rand(*shape)._value) < 1.0 - p).astype(np.float64)
+    a = 1.0 / np.sqrt((_ALPHA_DROPOUT ** 2 * p + 1.0) * (1.0 - p))
+    # (PyTorch's: x * (keep a) + (keep - 1) alpha a + alpha a p)
+    shift = (keep - 1.0) * (_ALPHA_DROPOUT * a) + _ALPHA_DROPOUT * a * p
+    return input * wrap(keep * a) + wrap(shift)
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Dropout that keeps a SELU network's mean and variance: a dropped unit takes selu's
+    negative saturation value, then an affine map restores the statistics."""
+    return _alpha_dropout(input, p, training, False, "alpha_dropout")
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """``alpha_dropout`` of whole channels (dim 1)."""
+    return _alpha_dropout(input, p, training, True, "feature_alpha_dropout")
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """Leaky ReLU with a random slope from ``U(lower, upper)`` per negative element in
+    training, the mean slope ``(lower + upper) / 2`` otherwise."""
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2.0)
+    x = _val(input)
+    u = np.asarray(rand(*x.shape)._value) if x.ndim else float(rand(1)._value[0])
+    slope = np.where(x >= 0, 1.0, lower + (upper - lower) * u)
+    return input * wrap(np.asarray(slope, x.dtype))
+
+
+def channel_shuffle(input, groups):
+    """The channels (dim 1) of ``groups`` groups interleaved: ``(g, c / g) -> (c / g, g)``."""
+    n, c = input.shape[0], input.shape[1]
+    if groups <= 0 or c % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels "
+                           f"and {groups} groups.")
+    rest = tuple(input.shape[2:])
+    return input.reshape(n, groups, c // groups, *rest).transpose(1, 2).reshape(n, c, *rest)
+
+
+def _inplace_form(fn, name):
+    """``fn``'s in-place form: the result written into ``input`` (recorded as a copy into it
+    where grad is on, under PyTorch's in-place rules)."""
+    def inplace(input, *args, **kw):
+        return input.copy_(fn(input, *args, **kw))
+    inplace.__name__ = name
+    inplace.__doc__ = f"In place ``{fn.__name__}``."
+    return inplace
+
+
+relu_ = _inplace_form(relu, "relu_")
+elu_ = _inplace_form(elu, "elu_")
+leaky_relu_ = _inplace_form(leaky_relu, "leaky_relu_")
+hardtanh_ = _inplace_form(hardtanh, "hardtanh_")
+selu_ = _inplace_form(selu, "selu_")
+celu_ = _inplace_form(celu, "celu_")
+threshold_ = _inplace_form(threshold, "threshold_")
+rrelu_ = _inplace_form(rrelu, "rrelu_")
+
+
+def _reduction_name(reduction):
+    """PyTorch's top-level loss functions take the reduction as an int (0 none, 1 mean,
+    2 sum)."""
+    if isinstance(reduction, str):
+        return reduction
+    names = {0: "none", 1: "mean", 2: "sum"}
+    if reduction not in names:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return names[reduction]
+
+
 TORCH_NAMES = {
     "conv1d": conv1d, "conv2d": conv2d, "conv_transpose1d": conv_transpose1d,
     "conv_transpose2d": conv_transpose2d, "dropout": _torch_dropout,
@@ -1138,4 +1259,33 @@ TORCH_NAMES = {
     "selu": selu, "celu": celu,
     "threshold": threshold, "pixel_shuffle": pixel_shuffle, "pixel_unshuffle": pixel_unshuffle,
     "hardshrink": hardshrink, "prelu": prelu, "pairwise_distance": pairwise_distance,
+    "rms_norm": rms_norm, "bilinear": bilinear, "pdist": pdist, "channel_shuffle": channel_shuffle,
+    "alpha_dropout": lambda input, p, train: alpha_dropout(input, p, train),
+    "feature_alpha_dropout": lambda input, p, train: feature_alpha_dropout(input, p, train),
+    "feature_dropout": lambda input, p, train: _channel_dropout(input, p, train, False,
+                                                                _val(input).ndim,
+                                                                "feature_dropout"),
+    "rrelu": lambda input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None:
+        rrelu(input, lower, upper, training),
+    "constant_pad_nd": lambda input, pad, value=0: globals()["pad"](input, pad, value=value),
+    "selu_": selu_, "celu_": celu_, "threshold_": threshold_, "rrelu_": rrelu_,
+    "kl_div": lambda input, target, reduction=1, *, log_target=False:
+        kl_div(input, target, reduction=_reduction_name(reduction), log_target=log_target),
+    "cosine_embedding_loss": lambda input1, input2, target, margin=0.0, reduction=1:
+        cosine_embedding_loss(input1, input2, target, margin,
+                              reduction=_reduction_name(reduction)),
+    "margin_ranking_loss": lambda input1, input2, target, margin=0.0, reduction=1:
+        margin_ranking_loss(input1, input2, target, margin, reduction=_reduction_name(reduction)),
+    "hinge_embedding_loss": lambda input, target, margin=1.0, reduction=1:
+        hinge_embedding_loss(input, target, margin, reduction=_reduction_name(reduction)),
+    "triplet_margin_loss": lambda anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6,
+    swap=False, reduction=1: triplet_margin_loss(anchor, positive, negative, margin, p, eps, swap,
+                                                 reduction=_reduction_name(reduction)),
+    "poisson_nll_loss": lambda input, target, log_input, full, eps, reduction:
+        poisson_nll_loss(input, target, log_input, full, eps=eps,
+                         reduction=_reduction_name(reduction)),
+    "binary_cross_entropy_with_logits": lambda input, target, weight=None, pos_weight=None,
+    reduction=1: binary_cross_entropy_with_logits(input, target, weight,
+                                                  reduction=_reduction_name(reduction),
+                                                  pos_weight=pos_weight),
 }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import math
 import re
 import warnings
 from collections import namedtuple
@@ -2767,11 +2768,28 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # noqa: A002
-    """The Frobenius norm of the matrices over ``dim`` (other orders are not supported)."""
-    if ord != "fro":
-        raise NotImplementedError(f"linalg.matrix_norm: ord={ord!r} is not supported "
-                                  "(only 'fro')")
-    return vector_norm(A, 2, tuple(dim), keepdim, dtype=dtype)
+    """The matrix norm ``ord`` of the matrices over ``dim``: ``"fro"``, ``"nuc"`` (the sum of
+    the singular values), 2 and -2 (the largest and smallest), 1 and -1 (the largest and
+    smallest column sum of absolute values), ``inf`` and ``-inf`` (row sums), as PyTorch's
+    compositions of them."""
+    if ord == "fro":
+        return vector_norm(A, 2, tuple(dim), keepdim, dtype=dtype)
+    if ord not in ("nuc", 2, -2, 1, -1, math.inf, -math.inf):
+        raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    A = _as(A, dtype)
+    d0, d1 = (wrap_dim(d, A.ndim) for d in dim)
+    if ord in ("nuc", 2, -2):
+        s = linalg_ops.linalg_svdvals(movedim(A, (d0, d1), (-2, -1)))
+        out = sum(s, -1) if ord == "nuc" else amax(s, -1) if ord == 2 else amin(s, -1)
+        if keepdim:
+            out = unsqueeze(unsqueeze(out, builtins.min(d0, d1)), builtins.max(d0, d1))
+        return out
+    absolute = ELEMENTWISE["abs"](A)
+    summed, other = (d0, d1) if ord in (1, -1) else (d1, d0)
+    sums = sum(absolute, summed, keepdim=True)
+    out = amax(sums, other, keepdim=True) if ord in (1, math.inf) else amin(sums, other,
+                                                                            keepdim=True)
+    return out if keepdim else squeeze(squeeze(out, builtins.max(d0, d1)), builtins.min(d0, d1))
 
 
 def linalg_norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
@@ -3622,3 +3640,122 @@ def solve_ex(A, B, *, left=True, check_errors=False):
 
 LINALG.update(matrix_power=matrix_power, vander=linalg_vander, diagonal=linalg_diagonal,
               inv_ex=inv_ex, solve_ex=solve_ex)
+
+
+
+# -- more of PyTorch's names: norms, masked_scatter, renorm, and aliases ------------------------
+def dist(input, other, p=2):
+    """The ``p``-norm of ``input - other`` (broadcast), a composition (PyTorch:
+    ``DistBackward0``)."""
+    return call("norm", input - other, p=p, dim=None, keepdim=False)
+
+
+def frobenius_norm(input, dim=(-2, -1), keepdim=False):
+    """``linalg.vector_norm(input, 2, dim, keepdim)``."""
+    return vector_norm(input, 2, dim, keepdim)
+
+
+def nuclear_norm(input, dim=(-2, -1), keepdim=False):
+    """The sum of the singular values of the matrices over ``dim`` (a ``bool`` second
+    argument is ``keepdim``, as PyTorch's overload)."""
+    if isinstance(dim, bool):
+        dim, keepdim = (-2, -1), dim
+    return matrix_norm(input, "nuc", dim, keepdim)
+
+
+def renorm(input, p, dim, maxnorm):
+    """Each slice along ``dim`` whose ``p``-norm is above ``maxnorm`` scaled to norm
+    ``maxnorm`` (``maxnorm / (norm + 1e-7)``, as PyTorch), the others as they are."""
+    if p <= 0:
+        raise RuntimeError("renorm: non-positive-norm not supported")
+    if maxnorm < 0:
+        raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
+    d = wrap_dim(dim, input.ndim)
+    others = tuple(k for k in range(input.ndim) if k != d)
+    norms = call("norm", input, p=p, dim=others, keepdim=True) if others else \
+        ELEMENTWISE["abs"](input)
+    factor = ELEMENTWISE["where"](norms > maxnorm, float(maxnorm) / (norms + 1e-7), 1.0)
+    return input * factor
+
+
+def masked_scatter(input, mask, source):
+    """``input`` with the elements where ``mask`` (broadcast to its shape) holds taken from
+    ``source`` in order (row-major); the gradient of each taken element goes to its place in
+    ``source``, the others' to ``input``."""
+    m = np.broadcast_to(np.asarray(mask._value if isinstance(mask, Tensor) else mask, bool),
+                        tuple(input.shape))
+    count = int(m.sum())
+    if source.numel() < count:
+        raise RuntimeError("Number of elements of source < number of ones in mask")
+    order = np.maximum(np.cumsum(m.reshape(-1)) - 1, 0).reshape(m.shape)
+    taken = reshape(source, (-1,))[wrap(order)] if source.numel() else \
+        wrap(np.zeros(tuple(input.shape)))
+    return ELEMENTWISE["where"](wrap(np.array(m)), taken, input)
+
+
+def adjoint(input):
+    """The conjugate transpose of the last two dims (the transpose, for real tensors)."""
+    return transpose(input, -2, -1)
+
+
+def _same(input):
+    """``conj``, ``resolve_conj``, ``resolve_neg``, ``conj_physical`` of a real tensor: itself."""
+    return input
+
+
+def isreal(input):
+    """True everywhere: tapegrad's tensors are real."""
+    return wrap(np.ones(tuple(input.shape), bool))
+
+
+def imag(input):
+    raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+
+
+def real(input):
+    """A real tensor's real part: itself."""
+    return input
+
+
+def corrcoef(input):
+    """Pearson correlation coefficients of the variables in ``input``'s rows, clipped to
+    [-1, 1] as PyTorch's."""
+    c = cov(input)
+    if c.ndim == 0:
+        return c / c
+    d = ELEMENTWISE["sqrt"](diagonal(c, 0, 0, 1))
+    return clamp((c / unsqueeze(d, 1)) / unsqueeze(d, 0), -1.0, 1.0)
+
+
+def fill(input, value):
+    """A new tensor of ``input``'s shape holding ``value`` (a number, or a 0-d tensor whose
+    gradient sums): a ``where`` that takes ``value`` everywhere, so that ``input`` gets a
+    zero gradient, as PyTorch's FillBackward."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"fill(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
+    if isinstance(value, Tensor) and value.ndim:
+        raise RuntimeError(f"fill only supports 0-dimension value tensor but got tensor with "
+                           f"{value.ndim} dimensions.")
+    everywhere = wrap(np.ones(tuple(input.shape), bool))
+    if isinstance(value, Tensor) and value.dtype is not input.dtype:
+        value = _convert(value, input.dtype)
+    return ELEMENTWISE["where"](everywhere, value, input)
+
+
+_MORE_NAMES = {
+    "dist": dist, "frobenius_norm": frobenius_norm, "nuclear_norm": nuclear_norm,
+    "renorm": renorm, "masked_scatter": masked_scatter, "adjoint": adjoint, "conj": _same,
+    "resolve_conj": _same, "resolve_neg": _same, "conj_physical": _same, "isreal": isreal,
+    "imag": imag, "real": real, "corrcoef": corrcoef,
+}
+FUNCTIONS.update(_MORE_NAMES, fill=fill, detach=lambda input: input.detach(),
+                 concatenate=lambda tensors, axis=0, out=None: FUNCTIONS["cat"](tensors, axis,
+                                                                                out=out),
+                 split_with_sizes=lambda input, split_sizes, dim=0: split(input, list(split_sizes),
+                                                                          dim),
+                 unsafe_split=split, unsafe_chunk=chunk)
+METHODS.update(_MORE_NAMES, split_with_sizes=FUNCTIONS["split_with_sizes"],
+               unsafe_split=split, unsafe_chunk=chunk,
+               renorm_=_inplace_row(renorm, "renorm_"),
+               masked_scatter_=_inplace_row(masked_scatter, "masked_scatter_"))
