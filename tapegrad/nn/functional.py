@@ -120,13 +120,17 @@ def linear(input, weight, bias=None):
     return _api.linear(input, weight, bias)
 
 
+def _check_probability(p):
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
 def dropout(input, p=0.5, training=True, inplace=False):
     """Inverted dropout: in training, zero each element with probability ``p`` and scale the
     rest by 1/(1-p) (one ``MulBackward0`` node, as PyTorch on CPU); the identity otherwise
     (returns ``input`` itself).  The mask comes from tapegrad's generator (``tg.rand``), so
     ``tg.manual_seed`` makes it reproducible."""
-    if p < 0.0 or p > 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    _check_probability(p)
     if not training or p == 0.0:
         return input
     x = _val(input)
@@ -140,8 +144,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
 
 
 def _channel_dropout(input, p, training, inplace, batched_ndim, name):
-    if p < 0.0 or p > 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    _check_probability(p)
     x = _val(input)
     if x.ndim not in (batched_ndim - 1, batched_ndim):
         raise RuntimeError(f"{name}: Expected {batched_ndim - 1}D or {batched_ndim}D input, "
@@ -1170,9 +1173,8 @@ def pdist(input, p=2):
 _ALPHA_DROPOUT = 1.7580993408473766   # (-selu's scale * alpha: the value a dropped unit takes)
 
 
-def _alpha_dropout(input, p, training, feature, name):
-    if p < 0.0 or p > 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+def _alpha_dropout(input, p, training, feature):
+    _check_probability(p)
     if not training or p == 0.0:
         return input
     x = _val(input)
@@ -1189,12 +1191,12 @@ def _alpha_dropout(input, p, training, feature, name):
 def alpha_dropout(input, p=0.5, training=False, inplace=False):
     """Dropout that keeps a SELU network's mean and variance: a dropped unit takes selu's
     negative saturation value, then an affine map restores the statistics."""
-    return _alpha_dropout(input, p, training, False, "alpha_dropout")
+    return _alpha_dropout(input, p, training, False)
 
 
 def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
     """``alpha_dropout`` of whole channels (dim 1)."""
-    return _alpha_dropout(input, p, training, True, "feature_alpha_dropout")
+    return _alpha_dropout(input, p, training, True)
 
 
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
