@@ -109,7 +109,17 @@ def _cond(L, a):
     return [L.linalg.cond(a)]
 
 
+def _lstsq(L, a, b, driver=None):
+    r = L.linalg.lstsq(a, b, driver=driver)
+    return [r.solution]
+
+
 CASES = {
+    "lstsq tall": (lambda: [RNG.normal(size=(5, 3)), RNG.normal(size=(5, 2))], _lstsq),
+    "lstsq wide (minimum norm), vector b": (lambda: [RNG.normal(size=(3, 5)),
+                                                     RNG.normal(size=(3,))], _lstsq),
+    "lstsq batch, gelsd": (lambda: [RNG.normal(size=(2, 4, 3)), RNG.normal(size=(2, 4, 1))],
+                           lambda L, a, b: _lstsq(L, a, b, "gelsd")),
     "cholesky": (lambda: [spd(4)], _cholesky),
     "cholesky upper, batch": (lambda: [spd(3, (2,))], lambda L, a: _cholesky(L, a, True)),
     "cholesky reads the lower triangle": (lambda: [spd(3) + np.triu(np.ones((3, 3)), 1)],
@@ -297,3 +307,22 @@ def test_small_aliases():
     if torch is not None:
         t = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
         assert tg.linalg.vander(tg.tensor(t.numpy())).tolist() == torch.linalg.vander(t).tolist()
+
+
+def _lstsq_extras(L):
+    a = L.tensor(np.arange(12.0).reshape(4, 3) ** 1.5)
+    b = L.tensor(np.arange(8.0).reshape(4, 2))
+    out = []
+    for driver in ("gelsy", "gelsd", "gelss", "gels"):
+        r = L.linalg.lstsq(a, b, driver=driver)
+        out.append([r.residuals.numpy().round(8).tolist(), r.rank.tolist(),
+                    r.singular_values.numpy().round(8).tolist()])
+    rank_deficient = L.tensor(np.outer([1.0, 2.0, 3.0], [1.0, 1.0]))
+    r = L.linalg.lstsq(rank_deficient, L.tensor([[1.0], [0.0], [2.0]]))
+    out.append([r.rank.tolist(), r.solution.numpy().round(10).tolist()])   # (minimum norm)
+    return out
+
+
+@needs_torch
+def test_lstsq_residuals_rank_and_singular_values_as_pytorch():
+    assert _lstsq_extras(tg) == _lstsq_extras(torch)

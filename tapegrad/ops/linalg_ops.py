@@ -568,12 +568,47 @@ def linalg_cond(A, p=None):
     return S[..., 0] / S[..., -1]
 
 
+LstsqResult = namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
+
+
+def linalg_lstsq(A, B, rcond=None, *, driver=None):
+    """The least-squares solution ``X`` of ``A X = B`` (the minimum-norm one where ``A`` is
+    rank-deficient: singular values under ``rcond * s_max`` count as zero), as
+    ``pinv(A) @ B``, whose gradient is PyTorch's (its backward goes through ``pinv`` too).
+    ``residuals`` (the squared column norms of ``A X - B``), ``rank`` and ``singular_values``
+    where PyTorch's ``driver`` gives them (``"gelsy"``, its CPU default: the rank only)."""
+    _check_matrix(A, "lstsq")
+    driver = "gelsy" if driver is None else driver
+    if driver not in ("gels", "gelsy", "gelsd", "gelss"):
+        raise RuntimeError(f"torch.linalg.lstsq: parameter `driver` should be one of "
+                           f"(gels, gelsy, gelsd, gelss), but got {driver}")
+    vector = B.ndim == A.ndim - 1
+    b = call("unsqueeze", B, -1) if vector else B
+    if b.ndim < 2 or b.shape[-2] != A.shape[-2]:
+        raise RuntimeError("torch.linalg.lstsq: input.size(-2) should match other.size(-2)")
+    m, n = A.shape[-2], A.shape[-1]
+    rtol = float(np.finfo(np.float64).eps * max(m, n)) if rcond is None or rcond < 0 \
+        else float(rcond)
+    x = call("matmul", linalg_pinv(A, rtol=rtol), b)
+    s = np.linalg.svd(np.asarray(A.detach()._value, np.float64), compute_uv=False)
+    smax = s[..., :1] if s.shape[-1] else np.zeros(s.shape[:-1] + (1,))
+    rank = np.asarray((s > rtol * smax).sum(-1), np.int64)
+    empty = wrap(np.zeros(0))
+    residuals = empty
+    if driver != "gelsy" and m > n and np.all(rank == n):
+        r = np.asarray((call("matmul", A, x) - b).detach()._value)
+        residuals = wrap((r * r).sum(-2))
+    return LstsqResult(call("squeeze", x, -1) if vector else x, residuals,
+                       wrap(rank) if driver != "gels" else wrap(np.zeros(0, np.int64)),
+                       wrap(s) if driver in ("gelsd", "gelss") else empty)
+
+
 LINALG_FUNCTIONS = {
     "cholesky": linalg_cholesky, "solve_triangular": linalg_solve_triangular,
     "eigh": linalg_eigh, "eigvalsh": linalg_eigvalsh, "svd": linalg_svd,
     "svdvals": linalg_svdvals, "qr": linalg_qr, "matrix_exp": linalg_matrix_exp,
     "multi_dot": linalg_multi_dot, "pinv": linalg_pinv, "matrix_rank": linalg_matrix_rank,
-    "cond": linalg_cond}
+    "cond": linalg_cond, "lstsq": linalg_lstsq}
 # torch.<name> and Tensor.<name>
 TOP_FUNCTIONS = {
     "cholesky": cholesky, "cholesky_solve": cholesky_solve, "cholesky_inverse": cholesky_inverse,
