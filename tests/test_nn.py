@@ -1280,3 +1280,32 @@ def test_multi_margin_loss_is_pytorchs_kernel_to_the_bit():
     mine = nn.MultiMarginLoss(p=2, margin=0.7)(tg.tensor(x), tg.tensor(t))
     theirs = torch.nn.MultiMarginLoss(p=2, margin=0.7)(torch.tensor(x), torch.tensor(t))
     assert mine.item() == theirs.item()
+
+
+INPLACE_MODULES = [("ReLU", ()), ("LeakyReLU", (0.2,)), ("SiLU", ()), ("ELU", (0.7,)),
+                   ("Hardtanh", (-0.5, 0.5)), ("ReLU6", ()), ("SELU", ()), ("CELU", (0.7,)),
+                   ("Mish", ()), ("Hardsigmoid", ()), ("Hardswish", ()),
+                   ("Threshold", (0.1, -2.0)), ("Dropout", (0.0,))]
+
+
+def _inplace_residual(L, name, args):
+    """PyTorch's ``inplace=True``: the module writes its input, which a residual then reads."""
+    x = L.tensor(_K, dtype=L.float64, requires_grad=True)
+    h = x * 1.5
+    module = getattr(L.nn, name)(*args, inplace=True)
+    y = module(h)
+    out = h + y            # (h is y now)
+    out.sum().backward()
+    return y is h, out.detach().numpy(), x.grad.numpy()
+
+
+@pytest.mark.parametrize("name, args", INPLACE_MODULES)
+def test_inplace_modules_write_their_input_as_pytorch(name, args):
+    mine = _inplace_residual(tg, name, args)
+    assert mine[0]
+    torch = pytest.importorskip("torch")
+    if torch is not None:
+        theirs = _inplace_residual(torch, name, args)
+        assert theirs[0]
+        np.testing.assert_allclose(mine[1], theirs[1], rtol=1e-12)
+        np.testing.assert_allclose(mine[2], theirs[2], rtol=1e-6)   # (celu: its float32 constant)

@@ -9,6 +9,8 @@ the core's array ops (``tg.linear``, ``Tensor.softmax``).
 """
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from ..core.dtypes import scalar_type_name
@@ -1291,3 +1293,31 @@ TORCH_NAMES = {
                                                   reduction=_reduction_name(reduction),
                                                   pos_weight=pos_weight),
 }
+
+
+
+# -- ``inplace=True``: the result written into the input, as PyTorch's --------------------------
+def _writing_input_when_inplace(fn, composed=False):
+    """``fn`` whose ``inplace=True`` writes the result into ``input`` and returns ``input``
+    (PyTorch's ``relu_``...: what else holds ``input`` sees the new values; a leaf that
+    requires grad, or a value an earlier op saved, is refused as by any in-place op).
+    ``composed``: ``fn`` is made of elementwise ops that save ``input`` itself, so it reads a
+    clone (PyTorch's fused node saves the original there)."""
+    position = list(inspect.signature(fn).parameters).index("inplace")
+
+    def function(input, *args, **kw):
+        inplace = kw.get("inplace", False) if len(args) < position else args[position - 1]
+        out = fn(input.clone() if inplace and composed else input, *args, **kw)
+        if not inplace or out is input:
+            return out
+        return input.copy_(out)
+    function.__name__, function.__doc__, function.__wrapped__ = fn.__name__, fn.__doc__, fn
+    return function
+
+
+mish = _writing_input_when_inplace(mish, composed=True)
+for _name in ("relu", "leaky_relu", "silu", "elu", "hardtanh", "relu6", "selu", "celu",
+              "hardsigmoid", "hardswish", "threshold", "rrelu", "dropout", "dropout1d",
+              "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"):
+    globals()[_name] = _writing_input_when_inplace(globals()[_name])
+del _name

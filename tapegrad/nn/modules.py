@@ -920,7 +920,7 @@ class ReLU(Module):
         self.inplace = inplace
 
     def forward(self, input):
-        return input.relu()
+        return F.relu(input, self.inplace) if self.inplace else input.relu()
 
     def extra_repr(self):
         return "inplace=True" if self.inplace else ""
@@ -932,7 +932,7 @@ class LeakyReLU(Module):
         self.negative_slope, self.inplace = negative_slope, inplace
 
     def forward(self, input):
-        return F.leaky_relu(input, self.negative_slope)
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
 
     def extra_repr(self):
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
@@ -968,7 +968,7 @@ class SiLU(Module):
         self.inplace = inplace
 
     def forward(self, input):
-        return F.silu(input)
+        return F.silu(input, self.inplace)
 
     def extra_repr(self):
         return "inplace=True" if self.inplace else ""
@@ -980,7 +980,7 @@ class ELU(Module):
         self.alpha, self.inplace = alpha, inplace
 
     def forward(self, input):
-        return F.elu(input, self.alpha)
+        return F.elu(input, self.alpha, self.inplace)
 
     def extra_repr(self):
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
@@ -1024,7 +1024,7 @@ class Dropout(Module):
         self.p, self.inplace = p, inplace
 
     def forward(self, input):
-        return F.dropout(input, self.p, self.training)
+        return F.dropout(input, self.p, self.training, self.inplace)
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"
@@ -1662,7 +1662,7 @@ class _DropoutNd(Dropout):
     _fn = None
 
     def forward(self, input):
-        return type(self)._fn(input, self.p, self.training)
+        return type(self)._fn(input, self.p, self.training, self.inplace)
 
 
 class Dropout1d(_DropoutNd):
@@ -1681,7 +1681,7 @@ class Dropout3d(_DropoutNd):
 
 
 class _Inplace(Module):
-    """An activation with an ``inplace`` flag (accepted; the result is a new tensor)."""
+    """An activation with an ``inplace`` flag (the result written into the input)."""
     _fn = None
 
     def __init__(self, inplace=False):
@@ -1689,7 +1689,7 @@ class _Inplace(Module):
         self.inplace = inplace
 
     def forward(self, input):
-        return type(self)._fn(input)
+        return type(self)._fn(input, inplace=self.inplace)
 
     def extra_repr(self):
         return "inplace=True" if self.inplace else ""
@@ -1748,7 +1748,7 @@ class Hardtanh(Module):
             raise AssertionError("max_val must be greater than min_val")
 
     def forward(self, input):
-        return F.hardtanh(input, self.min_val, self.max_val)
+        return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
 
     def extra_repr(self):
         return (f"min_val={self.min_val}, max_val={self.max_val}"
@@ -1761,7 +1761,7 @@ class CELU(Module):
         self.alpha, self.inplace = alpha, inplace
 
     def forward(self, input):
-        return F.celu(input, self.alpha)
+        return F.celu(input, self.alpha, self.inplace)
 
     def extra_repr(self):
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
@@ -1800,7 +1800,7 @@ class Threshold(Module):
         self.threshold, self.value, self.inplace = threshold, value, inplace
 
     def forward(self, input):
-        return F.threshold(input, self.threshold, self.value)
+        return F.threshold(input, self.threshold, self.value, self.inplace)
 
     def extra_repr(self):
         return (f"threshold={self.threshold}, value={self.value}"
