@@ -350,3 +350,36 @@ def test_rrelu_in_training_draws_slopes_between_the_bounds():
     assert slopes.min() >= 0.1 and slopes.max() <= 0.3 and slopes.std() > 0.03
     y.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), slopes)
+
+
+IDX = np.array([2, 0, 2])
+SCATTERS = {
+    "put": (lambda L, x, y: L.put(x, L.tensor([[0, 5], [-1, 2]]), y[:2, 0].reshape(2, 1)
+                                  .expand(2, 2) * L.tensor([[1.0, 2.0], [3.0, 4.0]])), (P, Q)),
+    "put accumulate": (lambda L, x, y: x.put(L.tensor([1, 1, 3]), y[0], True), (P, Q)),
+    "put_": (lambda L, x, y: (x * 1).put_(L.tensor([4, 0]), y[1, :2]), (P, Q)),
+    "index_reduce prod": (lambda L, x, y: L.index_reduce(x, 0, L.tensor(IDX), y[:3], "prod"),
+                          (P, Q)),
+    "index_reduce mean, not self": (lambda L, x, y: x.index_reduce(
+        1, L.tensor([1, 1, 0]), y, "mean", include_self=False), (P, Q)),
+    "index_reduce amax": (lambda L, x, y: L.index_reduce(x, 0, L.tensor(IDX),
+                                                        L.round(y[:3] * 2) / 2, "amax"), (P, Q)),
+    "index_reduce_ amin": (lambda L, x, y: (x * 1).index_reduce_(0, L.tensor(IDX), y[:3],
+                                                                 "amin"), (P, Q)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCATTERS))
+def test_put_and_index_reduce_as_pytorch(name, torch_float64):
+    f, inputs = SCATTERS[name]
+    got = []
+    for L in (tg, torch):
+        ts = [L.tensor(v, dtype=L.float64, requires_grad=True) for v in inputs]
+        out = f(L, *ts)
+        weights = L.tensor(np.arange(1.0, out.numel() + 1).reshape(tuple(out.shape)),
+                           dtype=L.float64)
+        grads = L.autograd.grad((out * weights).sum(), ts, allow_unused=True)
+        got.append([out.detach().numpy()] + [np.zeros(1) if g is None else g.numpy()
+                                             for g in grads])
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)

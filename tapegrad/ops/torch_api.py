@@ -3759,3 +3759,49 @@ METHODS.update(_MORE_NAMES, split_with_sizes=FUNCTIONS["split_with_sizes"],
                unsafe_split=split, unsafe_chunk=chunk,
                renorm_=_inplace_row(renorm, "renorm_"),
                masked_scatter_=_inplace_row(masked_scatter, "masked_scatter_"))
+
+
+
+def put(input, index, source, accumulate=False):
+    """``input`` with ``source``'s elements written at the flat positions ``index`` of it
+    (added with ``accumulate``), as ``index_put`` of the flattened input."""
+    if not isinstance(index, Tensor) or np.asarray(index._value).dtype != np.int64:
+        raise RuntimeError("put_(): Expected a long tensor for index, but got "
+                           f"{index.dtype if isinstance(index, Tensor) else type(index).__name__}")
+    if index.numel() != source.numel():
+        raise RuntimeError(f"put_(): Expected source and index to have the same number of "
+                           f"elements, but got source.numel() = {source.numel()}, "
+                           f"index.numel() = {index.numel()}")
+    n = input.numel()
+    flat_index = np.asarray(index._value).reshape(-1)
+    if np.any(flat_index >= n) or np.any(flat_index < -n):
+        raise IndexError(f"out of range: tried to access index {int(np.max(flat_index))} on a "
+                         f"tensor of {n} elements.")
+    flat = index_put(reshape(input, (-1,)), (wrap(flat_index % builtins.max(n, 1)),),
+                     reshape(source, (-1,)), accumulate)
+    return reshape(flat, tuple(input.shape))
+
+
+def index_reduce(input, dim, index, source, reduce, *, include_self=True):
+    """``input`` with the slices of ``source`` along ``dim`` folded by ``reduce`` (``"prod"``,
+    ``"mean"``, ``"amax"``, ``"amin"``) into the slices ``index`` names: ``scatter_reduce``
+    with ``index`` spread over the other dims of ``source``."""
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or "
+                           f"amin but got {reduce}.")
+    d = wrap_dim(dim, builtins.max(input.ndim, 1))
+    idx = np.asarray(index._value if isinstance(index, Tensor) else index, np.int64)
+    if idx.ndim != 1 or len(idx) != (source.shape[d] if source.ndim else 1):
+        raise IndexError("index_reduce_(): Index should have dimension 1 or 0 and the same "
+                         "number of elements as source's size along dim")
+    shape = [1] * source.ndim
+    if source.ndim:
+        shape[d] = len(idx)
+    spread = np.broadcast_to(idx.reshape(shape), tuple(source.shape))
+    return scatter_reduce(input, d, wrap(np.array(spread)), source, reduce,
+                          include_self=include_self)
+
+
+FUNCTIONS.update(put=put, index_reduce=index_reduce)
+METHODS.update(put=put, index_reduce=index_reduce, put_=_inplace_row(put, "put_"),
+               index_reduce_=_inplace_row(index_reduce, "index_reduce_"))
