@@ -413,6 +413,10 @@ SAME = {
     "sinc": lambda m: m.special.sinc(_x(m, [0.0, 0.5, 2.5])),
     "exp2": lambda m: m.special.exp2(_x(m, [0.0, 0.5, 3.0])),
     "xlog1py": lambda m: m.special.xlog1py(_x(m, [0.0, 2.0]), _x(m, [1.0, 3.0])),
+    "bessel_i": lambda m: tuple(f(_x(m, [-30.0, -8.0, -1.5, -0.0, 0.0, 1e-20, 0.7, 8.0, 9.5,
+                                         700.0]))
+                                for f in (m.special.i0, m.special.i0e, m.special.i1,
+                                          m.special.i1e, m.i0, m.special.modified_bessel_i1)),
     # beyond the list: what PyTorch programs use besides
     "repeat": lambda m: _x(m, W).repeat(2, 1, 3),
     "tile": lambda m: m.tile(_x(m, [1.0, 2.0]), (2, 2)),
@@ -641,6 +645,10 @@ GRADS = {
     "logit": (lambda m, x: m.special.logit(m.sigmoid(x) * 0.8 + 0.1), [(4,)]),
     "xlogy": (lambda m, x, y: m.special.xlogy(x, y * y + 0.1), [(3,), (3,)]),
     "ndtri": (lambda m, x: m.special.ndtri(m.sigmoid(x)), [(3,)]),
+    "i0": (lambda m, x: m.special.i0(x * 4.0) + x.i0(), [(4,)]),
+    "i0e": (lambda m, x: m.special.i0e(x * 6.0), [(4,)]),
+    "i1": (lambda m, x: m.special.i1(x * 6.0), [(4,)]),
+    "i1e": (lambda m, x: m.special.i1e(x * 6.0), [(4,)]),
     "repeat": (lambda m, x: x.repeat(2, 1, 3) ** 2, [(2, 3)]),
     "tile": (lambda m, x: m.tile(x, (2,)) ** 2, [(2, 3)]),
     "tril_triu": (lambda m, x: m.tril(x) ** 2 + x.triu(1) * 3.0, [(3, 4)]),
@@ -1191,3 +1199,12 @@ def test_range_as_an_index(torch64):
         z[range(2), [1, 1]] = 5.0
         got.append((y.tolist(), x.grad.tolist(), z.tolist(), y.grad_fn.name()))
     assert got[0] == got[1]
+
+
+def test_bessel_i1_gradient_at_zero_is_its_limit():
+    for name in ("i1", "i1e"):
+        x = tg.tensor([0.0, -0.0, 1e-17], requires_grad=True)
+        getattr(tg.special, name)(x).sum().backward()
+        assert x.grad.tolist() == [0.5, 0.5, 0.5]   # (PyTorch's: 0.5 where |x| <= eps)
+    y = tg.tensor([0.5, -2.0])
+    assert y.i0_() is y and np.allclose(y.numpy(), [1.0634833707413236, 2.2795853023360673])

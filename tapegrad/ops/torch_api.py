@@ -3805,3 +3805,7 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True):
 FUNCTIONS.update(put=put, index_reduce=index_reduce)
 METHODS.update(put=put, index_reduce=index_reduce, put_=_inplace_row(put, "put_"),
                index_reduce_=_inplace_row(index_reduce, "index_reduce_"))
+
+
+FUNCTIONS.update(i0=_SPECIAL["i0"])
+METHODS.update(i0=_SPECIAL["i0"], i0_=_inplace_row(_SPECIAL["i0"], "i0_"))
