@@ -766,6 +766,24 @@ NN_CASES.update({
     "celu_": [(lambda F, T, x: F.celu_(x * 1, 0.7), [_K], {"node": False, "grad_rtol": 1e-6})],
     "threshold_": [(lambda F, T, x: F.threshold_(x * 1, 0.5, -2.0), [_K], {"node": False})],
     "rrelu_": [(lambda F, T, x: F.rrelu_(x * 1, 0.1, 0.3), [_K], {"node": False})],
+    # (hard=True's straight-through gradient is no derivative of its value: tested below)
+    "gumbel_softmax": [(lambda F, T, x: F.gumbel_softmax(x, 0.5), [_N4], {"torch": False}),
+                       (lambda F, T, x: F.gumbel_softmax(x, 2.0, dim=0), [_N4],
+                        {"torch": False})],
+    "triplet_margin_with_distance_loss": [
+        (lambda F, T, a, p, n: F.triplet_margin_with_distance_loss(a, p, n, swap=True),
+         [_N4, _N4[::-1] * 0.5, _N4 * 2.0 - 1.0], {"node": False}),
+        (lambda F, T, a, p, n: F.triplet_margin_with_distance_loss(
+            a, p, n, distance_function=lambda u, v: ((u - v) ** 2).sum(-1), margin=3.0,
+            reduction="none"), [_N4, _N4[::-1] * 0.5, _N4 * 2.0 - 1.0], {"node": False})],
+    "lp_pool1d": [(lambda F, T, x: F.lp_pool1d(x, 2, 3, 2), [_C1X], {"node": False}),
+                  (lambda F, T, x: F.lp_pool1d(x.abs() + 0.1, 3.0, 2), [_C1X], {"node": False})],
+    "lp_pool2d": [(lambda F, T, x: F.lp_pool2d(x, 2, 2), [_CX], {"node": False}),
+                  (lambda F, T, x: F.lp_pool2d(x, float("inf"), (2, 1), (1, 1)), [_CX],
+                   {"node": False})],
+    "local_response_norm": [
+        (lambda F, T, x: F.local_response_norm(x, 3), [_CX], {"node": False}),
+        (lambda F, T, x: F.local_response_norm(x, 4, 0.1, 0.5, 2.0), [_C1X], {"node": False})],
 })
 
 
@@ -1309,3 +1327,16 @@ def test_inplace_modules_write_their_input_as_pytorch(name, args):
         assert theirs[0]
         np.testing.assert_allclose(mine[1], theirs[1], rtol=1e-12)
         np.testing.assert_allclose(mine[2], theirs[2], rtol=1e-6)   # (celu: its float32 constant)
+
+
+def test_gumbel_softmax_samples_are_distributions_and_hard_ones_one_hot():
+    tg.manual_seed(3)
+    logits = tg.tensor(np.log([[0.7, 0.2, 0.1]] * 4000), requires_grad=True)
+    soft = F.gumbel_softmax(logits, tau=0.5)
+    np.testing.assert_allclose(soft.detach().numpy().sum(1), 1.0, rtol=1e-12)
+    hard = F.gumbel_softmax(logits, hard=True)
+    h = hard.detach().numpy()
+    assert set(np.unique(h)) <= {0.0, 1.0} and np.all(h.sum(1) == 1.0)
+    np.testing.assert_allclose(h.mean(0), [0.7, 0.2, 0.1], atol=0.03)   # (Gumbel-max sampling)
+    (hard * tg.tensor([1.0, 2.0, 3.0])).sum().backward()   # (straight through: the soft gradient)
+    assert np.all(np.isfinite(logits.grad.numpy())) and np.abs(logits.grad.numpy()).sum() > 0

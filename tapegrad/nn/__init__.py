@@ -31,6 +31,13 @@ from .modules import (ConvTranspose1d, ConvTranspose2d, GroupNorm, InstanceNorm1
                       UpsamplingBilinear2d, UpsamplingNearest2d)
 from .modules import AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, Fold, Unfold
 from .modules import MultiLabelSoftMarginLoss, MultiMarginLoss
+from .modules import (AlphaDropout, Bilinear, ChannelShuffle, FeatureAlphaDropout,
+                      LocalResponseNorm, LPPool1d, LPPool2d, RMSNorm, RReLU, Softmax2d,
+                      TripletMarginWithDistanceLoss)
+from .padding import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d,
+                      ConstantPad3d, ReflectionPad1d, ReflectionPad2d, ReflectionPad3d,
+                      ReplicationPad1d, ReplicationPad2d, ReplicationPad3d, ZeroPad1d,
+                      ZeroPad2d, ZeroPad3d)
 from .attention import (MultiheadAttention, Transformer, TransformerDecoder,
                         TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
@@ -54,4 +61,10 @@ __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleLis
            "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle", "AdaptiveAvgPool1d",
            "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "MultiheadAttention",
            "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer",
-           "TransformerDecoder", "Transformer", "Unfold", "Fold"]
+           "TransformerDecoder", "Transformer", "Unfold", "Fold", "RMSNorm", "Bilinear",
+           "AlphaDropout", "FeatureAlphaDropout", "RReLU", "Softmax2d", "ChannelShuffle",
+           "LPPool1d", "LPPool2d", "LocalResponseNorm", "TripletMarginWithDistanceLoss",
+           "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ZeroPad1d", "ZeroPad2d",
+           "ZeroPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d",
+           "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "CircularPad1d",
+           "CircularPad2d", "CircularPad3d"]

@@ -40,7 +40,9 @@ __all__ = ["relu", "tanh", "sigmoid", "leaky_relu", "softplus", "gelu", "silu", 
            "adaptive_max_pool1d", "adaptive_max_pool2d", "scaled_dot_product_attention",
            "unfold", "fold", "rms_norm", "bilinear", "pdist", "alpha_dropout",
            "feature_alpha_dropout", "rrelu", "channel_shuffle", "relu_", "elu_", "leaky_relu_",
-           "hardtanh_", "selu_", "celu_", "threshold_", "rrelu_"]
+           "hardtanh_", "selu_", "celu_", "threshold_", "rrelu_", "gumbel_softmax",
+           "triplet_margin_with_distance_loss", "lp_pool1d", "lp_pool2d",
+           "local_response_norm"]
 
 
 # -- activations -----------------------------------------------------------------------
@@ -1220,6 +1222,83 @@ def channel_shuffle(input, groups):
                            f"and {groups} groups.")
     rest = tuple(input.shape[2:])
     return input.reshape(n, groups, c // groups, *rest).transpose(1, 2).reshape(n, c, *rest)
+
+
+def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
+    """``softmax((logits + g) / tau)`` with Gumbel(0, 1) noise ``g`` (from tapegrad's
+    generator); ``hard``: the one-hot of its argmax, with the soft sample's gradient
+    (straight through)."""
+    u = np.asarray(rand(*tuple(logits.shape))._value) if logits.ndim else \
+        float(rand(1)._value[0])
+    gumbels = -np.log(-np.log1p(-u))   # (-log of an Exponential(1) draw)
+    y_soft = softmax((logits + wrap(np.asarray(gumbels, _val(logits).dtype))) / tau, dim)
+    if not hard:
+        return y_soft
+    soft = _val(y_soft)
+    d = dim % max(soft.ndim, 1)
+    hard_sample = (np.arange(soft.shape[d]).reshape((-1,) + (1,) * (soft.ndim - d - 1)) ==
+                   np.expand_dims(np.argmax(soft, d), d)).astype(soft.dtype)
+    return wrap(hard_sample) - y_soft.detach() + y_soft
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None,
+                                      margin=1.0, swap=False, reduction="mean"):
+    """``max(d(a, p) - d(a, n) + margin, 0)`` with any distance ``d`` (``pairwise_distance``
+    by default); ``swap``: ``d(a, n)`` is the smaller of it and ``d(p, n)``."""
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
+    if not anchor.ndim == positive.ndim == negative.ndim:
+        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have "
+                           f"the same number of dimensions, but got: anchor {anchor.ndim}D, "
+                           f"positive {positive.ndim}D, and negative {negative.ndim}D inputs")
+    distance = pairwise_distance if distance_function is None else distance_function
+    dist_pos, dist_neg = distance(anchor, positive), distance(anchor, negative)
+    if swap:
+        dist_neg = _api.FUNCTIONS["minimum"](dist_neg, distance(positive, negative))
+    return _reduced((dist_pos - dist_neg + margin).clamp_min(0.0), reduction)
+
+
+def _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, avg_pool, max_pool, count):
+    if norm_type == float("inf"):
+        return max_pool(input.abs(), kernel_size, stride, 0, 1, ceil_mode)
+    if norm_type == -float("inf"):
+        return -max_pool(-input.abs(), kernel_size, stride, 0, 1, ceil_mode)
+    out = avg_pool(input ** norm_type, kernel_size, stride, 0, ceil_mode)
+    return (out.sign() * relu(out.abs()) * count) ** (1.0 / norm_type)
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """The ``norm_type``-norm over each window: ``(sum of x**p) ** (1 / p)``, as PyTorch
+    computes it from ``avg_pool1d`` (``inf``: the largest ``|x|``)."""
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, avg_pool1d, max_pool1d,
+                    kernel_size)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """``lp_pool1d`` over 2-d windows."""
+    kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, avg_pool2d, max_pool2d,
+                    kh * kw)
+
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """Each value divided by ``(k + alpha * mean of x**2 over the size channels around
+    it) ** beta`` (channels are dim 1; the window is zero-padded at the ends)."""
+    if input.ndim < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality input (got {input.ndim} "
+                         "dimensions)")
+    if input.numel() == 0:
+        return input
+    square = input * input
+    pads = [0, 0] * (input.ndim - 2) + [size // 2, (size - 1) // 2]
+    padded = pad(square, pads)
+    c = input.shape[1]
+    total = padded[:, 0:c]
+    for j in range(1, size):
+        total = total + padded[:, j:j + c]
+    return input / ((total / size) * alpha + k) ** beta
 
 
 def _inplace_form(fn, name):

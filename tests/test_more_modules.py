@@ -1,0 +1,65 @@
+"""Modules added with their functionals (``nn.RMSNorm``, ``nn.Bilinear``, the padding
+modules, ``nn.LPPool2d``...): repr, values and gradients (input and parameters) against
+PyTorch with the same parameters."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+torch = pytest.importorskip("torch")
+
+R = np.random.default_rng(8)
+X4 = R.normal(size=(2, 4, 5, 6))
+X3 = R.normal(size=(2, 4, 7))
+X2 = R.normal(size=(3, 4))
+
+MODULES = {   # name -> (constructor of the library's nn, inputs, training)
+    "RMSNorm": (lambda nn: nn.RMSNorm((5, 6), eps=1e-6), (X4,), False),
+    "RMSNorm eps None": (lambda nn: nn.RMSNorm(6), (X4,), False),
+    "Bilinear": (lambda nn: nn.Bilinear(4, 4, 3), (X2, X2[::-1].copy()), False),
+    "ZeroPad2d": (lambda nn: nn.ZeroPad2d((1, 0, 2, 1)), (X4,), False),
+    "ConstantPad1d": (lambda nn: nn.ConstantPad1d(2, 0.5), (X3,), False),
+    "ConstantPad3d": (lambda nn: nn.ConstantPad3d((1, 1, 0, 1, 1, 0), -1.0), (X4,), False),
+    "ReflectionPad1d": (lambda nn: nn.ReflectionPad1d((2, 1)), (X3,), False),
+    "ReflectionPad2d": (lambda nn: nn.ReflectionPad2d(1), (X4,), False),
+    "ReplicationPad2d": (lambda nn: nn.ReplicationPad2d((0, 2, 1, 1)), (X4,), False),
+    "CircularPad1d": (lambda nn: nn.CircularPad1d(3), (X3,), False),
+    "LPPool1d": (lambda nn: nn.LPPool1d(2, 3, 2), (X3,), False),
+    "LPPool2d": (lambda nn: nn.LPPool2d(2, (2, 3)), (X4,), False),
+    "LocalResponseNorm": (lambda nn: nn.LocalResponseNorm(3, 0.1), (X4,), False),
+    "RReLU (eval)": (lambda nn: nn.RReLU(0.1, 0.3), (X3,), False),
+    "Softmax2d": (lambda nn: nn.Softmax2d(), (X4,), False),
+    "ChannelShuffle": (lambda nn: nn.ChannelShuffle(2), (X4,), False),
+    "AlphaDropout (eval)": (lambda nn: nn.AlphaDropout(0.3), (X3,), False),
+    "TripletMarginWithDistanceLoss": (lambda nn: nn.TripletMarginWithDistanceLoss(swap=True),
+                                      (X2, X2 * 0.5, X2[::-1].copy()), False),
+}
+
+
+def _run(L, name):
+    make, inputs, training = MODULES[name]
+    if L is torch:
+        torch.manual_seed(0)
+    module = make(L.nn)
+    module.train(training)
+    return module, [L.tensor(v, dtype=L.float64, requires_grad=True) for v in inputs]
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_module_as_pytorch(name):
+    theirs, their_inputs = _run(torch, name)
+    theirs = theirs.double()
+    mine, my_inputs = _run(tg, name)
+    assert repr(mine) == repr(theirs)
+    mine.load_state_dict({k: tg.tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+    outs = []
+    for module, inputs, L in ((mine, my_inputs, tg), (theirs, their_inputs, torch)):
+        out = module(*inputs)
+        weights = L.tensor(np.arange(1.0, out.numel() + 1).reshape(tuple(out.shape)) / 7,
+                           dtype=L.float64)
+        (out * weights).sum().backward()
+        outs.append([out.detach().numpy()] + [x.grad.numpy() for x in inputs]
+                    + [p.grad.numpy() for p in module.parameters()])
+    assert len(outs[0]) == len(outs[1])
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
