@@ -13,7 +13,12 @@ X4 = R.normal(size=(2, 4, 5, 6))
 X3 = R.normal(size=(2, 4, 7))
 X2 = R.normal(size=(3, 4))
 
+IDX2 = np.array([[0, 2, 1], [5, 5, 0]])
+
 MODULES = {   # name -> (constructor of the library's nn, inputs, training)
+    "EmbeddingBag sum": (lambda nn: nn.EmbeddingBag(6, 3, mode="sum"), (), False),
+    "EmbeddingBag mean, padding": (lambda nn: nn.EmbeddingBag(6, 3, padding_idx=5), (), False),
+    "EmbeddingBag max": (lambda nn: nn.EmbeddingBag(6, 3, mode="max"), (), False),
     "RMSNorm": (lambda nn: nn.RMSNorm((5, 6), eps=1e-6), (X4,), False),
     "RMSNorm eps None": (lambda nn: nn.RMSNorm(6), (X4,), False),
     "Bilinear": (lambda nn: nn.Bilinear(4, 4, 3), (X2, X2[::-1].copy()), False),
@@ -54,7 +59,7 @@ def test_module_as_pytorch(name):
     mine.load_state_dict({k: tg.tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
     outs = []
     for module, inputs, L in ((mine, my_inputs, tg), (theirs, their_inputs, torch)):
-        out = module(*inputs)
+        out = module(*inputs) if inputs else module(L.tensor(IDX2))
         weights = L.tensor(np.arange(1.0, out.numel() + 1).reshape(tuple(out.shape)) / 7,
                            dtype=L.float64)
         (out * weights).sum().backward()

@@ -781,6 +781,15 @@ NN_CASES.update({
     "lp_pool2d": [(lambda F, T, x: F.lp_pool2d(x, 2, 2), [_CX], {"node": False}),
                   (lambda F, T, x: F.lp_pool2d(x, float("inf"), (2, 1), (1, 1)), [_CX],
                    {"node": False})],
+    "embedding_bag": [
+        (lambda F, T, w: F.embedding_bag(T(np.array([1, 2, 4, 4, 3, 0])), w,
+                                         T(np.array([0, 2, 2, 5]))), [_E], {"node": False}),
+        (lambda F, T, w, p: F.embedding_bag(T(np.array([[1, 2], [4, 0]])), w, mode="sum",
+                                            per_sample_weights=p), [_E, _W4[:2, :2].copy()],
+         {"node": False, "hvp": False}),   # (PyTorch has no second derivative there)
+        (lambda F, T, w: F.embedding_bag(T(np.array([1, 2, 4, 3, 3, 0])), w,
+                                         T(np.array([0, 3])), mode="max"), [_E],
+         {"node": False})],
     "local_response_norm": [
         (lambda F, T, x: F.local_response_norm(x, 3), [_CX], {"node": False}),
         (lambda F, T, x: F.local_response_norm(x, 4, 0.1, 0.5, 2.0), [_C1X], {"node": False})],

@@ -42,7 +42,7 @@ __all__ = ["relu", "tanh", "sigmoid", "leaky_relu", "softplus", "gelu", "silu", 
            "feature_alpha_dropout", "rrelu", "channel_shuffle", "relu_", "elu_", "leaky_relu_",
            "hardtanh_", "selu_", "celu_", "threshold_", "rrelu_", "gumbel_softmax",
            "triplet_margin_with_distance_loss", "lp_pool1d", "lp_pool2d",
-           "local_response_norm"]
+           "local_response_norm", "embedding_bag"]
 
 
 # -- activations -----------------------------------------------------------------------
@@ -1299,6 +1299,63 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     for j in range(1, size):
         total = total + padded[:, j:j + c]
     return input / ((total / size) * alpha + k) ** beta
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False,
+                  mode="mean", sparse=False, per_sample_weights=None, include_last_offset=False,
+                  padding_idx=None):
+    """The sum, mean or max of the embeddings of each bag: the rows of a 2-d ``input``, or
+    the runs of a 1-d ``input`` that ``offsets`` starts (the last offset ends the last bag with
+    ``include_last_offset``).  ``per_sample_weights`` scale each embedding (``"sum"`` only);
+    indices equal to ``padding_idx`` take no part; an empty bag gives zeros.  A composition of
+    ``embedding`` and ``index_add`` (``scatter_reduce`` for ``"max"``)."""
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"mode has to be one of sum, mean or max, but got {mode}")
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. "
+                                  f"per_sample_weights is only supported for mode='sum' (got "
+                                  f"mode='{mode}'). Please open a feature request on GitHub.")
+    idx = np.asarray(_val(input), np.int64)
+    if idx.ndim == 2:
+        if offsets is not None:
+            raise ValueError("if input is 2D, then offsets has to be None, as input is treated "
+                             "is a mini-batch of fixed length sequences. However, found offsets "
+                             f"of type {type(offsets).__name__}")
+        bags, length = idx.shape
+        starts = np.arange(bags) * length
+        idx = idx.reshape(-1)
+        if per_sample_weights is not None:
+            per_sample_weights = per_sample_weights.reshape(-1)
+    elif idx.ndim == 1:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        starts = np.asarray(_val(offsets), np.int64).reshape(-1)
+        if include_last_offset:
+            starts = starts[:-1]
+        bags = len(starts)
+    else:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension "
+                         f"{idx.ndim}")
+    n = len(idx)
+    bag_of = np.searchsorted(starts, np.arange(n), side="right") - 1   # (each index's bag)
+    keep = bag_of >= 0
+    if padding_idx is not None:
+        size = _val(weight).shape[0]
+        keep &= idx != (padding_idx + size if padding_idx < 0 else padding_idx)
+    rows = embedding(wrap(idx[keep]), weight, None, max_norm, norm_type)
+    if per_sample_weights is not None:
+        rows = rows * per_sample_weights[wrap(np.flatnonzero(keep))].unsqueeze(-1)
+    dim = _val(weight).shape[1]
+    zeros = wrap(np.zeros((bags, dim), _val(weight).dtype))
+    where = wrap(bag_of[keep])
+    if mode == "max":
+        spread = wrap(np.repeat(bag_of[keep][:, None], dim, 1))
+        return _api.scatter_reduce(zeros, 0, spread, rows, "amax", include_self=False)
+    total = _api.index_add(zeros, 0, where, rows)
+    if mode == "sum":
+        return total
+    counts = np.bincount(bag_of[keep], minlength=bags).astype(_val(weight).dtype)
+    return total / wrap(np.maximum(counts, 1.0)[:, None])
 
 
 def _inplace_form(fn, name):

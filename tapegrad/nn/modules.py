@@ -2193,6 +2193,49 @@ class TripletMarginWithDistanceLoss(_Loss):
             margin=self.margin, swap=self.swap, reduction=self.reduction)
 
 
-__all__ += ["RMSNorm", "Bilinear", "AlphaDropout", "FeatureAlphaDropout", "RReLU", "Softmax2d",
+class EmbeddingBag(Module):
+    """``num_embeddings`` vectors of size ``embedding_dim`` (N(0, 1); the row ``padding_idx``
+    zero) summed, averaged or maxed per bag (``functional.embedding_bag``)."""
+
+    def __init__(self, num_embeddings, embedding_dim, max_norm=None, norm_type=2.0,
+                 scale_grad_by_freq=False, mode="mean", sparse=False, _weight=None,
+                 include_last_offset=False, padding_idx=None, device=None, dtype=None):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.mode, self.sparse = scale_grad_by_freq, mode, sparse
+        self.include_last_offset = include_last_offset
+        if padding_idx is not None and padding_idx < 0:
+            padding_idx += num_embeddings
+        self.padding_idx = padding_idx
+        if _weight is None:
+            self.weight = Parameter(wrap(np.empty((num_embeddings, embedding_dim),
+                                                  _np_dtype(dtype))))
+            self.reset_parameters()
+        else:
+            self.weight = Parameter(_weight)
+
+    reset_parameters = Embedding.reset_parameters
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type,
+                               self.scale_grad_by_freq, self.mode, self.sparse,
+                               per_sample_weights, self.include_last_offset, self.padding_idx)
+
+    def extra_repr(self):
+        out = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.max_norm is not None:
+            out += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            out += f", norm_type={self.norm_type}"
+        if self.scale_grad_by_freq:
+            out += f", scale_grad_by_freq={self.scale_grad_by_freq}"
+        out += f", mode={self.mode!r}"
+        if self.padding_idx is not None:
+            out += f", padding_idx={self.padding_idx}"
+        return out
+
+
+__all__ += ["EmbeddingBag", "RMSNorm", "Bilinear", "AlphaDropout", "FeatureAlphaDropout", "RReLU", "Softmax2d",
             "ChannelShuffle", "LPPool1d", "LPPool2d", "LocalResponseNorm",
             "TripletMarginWithDistanceLoss"]
