@@ -68,3 +68,34 @@ def test_module_as_pytorch(name):
     assert len(outs[0]) == len(outs[1])
     for a, b in zip(*outs):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_lazy_linear_fills_its_parameters_in_place_and_becomes_a_linear():
+    m = tg.nn.LazyLinear(3)
+    assert repr(m) == repr(torch.nn.LazyLinear(3))
+    weight, bias = m.weight, m.bias
+    opt = tg.optim.SGD(m.parameters(), lr=0.1)   # (made before the first call, as usual)
+    x = tg.tensor(R.normal(size=(2, 4)))
+    y = m(x)
+    assert type(m) is tg.nn.Linear and repr(m) == "Linear(in_features=4, out_features=3, bias=True)"
+    assert m.weight is weight and m.bias is bias and tuple(weight.shape) == (3, 4)
+    bound = 1 / np.sqrt(4)
+    assert np.all(np.abs(weight.detach().numpy()) <= bound)
+    before = weight.detach().numpy().copy()
+    y.sum().backward()
+    opt.step()
+    np.testing.assert_allclose(weight.detach().numpy(),
+                               before - 0.1 * np.tile(x.numpy().sum(0), (3, 1)))
+
+
+def test_buffer_is_registered_as_pytorch():
+    def program(L):
+        class M(L.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = L.nn.Buffer(L.ones(2))
+                self.b = L.nn.Buffer(L.zeros(1), persistent=False)
+        m = M()
+        return (list(m.state_dict()), [n for n, _ in m.named_buffers()],
+                isinstance(m.a, L.Tensor), m.a.tolist())
+    assert program(tg) == program(torch) == (["a"], ["a", "b"], True, [1.0, 1.0])

@@ -41,6 +41,16 @@ __all__ = ["Parameter", "Module", "Sequential", "ModuleList", "ParameterList", "
            "TripletMarginLoss"]
 
 
+class Buffer:
+    """``nn.Buffer(data, persistent=True)``: assigned to a module's attribute, ``data`` is
+    registered as a buffer (``register_buffer``), saved in ``state_dict`` unless not
+    ``persistent``; the attribute then holds the tensor itself."""
+
+    def __init__(self, data=None, *, persistent=True):
+        self.data = data if data is None or isinstance(data, Tensor) else wrap(np.asarray(data))
+        self.persistent = persistent
+
+
 def _is_param(value):
     return isinstance(value, Tensor) and value._tape is not None and value.is_leaf
 
@@ -287,6 +297,9 @@ class Module:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
             self._drop(name)
             params[name] = value
+        elif isinstance(value, Buffer):   # (nn.Buffer: registered, its tensor stored)
+            self._drop(name)
+            self.register_buffer(name, value.data, value.persistent)
         elif isinstance(value, Module):
             modules = d.get("_modules")
             if modules is None:
@@ -2236,6 +2249,37 @@ class EmbeddingBag(Module):
         return out
 
 
-__all__ += ["EmbeddingBag", "RMSNorm", "Bilinear", "AlphaDropout", "FeatureAlphaDropout", "RReLU", "Softmax2d",
+class LazyLinear(Linear):
+    """``Linear`` whose ``in_features`` is the last dim of its first input: its weight and
+    bias are empty tensors until then, filled in place (the same tensors, so an optimizer
+    made before holds them) and initialised as ``Linear``'s; the module then is a
+    ``Linear``, as PyTorch's."""
+
+    def __init__(self, out_features, bias=True, device=None, dtype=None):
+        Module.__init__(self)
+        self.in_features, self.out_features = 0, out_features
+        self._dtype = _np_dtype(dtype)
+        self.weight = Parameter(wrap(np.empty(0, self._dtype)))
+        if bias:
+            self.bias = Parameter(wrap(np.empty(0, self._dtype)))
+        else:
+            self.register_parameter("bias", None)
+
+    def reset_parameters(self):
+        if self.in_features:
+            Linear.reset_parameters(self)
+
+    def forward(self, input):
+        self.in_features = input.shape[-1]
+        self.weight.data = wrap(np.empty((self.out_features, self.in_features), self._dtype))
+        if self.bias is not None:
+            self.bias.data = wrap(np.empty(self.out_features, self._dtype))
+        Linear.reset_parameters(self)
+        del self._dtype
+        self.__class__ = Linear   # (PyTorch's cls_to_become)
+        return Linear.forward(self, input)
+
+
+__all__ += ["Buffer", "LazyLinear", "EmbeddingBag", "RMSNorm", "Bilinear", "AlphaDropout", "FeatureAlphaDropout", "RReLU", "Softmax2d",
             "ChannelShuffle", "LPPool1d", "LPPool2d", "LocalResponseNorm",
             "TripletMarginWithDistanceLoss"]
