@@ -383,3 +383,27 @@ def test_put_and_index_reduce_as_pytorch(name, torch_float64):
                                              for g in grads])
     for a, b in zip(*got):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def _python_callables_and_resize(L):
+    out = []
+    x = L.tensor([1.0, 2.0, 3.0])
+    out.append([x.apply_(lambda v: v * 2) is x, x.tolist()])
+    out.append(L.ones(3).map_(L.ones(3) * 2, lambda a, b: a + b).tolist())
+    out.append(L.ones(3).map2_(L.ones(3) * 2, L.ones(1) * 5, lambda a, b, c: a + b * c).tolist())
+    out.append(L.ones(2, 3).map_(L.tensor([1.0, 2.0, 0.5]), lambda a, b: a - b).tolist())
+    out.append(L.tensor([1, 2]).apply_(lambda v: v + 0.7).tolist())
+    out.append(L.arange(6.0).resize_(2, 2).tolist())
+    out.append(L.arange(6.0).resize_as_(L.ones(2, 3)).tolist())
+    out.append(list(L.arange(3.0).resize_(5).shape))
+    y = L.tensor([1.0, 2.0], requires_grad=True)
+    for f in (lambda: y.apply_(lambda v: v), lambda: (y * 1).map_(y, lambda a, b: a),
+              lambda: y.resize_(3)):
+        with pytest.raises(RuntimeError) as e:
+            f()
+        out.append(str(e.value))
+    return out
+
+
+def test_python_callables_and_resize_as_pytorch(torch_float64):
+    assert _python_callables_and_resize(tg) == _python_callables_and_resize(torch)

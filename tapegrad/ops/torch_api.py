@@ -3809,3 +3809,64 @@ METHODS.update(put=put, index_reduce=index_reduce, put_=_inplace_row(put, "put_"
 
 FUNCTIONS.update(i0=_SPECIAL["i0"])
 METHODS.update(i0=_SPECIAL["i0"], i0_=_inplace_row(_SPECIAL["i0"], "i0_"))
+
+
+
+# -- Python callables over elements, and resize_ (tensors that do not require grad) ------------
+def _elementwise_python(self, name, fn, others=()):
+    if self.requires_grad:
+        raise RuntimeError(f"Can't call {name}() on Variable that requires grad. Use "
+                           f"var.detach().{name}() instead.")
+    v = np.asarray(self._value)
+    arrays = [np.broadcast_to(np.asarray(o._value if isinstance(o, Tensor) else o), v.shape)
+              for o in others]
+    out = np.array([fn(*(a.item() for a in items)) for items in
+                    zip(v.reshape(-1), *(a.reshape(-1) for a in arrays))] if v.size else [],
+                   dtype=v.dtype).reshape(v.shape)
+    return self._inplace(lambda s: wrap(out))
+
+
+def apply_(self, callable):
+    """Each element replaced by ``callable(element)`` (a Python function; no gradient)."""
+    return _elementwise_python(self, "apply_", callable)
+
+
+def map_(self, tensor, callable):
+    """Each element replaced by ``callable(element, other)``, ``tensor`` broadcast."""
+    return _elementwise_python(self, "map_", callable, (tensor,))
+
+
+def map2_(self, x, y, callable):
+    """Each element replaced by ``callable(element, x_element, y_element)``."""
+    return _elementwise_python(self, "map2_", callable, (x, y))
+
+
+def resize_(self, *sizes, memory_format=None):
+    """This tensor given shape ``sizes``: its elements in order, the new ones 0 (PyTorch's
+    are uninitialised memory); not for a tensor that requires grad, or that views or is
+    viewed by another."""
+    shape = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else \
+        tuple(int(n) for n in sizes)
+    if self.requires_grad:
+        raise RuntimeError("cannot resize variables that require grad")
+    root, steps = root_and_steps(self)
+    if steps or live_views(root):
+        raise NotImplementedError("resize_: a tensor that views or is viewed by another is not "
+                                  "supported by tapegrad")
+    v = np.asarray(self._value)
+    out = np.zeros(shape, v.dtype)
+    flat = out.reshape(-1)
+    k = builtins.min(flat.size, v.size)
+    flat[:k] = v.reshape(-1)[:k]
+    if shape == v.shape:
+        return self
+    self.data = wrap(out)
+    return self
+
+
+def resize_as_(self, other, memory_format=None):
+    """``resize_(other.shape)``."""
+    return resize_(self, tuple(other.shape))
+
+
+METHODS.update(apply_=apply_, map_=map_, map2_=map2_, resize_=resize_, resize_as_=resize_as_)
