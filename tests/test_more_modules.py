@@ -15,7 +15,14 @@ X2 = R.normal(size=(3, 4))
 
 IDX2 = np.array([[0, 2, 1], [5, 5, 0]])
 
+X5 = R.normal(size=(2, 3, 4, 5, 3))
+
 MODULES = {   # name -> (constructor of the library's nn, inputs, training)
+    "Conv3d": (lambda nn: nn.Conv3d(3, 4, (2, 3, 2), stride=(1, 2, 1), padding=1), (X5,), False),
+    "Conv3d groups, reflect": (lambda nn: nn.Conv3d(3, 6, 2, groups=3, padding=1,
+                                                    padding_mode="reflect"), (X5,), False),
+    "ConvTranspose3d": (lambda nn: nn.ConvTranspose3d(3, 2, 2, stride=2, padding=1,
+                                                      output_padding=1), (X5,), False),
     "EmbeddingBag sum": (lambda nn: nn.EmbeddingBag(6, 3, mode="sum"), (), False),
     "EmbeddingBag mean, padding": (lambda nn: nn.EmbeddingBag(6, 3, padding_idx=5), (), False),
     "EmbeddingBag max": (lambda nn: nn.EmbeddingBag(6, 3, mode="max"), (), False),

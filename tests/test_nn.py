@@ -781,6 +781,12 @@ NN_CASES.update({
     "lp_pool2d": [(lambda F, T, x: F.lp_pool2d(x, 2, 2), [_CX], {"node": False}),
                   (lambda F, T, x: F.lp_pool2d(x, float("inf"), (2, 1), (1, 1)), [_CX],
                    {"node": False})],
+    "conv3d": [(lambda F, T, x, w, b: F.conv3d(x, w, b, stride=(2, 1, 1), padding=1),
+                [_CX.reshape(2, 2, 5, 2, 2), _CW[:, :, :2, :].reshape(4, 2, 2, 1, 2), _W4[:, 0]],
+                {})],
+    "conv_transpose3d": [(lambda F, T, x, w: F.conv_transpose3d(x, w, None, 2, 0, 1),
+                          [_CX.reshape(2, 2, 5, 2, 2), _CW[:2, :, :2, :].reshape(2, 2, 2, 1, 2)],
+                          {})],
     "embedding_bag": [
         (lambda F, T, w: F.embedding_bag(T(np.array([1, 2, 4, 4, 3, 0])), w,
                                          T(np.array([0, 2, 2, 5]))), [_E], {"node": False}),

@@ -31,7 +31,8 @@ from .modules import (ConvTranspose1d, ConvTranspose2d, GroupNorm, InstanceNorm1
                       UpsamplingBilinear2d, UpsamplingNearest2d)
 from .modules import AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, Fold, Unfold
 from .modules import MultiLabelSoftMarginLoss, MultiMarginLoss
-from .modules import (AlphaDropout, Bilinear, Buffer, ChannelShuffle, EmbeddingBag,
+from .modules import (AlphaDropout, Bilinear, Buffer, ChannelShuffle, Conv3d, ConvTranspose3d,
+                      EmbeddingBag,
                       FeatureAlphaDropout, LazyLinear,
                       LocalResponseNorm, LPPool1d, LPPool2d, RMSNorm, RReLU, Softmax2d,
                       TripletMarginWithDistanceLoss)
@@ -62,7 +63,7 @@ __all__ = ["functional", "init", "Module", "Parameter", "Sequential", "ModuleLis
            "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle", "AdaptiveAvgPool1d",
            "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "MultiheadAttention",
            "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer",
-           "TransformerDecoder", "Transformer", "Unfold", "Fold", "Buffer", "LazyLinear", "EmbeddingBag", "RMSNorm", "Bilinear",
+           "TransformerDecoder", "Transformer", "Unfold", "Fold", "Conv3d", "ConvTranspose3d", "Buffer", "LazyLinear", "EmbeddingBag", "RMSNorm", "Bilinear",
            "AlphaDropout", "FeatureAlphaDropout", "RReLU", "Softmax2d", "ChannelShuffle",
            "LPPool1d", "LPPool2d", "LocalResponseNorm", "TripletMarginWithDistanceLoss",
            "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ZeroPad1d", "ZeroPad2d",

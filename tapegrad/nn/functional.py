@@ -42,7 +42,7 @@ __all__ = ["relu", "tanh", "sigmoid", "leaky_relu", "softplus", "gelu", "silu", 
            "feature_alpha_dropout", "rrelu", "channel_shuffle", "relu_", "elu_", "leaky_relu_",
            "hardtanh_", "selu_", "celu_", "threshold_", "rrelu_", "gumbel_softmax",
            "triplet_margin_with_distance_loss", "lp_pool1d", "lp_pool2d",
-           "local_response_norm", "embedding_bag"]
+           "local_response_norm", "embedding_bag", "conv3d", "conv_transpose3d"]
 
 
 # -- activations -----------------------------------------------------------------------
@@ -483,6 +483,19 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
     """The transposed 1-d convolution (the gradient of ``conv1d`` in its input), weight
     (C_in, C_out/groups, K) (``ConvolutionBackward0``)."""
     return _conv_transpose(1, input, weight, bias, stride, padding, output_padding, groups,
+                           dilation)
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """3-d cross-correlation of ``input`` (N, C, D, H, W) [or (C, D, H, W)] with ``weight``
+    (O, C/groups, kD, kH, kW) (``ConvolutionBackward0``): ``conv2d``'s row in 3 dims."""
+    return _conv(3, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """The transposed 3-d convolution (the gradient of ``conv3d`` in its input)."""
+    return _conv_transpose(3, input, weight, bias, stride, padding, output_padding, groups,
                            dilation)
 
 
@@ -1390,7 +1403,8 @@ def _reduction_name(reduction):
 
 
 TORCH_NAMES = {
-    "conv1d": conv1d, "conv2d": conv2d, "conv_transpose1d": conv_transpose1d,
+    "conv1d": conv1d, "conv2d": conv2d, "conv3d": conv3d, "conv_transpose1d": conv_transpose1d,
+    "conv_transpose3d": conv_transpose3d,
     "conv_transpose2d": conv_transpose2d, "dropout": _torch_dropout,
     "layer_norm": _torch_layer_norm, "group_norm": _torch_group_norm,
     "batch_norm": _torch_batch_norm, "instance_norm": _torch_instance_norm,

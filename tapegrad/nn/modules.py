@@ -1472,6 +1472,14 @@ class Conv2d(_ConvNd):
         return self._conv(F.conv2d, input)
 
 
+class Conv3d(_ConvNd):
+    """3-d convolution (cross-correlation) of (N, C, D, H, W) inputs."""
+    _nd = 3
+
+    def forward(self, input):
+        return self._conv(F.conv3d, input)
+
+
 class _ConvTransposeNd(_ConvNd):
     """``ConvTranspose*d``: the weight is (in_channels, out_channels / groups, K...); the
     output grows by ``(n - 1) stride - 2 padding + dilation (k - 1) + output_padding + 1``."""
@@ -1540,6 +1548,16 @@ class ConvTranspose2d(_ConvTransposeNd):
 
     def forward(self, input, output_size=None):
         return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups,
+                                  self.dilation)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """The transposed 3-d convolution (the gradient of a convolution in its input)."""
+    _nd = 3
+
+    def forward(self, input, output_size=None):
+        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding,
                                   self._output_padding(input, output_size), self.groups,
                                   self.dilation)
 
@@ -2280,6 +2298,6 @@ class LazyLinear(Linear):
         return Linear.forward(self, input)
 
 
-__all__ += ["Buffer", "LazyLinear", "EmbeddingBag", "RMSNorm", "Bilinear", "AlphaDropout", "FeatureAlphaDropout", "RReLU", "Softmax2d",
+__all__ += ["Conv3d", "ConvTranspose3d", "Buffer", "LazyLinear", "EmbeddingBag", "RMSNorm", "Bilinear", "AlphaDropout", "FeatureAlphaDropout", "RReLU", "Softmax2d",
             "ChannelShuffle", "LPPool1d", "LPPool2d", "LocalResponseNorm",
             "TripletMarginWithDistanceLoss"]
