@@ -115,6 +115,11 @@ def _lstsq(L, a, b, driver=None):
 
 
 CASES = {
+    "tensorinv": (lambda: [(np.eye(6) * 3 + RNG.normal(size=(6, 6))).reshape(2, 3, 6)],
+                  lambda L, a: [L.linalg.tensorinv(a, 2)]),
+    "tensorsolve dims": (lambda: [(np.eye(6) * 3 + RNG.normal(size=(6, 6))).reshape(2, 3, 6)
+                                  .transpose(0, 2, 1).copy(), RNG.normal(size=(2, 3))],
+                         lambda L, a, b: [L.linalg.tensorsolve(a, b, dims=(1,))]),
     "lstsq tall": (lambda: [RNG.normal(size=(5, 3)), RNG.normal(size=(5, 2))], _lstsq),
     "lstsq wide (minimum norm), vector b": (lambda: [RNG.normal(size=(3, 5)),
                                                      RNG.normal(size=(3,))], _lstsq),

@@ -3870,3 +3870,34 @@ def resize_as_(self, other, memory_format=None):
 
 
 METHODS.update(apply_=apply_, map_=map_, map2_=map2_, resize_=resize_, resize_as_=resize_as_)
+
+
+
+def tensorinv(A, ind=2):
+    """The inverse of ``A`` read as a matrix of its first ``ind`` dims by the rest (their
+    products equal), shaped as ``A.shape[ind:] + A.shape[:ind]``."""
+    if ind <= 0:
+        raise RuntimeError(f"Expected a strictly positive integer for 'ind', but got {ind}")
+    out_shape, in_shape = tuple(A.shape[:ind]), tuple(A.shape[ind:])
+    rows, cols = int(np.prod(out_shape)), int(np.prod(in_shape))
+    if rows != cols:
+        raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[ind:]) "
+                           f"== prod(self.shape[:ind]), but got {cols} != {rows}")
+    return reshape(inv(reshape(A, (rows, cols))), in_shape + out_shape)
+
+
+def tensorsolve(A, B, dims=None):
+    """``X`` with ``tensordot(A, X, X.ndim) = B`` (``dims``: the dims of ``A`` that ``X``
+    takes, moved to the end first)."""
+    if dims is not None:
+        dims = [wrap_dim(d, A.ndim) for d in dims]
+        A = permute(A, [d for d in range(A.ndim) if d not in dims] + dims)
+    x_shape = tuple(A.shape[B.ndim:])
+    rows, cols = int(np.prod(tuple(A.shape[:B.ndim]))), int(np.prod(x_shape))
+    if rows != cols:
+        raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[other.ndim:"
+                           f"]) == prod(self.shape[:other.ndim]), but got {cols} != {rows}")
+    return reshape(solve(reshape(A, (rows, cols)), reshape(B, (rows,))), x_shape)
+
+
+LINALG.update(tensorinv=tensorinv, tensorsolve=tensorsolve)
