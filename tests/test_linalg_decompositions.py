@@ -331,3 +331,26 @@ def _lstsq_extras(L):
 @needs_torch
 def test_lstsq_residuals_rank_and_singular_values_as_pytorch():
     assert _lstsq_extras(tg) == _lstsq_extras(torch)
+
+
+def _cholesky_ex(L):
+    a = L.tensor(np.stack([np.eye(2) * 2, [[1.0, 2.0], [2.0, 1.0]], [[4.0, 1.0], [1.0, 3.0]]]),
+                 requires_grad=True)
+    r = L.linalg.cholesky_ex(a)
+    (r.L[0].sum() + r.L[2].sum()).backward()
+    try:
+        L.linalg.cholesky_ex(a, check_errors=True)
+        error = None
+    except RuntimeError as e:
+        error = str(e)
+    return (r.info.tolist(), r.L.detach().numpy()[[0, 2]].round(12).tolist(),
+            a.grad.numpy()[[0, 2]].round(12).tolist(), error)
+
+
+def test_cholesky_ex_as_pytorch():
+    mine = _cholesky_ex(tg)
+    assert mine[0] == [0, 2, 0] and "cholesky_ex: (Batch element 1)" in mine[3]
+    if torch is not None:
+        assert mine == _cholesky_ex(torch)
+    # (PyTorch's L of the matrix that fails is LAPACK's partial factor; here NaN: README)
+    assert np.all(np.isnan(tg.linalg.cholesky_ex(tg.tensor([[1.0, 2.0], [2.0, 1.0]])).L.numpy()))

@@ -64,31 +64,58 @@ def _not_positive_definite(a):
     order of its first leading minor that is not."""
     batch = a.reshape((-1,) + a.shape[-2:])
     for k, m in enumerate(batch):
-        for order in range(1, m.shape[-1] + 1):
-            try:
-                np.linalg.cholesky(m[:order, :order])
-            except np.linalg.LinAlgError:
-                where = f"(Batch element {k}): " if a.ndim > 2 else ""
-                return LinAlgError(
-                    f"linalg.cholesky: {where}The factorization could not be completed because "
-                    f"the input is not positive-definite (the leading minor of order {order} "
-                    "is not positive-definite).")
+        order = _first_failing_order(m)
+        if order:
+            where = f"(Batch element {k}): " if a.ndim > 2 else ""
+            return LinAlgError(
+                f"linalg.cholesky: {where}The factorization could not be completed because "
+                f"the input is not positive-definite (the leading minor of order {order} "
+                "is not positive-definite).")
     return LinAlgError("linalg.cholesky: The factorization could not be completed because "
                        "the input is not positive-definite.")
 
 
+def _first_failing_order(m):
+    """The order of the first leading minor of matrix ``m`` that is not positive-definite,
+    or 0."""
+    for order in range(1, m.shape[-1] + 1):
+        try:
+            np.linalg.cholesky(m[:order, :order])
+        except np.linalg.LinAlgError:
+            return order
+    return 0
+
+
+def cholesky_info(a):
+    """PyTorch's ``info`` of ``cholesky_ex``: per matrix of ``a``, 0 or the order of its first
+    leading minor that is not positive-definite (int32)."""
+    batch = np.asarray(a, np.float64).reshape((-1,) + np.shape(a)[-2:])
+    info = [_first_failing_order(m) for m in batch]
+    return np.asarray(info, np.int32).reshape(np.shape(a)[:-2])
+
+
 @defop("cholesky", "LinalgCholeskyExBackward0", method=False)
-def cholesky(a, upper=False):
+def cholesky(a, upper=False, check_errors=True):
     """The lower factor ``L`` of ``a = L L^T`` (the upper one, ``L^T``, with ``upper``); only
-    ``a``'s lower triangle is read, as LAPACK's."""
+    ``a``'s lower triangle is read, as LAPACK's.  Without ``check_errors`` (``cholesky_ex``) a
+    matrix that is not positive-definite gives NaN in place of LAPACK's partial factor."""
     try:
         factor = np.linalg.cholesky(a)
     except np.linalg.LinAlgError:
-        raise _not_positive_definite(a) from None
+        if check_errors:
+            raise _not_positive_definite(a) from None
+        batch = np.asarray(a, np.float64).reshape((-1,) + a.shape[-2:])
+        parts = []
+        for m in batch:
+            try:
+                parts.append(np.linalg.cholesky(m))
+            except np.linalg.LinAlgError:
+                parts.append(np.full(m.shape, np.nan))
+        factor = np.stack(parts).reshape(a.shape) if parts else np.array(a, np.float64)
     return contiguous(np.swapaxes(factor, -1, -2)) if upper else contiguous(factor)
 
 
-def _cholesky_back(g, factor, a, upper=False):
+def _cholesky_back(g, factor, a, upper=False, check_errors=True):
     # PyTorch's cholesky_backward: gA = L^{-T} phi(L^T gL) L^{-1}, phi taking the lower
     # triangle, symmetrized with its diagonal halved
     L, gL = (_mT(factor), _mT(g)) if upper else (factor, g)
@@ -367,6 +394,29 @@ def linalg_cholesky(A, *, upper=False):
     return call("cholesky", A, upper=upper)
 
 
+CholeskyExResult = namedtuple("cholesky_ex", ["L", "info"])
+
+
+def linalg_cholesky_ex(A, *, upper=False, check_errors=False):
+    """``(L, info)``: ``info`` 0 for a positive-definite matrix, else the order of its first
+    leading minor that is not (and ``L`` NaN there, where PyTorch leaves LAPACK's partial
+    factor); raises only with ``check_errors``."""
+    _check_square(A, "cholesky")
+    _float64(A, "cholesky")
+    if check_errors:
+        try:
+            return CholeskyExResult(call("cholesky", A, upper=upper), _no_errors(A))
+        except LinAlgError as e:
+            raise LinAlgError(str(e).replace("linalg.cholesky:", "linalg.cholesky_ex:", 1)) \
+                from None
+    info = cholesky_info(A.detach()._value)
+    return CholeskyExResult(call("cholesky", A, upper=upper, check_errors=False), wrap(info))
+
+
+def _no_errors(A):
+    return wrap(np.zeros(tuple(A.shape[:-2]), np.int32))
+
+
 def cholesky(A, upper=False):
     """``torch.cholesky`` (PyTorch's older name): ``linalg.cholesky(A, upper=upper)``."""
     return linalg_cholesky(A, upper=upper)
@@ -604,7 +654,8 @@ def linalg_lstsq(A, B, rcond=None, *, driver=None):
 
 
 LINALG_FUNCTIONS = {
-    "cholesky": linalg_cholesky, "solve_triangular": linalg_solve_triangular,
+    "cholesky": linalg_cholesky, "cholesky_ex": linalg_cholesky_ex,
+    "solve_triangular": linalg_solve_triangular,
     "eigh": linalg_eigh, "eigvalsh": linalg_eigvalsh, "svd": linalg_svd,
     "svdvals": linalg_svdvals, "qr": linalg_qr, "matrix_exp": linalg_matrix_exp,
     "multi_dot": linalg_multi_dot, "pinv": linalg_pinv, "matrix_rank": linalg_matrix_rank,
