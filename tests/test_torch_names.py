@@ -300,9 +300,9 @@ NORMS_AND_MORE = {   # name -> (function of the library, the float inputs that r
 }
 
 
-@pytest.mark.parametrize("name", sorted(NORMS_AND_MORE))
-def test_norms_losses_and_more_as_pytorch(name, torch_float64):
-    f, inputs = NORMS_AND_MORE[name]
+def _value_and_gradients_as_pytorch(f, inputs, rtol):
+    """``f`` of each library on ``inputs`` (float64, requiring grad): its value and the
+    gradients of a weighted sum of it (zeros for an input it does not use) agree."""
     got = []
     for L in (tg, torch):
         ts = [L.tensor(v, dtype=L.float64, requires_grad=True) for v in inputs]
@@ -313,7 +313,12 @@ def test_norms_losses_and_more_as_pytorch(name, torch_float64):
         got.append([out.detach().numpy()] + [np.zeros(1) if g is None else g.numpy()
                                              for g in grads])
     for a, b in zip(*got):
-        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(NORMS_AND_MORE))
+def test_norms_losses_and_more_as_pytorch(name, torch_float64):
+    _value_and_gradients_as_pytorch(*NORMS_AND_MORE[name], rtol=1e-10)
 
 
 def test_small_real_only_names():
@@ -371,18 +376,7 @@ SCATTERS = {
 
 @pytest.mark.parametrize("name", sorted(SCATTERS))
 def test_put_and_index_reduce_as_pytorch(name, torch_float64):
-    f, inputs = SCATTERS[name]
-    got = []
-    for L in (tg, torch):
-        ts = [L.tensor(v, dtype=L.float64, requires_grad=True) for v in inputs]
-        out = f(L, *ts)
-        weights = L.tensor(np.arange(1.0, out.numel() + 1).reshape(tuple(out.shape)),
-                           dtype=L.float64)
-        grads = L.autograd.grad((out * weights).sum(), ts, allow_unused=True)
-        got.append([out.detach().numpy()] + [np.zeros(1) if g is None else g.numpy()
-                                             for g in grads])
-    for a, b in zip(*got):
-        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    _value_and_gradients_as_pytorch(*SCATTERS[name], rtol=1e-12)
 
 
 def _python_callables_and_resize(L):

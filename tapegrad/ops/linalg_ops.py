@@ -372,7 +372,8 @@ def _check_matrix(A, name):
         raise RuntimeError(f"linalg.{name}: The input tensor A must have at least 2 dimensions.")
 
 
-def _check_square(A, name):
+def check_square(A, name):
+    """PyTorch's errors for ``A`` that is not a (batch of) square matrices."""
     _check_matrix(A, name)
     if A.shape[-1] != A.shape[-2]:
         raise RuntimeError(f"linalg.{name}: A must be batches of square matrices, but they are "
@@ -389,7 +390,7 @@ def linalg_cholesky(A, *, upper=False):
     """The lower Cholesky factor ``L`` of a symmetric positive-definite ``A = L L^T`` (or of
     each in a batch); ``upper``: ``L^T``.  ``LinAlgError`` for a matrix that is not
     positive-definite, naming its first leading minor that is not."""
-    _check_square(A, "cholesky")
+    check_square(A, "cholesky")
     _float64(A, "cholesky")
     return call("cholesky", A, upper=upper)
 
@@ -401,7 +402,7 @@ def linalg_cholesky_ex(A, *, upper=False, check_errors=False):
     """``(L, info)``: ``info`` 0 for a positive-definite matrix, else the order of its first
     leading minor that is not (and ``L`` NaN there, where PyTorch leaves LAPACK's partial
     factor); raises only with ``check_errors``."""
-    _check_square(A, "cholesky")
+    check_square(A, "cholesky")
     _float64(A, "cholesky")
     if check_errors:
         try:
@@ -425,7 +426,7 @@ def cholesky(A, upper=False):
 def linalg_solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     """``X`` with ``A X = B`` (``X A = B`` when not ``left``) reading only the upper or lower
     triangle of ``A`` (and 1s on its diagonal with ``unitriangular``)."""
-    _check_square(A, "solve_triangular")
+    check_square(A, "solve_triangular")
     _check_matrix(B, "solve_triangular")
     _float64(A, "solve_triangular")
     k = B.shape[-2] if left else B.shape[-1]
@@ -450,7 +451,7 @@ def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
 
 def cholesky_solve(B, L, upper=False):
     """``X`` with ``A X = B`` given ``A``'s Cholesky factor ``L`` (upper with ``upper``)."""
-    _check_square(L, "cholesky_solve")
+    check_square(L, "cholesky_solve")
     lower = call("transpose", L, -2, -1) if upper else L
     y = linalg_solve_triangular(lower, B, upper=False)
     return linalg_solve_triangular(call("transpose", lower, -2, -1), y, upper=True)
@@ -458,7 +459,7 @@ def cholesky_solve(B, L, upper=False):
 
 def cholesky_inverse(L, upper=False):
     """The inverse of ``A`` given its Cholesky factor ``L`` (upper with ``upper``)."""
-    _check_square(L, "cholesky_inverse")
+    check_square(L, "cholesky_inverse")
     return cholesky_solve(wrap(np.eye(L.shape[-1])), L, upper)
 
 
@@ -466,7 +467,7 @@ def linalg_eigh(A, UPLO="L"):
     """``(eigenvalues, eigenvectors)`` of a symmetric matrix, reading its lower triangle
     (``UPLO="U"``: its upper one); eigenvalues ascending, eigenvectors as columns (their signs
     are LAPACK's choice)."""
-    _check_square(A, "eigh")
+    check_square(A, "eigh")
     _float64(A, "eigh")
     if UPLO not in ("L", "U"):
         raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
@@ -521,7 +522,7 @@ def qr(input, some=True):
 
 def linalg_matrix_exp(A):
     """The matrix exponential (of each matrix in a batch)."""
-    _check_square(A, "matrix_exp")
+    check_square(A, "matrix_exp")
     _float64(A, "matrix_exp")
     return call("matrix_exp", A)
 
@@ -577,17 +578,24 @@ def linalg_multi_dot(tensors):
     return out
 
 
+def _singular_tolerance(s, shape, atol=None, rtol=None):
+    """PyTorch's cut for ``pinv``/``matrix_rank``/``lstsq``: ``max(atol, rtol * s_max)`` per
+    matrix of singular values ``s`` (``rtol`` defaults to ``eps * max(m, n)`` unless ``atol``
+    is positive), shaped to compare with ``s``."""
+    smax = s[..., :1] if s.shape[-1] else np.zeros(s.shape[:-1] + (1,))
+    if rtol is None:
+        rtol = 0.0 if atol is not None and atol > 0 else \
+            np.finfo(np.float64).eps * max(shape[-2], shape[-1])
+    return np.maximum(0.0 if atol is None else float(atol), float(rtol) * smax)
+
+
 def linalg_pinv(A, *, atol=None, rtol=None, hermitian=False):
     """The pseudo-inverse from the SVD: singular values at most ``max(atol, rtol * s_max)``
     count as zero (``rtol`` defaults to ``eps * max(m, n)`` where ``atol`` is not given)."""
     _check_matrix(A, "pinv")
     U, S, Vh = linalg_svd(A, False)
-    smax = S.detach()._value[..., :1] if S.shape[-1] else np.zeros(tuple(S.shape[:-1]) + (1,))
-    if rtol is None:
-        rtol = 0.0 if atol is not None and atol > 0 else np.finfo(np.float64).eps * max(
-            A.shape[-2], A.shape[-1])
-    tol = np.maximum(0.0 if atol is None else float(atol), float(rtol) * smax)
-    keep = wrap(S.detach()._value > tol)
+    s = np.asarray(S.detach()._value)
+    keep = wrap(s > _singular_tolerance(s, tuple(A.shape), atol, rtol))
     inverse = ELEMENTWISE["where"](keep, 1.0 / S, 0.0)
     return call("matmul", call("transpose", Vh, -2, -1) * call("unsqueeze", inverse, -2),
                 call("transpose", U, -2, -1))
@@ -602,11 +610,7 @@ def linalg_matrix_rank(A, *, atol=None, rtol=None, hermitian=False):
     """The number of singular values above the tolerance of ``linalg_pinv`` (int64)."""
     _check_matrix(A, "matrix_rank")
     s = np.linalg.svd(np.asarray(A.detach()._value, np.float64), compute_uv=False)
-    smax = s[..., :1] if s.shape[-1] else np.zeros(s.shape[:-1] + (1,))
-    if rtol is None:
-        rtol = 0.0 if atol is not None and atol > 0 else np.finfo(np.float64).eps * max(
-            A.shape[-2], A.shape[-1])
-    tol = np.maximum(0.0 if atol is None else float(atol), float(rtol) * smax)
+    tol = _singular_tolerance(s, tuple(A.shape), atol, rtol)
     return wrap(np.asarray((s > tol).sum(-1), np.int64))
 
 
@@ -641,8 +645,7 @@ def linalg_lstsq(A, B, rcond=None, *, driver=None):
         else float(rcond)
     x = call("matmul", linalg_pinv(A, rtol=rtol), b)
     s = np.linalg.svd(np.asarray(A.detach()._value, np.float64), compute_uv=False)
-    smax = s[..., :1] if s.shape[-1] else np.zeros(s.shape[:-1] + (1,))
-    rank = np.asarray((s > rtol * smax).sum(-1), np.int64)
+    rank = np.asarray((s > _singular_tolerance(s, (m, n), rtol=rtol)).sum(-1), np.int64)
     empty = wrap(np.zeros(0))
     residuals = empty
     if driver != "gelsy" and m > n and np.all(rank == n):

@@ -2716,29 +2716,21 @@ def tensor_split(input, indices_or_sections, dim=0):
 SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
 
 
-def _check_square(A, name):
-    if A.ndim < 2:
-        raise RuntimeError(f"linalg.{name}: The input tensor A must have at least 2 dimensions.")
-    if A.shape[-1] != A.shape[-2]:
-        raise RuntimeError(f"linalg.{name}: A must be batches of square matrices, but they are "
-                           f"{A.shape[-2]} by {A.shape[-1]} matrices")
-
-
 def inv(A):
     """The inverse of a square matrix (or of each in a batch)."""
-    _check_square(A, "inv")
+    linalg_ops.check_square(A, "inv")
     return call("inv", A)
 
 
 def det(A):
     """The determinant of a square matrix (or of each in a batch)."""
-    _check_square(A, "det")
+    linalg_ops.check_square(A, "det")
     return call("det", A)
 
 
 def slogdet(A):
     """``(sign, logabsdet)`` of the determinant; ``logabsdet`` is differentiable."""
-    _check_square(A, "slogdet")
+    linalg_ops.check_square(A, "slogdet")
     logabsdet, sign = call("slogdet", A)
     return SlogdetResult(sign, logabsdet)
 
@@ -2751,7 +2743,7 @@ def logdet(A):
 
 def solve(A, B, *, left=True):
     """``X`` with ``A X = B`` (``left=False``: ``X A = B``)."""
-    _check_square(A, "solve")
+    linalg_ops.check_square(A, "solve")
     if not left:
         return transpose(solve(transpose(A, -2, -1), transpose(B, -2, -1)), -2, -1)
     n = A.shape[-1]
