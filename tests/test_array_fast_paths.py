@@ -63,6 +63,11 @@ PROGRAMS = {
     "cross(const, c[1:4])": lambda c: lib_of(c).linalg.cross(const_of(c)[:3], c[1:4]),
     "c.reshape(7).sum()": lambda c: c.reshape(7).sum(),
     "c.reshape(-1, 1)[1:3]": lambda c: c.reshape(-1, 1)[1:3],
+    # ints only on a tensor with history: a SelectBackward0 per int (select_recorded)
+    "(c * 2).reshape(7, 1)[3, 0]": lambda c: (c * 2.0).reshape(7, 1)[3, 0],
+    "(c * 2).reshape(7, 1)[-2, -1]": lambda c: (c * 2.0).reshape(7, 1)[-2, -1],
+    "(c * 2).reshape(1, 7, 1)[0, 4]": lambda c: (c * 2.0).reshape(1, 7, 1)[0, 4],
+    "c * c[2] (c bound to the tape)": lambda c: (c * 1.0) * c[2],
 }
 
 
@@ -508,3 +513,28 @@ def test_a_uint8_index_written_through_as_pytorch(case, how):
         except RuntimeError as e:
             results.append(str(e))
     assert results[0] == results[1]
+
+
+def test_element_of_a_matrix_is_two_select_nodes_and_a_view_as_pytorch():
+    """``M[i, j]`` of a tensor with history: two ``SelectBackward0`` nodes (PyTorch's graph),
+    a view whose value follows a change of the base, and a change through it that reaches
+    the base and its gradient."""
+    seen = {}
+    for lib in LIBS:
+        c = _leaf(lib, DATA[:6])
+        m = (c * 2.0).reshape(2, 3)
+        e = m[1, 2]
+        chain = [type(e.grad_fn).__name__ if lib is torch else e.grad_fn.name()]
+        node = e.grad_fn.next_functions[0][0]
+        chain.append(type(node).__name__ if lib is torch else node.name())
+        with lib.no_grad():
+            m.mul_(3.0)
+        moved = e.item()
+        e.mul_(c[0])   # through the view: m's history changes
+        (m * m).sum().backward()
+        seen[lib] = (chain, moved, m.detach().numpy().copy(), c.grad.numpy().copy())
+    (ct, mt, vt, gt), (cp, mp, vp, gp) = seen[tg], seen[torch]
+    assert ct == cp == ["SelectBackward0", "SelectBackward0"]
+    assert mt == mp
+    np.testing.assert_array_equal(vt, vp)
+    np.testing.assert_allclose(gt, gp, rtol=1e-14)

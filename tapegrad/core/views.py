@@ -53,7 +53,7 @@ def register_view(view, src, step):
             view._untracked = True
         view._detached_base = src._detached_base if src._view is not None and \
             "_detached_base" in src.__dict__ else src
-    _remember(root, view)
+    remember_view(root, view)
 
 
 def register_parts(parts, src, steps):
@@ -86,10 +86,11 @@ def register_detached(alias, src, untracked=False):
     alias._detached = True
     if untracked:
         alias._untracked = True
-    _remember(root, alias)
+    remember_view(root, alias)
 
 
-def _remember(root, view):
+def remember_view(root, view):
+    """Add ``view`` to ``root``'s weak references to its views."""
     refs = root._views
     if refs is None:
         refs = root._views = ViewRefs()

@@ -30,7 +30,8 @@ from ..core.numba_jit import jit
 from ..core.tape import next_tape, recording
 from ..core.tensor import (Tensor, as_float64, note_comparison_use, recorded_comparison,
                            tensor_of_entry, wrap)
-from ..core.views import register_parts, register_view
+from ..core import interrupts
+from ..core.views import register_parts, register_view, remember_view
 
 
 class ArrayOp(NamedTuple):
@@ -101,6 +102,7 @@ def defop(name, node, method=True, outputs=None, cast=True, edges=None, saves=Tr
 _F64 = np.float64
 _DT64 = np.dtype(np.float64)
 _float = builtins.float
+_new = object.__new__   # (a result made without Tensor(): tg.Tensor(data)'s __init__)
 
 
 def contiguous(v):
@@ -2605,6 +2607,47 @@ def basic_index(x, idx, node=None):
             number = _shared_index_call(idx)
     return _record_view(x, out, node, number, ("getitem", (_ARGS[0], idx), _NO_PARAMS),
                         ("getitem", (idx,), _NO_PARAMS))
+
+
+def select_recorded(x, idx):
+    """``x[idx]`` for an int ``idx`` in range of a float64 ``Tensor`` ``x`` with history on
+    the tape recording now (not a multi-output view, not detached): ``basic_index``'s
+    entry, node and view in one step, without its layers (``x[i]`` of a recorded vector
+    2.1 -> 1.1 us, PyTorch's 1.0: element access in scalar-heavy code); None where that
+    does not apply (the caller takes the general path)."""
+    T = recording()
+    if T is not x._tape or T._retiring or x._multi_output is not None or x._detached:
+        return None
+    v = x._value
+    if v.ndim == 1:
+        out = kept = _float(v[idx])
+    else:
+        out = v[idx]
+        kept = np.array(out)   # (the tape keeps a view op's value as a copy: _record_view)
+    number = _SELECT_CALLS.get(idx)
+    if number is None:
+        number = _shared_index_call(idx)
+        if number is None:
+            return None
+        _SELECT_CALLS[idx] = number
+    head = T._push_pyop(kept)
+    T._py[head] = ("SelectBackward0", (x._entry,), number)
+    T._stops.append(head)
+    r = _new(Tensor)
+    r._value = out
+    r._tape = T
+    r._entry = head + 1
+    # (register_view's bookkeeping, for a source that is neither detached nor multi-output)
+    info = x._view
+    step = ("getitem", (idx,), _NO_PARAMS)
+    root = x if info is None else info[0]
+    r._view = (root, (step,) if info is None else info[1] + (step,))
+    remember_view(root, r)
+    return r
+
+
+_SELECT_CALLS = {}   # (int index -> its shared getitem call's number: select_recorded)
+interrupts.protect(select_recorded)
 
 
 def basic_steps(shape, idx):
