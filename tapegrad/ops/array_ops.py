@@ -2018,6 +2018,9 @@ t.defvjp(lambda g, ans, x: (rule_call("t", g),))
 @defop("permute", "PermuteBackward0", saves=False, view=True, numpy_rule=True,
        grad_depends="nothing")
 def permute(x, dims):
+    wrapped = _CHECKED_PERMUTATIONS.get((dims, x.ndim)) if dims.__class__ is tuple else None
+    if wrapped is not None:   # (x.T of a matrix at every call: the checks below, once)
+        return x.transpose(wrapped)
     if len(dims) != x.ndim:
         raise RuntimeError("permute(sparse_coo): number of dimensions in the tensor input does "
                            "not match the length of the desired ordering of dimensions i.e. "
@@ -2025,7 +2028,14 @@ def permute(x, dims):
     dims = tuple(wrap_dim(d, x.ndim) for d in dims)
     if len(set(dims)) != len(dims):
         raise RuntimeError("permute(): duplicate dims are not allowed.")
+    if len(_CHECKED_PERMUTATIONS) < 1024 and _int_tuple(dims):
+        _CHECKED_PERMUTATIONS[dims, x.ndim] = dims
     return x.transpose(dims)
+
+
+# (dims, ndim) -> the same dims wrapped, for permutations already checked (ints only:
+# True == 1 as a key, and permute refuses no bool, so a bool's key must not be made)
+_CHECKED_PERMUTATIONS = {}
 
 
 # the inverse permutation
