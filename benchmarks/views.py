@@ -5,7 +5,8 @@ Per-element times (medians over repeats, the backends interleaved):
 
 - ``sum(x)`` and ``for v in x`` over a 1-D tensor of 1000 elements (int indexing and
   ``__iter__``), without grad and with a leaf that requires grad;
-- ``x[i]`` alone;
+- ``x[i]`` alone, and ``h[i]``, ``M[i, j]`` of tensors with history (recorded: one and two
+  ``SelectBackward0`` nodes, as PyTorch's);
 - a view (``x[:, 1]``, ``x.t()``) plus an in-place op through it, without grad.
 
 Results: a table on stdout and JSON in ``benchmarks/results/views.json`` (``--out``).
@@ -75,6 +76,18 @@ def cases(lib):
         for i in range(N):
             x[i]
 
+    h = w * 1.0                                        # (a tensor with history)
+    hm = lib.tensor(np.ones((25, N // 25)), requires_grad=True) * 1.0
+
+    def index_recorded():
+        for i in range(N):
+            h[i]
+
+    def index_matrix():
+        for i in range(25):
+            for j in range(N // 25):
+                hm[i, j]
+
     def col_inplace():
         m[:, 1].add_(1.0)
 
@@ -86,6 +99,8 @@ def cases(lib):
         "for v in x, no grad (per element)": (iterate, N),
         "x[i], no grad (per element)": (index, N),
         "sum(w), w requires grad (per element)": (lambda: sum(w), N),
+        "h[i], h with history (per element)": (index_recorded, N),
+        "M[i, j], M with history (per element)": (index_matrix, N),
         "m[:, 1].add_(1), no grad (per call)": (col_inplace, 1),
         "m.t().mul_(1), no grad (per call)": (t_inplace, 1),
     }

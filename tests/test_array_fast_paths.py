@@ -538,3 +538,22 @@ def test_element_of_a_matrix_is_two_select_nodes_and_a_view_as_pytorch():
     assert mt == mp
     np.testing.assert_array_equal(vt, vp)
     np.testing.assert_allclose(gt, gp, rtol=1e-14)
+
+
+def test_element_of_a_tensor_recorded_on_another_tape_as_pytorch():
+    """``h[i]`` where ``h`` was recorded on a tape other than the one recording now (a
+    ``with tg.Tape()`` block that ended): the element links to it, and the gradient flows
+    back through both tapes, as PyTorch's one graph."""
+    grads = {}
+    for lib in LIBS:
+        c = _leaf(lib)
+        if lib is tg:
+            with tg.Tape():
+                h = (c * 2.0).reshape(7, 1)
+        else:
+            h = (c * 2.0).reshape(7, 1)
+        y = h[3, 0] * h[1, 0] + h[6][0]
+        y.backward()
+        grads[lib] = (y.item(), c.grad.numpy().copy())
+    assert grads[tg][0] == grads[torch][0]
+    np.testing.assert_array_equal(grads[tg][1], grads[torch][1])

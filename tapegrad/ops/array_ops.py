@@ -2620,14 +2620,17 @@ def basic_index(x, idx, node=None):
 
 
 def select_recorded(x, idx):
-    """``x[idx]`` for an int ``idx`` in range of a float64 ``Tensor`` ``x`` with history on
-    the tape recording now (not a multi-output view, not detached): ``basic_index``'s
-    entry, node and view in one step, without its layers (``x[i]`` of a recorded vector
-    2.1 -> 1.1 us, PyTorch's 1.0: element access in scalar-heavy code); None where that
-    does not apply (the caller takes the general path)."""
+    """``x[idx]`` for an int ``idx`` in range of a float64 ``Tensor`` ``x`` with history
+    (not a multi-output view, not detached) while grad is on: ``basic_index``'s entry,
+    node and view in one step, without its layers (``x[i]`` of a recorded vector 2.1 ->
+    1.1 us, PyTorch's 1.0: element access in scalar-heavy code); None where that does not
+    apply (the caller takes the general path)."""
     T = recording()
-    if T is not x._tape or T._retiring or x._multi_output is not None or x._detached:
+    tape = x._tape
+    if T is None or tape is None or x._multi_output is not None or x._detached:
         return None
+    if T._retiring:
+        T = next_tape(T, (x,))
     v = x._value
     if v.ndim == 1:
         out = kept = _float(v[idx])
@@ -2640,8 +2643,9 @@ def select_recorded(x, idx):
         if number is None:
             return None
         _SELECT_CALLS[idx] = number
+    ref = x._entry if tape is T else T._ref(x)   # (_record_view's reference)
     head = T._push_pyop(kept)
-    T._py[head] = ("SelectBackward0", (x._entry,), number)
+    T._py[head] = ("SelectBackward0", (ref,), number)
     T._stops.append(head)
     r = _new(Tensor)
     r._value = out
