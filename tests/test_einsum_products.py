@@ -123,3 +123,33 @@ def test_gradients_are_pytorchs(equation, shapes):
     (torch.einsum(equation, *theirs) * torch.tensor(seed)).sum().backward()
     for a, b in zip(ours, theirs):
         np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_products_written_into_the_result_are_the_copied_products():
+    """Where the product's rows lie in the C-ordered result as blocks (``_product_into``:
+    GMM's 'mij,ijk->mik'), it is written there directly: bit for bit the product computed
+    then copied transposed, and C-ordered; random equations of two to three letters a
+    side, some taking that path."""
+    rng = np.random.default_rng(7)
+    into = 0
+    for _ in range(1500):
+        a = "".join(rng.choice(list("abcde"), int(rng.integers(1, 4)), replace=False))
+        b = "".join(rng.choice(list("abcde"), int(rng.integers(1, 4)), replace=False))
+        out = [c for c in sorted(set(a + b)) if rng.random() < 0.6]
+        rng.shuffle(out)
+        out = "".join(out)
+        size = {c: int(rng.integers(1, 6)) * int(rng.integers(1, 9)) for c in set(a + b)}
+        x = rng.standard_normal([size[c] for c in a])
+        y = rng.standard_normal([size[c] for c in b])
+        plan = everyday_ops._product_plan(a, b, out, x.shape, y.shape, True)
+        if plan is None or plan[0] != "matmul":
+            continue
+        _, (px, sx), (py, sy), shape, back, written = plan
+        got = everyday_ops._einsum_as_matmul((a, b), out, x, y, True)
+        z = np.matmul(x.transpose(px).reshape(sx), y.transpose(py).reshape(sy)).reshape(shape)
+        copied = z[()] if back is None else np.ascontiguousarray(z.transpose(back))
+        assert np.array_equal(got, copied), (a, b, out)
+        if written is not None:
+            into += 1
+            assert got.flags.c_contiguous
+    assert into >= 30
