@@ -118,3 +118,34 @@ def test_two_dim_broadcasts_are_taken():
         assert loops.broadcast_arith(CODES[name], x, y) is not None
         assert loops.broadcast_arith(CODES[name], y, x) is not None
     assert loops.broadcast_arith(CODES["div"], np.ones((10, 1)), np.ones((1, 1000))) is not None
+
+
+def test_broadcast_copy_is_numpys_copy_of_the_broadcast():
+    """``broadcast_copy`` (a gradient written out over its operand's shape: the Numba loop
+    where a dim repeats inside the array, NumPy elsewhere) gives NumPy's broadcast copied,
+    C-ordered, for arrays, their broadcast views, other layouts and numbers; NumPy's
+    error where they do not broadcast."""
+    from tapegrad.core.broadcast_loops import broadcast_copy, _merged_dims
+    rng = np.random.default_rng(3)
+    looped = 0
+    for _ in range(3000):
+        nd = int(rng.integers(1, 5))
+        shape = tuple(int(rng.integers(1, 9)) * (int(rng.integers(1, 40)) if rng.random() < 0.3
+                                                 else 1) for _ in range(nd))
+        gshape = tuple(1 if rng.random() < 0.4 else n for n in shape)[int(rng.integers(0, nd)):]
+        g = rng.standard_normal(gshape)
+        if rng.random() < 0.2 and g.ndim > 1:
+            g = np.asfortranarray(g)
+        expected = np.array(np.broadcast_to(g, shape))
+        if rng.random() < 0.4:
+            g = np.broadcast_to(g, shape)
+        elif g.flags.c_contiguous and expected.size >= 1024 and \
+                _merged_dims(g.shape, g.strides, shape) is not None:
+            looped += 1
+        got = broadcast_copy(g, shape)
+        assert got.flags.c_contiguous and got.shape == shape
+        np.testing.assert_array_equal(got, expected)
+    assert looped >= 30
+    assert broadcast_copy(2.5, (2, 3)).tolist() == [[2.5] * 3] * 2
+    with pytest.raises(ValueError):
+        broadcast_copy(np.ones((3, 4)), (5, 4, 5))

@@ -41,6 +41,7 @@ from ..core.grad_mode import grad_mode
 from ..core.numba_jit import jit
 from ..core.tape import (ARG, CONST, LEAF, LINK, N_ELEMENTWISE, OP_NAMES, PYFUNC, PYOUT,
                          SECOND_BACKWARD, Tape, fresh_default_tape, recording)
+from ..core.broadcast_loops import broadcast_copy
 from ..core.dtypes import Size
 from ..core.shapes import broadcast_view
 from ..core.graph import LEAF_STATE, node_input_slots, node_name, node_state
@@ -180,10 +181,9 @@ _NO_SWITCH = contextlib.nullcontext()
 
 def _written_out(g, shape):
     """``g`` broadcast to ``shape`` as a new float64 array (``np.array(np.broadcast_to(g,
-    shape))`` without broadcast_to's cost: 2.8 -> 0.4 us for a (5, 2) adjoint)."""
-    out = np.empty(shape)
-    out[...] = g
-    return out
+    shape))`` without broadcast_to's cost: 2.8 -> 0.4 us for a (5, 2) adjoint; a gradient
+    repeated over a short inner run in a loop: ``broadcast_copy``)."""
+    return broadcast_copy(g, shape)
 
 
 def _masked(g):

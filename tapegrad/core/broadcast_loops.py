@@ -198,3 +198,88 @@ def _outer_rows_of(op, x, y):
     out = np.empty((n, m, d))
     _outer_rows(op, rows_first, a.reshape(n, d), b.reshape(m, d), out)
     return out
+
+
+@jit
+def _copy_3d(src, out):
+    """``out[...] = src`` for 3-d arrays of one shape, ``src`` of any strides (a broadcast
+    view: 0 where it repeats), ``out`` C-contiguous."""
+    a, b, c = src.shape
+    for i in range(a):
+        for j in range(b):
+            for k in range(c):
+                out[i, j, k] = src[i, j, k]
+
+
+def broadcast_copy(g, shape):
+    """``g`` (an array or a number) broadcast to ``shape``, as a new C-ordered float64
+    array.  A C-contiguous float64 array repeated along a dim inside it, after one it does
+    not repeat along, with a short last dim (``(1000, 5)[:, :, None]`` or ``(1000, 1, 2)`` to ``(1000, 5, 2)``:
+    GMM's sums over dims), is copied in a Numba loop over its dims merged where they can
+    be: NumPy's copy runs its inner loop once per short run there (24-27 us against
+    9-11).  NumPy copies the rest (repeated whole blocks, which it copies a block at a
+    time; small arrays)."""
+    out = np.empty(shape)
+    if g.__class__ is np.ndarray and g.dtype is _F64 and out.size >= _COPIED_FROM and \
+            shape[-1] < _SHORT_RUN and g.flags.c_contiguous and 0 < g.ndim <= len(shape):
+        dims = _merged_dims(g.shape, g.strides, shape)
+        if dims is not None:
+            sizes, strides = dims
+            _copy_3d(np.ndarray(sizes, _F64, g, 0, strides), out.reshape(sizes))
+            return out
+    elif g.__class__ is np.ndarray and g.dtype is _F64 and g.shape == shape and \
+            out.size >= _COPIED_FROM and shape[-1] < _SHORT_RUN and len(shape) <= 3 and \
+            _repeats_inside(g.strides):
+        # a broadcast view already (a sum's gradient spread back): its own dims
+        lead = (1,) * (3 - len(shape))
+        _copy_3d(g[(None,) * len(lead)], out.reshape(lead + shape))
+        return out
+    out[...] = g
+    return out
+
+
+def _repeats_inside(strides):
+    """Is a dim repeated (stride 0) after one that is not?"""
+    seen = False
+    for s in strides:
+        if s:
+            seen = True
+        elif seen:
+            return True
+    return False
+
+
+def _merged_dims(gshape, gstrides, shape):
+    """The dims of an array (``gshape``, ``gstrides`` in bytes) broadcast to ``shape``,
+    merged where neighbours step alike, dims of 1 dropped, padded in front to three:
+    ``(sizes, strides)``; None where it does not broadcast, where NumPy's copy is as fast
+    (no dim repeated after one that is not: whole blocks repeated; a last dim of
+    ``_SHORT_RUN`` or more: NumPy's inner loop) or more than three dims are left."""
+    lead = len(shape) - len(gshape)
+    sizes, steps = [], []
+    for k, n in enumerate(shape):
+        if k < lead:
+            s = 0
+        else:
+            m = gshape[k - lead]
+            s = gstrides[k - lead] if m == n else 0
+            if m != n and m != 1:
+                return None
+        if n == 1:
+            continue
+        if sizes and steps[-1] == s * n:   # (the previous dim steps over this one whole)
+            sizes[-1] *= n
+            steps[-1] = s
+        else:
+            sizes.append(n)
+            steps.append(s)
+    if not 2 <= len(sizes) <= 3 or sizes[-1] >= _SHORT_RUN:
+        return None
+    if not _repeats_inside(steps):
+        return None
+    pad = 3 - len(sizes)
+    return (1,) * pad + tuple(sizes), (0,) * pad + tuple(steps)
+
+
+_COPIED_FROM = 1024   # (below, the loop's call costs more than NumPy's short copies)
+_SHORT_RUN = 16       # (a last dim this long or longer: NumPy's copy keeps up)
