@@ -1622,8 +1622,20 @@ def logsumexp(x, dim, keepdim=False):
 
 
 # d lse / dx = softmax(x) = exp(x - lse)
-logsumexp.defvjp(lambda g, ans, x, dim, keepdim=False:
-                 (_spread(g, x, dim, keepdim) * _exp(x - _spread(ans, x, dim, keepdim)),))
+def _logsumexp_vjp(g, ans, x, dim, keepdim=False):
+    if g.__class__ is ans.__class__ is x.__class__ is np.ndarray and dim is not None:
+        # (NumPy values: g and lse broadcast as they are, with dims kept, into one new
+        # array written in place -- not views spread over x, NumPy's slow broadcasting
+        # loop: GMM's (1000, 5) 21 -> 14 us; the same operations, the same values)
+        kept = _reduced_shape(x.shape, _axes(dim, x.ndim), True)
+        e = x - ans.reshape(kept)
+        np.exp(e, out=e)
+        e *= g.reshape(kept)
+        return (e,)
+    return (_spread(g, x, dim, keepdim) * _exp(x - _spread(ans, x, dim, keepdim)),)
+
+
+logsumexp.defvjp(_logsumexp_vjp)
 
 
 @defop("softmax", "SoftmaxBackward0", reads=(), reads_output=True, numpy_rule=True)

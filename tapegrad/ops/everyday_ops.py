@@ -530,8 +530,12 @@ _SHORT_CONTRACTION = 16
 
 @defop("einsum", "EinsumBackward0", method=False, numpy_rule=True, grad_depends="others")
 def einsum(equation, *xs):
-    ins, out = parse_einsum(equation, [np.shape(x) for x in xs])
-    planned = len(xs) > 2 or sum(np.size(x) for x in xs) >= _EINSUM_PLANNED
+    # (arrays' own shape and size: np.shape and np.size cost 0.16 us each, the attributes
+    # 0.02)
+    shapes = [x.shape if x.__class__ is np.ndarray else np.shape(x) for x in xs]
+    ins, out = parse_einsum(equation, shapes)
+    planned = len(xs) > 2 or sum(x.size if x.__class__ is np.ndarray else np.size(x)
+                                 for x in xs) >= _EINSUM_PLANNED
     if len(xs) == 2:
         product = _einsum_as_matmul(ins, out, *xs, planned)
         if product is not None:
@@ -666,7 +670,8 @@ def _einsum_grad(g, equation, xs, k):
     k's subscripts.  A letter that operand k repeats (a diagonal) is renamed and tied to
     its first use by an identity matrix; a letter only operand k has (summed out there)
     comes back by expanding."""
-    subs, partial, eyes, back = _grad_plan(equation, tuple(tuple(_shape(x)) for x in xs), k)
+    subs, partial, eyes, back = _grad_plan(equation, tuple(x.shape if x.__class__ is np.ndarray
+                                                      else tuple(_shape(x)) for x in xs), k)
     eyes = [np.eye(n) if g.__class__ is np.ndarray else wrap(np.eye(n)) for n in eyes]
     operands = [g] + [x for j, x in enumerate(xs) if j != k] + eyes
     r = rule_call("einsum", _einsum_equation(subs, partial), *operands)
