@@ -108,8 +108,27 @@ _new = object.__new__   # (a result made without Tensor(): tg.Tensor(data)'s __i
 def contiguous(v):
     """``v`` laid out in row-major order, as PyTorch writes the results of reductions,
     scans and copies whatever the input's layout (a later ``view``/``flatten`` of it is a
-    view there, so ``grad_fn`` names and ``view``'s errors follow from the layout)."""
-    return v if v.__class__ is not np.ndarray or v.flags.c_contiguous else v.copy()
+    view there, so ``grad_fn`` names and ``view``'s errors follow from the layout).  Dims
+    of size 1 get row-major strides too: NumPy's ``keepdims`` gives a kept dim the stride
+    of the input's reduced dim (``x.t().sum(1, keepdim=True)``: strides (1, 5) where
+    PyTorch's are (1, 1)), which ``stride()`` shows and matmul's fold test reads."""
+    if v.__class__ is not np.ndarray:
+        return v
+    if not v.flags.c_contiguous:
+        return v.copy()
+    if v.ndim > 1 and 1 in v.shape and v.size:
+        rows = _row_major_strides(v.shape, v.itemsize)
+        if v.strides != rows:   # (the same memory, the size-1 dims' steps as PyTorch's)
+            return np.ndarray(v.shape, v.dtype, v, 0, rows)
+    return v
+
+
+def _row_major_strides(shape, itemsize):
+    out, step = [], itemsize
+    for n in reversed(shape):
+        out.append(step)
+        step *= n
+    return tuple(reversed(out))
 
 
 def like_layout(v, x):
