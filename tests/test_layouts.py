@@ -79,9 +79,10 @@ def test_flatten_records_as_pytorch(name):
 def test_reduction_strides_are_pytorchs(shape):
     """A reduction's result (keepdim or not) of every permutation of ``shape`` has PyTorch's
     strides, the kept dims of size 1 included (NumPy's ``keepdims`` gave them the reduced
-    dim's stride: 260 of 3,080 such results differed), and ``matmul`` folds by them as
-    PyTorch does (a keepdim sum of a transposed tensor times a vector: ``MvBackward0``, not
-    a ``BmmBackward0``: the fuzzer's seed 127)."""
+    dim's stride: 260 of 3,080 such results differed; ``all``, ``any`` and
+    ``count_nonzero`` followed a permuted input's layout where PyTorch's are row-major),
+    and ``matmul`` folds by them as PyTorch does (a keepdim sum of a transposed tensor times
+    a vector: ``MvBackward0``, not a ``BmmBackward0``: the fuzzer's seed 127)."""
     import itertools
     for perm in itertools.permutations(range(len(shape))):
         for dim in range(len(shape)):
@@ -94,6 +95,10 @@ def test_reduction_strides_are_pytorchs(shape):
                         y = getattr(x, name)(dim=dim, keepdim=keepdim)
                         seen.append((name, tuple(y.shape), y.stride()))
                     seen.append(("norm", x.norm(dim=dim, keepdim=keepdim).stride()))
+                    for name in ("all", "any"):   # (PyTorch writes these row-major)
+                        seen.append((name, getattr(x > 3.0, name)(dim=dim, keepdim=keepdim)
+                                     .stride()))
+                    seen.append(("count_nonzero", x.count_nonzero(dim=dim).stride()))
                 half = len(seen) // 2
                 assert seen[:half] == seen[half:], (perm, dim, keepdim)
     names = []

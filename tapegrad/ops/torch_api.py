@@ -27,6 +27,7 @@ from ..core.views import live_views, register_parts, register_view, root_and_ste
 from . import everyday_ops, inplace_views, linalg_ops, special
 from .factories import (LEGACY_CONSTRUCTORS, factory_shape, legacy_new, random_source,
                         tensor as _new_tensor, tensor_init)
+from .array_ops import contiguous as rows_in_order
 from .array_ops import (SUM_ALL, basic_index, basic_steps, select_recorded, call, call_arrays, call_view, sum_all, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
                         view_through, without_leading_ones, wrap_dim)
 
@@ -1372,7 +1373,8 @@ def argmin(input, dim=None, keepdim=False):
 
 def _truth(fn, input, dim, keepdim):
     v = _array(input)
-    out = np.asarray(_reduce_dims(fn, v.astype(bool), dim, keepdim))
+    # (row-major, as PyTorch writes all's and any's results whatever the input's layout)
+    out = rows_in_order(np.asarray(_reduce_dims(fn, v.astype(bool), dim, keepdim)))
     return wrap(out.astype(np.uint8) if v.dtype == np.uint8 else out)
 
 
@@ -1520,7 +1522,7 @@ def nonzero(input, *, as_tuple=False):
 
 def count_nonzero(input, dim=None):
     """The number of nonzero elements (over ``dim``)."""
-    return wrap(np.asarray(np.count_nonzero(_array(input), axis=dim), np.int64))
+    return wrap(rows_in_order(np.asarray(np.count_nonzero(_array(input), axis=dim), np.int64)))
 
 
 # -- sorting, selecting, scattering ----------------------------------------------------------
