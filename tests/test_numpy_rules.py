@@ -6,6 +6,7 @@ import pytest
 
 import tapegrad as tg
 from tapegrad.autograd import engine
+from tapegrad.core import optable
 from tapegrad.ops.array_ops import ARRAY_OPS, pyop_records_nothing
 
 
@@ -311,3 +312,29 @@ def test_a_constant_gradients_result_owns_its_memory():
     (j,) = tg.autograd.grad(x.sum(1).sum(), x, create_graph=True)
     j.mul_(2.0)
     assert j.tolist() == [[2.0, 2.0]] * 3
+
+
+def test_partials_of_g_alone_skip_the_saved_operands(monkeypatch):
+    """Entries whose create_graph partials read only g (add, sub, neg, clone, the zero
+    derivatives: ``engine.PARTIALS_READ``) are walked without the operands' saved tensors:
+    the same gradients, second order included, and the same nodes as with them made."""
+    assert not any(engine.PARTIALS_READ[k] for k, op in enumerate(optable.OPS)
+                   if op.name in ("add", "sub", "neg", "clone"))
+    assert all(engine.PARTIALS_READ[k] for k, op in enumerate(optable.OPS)
+               if op.name in ("mul", "div", "pow", "exp", "sin", "tanh", "where"))
+
+    def program():
+        a = tg.tensor(np.linspace(-1.0, 1.5, 6).reshape(2, 3), requires_grad=True)
+        b = tg.tensor(np.linspace(0.5, 2.0, 3), requires_grad=True)
+        y = ((a + b) * (a - b) - (-a).clone() + a.round() + 2.0 - b).sin().sum()
+        (ga, gb) = tg.autograd.grad(y, (a, b), create_graph=True)
+        names = (ga.grad_fn.name(), gb.grad_fn.name())
+        second = tg.autograd.grad((ga * ga).sum() + (gb * a[0]).sum(), (a, b))
+        return [np.array(t._value) for t in (ga, gb, *second)], names
+
+    fast = program()
+    monkeypatch.setattr(engine, "PARTIALS_READ", (True,) * len(engine.PARTIALS_READ))
+    slow = program()
+    assert fast[1] == slow[1]
+    for f, s in zip(fast[0], slow[0]):
+        assert _same_bits(f, s)

@@ -26,6 +26,7 @@ rows) stay on the tape until it is dropped, but no backward looks at them again.
 from __future__ import annotations
 
 import contextlib
+import dis
 import itertools
 import math
 import operator
@@ -1269,7 +1270,39 @@ def entry_grads(adj, i, g, changed=None):
             _check(T, status, i)
     if g is None:
         return [None] * len(refs)
-    changed = changed or {}
+    if not changed and not PARTIALS_READ[code]:
+        # (add, sub, neg, clone: terms of g alone -- no saved tensor or value made per
+        # operand, ~3 us an entry of a create_graph walk)
+        pad = (False,) * (3 - len(refs))
+        parts = GRAPH_PARTIALS[code](g, None, None, None, None, None, None, None, None,
+                                     *[r >= 0 for r in refs], *pad,
+                                     *[r >= 0 or r in T._tensor_consts for r in refs], *pad)
+    else:
+        parts = _partials_read(adj, T, code, i, g, refs, changed or {})
+    # None: the partial masks, PyTorch's where(mask, grad, 0): zeros that keep g's graph
+    # and flow on (an op below multiplies them as usual)
+    grads = [None if r < 0 else (_masked(g) if p is None else p) for r, p in zip(refs, parts)]
+    if is_anomaly_enabled():    # detect_anomaly: name the node that returned NaN
+        check_nan(node_name(T, i), [grads[k] for k in node_input_slots(T, i)
+                                    if grads[k].__class__ is not EfficientZero])
+    return grads
+
+
+def _reads_operands(fn):
+    """Does generated graph partial ``fn`` read an operand or the result (its tensor or its
+    value), not only ``g`` and the flags?  From its code: the op table stays the one source."""
+    names = {"x", "y", "z", "out", "xv", "yv", "zv", "outv"}
+    # (any instruction naming one -- a load, or a closure cell for a nested function)
+    return bool(names & set(fn.__code__.co_cellvars)) or any(
+        ins.argval in names for ins in dis.get_instructions(fn))
+
+
+PARTIALS_READ = tuple(_reads_operands(fn) for fn in GRAPH_PARTIALS)
+
+
+def _partials_read(adj, T, code, i, g, refs, changed):
+    """``entry_grads``' partials of entry ``i`` (op ``code``) with its operands' saved
+    tensors and values (``changed``: saved_tensors_hooks' replacements)."""
     pad = [None] * (3 - len(refs))
     ts = [changed[r] if r in changed else adj.saved(r) for r in refs] + pad
     vs = [changed[r]._value if r in changed else
@@ -1278,16 +1311,9 @@ def entry_grads(adj, i, g, changed=None):
     need = [r >= 0 for r in refs] + [False] * (3 - len(refs))
     tensors = [r >= 0 or r in T._tensor_consts for r in refs] + [False] * (3 - len(refs))
     out = changed.get("out")
-    parts = GRAPH_PARTIALS[code](g, ts[0], ts[1], ts[2], adj.saved(i) if out is None else out,
-                                 vs[0], vs[1], vs[2], T._value(i) if out is None else out._value,
-                                 *need, *tensors)
-    # None: the partial masks, PyTorch's where(mask, grad, 0): zeros that keep g's graph
-    # and flow on (an op below multiplies them as usual)
-    grads = [None if r < 0 else (_masked(g) if p is None else p) for r, p in zip(refs, parts)]
-    if is_anomaly_enabled():    # detect_anomaly: name the node that returned NaN
-        check_nan(node_name(T, i), [grads[k] for k in node_input_slots(T, i)
-                                    if grads[k].__class__ is not EfficientZero])
-    return grads
+    return GRAPH_PARTIALS[code](g, ts[0], ts[1], ts[2], adj.saved(i) if out is None else out,
+                                vs[0], vs[1], vs[2], T._value(i) if out is None else out._value,
+                                *need, *tensors)
 
 
 def _broadcast_source(T, r):
