@@ -216,7 +216,7 @@ def broadcast_copy(g, shape):
     array.  A C-contiguous float64 array repeated along a dim inside it, after one it does
     not repeat along, with a short last dim (``(1000, 5)[:, :, None]`` or ``(1000, 1, 2)`` to ``(1000, 5, 2)``:
     GMM's sums over dims), is copied in a Numba loop over its dims merged where they can
-    be: NumPy's copy runs its inner loop once per short run there (24-27 us against
+    be: NumPy's copy runs its inner loop once per short run there (16-27 us against
     9-11).  NumPy copies the rest (repeated whole blocks, which it copies a block at a
     time; small arrays)."""
     out = np.empty(shape)
