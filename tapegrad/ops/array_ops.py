@@ -133,14 +133,39 @@ def _row_major_strides(shape, itemsize):
 
 def like_layout(v, x):
     """``v`` laid out as PyTorch lays out sort's and flip's results of ``x``, in memory of
-    its own (``v`` may view ``x``): TensorIterator's layout for an operand ``x``
-    (``torch_layout``: a permuted ``x``'s strides, C order for an expanded one)."""
+    its own (``v`` may view ``x``): ``x``'s own strides where ``x`` is dense (PyTorch's
+    ``empty_like`` keeps them, a dim of size 1 included), else TensorIterator's layout for
+    an operand ``x`` (``torch_layout``: a permuted ``x``'s strides, C order for an expanded
+    one)."""
+    if x.__class__ is np.ndarray and v.shape == x.shape and v.ndim >= 2 and 1 in x.shape \
+            and v.size:
+        steps = _dense_steps(x)
+        if steps is not None:   # (a size-1 dim's stride is x's, not a row-major one)
+            strides = tuple(k * v.itemsize for k in steps)
+            if v.strides == strides and not np.may_share_memory(v, x):
+                return v
+            out = np.ndarray(x.shape, v.dtype, np.empty(x.size, v.dtype), 0, strides)
+            out[...] = v
+            return out
     if x.__class__ is np.ndarray and v.shape == x.shape and v.ndim >= 2 and not x.flags.c_contiguous:
         out = torch_layout(v, (x,))
         if out is not v:
             return out
         return np.copy(v, order="K") if np.may_share_memory(v, x) else v
     return v if v.flags.c_contiguous and not np.may_share_memory(v, x) else v.copy()
+
+
+def _dense_steps(x):
+    """``x``'s strides in elements where its elements fill one block without gaps or
+    overlaps (each dim longer than 1 steps over the smaller ones exactly, all forward), else
+    None."""
+    steps = [st // x.itemsize for st in x.strides]
+    need = 1
+    for k in sorted((k for k in range(x.ndim) if x.shape[k] != 1), key=steps.__getitem__):
+        if steps[k] != need:
+            return None
+        need *= x.shape[k]
+    return steps
 
 
 def _np(v):

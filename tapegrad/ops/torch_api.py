@@ -2510,7 +2510,7 @@ def _cumulative_extreme(input, dim, better):
         take_new &= ~np.isnan(best)
         best = np.where(take_new, moved[..., k], best)
         idx[..., k] = np.where(take_new, k, idx[..., k - 1])
-    idx = np.ascontiguousarray(np.moveaxis(idx, -1, dim))
+    idx = rows_in_order(np.ascontiguousarray(np.moveaxis(idx, -1, dim)))
     return ValuesIndices(gather(input, dim, idx), wrap(idx))
 
 
