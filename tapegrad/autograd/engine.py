@@ -1221,22 +1221,10 @@ def _direct_constant_backward(py, g, value):
     zeros, as getitem's rule), without the rule's argument building (k-means' Newton
     direction: its create_graph walk steps 8-18 us each, the NumPy work ~1-6).  These
     rules record nothing from a constant gradient.  None elsewhere (the rule then)."""
-    if py.__class__ is tuple:
-        facts = _CALL_FACTS.get(py[2])
-        if facts is None:
-            facts = _call_facts(py[2])
-        kind, r = facts[2], py[1][0]
-        if facts[1]:   # (a tensor among the call's arguments: an index tensor)
-            return None
-    else:
-        if py.backward_fn is not None or py.nout != 1 or py.versions is not None or \
-                py.fwd[0] not in _SWEPT_CALLS:
-            return None
-        kind, r = direct_kind(py.fwd), py.inputs[0]
-        if any(v.__class__ is Tensor for v in py.fwd[1]):
-            return None
-    if kind is None or r < 0:
+    direct = _direct_call(py)
+    if direct is None or direct[2][0] < 0:
         return None
+    kind, r = direct[0], direct[2][0]
     k = kind[0]
     if k == DIRECT_INDEX:
         x = value(r)
@@ -1270,15 +1258,15 @@ def entry_grads(adj, i, g, changed=None):
             _check(T, status, i)
     if g is None:
         return [None] * len(refs)
+    pad = [False] * (3 - len(refs))
+    flags = ([r >= 0 for r in refs] + pad
+             + [r >= 0 or r in T._tensor_consts for r in refs] + pad)   # (need, tensors)
     if not changed and not PARTIALS_READ[code]:
         # (add, sub, neg, clone: terms of g alone -- no saved tensor or value made per
         # operand, ~3 us an entry of a create_graph walk)
-        pad = (False,) * (3 - len(refs))
-        parts = GRAPH_PARTIALS[code](g, None, None, None, None, None, None, None, None,
-                                     *[r >= 0 for r in refs], *pad,
-                                     *[r >= 0 or r in T._tensor_consts for r in refs], *pad)
+        parts = GRAPH_PARTIALS[code](g, None, None, None, None, None, None, None, None, *flags)
     else:
-        parts = _partials_read(adj, T, code, i, g, refs, changed or {})
+        parts = _partials_read(adj, T, code, i, g, refs, changed or {}, flags)
     # None: the partial masks, PyTorch's where(mask, grad, 0): zeros that keep g's graph
     # and flow on (an op below multiplies them as usual)
     grads = [None if r < 0 else (_masked(g) if p is None else p) for r, p in zip(refs, parts)]
@@ -1300,20 +1288,19 @@ def _reads_operands(fn):
 PARTIALS_READ = tuple(_reads_operands(fn) for fn in GRAPH_PARTIALS)
 
 
-def _partials_read(adj, T, code, i, g, refs, changed):
+def _partials_read(adj, T, code, i, g, refs, changed, flags):
     """``entry_grads``' partials of entry ``i`` (op ``code``) with its operands' saved
-    tensors and values (``changed``: saved_tensors_hooks' replacements)."""
+    tensors and values (``changed``: saved_tensors_hooks' replacements; ``flags``: the
+    partials' need and tensor flags)."""
     pad = [None] * (3 - len(refs))
     ts = [changed[r] if r in changed else adj.saved(r) for r in refs] + pad
     vs = [changed[r]._value if r in changed else
           np.asarray(T._value(r)) if r >= 0 and r in T._arr else
           (T._value(r) if r >= 0 else T._c[-r - 1]) for r in refs] + pad
-    need = [r >= 0 for r in refs] + [False] * (3 - len(refs))
-    tensors = [r >= 0 or r in T._tensor_consts for r in refs] + [False] * (3 - len(refs))
     out = changed.get("out")
     return GRAPH_PARTIALS[code](g, ts[0], ts[1], ts[2], adj.saved(i) if out is None else out,
                                 vs[0], vs[1], vs[2], T._value(i) if out is None else out._value,
-                                *need, *tensors)
+                                *flags)
 
 
 def _broadcast_source(T, r):
@@ -2188,23 +2175,10 @@ def _gathers(T, heads, arrays, off, needed=None, states=True):
         if py is None or (needed is not None and not needed[h]) or \
                 (states and node_state(T, h) is not None):
             continue
-        if py.__class__ is tuple:
-            facts = _CALL_FACTS.get(py[2])
-            if facts is None:
-                facts = _call_facts(py[2])
-            kind = facts[2]
-            if kind is None or kind[0] == DIRECT_UNBIND or facts[1]:
-                continue
-            fwd, refs, key = CALLS[py[2]], py[1], py[2]
-        else:
-            fwd = py.fwd
-            if fwd is None or fwd[0] not in _SWEPT_CALLS or py.backward_fn is not None \
-                    or py.nout != 1 or py.versions is not None:
-                continue
-            kind = direct_kind(fwd)
-            if kind is None or kind[0] == DIRECT_UNBIND:
-                continue
-            refs, key = py.inputs, None
+        direct = _direct_call(py)
+        if direct is None or direct[0][0] == DIRECT_UNBIND:
+            continue
+        kind, fwd, refs, key = direct
         if kind[0] == DIRECT_CAT:
             r, at = -1, _cat_blocks(fwd, refs, arrays, off, h)
         else:
@@ -2252,6 +2226,25 @@ def _gathers(T, heads, arrays, off, needed=None, states=True):
 
 
 _SWEPT_CALLS = frozenset(("getitem", "expand", "sum", "mean", "cat", "stack"))   # (calls _gathers may take)
+
+
+def _direct_call(py):
+    """``(kind, fwd, inputs, shared call number or None)`` of a value of a tape's ``_py``
+    whose backward the walks run themselves (``direct_kind``: one output, no custom
+    backward, no index tensor or saved index versions), else None."""
+    if py.__class__ is tuple:
+        facts = _CALL_FACTS.get(py[2])
+        if facts is None:
+            facts = _call_facts(py[2])
+        if facts[2] is None or facts[1]:   # (facts[1]: a tensor among the call's arguments)
+            return None
+        return facts[2], CALLS[py[2]], py[1], py[2]
+    fwd = py.fwd
+    if fwd is None or fwd[0] not in _SWEPT_CALLS or py.backward_fn is not None \
+            or py.nout != 1 or py.versions is not None:
+        return None
+    kind = direct_kind(fwd)
+    return None if kind is None else (kind, fwd, py.inputs, None)
 
 
 def _laid_out(arrays, off, r):

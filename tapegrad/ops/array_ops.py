@@ -117,17 +117,19 @@ def contiguous(v):
     if not v.flags.c_contiguous:
         return v.copy()
     if v.ndim > 1 and 1 in v.shape and v.size:
-        rows = _row_major_strides(v.shape, v.itemsize)
+        rows = tuple(k * v.itemsize for k in row_major_strides(v.shape))
         if v.strides != rows:   # (the same memory, the size-1 dims' steps as PyTorch's)
             return np.ndarray(v.shape, v.dtype, v, 0, rows)
     return v
 
 
-def _row_major_strides(shape, itemsize):
-    out, step = [], itemsize
+def row_major_strides(shape):
+    """PyTorch's strides (in elements) of a contiguous tensor of ``shape`` (a dim of size 0
+    steps as one of size 1: ``zeros(3, 0)`` has strides (1, 1))."""
+    out, step = [], 1
     for n in reversed(shape):
         out.append(step)
-        step *= n
+        step *= builtins.max(n, 1)
     return tuple(reversed(out))
 
 

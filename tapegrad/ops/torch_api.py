@@ -27,7 +27,7 @@ from ..core.views import live_views, register_parts, register_view, root_and_ste
 from . import everyday_ops, inplace_views, linalg_ops, special
 from .factories import (LEGACY_CONSTRUCTORS, factory_shape, legacy_new, random_source,
                         tensor as _new_tensor, tensor_init)
-from .array_ops import contiguous as rows_in_order
+from .array_ops import contiguous as rows_in_order, row_major_strides
 from .array_ops import (SUM_ALL, basic_index, basic_steps, select_recorded, call, call_arrays, call_view, sum_all, full_slice as _full, index, index_shape, index_steps, is_advanced_index, shape_arg,
                         view_through, without_leading_ones, wrap_dim)
 
@@ -209,20 +209,10 @@ def _folds(a, b):
     return builtins.all(strides[i] == strides[i + 1] * shape[i + 1] for i in range(len(shape) - 2))
 
 
-def _contiguous_strides(shape):
-    """PyTorch's strides of a contiguous tensor of ``shape`` (a dim of size 0 steps as one of
-    size 1: ``zeros(3, 0)`` has strides (1, 1))."""
-    out, step = [], 1
-    for n in reversed(shape):
-        out.append(step)
-        step *= builtins.max(n, 1)
-    return tuple(reversed(out))
-
-
 def _is_contiguous(shape, strides):
     # PyTorch's test: dims of size 1 are skipped, and an empty tensor is contiguous
     return 0 in shape or builtins.all(n == 1 or s == c for n, s, c in
-                                      zip(shape, strides, _contiguous_strides(shape)))
+                                      zip(shape, strides, row_major_strides(shape)))
 
 
 def _can_view(shape, strides, new_shape):
@@ -276,7 +266,7 @@ def _matmul_decomposed(a, b):
     if nb >= 3 and na <= 2 and a._tape is not None:   # fold b's batch: (b^T a^T)^T
         bt = transpose(b, -1, -2)
         shape_t = sb[:-2] + (sb[-1], sb[-2])
-        strides_t = _contiguous_strides(sb)
+        strides_t = row_major_strides(sb)
         strides_t = strides_t[:-2] + (strides_t[-1], strides_t[-2])
         rows = int(np.prod(shape_t[:-1], dtype=np.int64))
         folded = _reshape_as_torch(bt, shape_t, strides_t, (rows, sb[-2]))
@@ -286,7 +276,7 @@ def _matmul_decomposed(a, b):
             return out
         out = transpose(out, -1, -2)
         shape_o = tuple(out.shape)
-        strides_o = _contiguous_strides(shape_t[:-1] + sa[:-1])
+        strides_o = row_major_strides(shape_t[:-1] + sa[:-1])
         strides_o = strides_o[:-2] + (strides_o[-1], strides_o[-2])
         return out if _is_contiguous(shape_o, strides_o) else ELEMENTWISE["clone"](out)
     # a batch of matrix products: both expanded to the broadcast batch, then one bmm
@@ -463,7 +453,7 @@ def strides_of(v):
     if v.__class__ is not np.ndarray:
         return ()
     if not v.size and not builtins.any(v.strides):
-        return _contiguous_strides(v.shape)
+        return row_major_strides(v.shape)
     return tuple(s // v.itemsize for s in v.strides)
 
 
