@@ -99,6 +99,9 @@ PROGRAMS = {
     "linear": ((A, B.T.copy(), B[0].copy()), lambda x, w, b: tg.nn.functional.linear(x, w, b)),
     "linear batched, no bias": ((C, B.T.copy()), lambda x, w: tg.nn.functional.linear(x, w)),
     "logsumexp keepdim": ((A,), lambda x: x.logsumexp(dim=(0, 1), keepdim=True)),
+    # to one number (GMM's weights): g and lse are numbers, not arrays
+    "logsumexp to a number": ((V3,), lambda v: tg.logsumexp(v * 2.0, 0)),
+    "logsumexp of a matrix to a number": ((A,), lambda x: x.logsumexp(dim=(0, 1))),
     "max": ((A,), lambda x: tg.max(x)),
     "max of ties": ((np.array([1.0, 3.0, -0.0, 3.0]),), lambda x: tg.max(x)),
     "min of a NaN": ((A,), lambda x: tg.min(x)),
