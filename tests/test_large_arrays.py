@@ -192,3 +192,18 @@ def test_a_sums_gradient_into_an_empty_or_one_element_value(shape):
     if part.numel():
         want[0, 0] = 2.0
     assert np.array_equal(x.grad.numpy(), want)
+
+
+def test_numbers_written_out_over_large_entries_keep_their_bits():
+    """``engine._filled`` keeps a number written out over a large entry per its bits and
+    length: -0.0 and +0.0, NaNs and the gradient spread from a sum each get their own, one
+    after another in a process, bit for bit the gradients of the fill they replace."""
+    n = max(engine._FILLED_FROM, engine._FLAT_LARGE) + 3   # (an entry run alone)
+    x_value = np.linspace(-2.0, 3.0, n)
+    for c in (0.0, -0.0, np.nan, -np.nan, 2.0, 0.0, -0.0, 2.0):
+        x = tg.tensor(x_value, requires_grad=True)
+        (x * c).sum().backward()           # (c written out: mul's partial reads it)
+        assert np.full(n, c).tobytes() == x.grad.numpy().tobytes()
+        x = tg.tensor(x_value, requires_grad=True)
+        ((x * 2.0).sum() * c).backward()   # (the sum's gradient, c, spread over the entry)
+        assert np.full(n, c * 2.0).tobytes() == x.grad.numpy().tobytes()
