@@ -870,8 +870,9 @@ DEVIATIONS: Tuple[Deviation, ...] = (
         "README: 'Compiled replay of tensor code runs reductions as scalar formulas (`prod` as a "
         "chain of products, `var` through the mean, `amax` as a chain of `maximum`): equal to "
         "PyTorch's values and gradients at finite points, but where an input or an intermediate "
-        "value is ±inf or NaN a gradient entry can be NaN where PyTorch's is ±inf or 0, or the "
-        "reverse.'",
+        "value is ±inf or NaN a gradient entry can be NaN where PyTorch's is a number (±inf, 0), "
+        "or a number where PyTorch's is NaN (`amax` of `[1., nan, 0.5]`: replay gives each input "
+        "1, as `maximum` passes its gradient on at a NaN; PyTorch and the eager engine NaN).'",
         lambda p, o, m: p.family == "replay" and m.kind == "grad-nan" and _nonfinite_at(p, m),
     ),
     Deviation(
