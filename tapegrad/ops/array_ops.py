@@ -1502,14 +1502,16 @@ def _route(largest):
                 return (_routed(x, g, d, largest),)   # (NumPy values)
             idx, _ = _extreme_along(_value(x), d, largest)
         else:
-            idx = indices if keepdim else np.expand_dims(indices, d)
             if not isinstance(g, Tensor) and x.dtype == np.float64 and x.size:
+                # (the indices as they are, dim kept or not: the same order row by row;
+                # np.expand_dims cost as much as the kernel: k-means' min 20 -> 16 us)
                 outer, n = math.prod(shape[:d]), shape[d]
                 out = np.zeros(shape)
-                _route_at(np.ascontiguousarray(idx, np.int64).reshape(outer, -1),
+                _route_at(np.ascontiguousarray(indices, np.int64).reshape(outer, -1),
                           np.ascontiguousarray(g, np.float64).reshape(outer, -1),
                           out.reshape(outer, n, -1))
                 return (out,)
+            idx = indices if keepdim else np.expand_dims(indices, d)
         gk = g if keepdim else rule_call("unsqueeze", g, dim)
         return (rule_call("ungather", gk, shape, dim, idx, assign=True),)
     return vjp
