@@ -196,8 +196,30 @@ def _outer_rows_of(op, x, y):
         return None
     n, m, d = a.shape[0], b.shape[1], a.shape[2]
     out = np.empty((n, m, d))
-    _outer_rows(op, rows_first, a.reshape(n, d), b.reshape(m, d), out)
+    if d == 2:
+        _outer_pairs(op if rows_first else _SWAPPED[op], a.reshape(n, d), b.reshape(m, d), out)
+    else:
+        _outer_rows(op, rows_first, a.reshape(n, d), b.reshape(m, d), out)
     return out
+
+
+@jit
+def _outer_pairs(op, a, b, out):
+    """``_outer_rows`` for rows of two (GMM's d = 2: ``x[:, None, :] - means[None]``),
+    ``out[i, j] = a[i] <op> b[j]`` with ``_apply``'s ops (4 and 5: ``b[j] <op> a[i]``), each
+    pair written out: the loop over a row of two does not vectorize (10,000 elements 11.1 ->
+    6.6 us); longer rows keep ``_outer_rows``, where the op's test stays out of the loop."""
+    n = a.shape[0]
+    m = b.shape[0]
+    flat = out.reshape(out.size)
+    p = 0
+    for i in range(n):
+        a0 = a[i, 0]
+        a1 = a[i, 1]
+        for j in range(m):
+            flat[p] = _apply(op, a0, b[j, 0])
+            flat[p + 1] = _apply(op, a1, b[j, 1])
+            p += 2
 
 
 @jit
