@@ -1028,8 +1028,8 @@ def sum_to(g, shape):
 
 def _summed_in_kernels(g, shape):
     """``sum_to(g, shape)`` for an ndarray ``g`` where it is one sum in a kernel
-    (``_sum_in_kernels``: the same call, without ``sum_to``'s and the op's layers -- GMM's
-    broadcast gradients 9.9 -> 7 us), else None."""
+    (``_sum_in_kernels``: the same call, without ``sum_to``'s and the op's layers -- a
+    (1000, 5, 2) gradient to (5, 2) 9.9 -> 5.8 us), else None."""
     key = (g.shape, shape)
     found = _SUMMED_AXES.get(key, False)
     if found is False:
@@ -1196,8 +1196,8 @@ def _blocks(x, axes):
 def _sum_plan(shape, axes, keepdim):
     """``(A, B, C, result shape)`` of ``_blocks`` for an array of ``shape`` (float64,
     C-ordered: the caller checks) summed over ``axes`` (a tuple), kept per shape and
-    axes: working it out cost more than the kernel's own call on small arrays (a sum over
-    one dim of (10, 8) 5.0 -> 3.4 us); None where NumPy sums."""
+    axes: working it out cost a third of the sum (``_sum_in_kernels`` of (1000, 5, 2) over
+    its first dim 6.8 -> 5.2 us); None where NumPy sums."""
     key = (shape, axes, keepdim)
     plan = _SUM_PLANS.get(key, False)
     if plan is not False:
